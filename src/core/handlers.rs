@@ -1,0 +1,687 @@
+//! The per-state rules of the core. Every state change goes through [`Machine::go`], which
+//! consults the transition table; every send goes through [`Machine::send`], which numbers it.
+
+use super::transitions::is_allowed;
+use super::{AcceptSpec, Command, CoreConfig, Ctx, Event, Outcome, Rejection, Step, Timer};
+use crate::digest::value_digest;
+use crate::protocol::{ApprovalReply, InputRequest, Outbound, Reply, RequestKind, ResultView, TaskView};
+use crate::record::{LocalState as S, PendingInput, ProtocolStatus as P, TerminalState, ToolOperation, ANSWERED_INPUTS_MAX};
+
+type R = Result<Outcome, Outcome>;
+
+pub(super) struct Machine<'a> {
+    rec: ToolOperation,
+    path: Vec<S>,
+    cmds: Vec<Command>,
+    ctx: &'a Ctx,
+    cfg: &'a CoreConfig,
+}
+
+const STAYED: R = Ok(Outcome::Stayed);
+
+fn rejected(r: Rejection) -> R {
+    Ok(Outcome::Rejected(r))
+}
+
+impl<'a> Machine<'a> {
+    pub(super) fn new(rec: &ToolOperation, ctx: &'a Ctx, cfg: &'a CoreConfig) -> Machine<'a> {
+        Machine { rec: rec.clone(), path: vec![rec.local_state], cmds: vec![], ctx, cfg }
+    }
+
+    pub(super) fn finish(self, outcome: Outcome) -> Step {
+        let outcome = if self.path.len() > 1 { Outcome::Moved(self.path) } else { outcome };
+        Step { record: self.rec, commands: self.cmds, outcome }
+    }
+
+    fn now(&self) -> u64 {
+        self.ctx.now_ms
+    }
+
+    pub(super) fn go(&mut self, to: S) -> Result<(), Outcome> {
+        let from = self.rec.local_state;
+        if !is_allowed(from, to) {
+            return Err(Outcome::Refused { from, to });
+        }
+        self.rec.local_state = to;
+        self.path.push(to);
+        Ok(())
+    }
+
+    fn send(&mut self, out: Outbound) {
+        self.rec.poll_cursor.sent_seq += 1;
+        self.cmds.push(Command::Send { out, seq: self.rec.poll_cursor.sent_seq });
+    }
+
+    fn schedule(&mut self, delay_ms: u64, timer: Timer) {
+        self.cmds.push(Command::Schedule { at_ms: self.now().saturating_add(delay_ms), timer });
+    }
+
+    fn poll_delay(&self) -> u64 {
+        let c = &self.rec.poll_cursor;
+        self.cfg.poll.next_delay_ms(c.polls, c.server_interval_ms, self.ctx.jitter_permille)
+    }
+
+    fn op_id(&self) -> String {
+        // Only called in states entered with an id; an empty id would be refused by the server.
+        self.rec.operation_id.clone().unwrap_or_default()
+    }
+
+    /// Hand the item to manual reconciliation, from any non-final state.
+    fn to_unknown(&mut self, reason: &str) -> R {
+        if self.rec.local_state == S::Submitting {
+            self.go(S::SubmissionUnknown)?;
+        }
+        self.go(S::Unknown)?;
+        let reason = format!("{reason} (last server status {:?})", self.rec.last_server_status);
+        self.rec.unknown_reason = Some(reason.clone());
+        self.rec.pending_input = None;
+        self.cmds.push(Command::Reconcile { reason });
+        STAYED
+    }
+
+    fn accept(&mut self, to: S, terminal: TerminalState, digest: Option<String>, payload: Option<serde_json::Value>) -> R {
+        self.go(to)?;
+        self.rec.result_digest = digest.clone();
+        // A cancelled outcome never carries a success payload downstream.
+        let payload = match terminal {
+            TerminalState::Completed | TerminalState::Failed => payload,
+            _ => None,
+        };
+        self.cmds.push(Command::Accept(AcceptSpec { terminal, result_digest: digest, payload }));
+        STAYED
+    }
+
+    pub(super) fn run(&mut self, ev: &Event) -> R {
+        if self.ctx.epoch < self.rec.execution_epoch {
+            return rejected(Rejection::StaleEpoch { event_epoch: self.ctx.epoch, record_epoch: self.rec.execution_epoch });
+        }
+        if let Event::Reply { epoch, .. } | Event::Lost { epoch, .. } = ev {
+            if *epoch != self.rec.execution_epoch {
+                return rejected(Rejection::StaleEpoch { event_epoch: *epoch, record_epoch: self.rec.execution_epoch });
+            }
+        }
+        if self.rec.local_state.is_final() {
+            return self.on_final(ev);
+        }
+        match ev {
+            Event::Start => self.start(),
+            Event::Resume => self.resume(),
+            Event::Timer(t) => self.timer(*t),
+            Event::Reply { kind, seq, reply, .. } => self.reply(*kind, *seq, reply),
+            Event::Lost { kind, seq, .. } => self.lost(*kind, *seq),
+            Event::InputRequested(req) => self.input_requested(req),
+            Event::ApprovalReplied { round, schema_digest, reply } => self.approval(*round, schema_digest, reply.clone()),
+            Event::CancelClicked => self.cancel_clicked(),
+            Event::CallerDetached => {
+                self.rec.caller_detached = true;
+                STAYED
+            }
+        }
+    }
+
+    fn on_final(&mut self, ev: &Event) -> R {
+        if let Event::Reply { reply: Reply::Status(v) | Reply::CancelAcknowledged(v), .. } = ev {
+            let late_completion = matches!(v.status, P::Completed | P::Failed);
+            if self.rec.local_state == S::CancelledAccepted && late_completion && Some(&v.operation_id) == self.rec.operation_id.as_ref() {
+                self.cmds.push(Command::EffectReconciliation {
+                    reason: format!("server reported {:?} after the cancel was confirmed", v.status),
+                });
+                return STAYED;
+            }
+        }
+        if let Event::CallerDetached = ev {
+            self.rec.caller_detached = true;
+            return STAYED;
+        }
+        rejected(Rejection::AlreadyFinal)
+    }
+
+    fn submit(&mut self) {
+        self.rec.submit_attempts += 1;
+        let (key, tool, arguments) = (self.rec.submission_key.clone(), self.rec.tool_name.clone(), self.rec.request_body.clone());
+        if self.rec.synchronous {
+            self.send(Outbound::SubmitSync { key, tool, arguments });
+        } else {
+            self.send(Outbound::Submit { key, tool, arguments, ttl_ms: self.cfg.task_ttl_ms });
+        }
+    }
+
+    fn start(&mut self) -> R {
+        if self.rec.local_state != S::Submitting || self.rec.submit_attempts != 0 {
+            return rejected(Rejection::NotApplicable);
+        }
+        self.submit();
+        STAYED
+    }
+
+    fn resume(&mut self) -> R {
+        self.rec.execution_epoch = self.ctx.epoch;
+        self.rec.input_stream_open = false;
+        match self.rec.local_state {
+            S::Submitting if self.rec.submit_attempts == 0 => {
+                self.submit();
+                STAYED
+            }
+            // The submission may have left before the crash: never send it blind again.
+            S::Submitting | S::SubmissionUnknown => self.submission_unknown(),
+            S::NotFoundSafe => {
+                self.schedule(0, Timer::SubmitDue);
+                STAYED
+            }
+            S::Working => {
+                self.schedule(0, Timer::PollDue);
+                STAYED
+            }
+            S::InputRequired => {
+                if let Some(p) = self.rec.pending_input.clone() {
+                    // The approval gate lost its question with the crash: ask again, same round.
+                    self.ask_approval(&p);
+                } else {
+                    self.schedule(0, Timer::PollDue);
+                }
+                STAYED
+            }
+            S::CancelRequested => {
+                self.schedule(0, Timer::CancelRequery);
+                STAYED
+            }
+            S::TerminalObserved | S::FetchingResult => {
+                self.schedule(0, Timer::FetchDue);
+                STAYED
+            }
+            S::Accepted | S::CancelledAccepted | S::Rejected | S::Unknown => STAYED,
+        }
+    }
+
+    /// Enter (or stay in) SUBMISSION_UNKNOWN and start resolving it by key.
+    fn submission_unknown(&mut self) -> R {
+        if self.rec.local_state != S::SubmissionUnknown {
+            self.go(S::SubmissionUnknown)?;
+        }
+        if self.rec.synchronous {
+            return self.to_unknown("a synchronous call went unanswered; calling again could run the tool twice");
+        }
+        if !self.cfg.key_lookup {
+            return self.to_unknown("submission outcome unknown and the server offers no lookup by key");
+        }
+        self.schedule(0, Timer::LookupDue);
+        STAYED
+    }
+
+    fn timer(&mut self, t: Timer) -> R {
+        if self.now() >= self.rec.wait_deadline_ms {
+            let why = format!("wait budget spent in {}", self.rec.local_state);
+            return self.to_unknown(&why);
+        }
+        match (t, self.rec.local_state) {
+            (Timer::SubmitDue, S::Submitting | S::NotFoundSafe) => {
+                if self.rec.submit_attempts >= self.cfg.max_submit_attempts {
+                    return self.to_unknown("submission attempts spent");
+                }
+                if self.rec.local_state == S::NotFoundSafe {
+                    self.go(S::Submitting)?;
+                }
+                self.submit();
+                STAYED
+            }
+            (Timer::LookupDue, S::SubmissionUnknown) => {
+                if self.rec.lookup_attempts >= self.cfg.max_lookup_attempts {
+                    return self.to_unknown("lookups by key spent without an answer");
+                }
+                self.rec.lookup_attempts += 1;
+                self.send(Outbound::LookupByKey { key: self.rec.submission_key.clone() });
+                STAYED
+            }
+            (Timer::PollDue, S::Working) => self.poll(),
+            (Timer::PollDue, S::InputRequired) if self.rec.pending_input.is_none() && !self.rec.input_stream_open => self.poll(),
+            (Timer::FetchDue, S::TerminalObserved | S::FetchingResult) => {
+                if self.rec.fetch_attempts >= self.cfg.max_fetch_attempts {
+                    return self.to_unknown("result fetch attempts spent");
+                }
+                if self.rec.local_state == S::TerminalObserved {
+                    self.go(S::FetchingResult)?;
+                }
+                self.rec.fetch_attempts += 1;
+                self.send(Outbound::FetchResult { operation_id: self.op_id() });
+                STAYED
+            }
+            (Timer::CancelRequery, S::CancelRequested) => self.poll(),
+            (Timer::ApprovalDeadline { round }, S::InputRequired) => match &self.rec.pending_input {
+                // Nobody approved in time: decline, so the server can move on.
+                Some(p) if p.round == round => {
+                    let digest = p.schema_digest.clone();
+                    self.approval(round, &digest, ApprovalReply::Decline)
+                }
+                _ => STAYED,
+            },
+            // A timer set for a state the record has since left.
+            _ => STAYED,
+        }
+    }
+
+    fn poll(&mut self) -> R {
+        self.rec.poll_cursor.polls += 1;
+        self.send(Outbound::Poll { operation_id: self.op_id() });
+        STAYED
+    }
+
+    fn schedule_poll_after(&mut self, at_least_ms: Option<u64>) {
+        let delay = self.poll_delay().max(at_least_ms.unwrap_or(0));
+        if self.rec.local_state == S::CancelRequested {
+            self.schedule(delay.min(self.cfg.cancel_requery_interval_ms.max(at_least_ms.unwrap_or(0))), Timer::CancelRequery);
+        } else {
+            self.schedule(delay, Timer::PollDue);
+        }
+    }
+
+    fn reply(&mut self, kind: RequestKind, seq: u64, reply: &Reply) -> R {
+        let applied = self.rec.poll_cursor.applied_seq;
+        if seq <= applied {
+            return rejected(Rejection::StaleAnswer { seq, applied_seq: applied });
+        }
+        let latest = seq == self.rec.poll_cursor.sent_seq;
+        let outcome = match kind {
+            RequestKind::Submit | RequestKind::SubmitSync => self.on_submit_reply(kind, reply, latest),
+            RequestKind::Lookup => self.on_lookup_reply(reply, latest),
+            RequestKind::Poll => self.on_poll_reply(reply, latest),
+            RequestKind::Fetch => self.on_fetch_reply(reply, latest),
+            RequestKind::Cancel => self.on_cancel_reply(reply, latest),
+            RequestKind::Initialize | RequestKind::ListTools | RequestKind::InputResponse => rejected(Rejection::NotApplicable),
+        }?;
+        if !matches!(outcome, Outcome::Rejected(_)) {
+            self.rec.poll_cursor.applied_seq = seq;
+        }
+        Ok(outcome)
+    }
+
+    /// Record what a server view says, after checking it is about our operation.
+    fn absorb(&mut self, v: &TaskView) -> Result<(), Outcome> {
+        match &self.rec.operation_id {
+            Some(id) if *id != v.operation_id => {
+                return Err(Outcome::Rejected(Rejection::OperationMismatch { expected: Some(id.clone()), got: v.operation_id.clone() }))
+            }
+            None if v.operation_id.is_empty() => {
+                return Err(Outcome::Rejected(Rejection::OperationMismatch { expected: None, got: String::new() }))
+            }
+            _ => {}
+        }
+        self.rec.operation_id = Some(v.operation_id.clone());
+        self.rec.last_server_status = Some(v.status);
+        self.rec.poll_cursor.not_found_streak = 0;
+        self.rec.poll_cursor.lost_streak = 0;
+        if let Some(i) = v.poll_interval_ms {
+            self.rec.poll_cursor.server_interval_ms = Some(i);
+        }
+        if let (Some(ttl), None) = (v.ttl_ms, self.rec.expires_at_ms) {
+            // Counted from our first sight: later than the true expiry, so a not-found before it
+            // is retried a little longer, never shorter.
+            self.rec.expires_at_ms = Some(self.now().saturating_add(ttl));
+        }
+        Ok(())
+    }
+
+    /// The server proved the operation exists: enter WORKING and act on its status.
+    fn operation_known(&mut self, v: &TaskView) -> R {
+        self.absorb(v)?;
+        self.go(S::Working)?;
+        if self.rec.cancel_wanted && !v.status.is_terminal() {
+            self.rec.cancel_wanted = false;
+            return self.request_cancel();
+        }
+        self.on_status(v.status, true)
+    }
+
+    fn on_status(&mut self, status: P, latest: bool) -> R {
+        let state = self.rec.local_state;
+        if status.is_terminal() {
+            if state == S::CancelRequested && status == P::Cancelled {
+                // The server's own word that our cancel took effect.
+                return self.accept(S::CancelledAccepted, TerminalState::Cancelled, None, None);
+            }
+            self.rec.pending_input = None;
+            self.rec.input_stream_open = false;
+            self.go(S::TerminalObserved)?;
+            self.rec.fetch_attempts = 0;
+            self.schedule(0, Timer::FetchDue);
+            return STAYED;
+        }
+        if !latest {
+            // A newer request is out; its answer (or loss) drives what happens next.
+            return STAYED;
+        }
+        match (state, status) {
+            (S::CancelRequested, _) => {
+                if self.rec.cancel_attempts >= self.cfg.max_cancel_attempts {
+                    return self.to_unknown("cancel attempts spent and the operation still runs");
+                }
+                self.rec.cancel_attempts += 1;
+                self.send(Outbound::Cancel { operation_id: self.op_id() });
+                STAYED
+            }
+            (S::Working, P::InputRequired) => {
+                self.go(S::InputRequired)?;
+                self.open_input_stream();
+                STAYED
+            }
+            (S::InputRequired, P::InputRequired) => {
+                if self.rec.pending_input.is_none() && !self.rec.input_stream_open {
+                    self.open_input_stream();
+                }
+                STAYED
+            }
+            (S::InputRequired, _) => {
+                if self.rec.pending_input.is_some() {
+                    return STAYED;
+                }
+                self.rec.input_stream_open = false;
+                self.go(S::Working)?;
+                self.schedule_poll_after(None);
+                STAYED
+            }
+            _ => {
+                self.schedule_poll_after(None);
+                STAYED
+            }
+        }
+    }
+
+    /// MCP delivers input requests on a result stream: open one and expect exactly one request.
+    fn open_input_stream(&mut self) {
+        self.rec.input_stream_open = true;
+        self.send(Outbound::FetchResult { operation_id: self.op_id() });
+    }
+
+    fn on_submit_reply(&mut self, kind: RequestKind, reply: &Reply, latest: bool) -> R {
+        let state = self.rec.local_state;
+        if !matches!(state, S::Submitting | S::SubmissionUnknown) {
+            return rejected(Rejection::NotApplicable);
+        }
+        match reply {
+            Reply::Submitted(v) => self.operation_known(v),
+            Reply::SubmitRefused { .. } if state == S::Submitting && latest => {
+                self.accept(S::Rejected, TerminalState::Rejected, None, None)
+            }
+            Reply::SyncResult(rv) if state == S::Submitting && latest && self.rec.synchronous && kind == RequestKind::SubmitSync => {
+                if !rv.verified {
+                    return self.to_unknown("a synchronous result failed verification and cannot be fetched again");
+                }
+                let terminal = if rv.is_error { TerminalState::Failed } else { TerminalState::Completed };
+                self.accept(S::Accepted, terminal, Some(rv.digest.clone()), Some(rv.payload.clone()))
+            }
+            _ if !latest || state != S::Submitting => STAYED,
+            // 429 means the server did not take the request: same key, after Retry-After.
+            Reply::RateLimited { retry_after_ms } => {
+                self.schedule(retry_after_ms.unwrap_or(self.cfg.retry_interval_ms), Timer::SubmitDue);
+                STAYED
+            }
+            // Anything else leaves us not knowing whether an operation was created.
+            _ => self.submission_unknown(),
+        }
+    }
+
+    fn on_lookup_reply(&mut self, reply: &Reply, latest: bool) -> R {
+        if self.rec.local_state != S::SubmissionUnknown {
+            return rejected(Rejection::NotApplicable);
+        }
+        match reply {
+            Reply::LookupFound(v) => self.operation_known(v),
+            Reply::LookupNotFound if latest => {
+                self.go(S::NotFoundSafe)?;
+                self.schedule(0, Timer::SubmitDue);
+                STAYED
+            }
+            Reply::LookupUnsupported => self.to_unknown("the server does not answer lookups by key"),
+            _ if !latest => STAYED,
+            Reply::RateLimited { retry_after_ms } | Reply::Unavailable { retry_after_ms } => {
+                self.schedule(retry_after_ms.unwrap_or(self.cfg.retry_interval_ms).max(self.cfg.retry_interval_ms), Timer::LookupDue);
+                STAYED
+            }
+            _ => {
+                self.schedule(self.cfg.retry_interval_ms, Timer::LookupDue);
+                STAYED
+            }
+        }
+    }
+
+    fn on_poll_reply(&mut self, reply: &Reply, latest: bool) -> R {
+        if !matches!(self.rec.local_state, S::Working | S::InputRequired | S::CancelRequested) {
+            return rejected(Rejection::NotApplicable);
+        }
+        match reply {
+            Reply::Status(v) => {
+                self.absorb(v)?;
+                self.on_status(v.status, latest)
+            }
+            _ if !latest => STAYED,
+            Reply::NotFound { .. } => self.not_found("operation not found before a terminal state was read"),
+            Reply::RateLimited { retry_after_ms } | Reply::Unavailable { retry_after_ms } => {
+                self.schedule_poll_after(*retry_after_ms);
+                STAYED
+            }
+            _ => {
+                self.schedule_poll_after(None);
+                STAYED
+            }
+        }
+    }
+
+    /// A not-found before expiry may be a lagging replica: retry a bounded number of times.
+    /// After that, or after expiry, nothing can be proved: manual reconciliation.
+    fn not_found(&mut self, why: &str) -> R {
+        self.rec.poll_cursor.not_found_streak += 1;
+        let before_expiry = self.rec.expires_at_ms.is_none_or(|e| self.now() < e);
+        if before_expiry && self.rec.poll_cursor.not_found_streak <= self.cfg.not_found_retries {
+            if matches!(self.rec.local_state, S::FetchingResult) {
+                self.schedule(self.cfg.retry_interval_ms, Timer::FetchDue);
+            } else {
+                self.schedule_poll_after(Some(self.cfg.retry_interval_ms));
+            }
+            return STAYED;
+        }
+        let when = if before_expiry { "before expiry" } else { "after expiry" };
+        self.to_unknown(&format!("{why} ({when})"))
+    }
+
+    fn on_fetch_reply(&mut self, reply: &Reply, latest: bool) -> R {
+        match self.rec.local_state {
+            S::FetchingResult if latest => self.on_result(reply),
+            // The input stream ended (the task finished, or the server dropped it): read status.
+            S::InputRequired if latest && self.rec.pending_input.is_none() => {
+                self.rec.input_stream_open = false;
+                match reply {
+                    Reply::NotFound { .. } => self.not_found("operation not found while waiting for input"),
+                    _ => {
+                        self.schedule(0, Timer::PollDue);
+                        STAYED
+                    }
+                }
+            }
+            _ => rejected(Rejection::NotApplicable),
+        }
+    }
+
+    fn on_result(&mut self, reply: &Reply) -> R {
+        let Some(terminal) = self.rec.last_server_status.and_then(|s| s.as_terminal()) else {
+            return self.to_unknown("fetching a result without a terminal status");
+        };
+        match (reply, terminal) {
+            (Reply::Result(rv), _) if self.result_usable(rv) => {
+                self.accept(S::Accepted, terminal, Some(rv.digest.clone()), Some(rv.payload.clone()))
+            }
+            (Reply::ResultIsError { code, message }, TerminalState::Failed) => {
+                let payload = serde_json::json!({"error": {"code": code, "message": message}});
+                self.accept(S::Accepted, terminal, Some(value_digest(&payload)), Some(payload))
+            }
+            (Reply::NoResultStored { .. }, TerminalState::Cancelled) => self.accept(S::Accepted, terminal, None, None),
+            (Reply::NotFound { .. }, _) => self.not_found("result gone before it was fetched"),
+            (Reply::RateLimited { retry_after_ms } | Reply::Unavailable { retry_after_ms }, _) => {
+                self.refetch(retry_after_ms.unwrap_or(0))
+            }
+            // Unverified, truncated, mismatched or unexpected: fetch again, a bounded number of times.
+            _ => self.refetch(0),
+        }
+    }
+
+    fn result_usable(&self, rv: &ResultView) -> bool {
+        let ours = match (&rv.related_operation_id, &self.rec.operation_id) {
+            (Some(got), Some(id)) => got == id,
+            (None, _) => true,
+            (Some(_), None) => false,
+        };
+        rv.verified && ours
+    }
+
+    fn refetch(&mut self, at_least_ms: u64) -> R {
+        if self.rec.fetch_attempts >= self.cfg.max_fetch_attempts {
+            return self.to_unknown("no verified result after the allowed fetches");
+        }
+        self.schedule(self.cfg.retry_interval_ms.max(at_least_ms), Timer::FetchDue);
+        STAYED
+    }
+
+    fn on_cancel_reply(&mut self, reply: &Reply, latest: bool) -> R {
+        if self.rec.local_state != S::CancelRequested {
+            return rejected(Rejection::NotApplicable);
+        }
+        match reply {
+            Reply::CancelAcknowledged(v) => {
+                self.absorb(v)?;
+                self.on_status(v.status, latest)
+            }
+            // Already terminal: read which terminal state it is; never rewrite it as cancelled.
+            Reply::CancelRejectedTerminal { .. } => {
+                self.schedule(0, Timer::CancelRequery);
+                STAYED
+            }
+            _ if !latest => STAYED,
+            Reply::NotFound { .. } => self.not_found("operation not found while cancelling"),
+            Reply::RateLimited { retry_after_ms } | Reply::Unavailable { retry_after_ms } => {
+                self.schedule(retry_after_ms.unwrap_or(0).max(self.cfg.cancel_requery_interval_ms), Timer::CancelRequery);
+                STAYED
+            }
+            _ => {
+                self.schedule(self.cfg.cancel_requery_interval_ms, Timer::CancelRequery);
+                STAYED
+            }
+        }
+    }
+
+    fn lost(&mut self, kind: RequestKind, seq: u64) -> R {
+        if seq != self.rec.poll_cursor.sent_seq {
+            // Superseded by a newer request; only the newest one's loss matters.
+            return rejected(Rejection::StaleAnswer { seq, applied_seq: self.rec.poll_cursor.applied_seq });
+        }
+        self.rec.poll_cursor.lost_streak += 1;
+        match (kind, self.rec.local_state) {
+            (RequestKind::Submit | RequestKind::SubmitSync, S::Submitting) => self.submission_unknown(),
+            (RequestKind::Lookup, S::SubmissionUnknown) => {
+                self.schedule(self.cfg.retry_interval_ms, Timer::LookupDue);
+                STAYED
+            }
+            (RequestKind::Poll, S::Working | S::InputRequired | S::CancelRequested) => {
+                self.schedule_poll_after(None);
+                STAYED
+            }
+            (RequestKind::Fetch, S::FetchingResult) => self.refetch(0),
+            (RequestKind::Fetch, S::InputRequired) => {
+                self.rec.input_stream_open = false;
+                self.schedule_poll_after(None);
+                STAYED
+            }
+            // A lost cancel ack is resolved by reading the state.
+            (RequestKind::Cancel, S::CancelRequested) => {
+                self.schedule(self.cfg.cancel_requery_interval_ms, Timer::CancelRequery);
+                STAYED
+            }
+            _ => rejected(Rejection::NotApplicable),
+        }
+    }
+
+    fn input_requested(&mut self, req: &InputRequest) -> R {
+        if let Some(rel) = &req.related_operation_id {
+            if self.rec.operation_id.as_ref() != Some(rel) {
+                return rejected(Rejection::OperationMismatch { expected: self.rec.operation_id.clone(), got: rel.clone() });
+            }
+        }
+        if self.rec.local_state != S::InputRequired {
+            return rejected(Rejection::UnsolicitedInput);
+        }
+        if let Some(p) = &self.rec.pending_input {
+            // The same request delivered again while still unanswered changes nothing.
+            return if p.server_request_id == req.server_request_id { STAYED } else { rejected(Rejection::UnsolicitedInput) };
+        }
+        if !self.rec.input_stream_open {
+            // Only a stream we opened after the server showed input_required again may carry a
+            // new round; anything else is a replay of an answered request.
+            return if self.rec.answered_inputs.contains(&req.server_request_id) {
+                rejected(Rejection::ReplayedInput)
+            } else {
+                rejected(Rejection::UnsolicitedInput)
+            };
+        }
+        self.rec.input_stream_open = false;
+        self.rec.input_round += 1;
+        let p = PendingInput {
+            round: self.rec.input_round,
+            server_request_id: req.server_request_id.clone(),
+            schema_digest: req.schema_digest.clone(),
+            deadline_ms: self.now().saturating_add(self.cfg.approval_timeout_ms),
+            request: req.raw.clone(),
+        };
+        self.rec.pending_input = Some(p.clone());
+        self.ask_approval(&p);
+        STAYED
+    }
+
+    fn ask_approval(&mut self, p: &PendingInput) {
+        self.cmds.push(Command::AskApproval {
+            round: p.round,
+            operation_id: self.op_id(),
+            request: p.request.clone(),
+            schema_digest: p.schema_digest.clone(),
+            deadline_ms: p.deadline_ms,
+        });
+        self.cmds.push(Command::Schedule { at_ms: p.deadline_ms, timer: Timer::ApprovalDeadline { round: p.round } });
+    }
+
+    fn approval(&mut self, round: u32, schema_digest: &str, reply: ApprovalReply) -> R {
+        let current = self.rec.input_round;
+        let Some(p) = self.rec.pending_input.clone() else {
+            return rejected(Rejection::StaleApproval { round, current_round: current });
+        };
+        if self.rec.local_state != S::InputRequired || p.round != round || p.schema_digest != schema_digest {
+            return rejected(Rejection::StaleApproval { round, current_round: current });
+        }
+        self.rec.pending_input = None;
+        self.rec.answered_inputs.push(p.server_request_id.clone());
+        if self.rec.answered_inputs.len() > ANSWERED_INPUTS_MAX {
+            self.rec.answered_inputs.remove(0);
+        }
+        self.send(Outbound::InputResponse { operation_id: self.op_id(), server_request_id: p.server_request_id, reply });
+        self.schedule_poll_after(None);
+        STAYED
+    }
+
+    fn request_cancel(&mut self) -> R {
+        self.rec.cancel_generation += 1;
+        self.rec.cancel_attempts = 1;
+        self.rec.pending_input = None;
+        self.rec.input_stream_open = false;
+        self.go(S::CancelRequested)?;
+        self.send(Outbound::Cancel { operation_id: self.op_id() });
+        STAYED
+    }
+
+    fn cancel_clicked(&mut self) -> R {
+        match self.rec.local_state {
+            S::Working | S::InputRequired => self.request_cancel(),
+            // No id yet: remember, and cancel as soon as the server names the operation.
+            S::Submitting | S::SubmissionUnknown | S::NotFoundSafe => {
+                self.rec.cancel_wanted = true;
+                STAYED
+            }
+            S::CancelRequested => STAYED,
+            _ => rejected(Rejection::NotApplicable),
+        }
+    }
+}

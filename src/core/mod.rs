@@ -1,0 +1,190 @@
+//! The sans-IO executor core: `(record, event, ctx) -> (record', commands, outcome)`.
+//!
+//! The core reads no clock, draws no random numbers and does no I/O: the current time, a jitter
+//! draw and the executor's epoch arrive in [`Ctx`]. The runner persists `record'` (one ledger
+//! transaction, including any receipt) *before* it executes a single command, so every send is
+//! preceded by the write that explains it.
+
+pub mod poll;
+pub mod transitions;
+mod handlers;
+
+use serde::{Deserialize, Serialize};
+
+use crate::protocol::{ApprovalReply, InputRequest, Outbound, Reply, RequestKind};
+use crate::record::{LocalState, TerminalState, ToolOperation};
+pub use poll::{PollPolicy, QpsLimiter};
+
+/// Executor settings the core needs. Limits on every retry loop live here.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CoreConfig {
+    pub poll: PollPolicy,
+    /// Total time the executor waits for one call node before handing it to reconciliation.
+    pub wait_budget_ms: u64,
+    pub approval_timeout_ms: u64,
+    pub cancel_requery_interval_ms: u64,
+    /// Delay before retrying a lookup, fetch or submission after a loss.
+    pub retry_interval_ms: u64,
+    /// Retention the executor asks for; the server may override it.
+    pub task_ttl_ms: Option<u64>,
+    pub max_submit_attempts: u32,
+    pub max_lookup_attempts: u32,
+    pub max_fetch_attempts: u32,
+    pub max_cancel_attempts: u32,
+    /// Not-found answers tolerated before expiry (a 404 from a lagging replica is not proof).
+    pub not_found_retries: u32,
+    /// Set by negotiation: the server answers lookups by submission key.
+    pub key_lookup: bool,
+}
+
+impl Default for CoreConfig {
+    fn default() -> Self {
+        CoreConfig {
+            poll: PollPolicy::default(),
+            wait_budget_ms: 30 * 60 * 1_000,
+            approval_timeout_ms: 60_000,
+            cancel_requery_interval_ms: 2_000,
+            retry_interval_ms: 1_000,
+            task_ttl_ms: Some(15 * 60 * 1_000),
+            max_submit_attempts: 3,
+            max_lookup_attempts: 20,
+            max_fetch_attempts: 8,
+            max_cancel_attempts: 5,
+            not_found_retries: 2,
+            key_lookup: true,
+        }
+    }
+}
+
+/// Inputs the core may not fetch itself.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ctx {
+    pub now_ms: u64,
+    /// A uniform draw in [0, 1000) from the caller's seeded RNG.
+    pub jitter_permille: u32,
+    /// The epoch of the executor processing this event.
+    pub epoch: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "timer")]
+pub enum Timer {
+    SubmitDue,
+    LookupDue,
+    PollDue,
+    FetchDue,
+    CancelRequery,
+    ApprovalDeadline { round: u32 },
+}
+
+/// Something that happened to one operation.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Event {
+    /// A new call node: send the submission (synchronously if the record says so).
+    Start,
+    /// The executor restarted (or took over after a rollback) and found this record in flight.
+    Resume,
+    Timer(Timer),
+    /// A decoded reply to request `seq`, sent by an executor of epoch `epoch`.
+    Reply { kind: RequestKind, seq: u64, epoch: u64, reply: Reply },
+    /// Request `seq` got no reply in time, or the connection dropped under it.
+    Lost { kind: RequestKind, seq: u64, epoch: u64 },
+    InputRequested(InputRequest),
+    ApprovalReplied { round: u32, schema_digest: String, reply: ApprovalReply },
+    /// The caller asked to cancel.
+    CancelClicked,
+    /// The caller stopped waiting. Never a server-side cancel.
+    CallerDetached,
+}
+
+impl Event {
+    pub fn name(&self) -> String {
+        match self {
+            Event::Start => "start".into(),
+            Event::Resume => "resume".into(),
+            Event::Timer(t) => format!("timer:{}", serde_json::to_value(t).ok().and_then(|v| v["timer"].as_str().map(String::from)).unwrap_or_default()),
+            Event::Reply { kind, reply, .. } => format!("reply:{}:{}", kind.name(), reply.name()),
+            Event::Lost { kind, .. } => format!("lost:{}", kind.name()),
+            Event::InputRequested(_) => "input_requested".into(),
+            Event::ApprovalReplied { .. } => "approval_replied".into(),
+            Event::CancelClicked => "cancel_clicked".into(),
+            Event::CallerDetached => "caller_detached".into(),
+        }
+    }
+}
+
+/// What the acceptance transaction must check and write.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AcceptSpec {
+    pub terminal: TerminalState,
+    pub result_digest: Option<String>,
+    /// Delivered downstream only for completed and failed outcomes.
+    pub payload: Option<serde_json::Value>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Command {
+    /// Send `out`; `seq` ties the reply back to this request.
+    Send { out: Outbound, seq: u64 },
+    Schedule { at_ms: u64, timer: Timer },
+    AskApproval { round: u32, operation_id: String, request: serde_json::Value, schema_digest: String, deadline_ms: u64 },
+    /// Write the terminal receipt and one outbox entry in the same transaction as the record.
+    Accept(AcceptSpec),
+    /// Hand the item to the manual reconciliation queue (same transaction as the record).
+    Reconcile { reason: String },
+    /// A completion arrived after a cancel won: the effect needs a human.
+    EffectReconciliation { reason: String },
+}
+
+/// Why an event was not applied.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Rejection {
+    StaleEpoch { event_epoch: u64, record_epoch: u64 },
+    /// An answer older than one already applied.
+    StaleAnswer { seq: u64, applied_seq: u64 },
+    OperationMismatch { expected: Option<String>, got: String },
+    ReplayedInput,
+    UnsolicitedInput,
+    StaleApproval { round: u32, current_round: u32 },
+    AlreadyFinal,
+    NotApplicable,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// The record moved through these states, first to last (always at least two).
+    Moved(Vec<LocalState>),
+    /// Applied without a state change.
+    Stayed,
+    Rejected(Rejection),
+    /// The handler wanted a transition the table does not allow; nothing changed.
+    Refused { from: LocalState, to: LocalState },
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Step {
+    pub record: ToolOperation,
+    pub commands: Vec<Command>,
+    pub outcome: Outcome,
+}
+
+impl Step {
+    pub fn changed(&self, before: &ToolOperation) -> bool {
+        &self.record != before
+    }
+}
+
+/// Apply one event. Never panics on any event in any state.
+pub fn step(rec: &ToolOperation, event: &Event, ctx: &Ctx, cfg: &CoreConfig) -> Step {
+    let mut m = handlers::Machine::new(rec, ctx, cfg);
+    match m.run(event) {
+        Ok(outcome) => m.finish(outcome),
+        Err(refused) => Step { record: rec.clone(), commands: vec![], outcome: refused },
+    }
+}
+
+#[cfg(test)]
+mod tests;
+#[cfg(test)]
+mod proptests;

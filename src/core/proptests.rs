@@ -1,0 +1,203 @@
+//! Property: no sequence of events, however hostile, makes the core write two receipts, accept
+//! `completed` without a fetched and verified result, or step outside the transition table.
+//! Every write it produces must also pass the ledger's own acceptance checks.
+
+use proptest::prelude::*;
+
+use super::transitions::ALLOWED;
+use super::*;
+use crate::ledger::{Ledger, MemoryLedger, Write};
+use crate::protocol::{ResultView, TaskView};
+use crate::record::{AdapterId, LocalState as S, ProtocolStatus as P};
+
+const OP: &str = "op-1";
+
+fn arb_status() -> impl Strategy<Value = P> {
+    prop_oneof![Just(P::Working), Just(P::InputRequired), Just(P::Completed), Just(P::Failed), Just(P::Cancelled)]
+}
+
+fn arb_view() -> impl Strategy<Value = TaskView> {
+    (arb_status(), prop::bool::weighted(0.9)).prop_map(|(status, ours)| TaskView {
+        operation_id: if ours { OP.into() } else { "op-other".into() },
+        status,
+        poll_interval_ms: Some(1_000),
+        ttl_ms: Some(120_000),
+        status_message: None,
+    })
+}
+
+fn arb_result() -> impl Strategy<Value = ResultView> {
+    (any::<bool>(), prop::bool::weighted(0.9), 0u8..3).prop_map(|(verified, ours, d)| ResultView {
+        payload: serde_json::json!({"content": [{"type": "text", "text": format!("r{d}")}]}),
+        is_error: false,
+        related_operation_id: Some(if ours { OP.into() } else { "op-other".into() }),
+        digest: format!("digest-{d}"),
+        verified,
+        problem: None,
+    })
+}
+
+fn arb_reply() -> impl Strategy<Value = Reply> {
+    prop_oneof![
+        arb_view().prop_map(Reply::Submitted),
+        Just(Reply::SubmitRefused { reason: "no".into() }),
+        arb_result().prop_map(Reply::SyncResult),
+        arb_view().prop_map(Reply::LookupFound),
+        Just(Reply::LookupNotFound),
+        Just(Reply::LookupUnsupported),
+        arb_view().prop_map(Reply::Status),
+        Just(Reply::NotFound { message: "gone".into() }),
+        (0u64..60_000).prop_map(|ms| Reply::RateLimited { retry_after_ms: Some(ms) }),
+        Just(Reply::Unavailable { retry_after_ms: None }),
+        Just(Reply::Accepted),
+        arb_result().prop_map(Reply::Result),
+        Just(Reply::ResultIsError { code: -32000, message: "boom".into() }),
+        Just(Reply::NoResultStored { message: "none".into() }),
+        arb_view().prop_map(Reply::CancelAcknowledged),
+        Just(Reply::CancelRejectedTerminal { message: "terminal".into() }),
+        Just(Reply::Error { message: "x".into() }),
+        Just(Reply::Malformed { reason: "truncated".into() }),
+    ]
+}
+
+fn arb_kind() -> impl Strategy<Value = RequestKind> {
+    prop_oneof![
+        Just(RequestKind::Submit),
+        Just(RequestKind::SubmitSync),
+        Just(RequestKind::Lookup),
+        Just(RequestKind::Poll),
+        Just(RequestKind::Fetch),
+        Just(RequestKind::Cancel),
+    ]
+}
+
+fn arb_timer() -> impl Strategy<Value = Timer> {
+    prop_oneof![
+        Just(Timer::SubmitDue),
+        Just(Timer::LookupDue),
+        Just(Timer::PollDue),
+        Just(Timer::FetchDue),
+        Just(Timer::CancelRequery),
+        (0u32..3).prop_map(|round| Timer::ApprovalDeadline { round }),
+    ]
+}
+
+/// An event with its sequence number given relative to the newest send, so it lands near it.
+#[derive(Clone, Debug)]
+enum Ev {
+    Plain(Event),
+    Reply { kind: RequestKind, seq_back: u64, old_epoch: bool, reply: Reply },
+    Lost { kind: RequestKind, seq_back: u64 },
+}
+
+fn arb_ev() -> impl Strategy<Value = Ev> {
+    prop_oneof![
+        1 => Just(Ev::Plain(Event::Start)),
+        1 => Just(Ev::Plain(Event::Resume)),
+        4 => arb_timer().prop_map(|t| Ev::Plain(Event::Timer(t))),
+        10 => (arb_kind(), 0u64..3, prop::bool::weighted(0.05), arb_reply())
+            .prop_map(|(kind, seq_back, old_epoch, reply)| Ev::Reply { kind, seq_back, old_epoch, reply }),
+        2 => (arb_kind(), 0u64..2).prop_map(|(kind, seq_back)| Ev::Lost { kind, seq_back }),
+        2 => (0i64..3, prop::bool::weighted(0.9)).prop_map(|(id, ours)| Ev::Plain(Event::InputRequested(InputRequest {
+            server_request_id: serde_json::json!(id),
+            related_operation_id: Some(if ours { OP.into() } else { "op-other".into() }),
+            message: "ok?".into(),
+            requested_schema: serde_json::json!({}),
+            schema_digest: "s".into(),
+            raw: serde_json::json!({}),
+        }))),
+        2 => (0u32..3, any::<bool>()).prop_map(|(round, good)| Ev::Plain(Event::ApprovalReplied {
+            round,
+            schema_digest: if good { "s".into() } else { "other".into() },
+            reply: ApprovalReply::Decline,
+        })),
+        1 => Just(Ev::Plain(Event::CancelClicked)),
+        1 => Just(Ev::Plain(Event::CallerDetached)),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 2_000, ..ProptestConfig::default() })]
+
+    #[test]
+    fn no_event_sequence_breaks_the_acceptance_rules(
+        evs in prop::collection::vec((0u64..40_000, 0u32..1_000, arb_ev()), 1..60),
+        key_lookup in any::<bool>(),
+        synchronous in prop::bool::weighted(0.1),
+    ) {
+        let cfg = CoreConfig { key_lookup, ..CoreConfig::default() };
+        let mut ledger = MemoryLedger::new();
+        let mut first = ToolOperation::new("n1", "t", "v1", serde_json::json!({}), AdapterId::Mcp20251125, "k1", 1, 0, 300_000);
+        first.synchronous = synchronous;
+        let mut rec = ledger.insert(first).unwrap();
+        let mut now_ms = 0;
+        let mut accepts = 0;
+        for (dt, jitter, ev) in evs {
+            now_ms += dt;
+            let sent = rec.poll_cursor.sent_seq;
+            let event = match ev {
+                Ev::Plain(e) => e,
+                Ev::Reply { kind, seq_back, old_epoch, reply } => Event::Reply {
+                    kind, seq: sent.saturating_sub(seq_back), epoch: if old_epoch { 0 } else { rec.execution_epoch }, reply,
+                },
+                Ev::Lost { kind, seq_back } => Event::Lost { kind, seq: sent.saturating_sub(seq_back), epoch: rec.execution_epoch },
+            };
+            let ctx = Ctx { now_ms, jitter_permille: jitter, epoch: 1 };
+            let step = step(&rec, &event, &ctx, &cfg);
+            match &step.outcome {
+                Outcome::Refused { from, to } => prop_assert!(false, "refused {from}->{to} on {event:?}"),
+                Outcome::Moved(path) => {
+                    for w in path.windows(2) {
+                        prop_assert!(ALLOWED.contains(&(w[0], w[1])), "{}->{} outside the table", w[0], w[1]);
+                    }
+                }
+                _ => {}
+            }
+            if rec.local_state.is_final() {
+                prop_assert_eq!(step.record.local_state, rec.local_state, "a final state changed");
+            }
+            let mut accept = None;
+            let mut reconcile = None;
+            let mut effect = None;
+            for c in &step.commands {
+                match c {
+                    Command::Accept(spec) => {
+                        accepts += 1;
+                        prop_assert!(accepts <= 1, "two receipts");
+                        if spec.terminal == TerminalState::Completed {
+                            let fetched = match &event {
+                                Event::Reply { kind: RequestKind::Fetch, reply: Reply::Result(rv), .. }
+                                | Event::Reply { kind: RequestKind::SubmitSync, reply: Reply::SyncResult(rv), .. } => Some(rv),
+                                _ => None,
+                            };
+                            let rv = fetched.expect("completed accepted without a fetched result");
+                            prop_assert!(rv.verified, "accepted an unverified result");
+                            if rec.synchronous {
+                                let via_sync = matches!(event, Event::Reply { kind: RequestKind::SubmitSync, .. });
+                                prop_assert!(via_sync, "a synchronous record accepted other than by its reply");
+                            } else {
+                                prop_assert_eq!(rv.related_operation_id.as_deref(), Some(OP));
+                            }
+                            prop_assert_eq!(spec.result_digest.as_deref(), Some(rv.digest.as_str()));
+                        }
+                        accept = Some(spec.clone());
+                    }
+                    Command::Reconcile { reason } => reconcile = Some(reason.clone()),
+                    Command::EffectReconciliation { reason } => effect = Some(reason.clone()),
+                    _ => {}
+                }
+            }
+            if step.record != rec {
+                let w = Write { expected_version: rec.version, record: step.record.clone(), accept, reconcile, effect, now_ms };
+                let stored = ledger.commit(w);
+                prop_assert!(stored.is_ok(), "ledger refused a core write: {:?} after {event:?}", stored);
+                rec = stored.unwrap();
+            }
+        }
+        prop_assert!(ledger.receipts().len() <= 1);
+        prop_assert_eq!(ledger.receipts().len(), ledger.outbox().len());
+        if rec.local_state == S::CancelledAccepted {
+            prop_assert!(rec.cancel_generation > 0);
+        }
+    }
+}

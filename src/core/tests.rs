@@ -1,0 +1,669 @@
+//! Data-driven tests of the core: each scenario is a list of events and the expected rendering
+//! of what the core did (`event => outcome [commands]`), one line per event.
+
+use super::handlers::Machine;
+use super::transitions::ALLOWED;
+use super::*;
+use crate::protocol::{ResultView, TaskView};
+use crate::record::{AdapterId, LocalState as S, ProtocolStatus as P};
+
+const OP: &str = "op-1";
+
+fn cfg() -> CoreConfig {
+    CoreConfig { poll: PollPolicy { jitter_fraction: 0.0, ..PollPolicy::default() }, ..CoreConfig::default() }
+}
+
+fn new_rec() -> ToolOperation {
+    ToolOperation::new("n1", "report", "v1", serde_json::json!({"m": 1}), AdapterId::Mcp20251125, "key-n1", 1, 0, 600_000)
+}
+
+fn view(status: P) -> TaskView {
+    TaskView { operation_id: OP.into(), status, poll_interval_ms: Some(1_000), ttl_ms: Some(60_000), status_message: None }
+}
+
+fn result(verified: bool) -> ResultView {
+    ResultView {
+        payload: serde_json::json!({"content": [{"type": "text", "text": "done"}]}),
+        is_error: false,
+        related_operation_id: Some(OP.into()),
+        digest: "d-1".into(),
+        verified,
+        problem: None,
+    }
+}
+
+fn input(id: i64) -> InputRequest {
+    InputRequest {
+        server_request_id: serde_json::json!(id),
+        related_operation_id: Some(OP.into()),
+        message: "ok?".into(),
+        requested_schema: serde_json::json!({"type": "object"}),
+        schema_digest: "s-1".into(),
+        raw: serde_json::json!({"id": id}),
+    }
+}
+
+struct Sim {
+    rec: ToolOperation,
+    cfg: CoreConfig,
+    now_ms: u64,
+    epoch: u64,
+    log: Vec<String>,
+    hops: Vec<(S, S)>,
+}
+
+impl Sim {
+    fn new() -> Sim {
+        Sim { rec: new_rec(), cfg: cfg(), now_ms: 0, epoch: 1, log: vec![], hops: vec![] }
+    }
+
+    fn at(&mut self, now_ms: u64) -> &mut Sim {
+        self.now_ms = now_ms;
+        self
+    }
+
+    fn ev(&mut self, e: Event) -> &mut Sim {
+        let ctx = Ctx { now_ms: self.now_ms, jitter_permille: 0, epoch: self.epoch };
+        let s = step(&self.rec, &e, &ctx, &self.cfg);
+        if let Outcome::Moved(path) = &s.outcome {
+            for w in path.windows(2) {
+                self.hops.push((w[0], w[1]));
+            }
+        }
+        self.log.push(format!("{} => {}", e.name(), render(&s)));
+        self.rec = s.record;
+        self
+    }
+
+    fn reply(&mut self, kind: RequestKind, reply: Reply) -> &mut Sim {
+        let seq = self.rec.poll_cursor.sent_seq;
+        self.ev(Event::Reply { kind, seq, epoch: self.rec.execution_epoch, reply })
+    }
+
+    fn lost(&mut self, kind: RequestKind) -> &mut Sim {
+        let seq = self.rec.poll_cursor.sent_seq;
+        self.ev(Event::Lost { kind, seq, epoch: self.rec.execution_epoch })
+    }
+
+    fn timer(&mut self, t: Timer) -> &mut Sim {
+        self.ev(Event::Timer(t))
+    }
+
+    /// Start, get an id, and stand in WORKING.
+    fn working(&mut self) -> &mut Sim {
+        self.ev(Event::Start).reply(RequestKind::Submit, Reply::Submitted(view(P::Working)))
+    }
+}
+
+fn render(s: &Step) -> String {
+    let outcome = match &s.outcome {
+        Outcome::Moved(path) => path.iter().map(|p| p.name()).collect::<Vec<_>>().join("->"),
+        Outcome::Stayed => "stay".into(),
+        Outcome::Rejected(r) => format!("rejected:{}", format!("{r:?}").split([' ', '{']).next().unwrap_or("")),
+        Outcome::Refused { from, to } => format!("REFUSED {from}->{to}"),
+    };
+    let cmds: Vec<String> = s
+        .commands
+        .iter()
+        .map(|c| match c {
+            Command::Send { out, seq } => format!("send:{}#{}", out.kind().name(), seq),
+            Command::Schedule { at_ms, timer } => format!("at{}:{}", at_ms, Event::Timer(*timer).name().trim_start_matches("timer:")),
+            Command::AskApproval { round, .. } => format!("ask:r{round}"),
+            Command::Accept(a) => format!("accept:{}", a.terminal.name()),
+            Command::Reconcile { .. } => "reconcile".into(),
+            Command::EffectReconciliation { .. } => "effect".into(),
+        })
+        .collect();
+    if cmds.is_empty() {
+        outcome
+    } else {
+        format!("{outcome} [{}]", cmds.join(" "))
+    }
+}
+
+type Script = fn(&mut Sim);
+
+/// (name, script, expected lines). Each expectation was read and judged, not pasted blindly.
+const SCENARIOS: &[(&str, Script, &str)] = &[
+    (
+        "happy path: submit, poll, observe, fetch, accept",
+        |s| {
+            s.working().at(1_000).timer(Timer::PollDue).reply(RequestKind::Poll, Reply::Status(view(P::Completed)));
+            s.timer(Timer::FetchDue).reply(RequestKind::Fetch, Reply::Result(result(true)));
+        },
+        "start => stay [send:submit#1]
+         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
+         timer:poll_due => stay [send:poll#2]
+         reply:poll:status => WORKING->TERMINAL_OBSERVED [at1000:fetch_due]
+         timer:fetch_due => TERMINAL_OBSERVED->FETCHING_RESULT [send:fetch#3]
+         reply:fetch:result => FETCHING_RESULT->ACCEPTED [accept:completed]",
+    ),
+    (
+        "lost submit is resolved by key, never re-minted",
+        |s| {
+            s.ev(Event::Start).lost(RequestKind::Submit).timer(Timer::LookupDue);
+            s.reply(RequestKind::Lookup, Reply::LookupFound(view(P::Working)));
+        },
+        "start => stay [send:submit#1]
+         lost:submit => SUBMITTING->SUBMISSION_UNKNOWN [at0:lookup_due]
+         timer:lookup_due => stay [send:lookup#2]
+         reply:lookup:lookup_found => SUBMISSION_UNKNOWN->WORKING [at1000:poll_due]",
+    ),
+    (
+        "proved never created: resubmit with the same key",
+        |s| {
+            s.ev(Event::Start).lost(RequestKind::Submit).timer(Timer::LookupDue);
+            s.reply(RequestKind::Lookup, Reply::LookupNotFound).timer(Timer::SubmitDue);
+            s.reply(RequestKind::Submit, Reply::Submitted(view(P::Working)));
+        },
+        "start => stay [send:submit#1]
+         lost:submit => SUBMITTING->SUBMISSION_UNKNOWN [at0:lookup_due]
+         timer:lookup_due => stay [send:lookup#2]
+         reply:lookup:lookup_not_found => SUBMISSION_UNKNOWN->NOT_FOUND_SAFE [at0:submit_due]
+         timer:submit_due => NOT_FOUND_SAFE->SUBMITTING [send:submit#3]
+         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]",
+    ),
+    (
+        "no lookup by key: an unknown submission goes to manual reconciliation",
+        |s| {
+            s.cfg.key_lookup = false;
+            s.ev(Event::Start).lost(RequestKind::Submit);
+        },
+        "start => stay [send:submit#1]
+         lost:submit => SUBMITTING->SUBMISSION_UNKNOWN->UNKNOWN [reconcile]",
+    ),
+    (
+        "lookups spent, and resubmissions spent, end in UNKNOWN",
+        |s| {
+            s.cfg.max_lookup_attempts = 1;
+            s.ev(Event::Start).lost(RequestKind::Submit).timer(Timer::LookupDue).lost(RequestKind::Lookup).timer(Timer::LookupDue);
+        },
+        "start => stay [send:submit#1]
+         lost:submit => SUBMITTING->SUBMISSION_UNKNOWN [at0:lookup_due]
+         timer:lookup_due => stay [send:lookup#2]
+         lost:lookup => stay [at1000:lookup_due]
+         timer:lookup_due => SUBMISSION_UNKNOWN->UNKNOWN [reconcile]",
+    ),
+    (
+        "not found safe, but resubmissions spent",
+        |s| {
+            s.cfg.max_submit_attempts = 1;
+            s.ev(Event::Start).lost(RequestKind::Submit).timer(Timer::LookupDue);
+            s.reply(RequestKind::Lookup, Reply::LookupNotFound).timer(Timer::SubmitDue);
+        },
+        "start => stay [send:submit#1]
+         lost:submit => SUBMITTING->SUBMISSION_UNKNOWN [at0:lookup_due]
+         timer:lookup_due => stay [send:lookup#2]
+         reply:lookup:lookup_not_found => SUBMISSION_UNKNOWN->NOT_FOUND_SAFE [at0:submit_due]
+         timer:submit_due => NOT_FOUND_SAFE->UNKNOWN [reconcile]",
+    ),
+    (
+        "refused submission is a receipt of its own",
+        |s| {
+            s.ev(Event::Start).reply(RequestKind::Submit, Reply::SubmitRefused { reason: "-32601".into() });
+        },
+        "start => stay [send:submit#1]
+         reply:submit:submit_refused => SUBMITTING->REJECTED [accept:rejected]",
+    ),
+    (
+        "synchronous tool: the reply is the result",
+        |s| {
+            s.rec.synchronous = true;
+            s.ev(Event::Start).reply(RequestKind::SubmitSync, Reply::SyncResult(result(true)));
+        },
+        "start => stay [send:submit_sync#1]
+         reply:submit_sync:sync_result => SUBMITTING->ACCEPTED [accept:completed]",
+    ),
+    (
+        "synchronous call lost: never called twice",
+        |s| {
+            s.rec.synchronous = true;
+            s.ev(Event::Start).lost(RequestKind::SubmitSync);
+        },
+        "start => stay [send:submit_sync#1]
+         lost:submit_sync => SUBMITTING->SUBMISSION_UNKNOWN->UNKNOWN [reconcile]",
+    ),
+    (
+        "input round: ask, stale and replayed replies rejected, answer, resume",
+        |s| {
+            s.working().at(1_000).timer(Timer::PollDue).reply(RequestKind::Poll, Reply::Status(view(P::InputRequired)));
+            s.ev(Event::InputRequested(input(0)));
+            s.ev(Event::ApprovalReplied { round: 0, schema_digest: "s-1".into(), reply: ApprovalReply::Decline });
+            s.ev(Event::ApprovalReplied { round: 1, schema_digest: "other".into(), reply: ApprovalReply::Decline });
+            s.ev(Event::ApprovalReplied { round: 1, schema_digest: "s-1".into(), reply: ApprovalReply::Accept { content: serde_json::json!({"ok": true}) } });
+            s.ev(Event::InputRequested(input(0)));
+            s.ev(Event::ApprovalReplied { round: 1, schema_digest: "s-1".into(), reply: ApprovalReply::Decline });
+            s.at(2_000).timer(Timer::PollDue).reply(RequestKind::Poll, Reply::Status(view(P::Working)));
+        },
+        "start => stay [send:submit#1]
+         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
+         timer:poll_due => stay [send:poll#2]
+         reply:poll:status => WORKING->INPUT_REQUIRED [send:fetch#3]
+         input_requested => stay [ask:r1 at61000:approval_deadline]
+         approval_replied => rejected:StaleApproval
+         approval_replied => rejected:StaleApproval
+         approval_replied => stay [send:input_response#4 at2500:poll_due]
+         input_requested => rejected:ReplayedInput
+         approval_replied => rejected:StaleApproval
+         timer:poll_due => stay [send:poll#5]
+         reply:poll:status => INPUT_REQUIRED->WORKING [at4250:poll_due]",
+    ),
+    (
+        "unsolicited input while working, and input for another operation, are rejected",
+        |s| {
+            s.working().ev(Event::InputRequested(input(7)));
+            let mut other = input(8);
+            other.related_operation_id = Some("op-other".into());
+            s.ev(Event::InputRequested(other));
+        },
+        "start => stay [send:submit#1]
+         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
+         input_requested => rejected:UnsolicitedInput
+         input_requested => rejected:OperationMismatch",
+    ),
+    (
+        "approval deadline declines",
+        |s| {
+            s.working().timer(Timer::PollDue).reply(RequestKind::Poll, Reply::Status(view(P::InputRequired)));
+            s.ev(Event::InputRequested(input(0))).at(60_000).timer(Timer::ApprovalDeadline { round: 1 });
+            s.ev(Event::ApprovalReplied { round: 1, schema_digest: "s-1".into(), reply: ApprovalReply::Decline });
+        },
+        "start => stay [send:submit#1]
+         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
+         timer:poll_due => stay [send:poll#2]
+         reply:poll:status => WORKING->INPUT_REQUIRED [send:fetch#3]
+         input_requested => stay [ask:r1 at60000:approval_deadline]
+         timer:approval_deadline => stay [send:input_response#4 at61500:poll_due]
+         approval_replied => rejected:StaleApproval",
+    ),
+    (
+        "cancel acknowledged: CANCELLED_ACCEPTED with the generation bumped first",
+        |s| {
+            s.working().ev(Event::CancelClicked).ev(Event::CancelClicked);
+            s.reply(RequestKind::Cancel, Reply::CancelAcknowledged(view(P::Cancelled)));
+        },
+        "start => stay [send:submit#1]
+         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
+         cancel_clicked => WORKING->CANCEL_REQUESTED [send:cancel#2]
+         cancel_clicked => stay
+         reply:cancel:cancel_ack => CANCEL_REQUESTED->CANCELLED_ACCEPTED [accept:cancelled]",
+    ),
+    (
+        "cancel refused as terminal: read the state, never rewrite it as cancelled",
+        |s| {
+            s.working().ev(Event::CancelClicked).reply(RequestKind::Cancel, Reply::CancelRejectedTerminal { message: "terminal".into() });
+            s.timer(Timer::CancelRequery).reply(RequestKind::Poll, Reply::Status(view(P::Completed)));
+        },
+        "start => stay [send:submit#1]
+         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
+         cancel_clicked => WORKING->CANCEL_REQUESTED [send:cancel#2]
+         reply:cancel:cancel_rejected_terminal => stay [at0:cancel_requery]
+         timer:cancel_requery => stay [send:poll#3]
+         reply:poll:status => CANCEL_REQUESTED->TERMINAL_OBSERVED [at0:fetch_due]",
+    ),
+    (
+        "cancel ack lost: resolved by querying",
+        |s| {
+            s.working().ev(Event::CancelClicked).lost(RequestKind::Cancel);
+            s.at(2_000).timer(Timer::CancelRequery).reply(RequestKind::Poll, Reply::Status(view(P::Working)));
+            s.reply(RequestKind::Cancel, Reply::CancelAcknowledged(view(P::Cancelled)));
+        },
+        "start => stay [send:submit#1]
+         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
+         cancel_clicked => WORKING->CANCEL_REQUESTED [send:cancel#2]
+         lost:cancel => stay [at2000:cancel_requery]
+         timer:cancel_requery => stay [send:poll#3]
+         reply:poll:status => stay [send:cancel#4]
+         reply:cancel:cancel_ack => CANCEL_REQUESTED->CANCELLED_ACCEPTED [accept:cancelled]",
+    ),
+    (
+        "cancel before an id exists is sent once the server names the operation",
+        |s| {
+            s.ev(Event::Start).ev(Event::CancelClicked).reply(RequestKind::Submit, Reply::Submitted(view(P::Working)));
+        },
+        "start => stay [send:submit#1]
+         cancel_clicked => stay
+         reply:submit:submitted => SUBMITTING->WORKING->CANCEL_REQUESTED [send:cancel#2]",
+    ),
+    (
+        "a late completion after a confirmed cancel never advances: effect reconciliation",
+        |s| {
+            s.working().ev(Event::CancelClicked).reply(RequestKind::Cancel, Reply::CancelAcknowledged(view(P::Cancelled)));
+            s.reply(RequestKind::Poll, Reply::Status(view(P::Completed)));
+        },
+        "start => stay [send:submit#1]
+         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
+         cancel_clicked => WORKING->CANCEL_REQUESTED [send:cancel#2]
+         reply:cancel:cancel_ack => CANCEL_REQUESTED->CANCELLED_ACCEPTED [accept:cancelled]
+         reply:poll:status => stay [effect]",
+    ),
+    (
+        "a late poll answer never overwrites a newer state",
+        |s| {
+            s.working().timer(Timer::PollDue).lost(RequestKind::Poll).timer(Timer::PollDue);
+            s.reply(RequestKind::Poll, Reply::Status(view(P::Completed)));
+            s.ev(Event::Reply { kind: RequestKind::Poll, seq: 2, epoch: 1, reply: Reply::Status(view(P::Working)) });
+        },
+        "start => stay [send:submit#1]
+         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
+         timer:poll_due => stay [send:poll#2]
+         lost:poll => stay [at1500:poll_due]
+         timer:poll_due => stay [send:poll#3]
+         reply:poll:status => WORKING->TERMINAL_OBSERVED [at0:fetch_due]
+         reply:poll:status => rejected:StaleAnswer",
+    ),
+    (
+        "Retry-After on 429 pushes the next poll out",
+        |s| {
+            s.working().timer(Timer::PollDue).reply(RequestKind::Poll, Reply::RateLimited { retry_after_ms: Some(30_000) });
+        },
+        "start => stay [send:submit#1]
+         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
+         timer:poll_due => stay [send:poll#2]
+         reply:poll:rate_limited => stay [at30000:poll_due]",
+    ),
+    (
+        "404 before expiry is retried, then the item goes to reconciliation",
+        |s| {
+            s.working();
+            for _ in 0..3 {
+                s.timer(Timer::PollDue).reply(RequestKind::Poll, Reply::NotFound { message: "gone".into() });
+            }
+        },
+        "start => stay [send:submit#1]
+         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
+         timer:poll_due => stay [send:poll#2]
+         reply:poll:not_found => stay [at1500:poll_due]
+         timer:poll_due => stay [send:poll#3]
+         reply:poll:not_found => stay [at2250:poll_due]
+         timer:poll_due => stay [send:poll#4]
+         reply:poll:not_found => WORKING->UNKNOWN [reconcile]",
+    ),
+    (
+        "404 after expiry goes to reconciliation at once",
+        |s| {
+            s.working().at(70_000).timer(Timer::PollDue).reply(RequestKind::Poll, Reply::NotFound { message: "expired".into() });
+        },
+        "start => stay [send:submit#1]
+         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
+         timer:poll_due => stay [send:poll#2]
+         reply:poll:not_found => WORKING->UNKNOWN [reconcile]",
+    ),
+    (
+        "truncated result refetched until verified",
+        |s| {
+            s.cfg.max_fetch_attempts = 2;
+            s.working().timer(Timer::PollDue).reply(RequestKind::Poll, Reply::Status(view(P::Completed)));
+            s.timer(Timer::FetchDue).reply(RequestKind::Fetch, Reply::Result(result(false)));
+            s.timer(Timer::FetchDue).reply(RequestKind::Fetch, Reply::Malformed { reason: "truncated".into() });
+            s.timer(Timer::FetchDue);
+        },
+        "start => stay [send:submit#1]
+         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
+         timer:poll_due => stay [send:poll#2]
+         reply:poll:status => WORKING->TERMINAL_OBSERVED [at0:fetch_due]
+         timer:fetch_due => TERMINAL_OBSERVED->FETCHING_RESULT [send:fetch#3]
+         reply:fetch:result => stay [at1000:fetch_due]
+         timer:fetch_due => stay [send:fetch#4]
+         reply:fetch:malformed => FETCHING_RESULT->UNKNOWN [reconcile]
+         timer:fetch_due => rejected:AlreadyFinal",
+    ),
+    (
+        "failed task: the original error is the result",
+        |s| {
+            s.working().timer(Timer::PollDue).reply(RequestKind::Poll, Reply::Status(view(P::Failed)));
+            s.timer(Timer::FetchDue).reply(RequestKind::Fetch, Reply::ResultIsError { code: -32000, message: "boom".into() });
+        },
+        "start => stay [send:submit#1]
+         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
+         timer:poll_due => stay [send:poll#2]
+         reply:poll:status => WORKING->TERMINAL_OBSERVED [at0:fetch_due]
+         timer:fetch_due => TERMINAL_OBSERVED->FETCHING_RESULT [send:fetch#3]
+         reply:fetch:result_is_error => FETCHING_RESULT->ACCEPTED [accept:failed]",
+    ),
+    (
+        "cancelled by the server itself: accepted as cancelled, no payload",
+        |s| {
+            s.working().timer(Timer::PollDue).reply(RequestKind::Poll, Reply::Status(view(P::Cancelled)));
+            s.timer(Timer::FetchDue).reply(RequestKind::Fetch, Reply::NoResultStored { message: "-32603".into() });
+        },
+        "start => stay [send:submit#1]
+         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
+         timer:poll_due => stay [send:poll#2]
+         reply:poll:status => WORKING->TERMINAL_OBSERVED [at0:fetch_due]
+         timer:fetch_due => TERMINAL_OBSERVED->FETCHING_RESULT [send:fetch#3]
+         reply:fetch:no_result_stored => FETCHING_RESULT->ACCEPTED [accept:cancelled]",
+    ),
+    (
+        "a result for another operation is not accepted",
+        |s| {
+            s.working().timer(Timer::PollDue).reply(RequestKind::Poll, Reply::Status(view(P::Completed)));
+            let mut r = result(true);
+            r.related_operation_id = Some("op-other".into());
+            s.timer(Timer::FetchDue).reply(RequestKind::Fetch, Reply::Result(r));
+        },
+        "start => stay [send:submit#1]
+         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
+         timer:poll_due => stay [send:poll#2]
+         reply:poll:status => WORKING->TERMINAL_OBSERVED [at0:fetch_due]
+         timer:fetch_due => TERMINAL_OBSERVED->FETCHING_RESULT [send:fetch#3]
+         reply:fetch:result => stay [at1000:fetch_due]",
+    ),
+    (
+        "wait budget spent: UNKNOWN, from any waiting state",
+        |s| {
+            s.working().at(600_000).timer(Timer::PollDue);
+        },
+        "start => stay [send:submit#1]
+         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
+         timer:poll_due => WORKING->UNKNOWN [reconcile]",
+    ),
+    (
+        "input required then cancel, then terminal observed from input required",
+        |s| {
+            s.working().timer(Timer::PollDue).reply(RequestKind::Poll, Reply::Status(view(P::InputRequired)));
+            s.lost(RequestKind::Fetch).timer(Timer::PollDue).reply(RequestKind::Poll, Reply::Status(view(P::Completed)));
+        },
+        "start => stay [send:submit#1]
+         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
+         timer:poll_due => stay [send:poll#2]
+         reply:poll:status => WORKING->INPUT_REQUIRED [send:fetch#3]
+         lost:fetch => stay [at1500:poll_due]
+         timer:poll_due => stay [send:poll#4]
+         reply:poll:status => INPUT_REQUIRED->TERMINAL_OBSERVED [at0:fetch_due]",
+    ),
+    (
+        "cancel from input required",
+        |s| {
+            s.working().timer(Timer::PollDue).reply(RequestKind::Poll, Reply::Status(view(P::InputRequired)));
+            s.ev(Event::InputRequested(input(0))).ev(Event::CancelClicked);
+            s.ev(Event::ApprovalReplied { round: 1, schema_digest: "s-1".into(), reply: ApprovalReply::Decline });
+        },
+        "start => stay [send:submit#1]
+         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
+         timer:poll_due => stay [send:poll#2]
+         reply:poll:status => WORKING->INPUT_REQUIRED [send:fetch#3]
+         input_requested => stay [ask:r1 at60000:approval_deadline]
+         cancel_clicked => INPUT_REQUIRED->CANCEL_REQUESTED [send:cancel#4]
+         approval_replied => rejected:StaleApproval",
+    ),
+    (
+        "client disconnect is not a cancel",
+        |s| {
+            s.working().ev(Event::CallerDetached);
+        },
+        "start => stay [send:submit#1]
+         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
+         caller_detached => stay",
+    ),
+    (
+        "answers from an older execution epoch are rejected",
+        |s| {
+            s.working().timer(Timer::PollDue);
+            s.ev(Event::Reply { kind: RequestKind::Poll, seq: 2, epoch: 0, reply: Reply::Status(view(P::Completed)) });
+            s.epoch = 2;
+            s.ev(Event::Resume);
+            s.ev(Event::Reply { kind: RequestKind::Poll, seq: 2, epoch: 1, reply: Reply::Status(view(P::Completed)) });
+            s.epoch = 1;
+            s.ev(Event::CancelClicked);
+        },
+        "start => stay [send:submit#1]
+         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
+         timer:poll_due => stay [send:poll#2]
+         reply:poll:status => rejected:StaleEpoch
+         resume => stay [at0:poll_due]
+         reply:poll:status => rejected:StaleEpoch
+         cancel_clicked => rejected:StaleEpoch",
+    ),
+    (
+        "restart resumes from the record alone: a sent submission becomes unknown",
+        |s| {
+            s.ev(Event::Start).ev(Event::Resume);
+        },
+        "start => stay [send:submit#1]
+         resume => SUBMITTING->SUBMISSION_UNKNOWN [at0:lookup_due]",
+    ),
+    (
+        "restart before the first send submits, once",
+        |s| {
+            s.ev(Event::Resume).ev(Event::Start);
+        },
+        "resume => stay [send:submit#1]
+         start => rejected:NotApplicable",
+    ),
+    (
+        "restart with a pending approval asks again for the same round",
+        |s| {
+            s.working().timer(Timer::PollDue).reply(RequestKind::Poll, Reply::Status(view(P::InputRequired)));
+            s.ev(Event::InputRequested(input(0))).ev(Event::Resume);
+        },
+        "start => stay [send:submit#1]
+         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
+         timer:poll_due => stay [send:poll#2]
+         reply:poll:status => WORKING->INPUT_REQUIRED [send:fetch#3]
+         input_requested => stay [ask:r1 at60000:approval_deadline]
+         resume => stay [ask:r1 at60000:approval_deadline]",
+    ),
+    (
+        "restart in the result phase fetches again",
+        |s| {
+            s.working().reply(RequestKind::Poll, Reply::Status(view(P::Completed)));
+            s.timer(Timer::PollDue).reply(RequestKind::Poll, Reply::Status(view(P::Completed))).ev(Event::Resume);
+        },
+        "start => stay [send:submit#1]
+         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
+         reply:poll:status => rejected:StaleAnswer
+         timer:poll_due => stay [send:poll#2]
+         reply:poll:status => WORKING->TERMINAL_OBSERVED [at0:fetch_due]
+         resume => stay [at0:fetch_due]",
+    ),
+    (
+        "cancel spent while the operation keeps running",
+        |s| {
+            s.cfg.max_cancel_attempts = 1;
+            s.working().ev(Event::CancelClicked).lost(RequestKind::Cancel);
+            s.timer(Timer::CancelRequery).reply(RequestKind::Poll, Reply::Status(view(P::Working)));
+        },
+        "start => stay [send:submit#1]
+         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
+         cancel_clicked => WORKING->CANCEL_REQUESTED [send:cancel#2]
+         lost:cancel => stay [at2000:cancel_requery]
+         timer:cancel_requery => stay [send:poll#3]
+         reply:poll:status => CANCEL_REQUESTED->UNKNOWN [reconcile]",
+    ),
+    (
+        "input required, answered, budget spent before the server resumes",
+        |s| {
+            s.working().timer(Timer::PollDue).reply(RequestKind::Poll, Reply::Status(view(P::InputRequired)));
+            s.ev(Event::InputRequested(input(0)));
+            s.ev(Event::ApprovalReplied { round: 1, schema_digest: "s-1".into(), reply: ApprovalReply::Decline });
+            s.at(650_000).timer(Timer::PollDue);
+        },
+        "start => stay [send:submit#1]
+         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
+         timer:poll_due => stay [send:poll#2]
+         reply:poll:status => WORKING->INPUT_REQUIRED [send:fetch#3]
+         input_requested => stay [ask:r1 at60000:approval_deadline]
+         approval_replied => stay [send:input_response#4 at1500:poll_due]
+         timer:poll_due => INPUT_REQUIRED->UNKNOWN [reconcile]",
+    ),
+    (
+        "terminal observed, budget spent before the fetch",
+        |s| {
+            s.working().timer(Timer::PollDue).reply(RequestKind::Poll, Reply::Status(view(P::Completed)));
+            s.at(700_000).timer(Timer::FetchDue);
+        },
+        "start => stay [send:submit#1]
+         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
+         timer:poll_due => stay [send:poll#2]
+         reply:poll:status => WORKING->TERMINAL_OBSERVED [at0:fetch_due]
+         timer:fetch_due => TERMINAL_OBSERVED->UNKNOWN [reconcile]",
+    ),
+    (
+        "input required seen at submission, then the server goes back to working",
+        |s| {
+            s.ev(Event::Start).reply(RequestKind::Submit, Reply::Submitted(view(P::InputRequired)));
+            s.lost(RequestKind::Fetch).timer(Timer::PollDue).reply(RequestKind::Poll, Reply::Status(view(P::Working)));
+            s.timer(Timer::PollDue).reply(RequestKind::Poll, Reply::Status(view(P::InputRequired)));
+            s.ev(Event::CancelClicked);
+        },
+        "start => stay [send:submit#1]
+         reply:submit:submitted => SUBMITTING->WORKING->INPUT_REQUIRED [send:fetch#2]
+         lost:fetch => stay [at1000:poll_due]
+         timer:poll_due => stay [send:poll#3]
+         reply:poll:status => INPUT_REQUIRED->WORKING [at1500:poll_due]
+         timer:poll_due => stay [send:poll#4]
+         reply:poll:status => WORKING->INPUT_REQUIRED [send:fetch#5]
+         cancel_clicked => INPUT_REQUIRED->CANCEL_REQUESTED [send:cancel#6]",
+    ),
+];
+
+fn normalise(s: &str) -> String {
+    s.lines().map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join("\n")
+}
+
+#[test]
+fn scenarios_render_as_expected() {
+    let mut failures = vec![];
+    for (name, script, expect) in SCENARIOS {
+        let mut sim = Sim::new();
+        script(&mut sim);
+        let got = sim.log.join("\n");
+        if normalise(&got) != normalise(expect) {
+            failures.push(format!("--- {name}\nexpected:\n{}\ngot:\n{got}", normalise(expect)));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn every_allowed_transition_is_exercised_by_a_scenario() {
+    let mut seen = vec![];
+    for (_, script, _) in SCENARIOS {
+        let mut sim = Sim::new();
+        script(&mut sim);
+        seen.extend(sim.hops);
+    }
+    let missing: Vec<_> = ALLOWED.iter().filter(|t| !seen.contains(t)).collect();
+    assert!(missing.is_empty(), "transitions no scenario exercises: {missing:?}");
+}
+
+#[test]
+fn every_transition_outside_the_table_is_refused() {
+    let ctx = Ctx { now_ms: 0, jitter_permille: 0, epoch: 1 };
+    let cfg = cfg();
+    let mut refused = 0;
+    for from in S::ALL {
+        for to in S::ALL {
+            if ALLOWED.contains(&(from, to)) {
+                continue;
+            }
+            let mut rec = new_rec();
+            rec.local_state = from;
+            let mut m = Machine::new(&rec, &ctx, &cfg);
+            assert_eq!(m.go(to), Err(Outcome::Refused { from, to }));
+            refused += 1;
+        }
+    }
+    assert_eq!(refused, S::ALL.len() * S::ALL.len() - ALLOWED.len());
+}

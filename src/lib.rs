@@ -1,0 +1,15 @@
+//! toolop: an executor for long-running tool calls that never loses, duplicates or mislabels
+//! the outcome of an operation. The module list is the code map, in data-flow order.
+
+/// Canonical digests of requests and results.
+pub mod digest;
+/// `toolOperation.v1`: the durable record; local state and protocol status as two types.
+pub mod record;
+/// Bytes in, bytes out: the executor's only window on a server.
+pub mod transport;
+/// Wire formats, one adapter per protocol version; protocol-neutral replies out.
+pub mod protocol;
+/// The sans-IO state machine: (record, event, ctx) -> (record', commands).
+pub mod core;
+/// The durable ledger: CAS writes, the single acceptance transaction, outbox, reconciliation.
+pub mod ledger;

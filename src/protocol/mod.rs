@@ -1,0 +1,255 @@
+//! Protocol adapters: the only code that knows a wire format. Everything an adapter hands to
+//! the rest of the executor is protocol-neutral ([`Reply`], [`Inbound`], [`InputRequest`]):
+//! no JSON-RPC error code or HTTP status leaves this module tree.
+
+pub mod mcp_2025_11_25;
+
+use std::collections::BTreeMap;
+
+use crate::record::{AdapterId, ProtocolStatus};
+use crate::transport::InFrame;
+
+/// `_meta` key under which toolop sends the submission idempotency key. A server that advertises
+/// [`EXT_IDEMPOTENCY`] deduplicates submissions by it and answers lookups by it.
+pub const META_IDEMPOTENCY_KEY: &str = "io.toolop/idempotency-key";
+/// Capability (under `capabilities.experimental`) for the idempotency extension.
+pub const EXT_IDEMPOTENCY: &str = "io.toolop/idempotency";
+/// `_meta` key on a tool result carrying the server's digest of the result content.
+pub const META_RESULT_DIGEST: &str = "io.toolop/result-digest";
+/// `_meta` key on a tool descriptor: the synchronous upper bound of a tool without task support.
+pub const META_SYNC_UPPER_BOUND_MS: &str = "io.toolop/sync-upper-bound-ms";
+/// `_meta` key on `tasks/list` params: list only the task created with this key.
+pub const META_LOOKUP_KEY: &str = "io.toolop/lookup-key";
+
+/// What the executor wants sent. The adapter turns it into bytes.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Outbound {
+    Submit { key: String, tool: String, arguments: serde_json::Value, ttl_ms: Option<u64> },
+    /// A synchronous call of a tool without task support.
+    SubmitSync { key: String, tool: String, arguments: serde_json::Value },
+    LookupByKey { key: String },
+    Poll { operation_id: String },
+    FetchResult { operation_id: String },
+    Cancel { operation_id: String },
+    /// Answer to a server's input request (a JSON-RPC response, not a request).
+    InputResponse { operation_id: String, server_request_id: serde_json::Value, reply: ApprovalReply },
+}
+
+impl Outbound {
+    pub fn kind(&self) -> RequestKind {
+        match self {
+            Outbound::Submit { .. } => RequestKind::Submit,
+            Outbound::SubmitSync { .. } => RequestKind::SubmitSync,
+            Outbound::LookupByKey { .. } => RequestKind::Lookup,
+            Outbound::Poll { .. } => RequestKind::Poll,
+            Outbound::FetchResult { .. } => RequestKind::Fetch,
+            Outbound::Cancel { .. } => RequestKind::Cancel,
+            Outbound::InputResponse { .. } => RequestKind::InputResponse,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum RequestKind {
+    Initialize,
+    ListTools,
+    Submit,
+    SubmitSync,
+    Lookup,
+    Poll,
+    Fetch,
+    Cancel,
+    /// Expects no reply.
+    InputResponse,
+}
+
+impl RequestKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            RequestKind::Initialize => "initialize",
+            RequestKind::ListTools => "list_tools",
+            RequestKind::Submit => "submit",
+            RequestKind::SubmitSync => "submit_sync",
+            RequestKind::Lookup => "lookup",
+            RequestKind::Poll => "poll",
+            RequestKind::Fetch => "fetch",
+            RequestKind::Cancel => "cancel",
+            RequestKind::InputResponse => "input_response",
+        }
+    }
+
+    /// Whether a reply is awaited (and so a timeout armed).
+    pub fn expects_reply(self) -> bool {
+        !matches!(self, RequestKind::InputResponse)
+    }
+}
+
+/// The approval gate's answer to an input request.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "action", rename_all = "snake_case")]
+pub enum ApprovalReply {
+    Accept { content: serde_json::Value },
+    Decline,
+    Cancel,
+}
+
+/// A server's view of one operation, protocol-neutral.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TaskView {
+    pub operation_id: String,
+    pub status: ProtocolStatus,
+    pub poll_interval_ms: Option<u64>,
+    /// Retention from creation; `None` when unlimited or omitted (a real-SDK quirk).
+    pub ttl_ms: Option<u64>,
+    pub status_message: Option<String>,
+}
+
+/// A fetched result, before verification.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ResultView {
+    pub payload: serde_json::Value,
+    pub is_error: bool,
+    /// The operation id the server tied this result to, if it said.
+    pub related_operation_id: Option<String>,
+    /// The digest the adapter computed over the payload it received.
+    pub digest: String,
+    /// Whether the payload was complete and well formed for its protocol, and matched any
+    /// digest the server claimed.
+    pub verified: bool,
+    pub problem: Option<String>,
+}
+
+/// A decoded reply to one of our requests.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Reply {
+    Submitted(TaskView),
+    /// The server refused the submission; no operation was created.
+    SubmitRefused { reason: String },
+    /// A synchronous call's result.
+    SyncResult(ResultView),
+    LookupFound(TaskView),
+    LookupNotFound,
+    LookupUnsupported,
+    Status(TaskView),
+    /// The operation id is unknown to the server (never created, expired, or deleted).
+    NotFound { message: String },
+    /// 429 / RESOURCE_EXHAUSTED.
+    RateLimited { retry_after_ms: Option<u64> },
+    /// 503 / UNAVAILABLE.
+    Unavailable { retry_after_ms: Option<u64> },
+    /// Accepted for processing, no content yet (HTTP 202). Never a completion.
+    Accepted,
+    Result(ResultView),
+    /// The fetch answered with the original request's error (a failed operation's result).
+    ResultIsError { code: i64, message: String },
+    /// The fetch found no stored result (cancelled tasks: `-32603` or an empty result).
+    NoResultStored { message: String },
+    CancelAcknowledged(TaskView),
+    /// The cancel was refused because the operation is already terminal.
+    CancelRejectedTerminal { message: String },
+    /// Any other protocol error.
+    Error { message: String },
+    Malformed { reason: String },
+}
+
+impl Reply {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Reply::Submitted(_) => "submitted",
+            Reply::SubmitRefused { .. } => "submit_refused",
+            Reply::SyncResult(_) => "sync_result",
+            Reply::LookupFound(_) => "lookup_found",
+            Reply::LookupNotFound => "lookup_not_found",
+            Reply::LookupUnsupported => "lookup_unsupported",
+            Reply::Status(_) => "status",
+            Reply::NotFound { .. } => "not_found",
+            Reply::RateLimited { .. } => "rate_limited",
+            Reply::Unavailable { .. } => "unavailable",
+            Reply::Accepted => "accepted_202",
+            Reply::Result(_) => "result",
+            Reply::ResultIsError { .. } => "result_is_error",
+            Reply::NoResultStored { .. } => "no_result_stored",
+            Reply::CancelAcknowledged(_) => "cancel_ack",
+            Reply::CancelRejectedTerminal { .. } => "cancel_rejected_terminal",
+            Reply::Error { .. } => "error",
+            Reply::Malformed { .. } => "malformed",
+        }
+    }
+}
+
+/// An input request from the server (e.g. MCP `elicitation/create` tied to a task).
+#[derive(Clone, Debug, PartialEq)]
+pub struct InputRequest {
+    pub server_request_id: serde_json::Value,
+    pub related_operation_id: Option<String>,
+    pub message: String,
+    pub requested_schema: serde_json::Value,
+    pub schema_digest: String,
+    pub raw: serde_json::Value,
+}
+
+/// What an inbound frame is, before it is matched to a pending request.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Inbound {
+    /// A reply to our request `rpc_id` (from the JSON-RPC id or the transport correlation).
+    Response { rpc_id: u64 },
+    InputRequest(InputRequest),
+    /// A notification or server request we do not act on (status notifications are advisory).
+    Ignored { what: String },
+    Malformed { reason: String },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TaskSupport {
+    Forbidden,
+    Optional,
+    Required,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ToolInfo {
+    pub name: String,
+    pub task_support: TaskSupport,
+    pub sync_upper_bound_ms: Option<u64>,
+    /// Digest of the tool descriptor: the tool version a receipt is bound to.
+    pub descriptor_digest: String,
+}
+
+/// What negotiation established about a server.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct ServerCapabilities {
+    pub protocol_version: String,
+    pub tasks_tool_call: bool,
+    pub tasks_cancel: bool,
+    pub tasks_list: bool,
+    /// The server deduplicates submissions by key and answers lookups by key.
+    pub idempotency_by_key: bool,
+    pub tools: BTreeMap<String, ToolInfo>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProtocolError(pub String);
+
+impl std::fmt::Display for ProtocolError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// One protocol, one version. Object safe so the runner can route by negotiated version.
+pub trait Adapter {
+    fn id(&self) -> AdapterId;
+    fn encode_initialize(&self, rpc_id: u64) -> Vec<u8>;
+    /// The notification sent after a successful initialize, if the protocol has one.
+    fn encode_initialized(&self) -> Option<Vec<u8>>;
+    fn encode_list_tools(&self, rpc_id: u64, cursor: Option<&str>) -> Vec<u8>;
+    /// Server capabilities from the initialize reply; an error if the version is not ours.
+    fn decode_initialize(&self, frame: &InFrame) -> Result<ServerCapabilities, ProtocolError>;
+    /// Tools and the next page cursor from a tools/list reply.
+    fn decode_list_tools(&self, frame: &InFrame) -> Result<(Vec<ToolInfo>, Option<String>), ProtocolError>;
+    fn encode(&self, rpc_id: u64, out: &Outbound) -> Vec<u8>;
+    fn classify(&self, frame: &InFrame) -> Inbound;
+    /// Decode the reply to a request of `kind`. Never panics: bad input is `Reply::Malformed`.
+    fn decode_reply(&self, kind: RequestKind, frame: &InFrame) -> Reply;
+}

@@ -1,0 +1,335 @@
+//! The durable operation record `toolOperation.v1`, and the two state types it keeps apart:
+//! [`LocalState`] (what the executor knows and has decided) and [`ProtocolStatus`] (what the
+//! server last said). A local state never stands in for a protocol state, and the reverse.
+
+use serde::{Deserialize, Serialize};
+
+/// Schema tag written into every record, so a reader can refuse a record it does not understand.
+pub const RECORD_SCHEMA: &str = "toolOperation.v1";
+
+/// Where the executor stands with one call node. Transitions are listed in
+/// `core::transitions::ALLOWED`; anything else is refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum LocalState {
+    /// Record written, submission about to be (or being) sent.
+    Submitting,
+    /// The submission may or may not have created an operation: resolve by key, never re-mint.
+    SubmissionUnknown,
+    /// The server proved by key that no operation exists; re-submission with the same key is safe.
+    NotFoundSafe,
+    /// The server returned a queryable operation id; polling.
+    Working,
+    /// The server waits for input; auto-polling is paused while the approval gate decides.
+    InputRequired,
+    /// Cancel generation bumped and written; the cancel is being sent or confirmed.
+    CancelRequested,
+    /// A poll saw a terminal protocol status; the result has not been fetched yet.
+    TerminalObserved,
+    /// The result fetch is in flight.
+    FetchingResult,
+    /// Terminal receipt written for a terminal state read from the server (completed, failed,
+    /// cancelled by the server itself, or done without result).
+    Accepted,
+    /// Terminal receipt written for a cancel this executor requested and the server confirmed.
+    CancelledAccepted,
+    /// The server refused the submission outright (no operation was created); receipt written.
+    Rejected,
+    /// The executor cannot prove the outcome: handed to the manual reconciliation queue.
+    Unknown,
+}
+
+impl LocalState {
+    pub const ALL: [LocalState; 12] = [
+        LocalState::Submitting,
+        LocalState::SubmissionUnknown,
+        LocalState::NotFoundSafe,
+        LocalState::Working,
+        LocalState::InputRequired,
+        LocalState::CancelRequested,
+        LocalState::TerminalObserved,
+        LocalState::FetchingResult,
+        LocalState::Accepted,
+        LocalState::CancelledAccepted,
+        LocalState::Rejected,
+        LocalState::Unknown,
+    ];
+
+    /// States in which the executor does no more work on its own.
+    pub fn is_final(self) -> bool {
+        matches!(
+            self,
+            LocalState::Accepted
+                | LocalState::CancelledAccepted
+                | LocalState::Rejected
+                | LocalState::Unknown
+        )
+    }
+
+    /// States that carry a terminal receipt.
+    pub fn has_receipt(self) -> bool {
+        matches!(self, LocalState::Accepted | LocalState::CancelledAccepted | LocalState::Rejected)
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            LocalState::Submitting => "SUBMITTING",
+            LocalState::SubmissionUnknown => "SUBMISSION_UNKNOWN",
+            LocalState::NotFoundSafe => "NOT_FOUND_SAFE",
+            LocalState::Working => "WORKING",
+            LocalState::InputRequired => "INPUT_REQUIRED",
+            LocalState::CancelRequested => "CANCEL_REQUESTED",
+            LocalState::TerminalObserved => "TERMINAL_OBSERVED",
+            LocalState::FetchingResult => "FETCHING_RESULT",
+            LocalState::Accepted => "ACCEPTED",
+            LocalState::CancelledAccepted => "CANCELLED_ACCEPTED",
+            LocalState::Rejected => "REJECTED",
+            LocalState::Unknown => "UNKNOWN",
+        }
+    }
+}
+
+impl std::fmt::Display for LocalState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A status as the server reported it, normalised across protocols. Adapters map wire values
+/// here; nothing outside an adapter sees the wire spelling.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProtocolStatus {
+    Working,
+    InputRequired,
+    Completed,
+    Failed,
+    Cancelled,
+    /// AIP-151 `done` with neither `response` nor `error`: its own outcome, never a failure.
+    DoneWithoutResult,
+}
+
+impl ProtocolStatus {
+    pub fn is_terminal(self) -> bool {
+        !matches!(self, ProtocolStatus::Working | ProtocolStatus::InputRequired)
+    }
+
+    pub fn as_terminal(self) -> Option<TerminalState> {
+        match self {
+            ProtocolStatus::Completed => Some(TerminalState::Completed),
+            ProtocolStatus::Failed => Some(TerminalState::Failed),
+            ProtocolStatus::Cancelled => Some(TerminalState::Cancelled),
+            ProtocolStatus::DoneWithoutResult => Some(TerminalState::DoneWithoutResult),
+            ProtocolStatus::Working | ProtocolStatus::InputRequired => None,
+        }
+    }
+}
+
+/// The outcome written into a terminal receipt.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TerminalState {
+    Completed,
+    Failed,
+    Cancelled,
+    DoneWithoutResult,
+    /// The server refused the submission; no operation exists.
+    Rejected,
+}
+
+impl TerminalState {
+    pub fn name(self) -> &'static str {
+        match self {
+            TerminalState::Completed => "completed",
+            TerminalState::Failed => "failed",
+            TerminalState::Cancelled => "cancelled",
+            TerminalState::DoneWithoutResult => "done_without_result",
+            TerminalState::Rejected => "rejected",
+        }
+    }
+}
+
+/// Which adapter (and which version of its contract) owns an operation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AdapterId {
+    /// MCP Tasks, protocol revision 2025-11-25 (experimental).
+    Mcp20251125,
+}
+
+impl AdapterId {
+    pub fn name(self) -> &'static str {
+        match self {
+            AdapterId::Mcp20251125 => "mcp-2025-11-25",
+        }
+    }
+}
+
+/// Where polling stands. `sent_seq` numbers every status read sent (poll or lookup);
+/// `applied_seq` is the newest answer applied, so an older answer that arrives late is refused.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PollCursor {
+    pub sent_seq: u64,
+    pub applied_seq: u64,
+    /// Polls sent so far; drives the backoff.
+    pub polls: u32,
+    /// Interval the server last suggested, if any.
+    pub server_interval_ms: Option<u64>,
+    /// Earliest time of the next poll; a Retry-After pushes it out.
+    pub next_poll_at_ms: u64,
+    /// Consecutive not-found answers while the operation should exist.
+    pub not_found_streak: u32,
+    /// Consecutive requests that went unanswered (lost or timed out).
+    pub lost_streak: u32,
+}
+
+/// An input request handed to the approval gate and not yet answered.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PendingInput {
+    pub round: u32,
+    /// The server's JSON-RPC id for the request, kept verbatim so the reply can echo it.
+    pub server_request_id: serde_json::Value,
+    pub schema_digest: String,
+    pub deadline_ms: u64,
+    pub request: serde_json::Value,
+}
+
+/// The durable record of one call node's long-running operation.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ToolOperation {
+    pub schema: String,
+    pub call_node_id: String,
+    pub request_digest: String,
+    pub tool_name: String,
+    pub tool_version: String,
+    pub request_body: serde_json::Value,
+    pub operation_id: Option<String>,
+    pub adapter: AdapterId,
+    pub adapter_version: String,
+    pub submission_key: String,
+    /// A tool without task support, called synchronously under its published upper bound.
+    pub synchronous: bool,
+    /// Submissions sent with this key (the same key every time).
+    pub submit_attempts: u32,
+    /// Lookups by key sent while the submission outcome was unknown.
+    pub lookup_attempts: u32,
+    pub poll_cursor: PollCursor,
+    pub last_server_status: Option<ProtocolStatus>,
+    pub input_round: u32,
+    pub pending_input: Option<PendingInput>,
+    /// A fetch was opened to receive the server's input request; only then is one expected.
+    pub input_stream_open: bool,
+    /// Server request ids of input requests already answered, newest last, bounded.
+    pub answered_inputs: Vec<serde_json::Value>,
+    pub cancel_generation: u32,
+    /// Cancel sends for the current generation (retries after a lost ack).
+    pub cancel_attempts: u32,
+    /// Cancel was asked before the server returned an id; it is sent once one is known.
+    pub cancel_wanted: bool,
+    pub execution_epoch: u64,
+    pub created_at_ms: u64,
+    /// Server-reported retention end, if the server reported a ttl.
+    pub expires_at_ms: Option<u64>,
+    /// Total wait budget end: past it the executor stops waiting and hands the item over.
+    pub wait_deadline_ms: u64,
+    pub result_digest: Option<String>,
+    /// Result fetches for this terminal observation (retries after loss or a bad payload).
+    pub fetch_attempts: u32,
+    /// The caller stopped waiting. This never cancels anything on the server.
+    pub caller_detached: bool,
+    pub local_state: LocalState,
+    /// Why the record is in `Unknown`, when it is.
+    pub unknown_reason: Option<String>,
+    /// Compare-and-swap version, bumped by the ledger on every write.
+    pub version: u64,
+}
+
+/// At most this many answered input ids are remembered for replay detection.
+pub const ANSWERED_INPUTS_MAX: usize = 16;
+
+impl ToolOperation {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        call_node_id: &str,
+        tool_name: &str,
+        tool_version: &str,
+        request_body: serde_json::Value,
+        adapter: AdapterId,
+        submission_key: &str,
+        execution_epoch: u64,
+        now_ms: u64,
+        wait_budget_ms: u64,
+    ) -> ToolOperation {
+        let request_digest = crate::digest::request_digest(tool_name, tool_version, &request_body);
+        ToolOperation {
+            schema: RECORD_SCHEMA.to_string(),
+            call_node_id: call_node_id.to_string(),
+            request_digest,
+            tool_name: tool_name.to_string(),
+            tool_version: tool_version.to_string(),
+            request_body,
+            operation_id: None,
+            adapter,
+            adapter_version: adapter.name().to_string(),
+            submission_key: submission_key.to_string(),
+            synchronous: false,
+            submit_attempts: 0,
+            lookup_attempts: 0,
+            poll_cursor: PollCursor::default(),
+            last_server_status: None,
+            input_round: 0,
+            pending_input: None,
+            input_stream_open: false,
+            answered_inputs: Vec::new(),
+            cancel_generation: 0,
+            cancel_attempts: 0,
+            cancel_wanted: false,
+            execution_epoch,
+            created_at_ms: now_ms,
+            expires_at_ms: None,
+            wait_deadline_ms: now_ms.saturating_add(wait_budget_ms),
+            result_digest: None,
+            fetch_attempts: 0,
+            caller_detached: false,
+            local_state: LocalState::Submitting,
+            unknown_reason: None,
+            version: 0,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn record_round_trips_through_json_with_its_schema_tag() {
+        let rec = ToolOperation::new(
+            "n1",
+            "build_report",
+            "v1",
+            serde_json::json!({"month": "2026-10"}),
+            AdapterId::Mcp20251125,
+            "key-1",
+            1,
+            5,
+            1000,
+        );
+        let text = serde_json::to_string(&rec).unwrap();
+        assert!(text.contains("\"schema\":\"toolOperation.v1\""));
+        assert!(text.contains("\"local_state\":\"SUBMITTING\""));
+        let back: ToolOperation = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, rec);
+        assert_eq!(back.wait_deadline_ms, 1005);
+    }
+
+    #[test]
+    fn local_and_protocol_states_are_distinct_types_with_distinct_spellings() {
+        let local = serde_json::to_string(&LocalState::Working).unwrap();
+        let proto = serde_json::to_string(&ProtocolStatus::Working).unwrap();
+        assert_ne!(local, proto);
+        assert!(ProtocolStatus::Cancelled.is_terminal());
+        assert!(!ProtocolStatus::InputRequired.is_terminal());
+        assert_eq!(ProtocolStatus::Working.as_terminal(), None);
+    }
+}

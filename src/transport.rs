@@ -1,0 +1,73 @@
+//! Transport: protocol messages as bytes, both directions. The executor never sees sockets;
+//! the simulator plugs a fault layer in here, production plugs in HTTP.
+//!
+//! A frame may carry transport-level facts an HTTP exchange has (status, Retry-After) and the
+//! JSON-RPC id of the request it answers (an HTTP response belongs to its POST). Only protocol
+//! adapters read those fields.
+
+use tokio::sync::mpsc;
+
+/// A message the executor sends.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OutFrame {
+    /// Id of the JSON-RPC request in `body`, if it is a request (lets HTTP answer a POST).
+    pub request_id: Option<u64>,
+    pub body: Vec<u8>,
+}
+
+/// A message the executor receives.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InFrame {
+    /// The request this frame answers at transport level, when known (HTTP status replies).
+    pub request_id: Option<u64>,
+    /// 200 for an ordinary message; 202, 404, 429, 503 ... as the HTTP layer reported them.
+    pub http_status: u16,
+    pub retry_after_ms: Option<u64>,
+    pub body: Vec<u8>,
+}
+
+impl InFrame {
+    pub fn message(body: Vec<u8>) -> InFrame {
+        InFrame { request_id: None, http_status: 200, retry_after_ms: None, body }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TransportError {
+    /// The connection is gone; what was sent may or may not have arrived.
+    Disconnected,
+}
+
+/// Both directions of one connection to one server.
+#[allow(async_fn_in_trait)]
+pub trait Transport {
+    fn send(&mut self, frame: OutFrame) -> Result<(), TransportError>;
+    /// Next inbound frame; `None` when the connection is closed for good.
+    async fn recv(&mut self) -> Option<InFrame>;
+}
+
+/// A transport over two unbounded channels: the simulator's link and the HTTP bridge both
+/// speak to the executor through one of these.
+pub struct ChannelTransport {
+    pub tx: mpsc::UnboundedSender<OutFrame>,
+    pub rx: mpsc::UnboundedReceiver<InFrame>,
+}
+
+impl ChannelTransport {
+    /// A transport plus the far ends: (executor side, frames the executor sent, sender of frames to it).
+    pub fn pair() -> (ChannelTransport, mpsc::UnboundedReceiver<OutFrame>, mpsc::UnboundedSender<InFrame>) {
+        let (out_tx, out_rx) = mpsc::unbounded_channel();
+        let (in_tx, in_rx) = mpsc::unbounded_channel();
+        (ChannelTransport { tx: out_tx, rx: in_rx }, out_rx, in_tx)
+    }
+}
+
+impl Transport for ChannelTransport {
+    fn send(&mut self, frame: OutFrame) -> Result<(), TransportError> {
+        self.tx.send(frame).map_err(|_| TransportError::Disconnected)
+    }
+
+    async fn recv(&mut self) -> Option<InFrame> {
+        self.rx.recv().await
+    }
+}
