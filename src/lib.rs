@@ -13,3 +13,5 @@ pub mod protocol;
 pub mod core;
 /// The durable ledger: CAS writes, the single acceptance transaction, outbox, reconciliation.
 pub mod ledger;
+/// The async shell on tokio (madsim's tokio in the simulator): ledger first, then sends.
+pub mod runner;

@@ -105,6 +105,10 @@ impl<'a> Machine<'a> {
         }
         match ev {
             Event::Start => self.start(),
+            Event::RejectLocally if self.rec.local_state == S::Submitting && self.rec.submit_attempts == 0 => {
+                self.accept(S::Rejected, TerminalState::Rejected, None, None)
+            }
+            Event::RejectLocally => rejected(Rejection::NotApplicable),
             Event::Resume => self.resume(),
             Event::Timer(t) => self.timer(*t),
             Event::Reply { kind, seq, reply, .. } => self.reply(*kind, *seq, reply),

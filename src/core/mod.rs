@@ -83,6 +83,9 @@ pub enum Timer {
 pub enum Event {
     /// A new call node: send the submission (synchronously if the record says so).
     Start,
+    /// The executor will not send this call at all (e.g. the tool has no task support and no
+    /// synchronous bound): the call node ends `REJECTED` with a receipt, nothing is sent.
+    RejectLocally,
     /// The executor restarted (or took over after a rollback) and found this record in flight.
     Resume,
     Timer(Timer),
@@ -102,6 +105,7 @@ impl Event {
     pub fn name(&self) -> String {
         match self {
             Event::Start => "start".into(),
+            Event::RejectLocally => "reject_locally".into(),
             Event::Resume => "resume".into(),
             Event::Timer(t) => format!("timer:{}", serde_json::to_value(t).ok().and_then(|v| v["timer"].as_str().map(String::from)).unwrap_or_default()),
             Event::Reply { kind, reply, .. } => format!("reply:{}:{}", kind.name(), reply.name()),

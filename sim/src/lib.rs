@@ -1,0 +1,15 @@
+//! toolop-sim: a deterministic fault-injection harness that runs the real toolop executor
+//! against fake servers under madsim. The module list is the code map, in data-flow order.
+
+/// Scenario files: workload, executor settings, server profile, network, limits.
+pub mod scenario;
+/// One series: seed -> drawn parameters -> world (executor, server, network, caller) -> trace.
+pub mod world;
+/// The simulated network, where every frame gets a verdict.
+pub mod net;
+/// Fake servers per protocol, with ground truth.
+pub mod fake;
+/// The trace: typed events, canonical bytes, hash.
+pub mod trace;
+/// Human-readable summaries of a series.
+pub mod summary;

@@ -1,0 +1,336 @@
+//! Scenario files (TOML): workload, executor settings, server profile, network, limits.
+//! A bad file is refused with its path, the field and what is wrong; nothing runs on a guess.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+use toolop::runner::RunnerConfig;
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    pub name: String,
+    #[serde(default = "default_protocol")]
+    pub protocol: String,
+    pub server: ServerSpec,
+    #[serde(default)]
+    pub executor: RunnerConfig,
+    #[serde(default)]
+    pub network: NetworkSpec,
+    pub workload: Workload,
+    #[serde(default)]
+    pub approval: ApprovalSpec,
+    #[serde(default)]
+    pub limits: Limits,
+}
+
+fn default_protocol() -> String {
+    "mcp-2025-11-25".into()
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerSpec {
+    /// Profiles the seed draws from: "spec-strict", "ts-sdk", "python-sdk".
+    pub profiles: Vec<String>,
+    /// The toolop extensions (idempotency key, lookup by key, result digest): drawn with this probability.
+    #[serde(default = "one")]
+    pub toolop_extensions_rate: f64,
+    #[serde(default)]
+    pub poll_interval_ms: Option<u64>,
+    #[serde(default)]
+    pub max_ttl_ms: Option<u64>,
+}
+
+fn one() -> f64 {
+    1.0
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct NetworkSpec {
+    /// One-way latency range [min, max].
+    pub latency_ms: [u64; 2],
+}
+
+impl Default for NetworkSpec {
+    fn default() -> Self {
+        NetworkSpec { latency_ms: [2, 40] }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Workload {
+    /// Number of call nodes per series, [min, max].
+    pub call_nodes: [u32; 2],
+    /// Submissions start within this window.
+    #[serde(default = "default_spread")]
+    pub start_spread_ms: u64,
+    pub tools: Vec<ToolSpec>,
+    #[serde(default)]
+    pub caller: CallerSpec,
+}
+
+fn default_spread() -> u64 {
+    5_000
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolSpec {
+    pub name: String,
+    /// "required", "optional", "forbidden", or absent (= forbidden).
+    #[serde(default)]
+    pub task_support: Option<String>,
+    #[serde(default)]
+    pub sync_upper_bound_ms: Option<u64>,
+    #[serde(default = "one_u32")]
+    pub weight: u32,
+    pub duration_ms: [u64; 2],
+    #[serde(default)]
+    pub fail_rate: f64,
+    #[serde(default)]
+    pub tool_error_rate: f64,
+    #[serde(default)]
+    pub input_rate: f64,
+    #[serde(default = "default_blocks")]
+    pub blocks: [u32; 2],
+}
+
+fn one_u32() -> u32 {
+    1
+}
+
+fn default_blocks() -> [u32; 2] {
+    [1, 3]
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CallerSpec {
+    pub cancel_rate: f64,
+    pub cancel_after_ms: [u64; 2],
+    /// The caller stops waiting (never a server-side cancel).
+    pub detach_rate: f64,
+}
+
+impl Default for CallerSpec {
+    fn default() -> Self {
+        CallerSpec { cancel_rate: 0.0, cancel_after_ms: [500, 30_000], detach_rate: 0.0 }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ApprovalSpec {
+    pub delay_ms: [u64; 2],
+    pub decline_rate: f64,
+    /// The approver never answers; the executor's deadline must decline.
+    pub silent_rate: f64,
+}
+
+impl Default for ApprovalSpec {
+    fn default() -> Self {
+        ApprovalSpec { delay_ms: [100, 5_000], decline_rate: 0.1, silent_rate: 0.0 }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Limits {
+    /// Simulated time a series may use; past it the series ends and says so.
+    pub sim_time_ms: u64,
+    /// Trace events a series may produce.
+    pub max_events: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits { sim_time_ms: 4 * 3_600_000, max_events: 200_000 }
+    }
+}
+
+pub const PROFILES: [&str; 3] = ["spec-strict", "ts-sdk", "python-sdk"];
+pub const TASK_SUPPORT: [&str; 3] = ["required", "optional", "forbidden"];
+
+/// A scenario problem: which file, which field, what is wrong.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ScenarioError {
+    pub file: String,
+    pub field: String,
+    pub problem: String,
+}
+
+impl std::fmt::Display for ScenarioError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: field `{}`: {}", self.file, self.field, self.problem)
+    }
+}
+
+impl std::error::Error for ScenarioError {}
+
+impl Scenario {
+    pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
+        let file = path.display().to_string();
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ScenarioError { file: file.clone(), field: "(file)".into(), problem: format!("cannot read: {e}") })?;
+        Scenario::parse(&file, &text)
+    }
+
+    pub fn parse(file: &str, text: &str) -> Result<Scenario, ScenarioError> {
+        let s: Scenario = toml::from_str(text).map_err(|e| {
+            // toml names the key path in its message; keep its line/column text as the problem.
+            let field = e.span().map(|sp| field_at(text, sp.start)).unwrap_or_else(|| "(document)".into());
+            ScenarioError { file: file.into(), field, problem: e.message().to_string() }
+        })?;
+        s.validate().map_err(|(field, problem)| ScenarioError { file: file.into(), field, problem })?;
+        Ok(s)
+    }
+
+    fn validate(&self) -> Result<(), (String, String)> {
+        let bad = |f: &str, p: String| Err((f.to_string(), p));
+        if self.protocol != "mcp-2025-11-25" {
+            return bad("protocol", format!("unknown protocol {:?}; this build speaks \"mcp-2025-11-25\"", self.protocol));
+        }
+        if self.server.profiles.is_empty() {
+            return bad("server.profiles", "needs at least one profile".into());
+        }
+        for p in &self.server.profiles {
+            if !PROFILES.contains(&p.as_str()) {
+                return bad("server.profiles", format!("unknown profile {p:?}; known: {PROFILES:?}"));
+            }
+        }
+        rate("server.toolop_extensions_rate", self.server.toolop_extensions_rate)?;
+        range("network.latency_ms", self.network.latency_ms)?;
+        let [lo, hi] = self.workload.call_nodes;
+        if lo == 0 || lo > hi || hi > 1_000 {
+            return bad("workload.call_nodes", format!("[{lo}, {hi}] must satisfy 1 <= min <= max <= 1000"));
+        }
+        if self.workload.tools.is_empty() {
+            return bad("workload.tools", "needs at least one tool".into());
+        }
+        for (i, t) in self.workload.tools.iter().enumerate() {
+            let f = |name: &str| format!("workload.tools[{i}].{name}");
+            if let Some(ts) = &t.task_support {
+                if !TASK_SUPPORT.contains(&ts.as_str()) {
+                    return bad(&f("task_support"), format!("unknown {ts:?}; known: {TASK_SUPPORT:?}"));
+                }
+            }
+            if t.weight == 0 {
+                return bad(&f("weight"), "must be positive".into());
+            }
+            range(&f("duration_ms"), t.duration_ms)?;
+            range(&f("blocks"), [t.blocks[0] as u64, t.blocks[1] as u64])?;
+            rate(&f("fail_rate"), t.fail_rate)?;
+            rate(&f("tool_error_rate"), t.tool_error_rate)?;
+            rate(&f("input_rate"), t.input_rate)?;
+            if t.fail_rate + t.tool_error_rate > 1.0 {
+                return bad(&f("fail_rate"), "fail_rate + tool_error_rate exceeds 1".into());
+            }
+        }
+        rate("workload.caller.cancel_rate", self.workload.caller.cancel_rate)?;
+        rate("workload.caller.detach_rate", self.workload.caller.detach_rate)?;
+        range("workload.caller.cancel_after_ms", self.workload.caller.cancel_after_ms)?;
+        range("approval.delay_ms", self.approval.delay_ms)?;
+        rate("approval.decline_rate", self.approval.decline_rate)?;
+        rate("approval.silent_rate", self.approval.silent_rate)?;
+        if self.executor.max_qps == 0 {
+            return bad("executor.max_qps", "must be positive".into());
+        }
+        if self.executor.request_timeout_ms == 0 {
+            return bad("executor.request_timeout_ms", "must be positive".into());
+        }
+        let p = &self.executor.core.poll;
+        if p.initial_interval_ms == 0 || p.interval_cap_ms < p.initial_interval_ms {
+            return bad("executor.core.poll", "need 0 < initial_interval_ms <= interval_cap_ms".into());
+        }
+        if !(1.0..=10.0).contains(&p.backoff_multiplier) {
+            return bad("executor.core.poll.backoff_multiplier", format!("{} is outside [1, 10]", p.backoff_multiplier));
+        }
+        rate("executor.core.poll.jitter_fraction", p.jitter_fraction)?;
+        if self.limits.sim_time_ms == 0 || self.limits.max_events == 0 {
+            return bad("limits", "sim_time_ms and max_events must be positive".into());
+        }
+        Ok(())
+    }
+}
+
+fn rate(field: &str, v: f64) -> Result<(), (String, String)> {
+    if (0.0..=1.0).contains(&v) {
+        Ok(())
+    } else {
+        Err((field.into(), format!("rate {v} is outside [0, 1]")))
+    }
+}
+
+fn range(field: &str, [lo, hi]: [u64; 2]) -> Result<(), (String, String)> {
+    if lo <= hi {
+        Ok(())
+    } else {
+        Err((field.into(), format!("range [{lo}, {hi}] has min > max")))
+    }
+}
+
+/// The dotted key path whose value or header contains byte `offset`, best effort: the nearest
+/// `[table]` header above plus the key on the offending line.
+fn field_at(text: &str, offset: usize) -> String {
+    let before = &text[..offset.min(text.len())];
+    let line_start = before.rfind('\n').map(|i| i + 1).unwrap_or(0);
+    let line_end = text[line_start..].find('\n').map(|i| line_start + i).unwrap_or(text.len());
+    let line = text[line_start..line_end].trim();
+    let table = before
+        .lines()
+        .rev()
+        .map(str::trim)
+        .find(|l| l.starts_with('['))
+        .map(|l| l.trim_matches(|c| c == '[' || c == ']').to_string());
+    let key = line.split('=').next().map(str::trim).filter(|k| !k.is_empty() && !k.starts_with('['));
+    match (table, key) {
+        (Some(t), Some(k)) => format!("{t}.{k}"),
+        (None, Some(k)) => k.to_string(),
+        (Some(t), None) => t,
+        (None, None) => "(document)".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+name = "t"
+[server]
+profiles = ["ts-sdk"]
+[workload]
+call_nodes = [1, 2]
+[[workload.tools]]
+name = "report"
+task_support = "required"
+duration_ms = [100, 200]
+"#;
+
+    fn check(text: &str, field: &str, problem_part: &str) {
+        let e = Scenario::parse("x.toml", text).expect_err("should be refused");
+        assert_eq!(e.file, "x.toml");
+        assert_eq!(e.field, field, "field for {e}");
+        assert!(e.problem.contains(problem_part), "problem {:?} should mention {problem_part:?}", e.problem);
+    }
+
+    #[test]
+    fn good_file_parses_with_defaults() {
+        let s = Scenario::parse("x.toml", GOOD).unwrap();
+        assert_eq!(s.executor.max_qps, 20);
+        assert_eq!(s.protocol, "mcp-2025-11-25");
+    }
+
+    #[test]
+    fn bad_files_name_file_field_and_problem() {
+        check(&GOOD.replace("[1, 2]", "[3, 2]"), "workload.call_nodes", "min <= max");
+        check(&GOOD.replace("\"ts-sdk\"", "\"go-sdk\""), "server.profiles", "unknown profile");
+        check(&GOOD.replace("duration_ms = [100, 200]", "duration_ms = [100, 200]\ninput_rate = 1.5"), "workload.tools[0].input_rate", "outside [0, 1]");
+        check(&GOOD.replace("name = \"report\"", "name = \"report\"\ncolour = 1"), "workload.tools.colour", "unknown field");
+        check(&GOOD.replace("call_nodes = [1, 2]", "call_nodes = \"many\""), "workload.call_nodes", "invalid type");
+        check(&format!("{GOOD}\n[executor]\nmax_qps = 0\n"), "executor.max_qps", "positive");
+    }
+}

@@ -1,0 +1,669 @@
+//! MCP Tasks, protocol revision 2025-11-25 (experimental), over JSON-RPC 2.0.
+//!
+//! The only place that knows this wire format: JSON-RPC error codes, HTTP statuses, the wire
+//! spelling of task statuses and the quirks of the real SDKs (`shared/spec/mcp-tasks.md` §14)
+//! stop here. Every decoder treats server bytes as hostile: no `unwrap` on server data, and
+//! anything that does not have the expected shape becomes `Reply::Malformed` with a reason.
+
+use serde_json::{json, Map, Value};
+
+use super::{
+    Adapter, ApprovalReply, Inbound, InputRequest, Outbound, ProtocolError, Reply, RequestKind, ResultView,
+    ServerCapabilities, TaskSupport, TaskView, ToolInfo, EXT_IDEMPOTENCY, META_IDEMPOTENCY_KEY, META_LOOKUP_KEY,
+    META_RESULT_DIGEST, META_SYNC_UPPER_BOUND_MS,
+};
+use crate::digest::value_digest;
+use crate::record::{AdapterId, ProtocolStatus};
+use crate::transport::InFrame;
+
+pub const PROTOCOL_VERSION: &str = "2025-11-25";
+/// `_meta` key tying a message to a task (spec §8).
+const RELATED_TASK: &str = "io.modelcontextprotocol/related-task";
+
+// JSON-RPC error codes this adapter interprets.
+const INVALID_PARAMS: i64 = -32602;
+const METHOD_NOT_FOUND: i64 = -32601;
+const INTERNAL_ERROR: i64 = -32603;
+
+pub struct Mcp20251125Adapter {
+    client_name: String,
+    client_version: String,
+}
+
+impl Mcp20251125Adapter {
+    pub fn new() -> Self {
+        Self::with_client_info("toolop", env!("CARGO_PKG_VERSION"))
+    }
+
+    /// The `clientInfo` sent in `initialize`.
+    pub fn with_client_info(name: &str, version: &str) -> Self {
+        Mcp20251125Adapter { client_name: name.to_string(), client_version: version.to_string() }
+    }
+}
+
+impl Default for Mcp20251125Adapter {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Encoding
+
+fn to_bytes(v: &Value) -> Vec<u8> {
+    // Serialising a Value cannot fail (string keys only, no custom Serialize).
+    serde_json::to_vec(v).expect("Value serialises")
+}
+
+fn request(rpc_id: u64, method: &str, params: Value) -> Vec<u8> {
+    to_bytes(&json!({"jsonrpc": "2.0", "id": rpc_id, "method": method, "params": params}))
+}
+
+/// `tools/call` params shared by the task and the synchronous form. The idempotency key rides in
+/// `_meta` either way: a server with [`EXT_IDEMPOTENCY`] deduplicates by it, others ignore it.
+fn call_params(key: &str, tool: &str, arguments: &Value) -> Map<String, Value> {
+    let mut params = Map::new();
+    params.insert("name".into(), Value::from(tool));
+    // The schema wants an object; `null` means "no arguments". Any other value is a caller bug
+    // that we pass through so the server refuses it visibly rather than guessing here.
+    if !arguments.is_null() {
+        params.insert("arguments".into(), arguments.clone());
+    }
+    params.insert("_meta".into(), json!({ META_IDEMPOTENCY_KEY: key }));
+    params
+}
+
+fn related_task_meta(operation_id: &str) -> Value {
+    json!({ RELATED_TASK: { "taskId": operation_id } })
+}
+
+fn encode_outbound(rpc_id: u64, out: &Outbound) -> Vec<u8> {
+    match out {
+        Outbound::Submit { key, tool, arguments, ttl_ms } => {
+            let mut params = call_params(key, tool, arguments);
+            let task = match ttl_ms {
+                Some(ttl) => json!({ "ttl": ttl }),
+                None => json!({}),
+            };
+            params.insert("task".into(), task);
+            request(rpc_id, "tools/call", Value::Object(params))
+        }
+        Outbound::SubmitSync { key, tool, arguments } => {
+            request(rpc_id, "tools/call", Value::Object(call_params(key, tool, arguments)))
+        }
+        Outbound::LookupByKey { key } => request(rpc_id, "tasks/list", json!({ "_meta": { META_LOOKUP_KEY: key } })),
+        Outbound::Poll { operation_id } => request(rpc_id, "tasks/get", json!({ "taskId": operation_id })),
+        Outbound::FetchResult { operation_id } => request(rpc_id, "tasks/result", json!({ "taskId": operation_id })),
+        // Always `tasks/cancel`: spec §7 forbids `notifications/cancelled` for tasks.
+        Outbound::Cancel { operation_id } => request(rpc_id, "tasks/cancel", json!({ "taskId": operation_id })),
+        Outbound::InputResponse { operation_id, server_request_id, reply } => {
+            let (action, content) = match reply {
+                // ElicitResult.content must be an object; anything else is sent as no content.
+                ApprovalReply::Accept { content } => ("accept", content.as_object()),
+                ApprovalReply::Decline => ("decline", None),
+                ApprovalReply::Cancel => ("cancel", None),
+            };
+            let mut result = Map::new();
+            result.insert("action".into(), Value::from(action));
+            if let Some(content) = content {
+                result.insert("content".into(), Value::Object(content.clone()));
+            }
+            // §8: a response belonging to a task MUST carry the related-task `_meta`.
+            result.insert("_meta".into(), related_task_meta(operation_id));
+            // A response, not a request: the id is the server's, echoed verbatim.
+            to_bytes(&json!({"jsonrpc": "2.0", "id": server_request_id, "result": result}))
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Parsing helpers
+
+/// A JSON-RPC response body, reduced to what the decoders need.
+enum RpcReply {
+    Result(Map<String, Value>),
+    Error { code: i64, message: String },
+}
+
+fn parse_json(body: &[u8]) -> Result<Value, String> {
+    if body.iter().all(|b| b.is_ascii_whitespace()) {
+        return Err("empty body".into());
+    }
+    serde_json::from_slice(body).map_err(|e| format!("body is not JSON: {e}"))
+}
+
+fn parse_reply(body: &[u8]) -> Result<RpcReply, String> {
+    let v = parse_json(body)?;
+    let Value::Object(mut obj) = v else {
+        return Err(format!("JSON-RPC message is not an object but {}", type_name(&v)));
+    };
+    if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+        return Err("missing or wrong \"jsonrpc\": \"2.0\"".into());
+    }
+    match (obj.remove("result"), obj.remove("error")) {
+        (Some(Value::Object(result)), None) => Ok(RpcReply::Result(result)),
+        (Some(other), None) => Err(format!("\"result\" is {}, not an object", type_name(&other))),
+        (None, Some(Value::Object(err))) => {
+            let code = err.get("code").and_then(Value::as_i64).ok_or("error without an integer \"code\"")?;
+            let message = err.get("message").and_then(Value::as_str).ok_or("error without a string \"message\"")?;
+            Ok(RpcReply::Error { code, message: message.to_string() })
+        }
+        (None, Some(other)) => Err(format!("\"error\" is {}, not an object", type_name(&other))),
+        (Some(_), Some(_)) => Err("response has both \"result\" and \"error\"".into()),
+        (None, None) => Err(match obj.get("method").and_then(Value::as_str) {
+            Some(m) => format!("expected a response, got a {m} message"),
+            None => "response has neither \"result\" nor \"error\"".into(),
+        }),
+    }
+}
+
+fn type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// Wire status → protocol-neutral status. The only place the wire spelling is read.
+fn wire_status(s: &str) -> Option<ProtocolStatus> {
+    Some(match s {
+        "working" => ProtocolStatus::Working,
+        "input_required" => ProtocolStatus::InputRequired,
+        "completed" => ProtocolStatus::Completed,
+        "failed" => ProtocolStatus::Failed,
+        "cancelled" => ProtocolStatus::Cancelled,
+        _ => return None,
+    })
+}
+
+/// An optional field: absent and `null` are both `None`, a present value must convert.
+fn opt_field<T>(
+    obj: &Map<String, Value>,
+    key: &str,
+    what: &str,
+    conv: impl Fn(&Value) -> Option<T>,
+) -> Result<Option<T>, String> {
+    match obj.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => conv(v).map(Some).ok_or_else(|| format!("task \"{key}\" is {}, expected {what}", type_name(v))),
+    }
+}
+
+fn required_str<'a>(obj: &'a Map<String, Value>, key: &str) -> Result<&'a str, String> {
+    match obj.get(key) {
+        Some(Value::String(s)) => Ok(s),
+        Some(v) => Err(format!("task \"{key}\" is {}, expected a string", type_name(v))),
+        None => Err(format!("task has no \"{key}\"")),
+    }
+}
+
+/// A `Task` object (spec §5). `createdAt`/`lastUpdatedAt` are required by the schema but unused
+/// here, so their absence is tolerated; a missing `ttl` is the Python SDK quirk (§14).
+fn parse_task(obj: &Map<String, Value>) -> Result<TaskView, String> {
+    let operation_id = required_str(obj, "taskId")?;
+    if operation_id.is_empty() {
+        return Err("task \"taskId\" is empty".into());
+    }
+    let status = required_str(obj, "status")?;
+    let status = wire_status(status).ok_or_else(|| format!("unknown task status {status:?}"))?;
+    Ok(TaskView {
+        operation_id: operation_id.to_string(),
+        status,
+        poll_interval_ms: opt_field(obj, "pollInterval", "a non-negative integer", Value::as_u64)?,
+        ttl_ms: opt_field(obj, "ttl", "a non-negative integer or null", Value::as_u64)?,
+        status_message: opt_field(obj, "statusMessage", "a string", |v| v.as_str().map(str::to_string))?,
+    })
+}
+
+fn related_task_id(meta: Option<&Value>) -> Option<String> {
+    meta?.get(RELATED_TASK)?.get("taskId")?.as_str().map(str::to_string)
+}
+
+/// Why a content block is not well formed, if it is not. Checks the required fields of the five
+/// `ContentBlock` kinds of the schema.
+fn content_block_problem(i: usize, block: &Value) -> Option<String> {
+    let Some(obj) = block.as_object() else {
+        return Some(format!("content[{i}] is {}, not an object", type_name(block)));
+    };
+    let Some(kind) = obj.get("type").and_then(Value::as_str) else {
+        return Some(format!("content[{i}] has no string \"type\""));
+    };
+    let required: &[&str] = match kind {
+        "text" => &["text"],
+        "image" | "audio" => &["data", "mimeType"],
+        "resource_link" => &["uri", "name"],
+        "resource" => {
+            return match obj.get("resource") {
+                Some(Value::Object(_)) => None,
+                _ => Some(format!("content[{i}] (resource) has no \"resource\" object")),
+            };
+        }
+        other => return Some(format!("content[{i}] has unknown type {other:?}")),
+    };
+    let missing = required.iter().find(|k| !obj.get(**k).is_some_and(Value::is_string))?;
+    Some(format!("content[{i}] ({kind}) has no string \"{missing}\""))
+}
+
+/// A `CallToolResult` as a [`ResultView`]: the payload is the result without `_meta`, the digest
+/// is computed here, and `verified` says whether the content is well formed and matches any
+/// digest the server claimed.
+fn result_view(mut result: Map<String, Value>) -> ResultView {
+    let meta = result.remove("_meta");
+    let related_operation_id = related_task_id(meta.as_ref());
+    let payload = Value::Object(result);
+    let digest = value_digest(&payload);
+    let mut problems = Vec::new();
+    match payload.get("content") {
+        Some(Value::Array(blocks)) => {
+            problems.extend(blocks.iter().enumerate().filter_map(|(i, b)| content_block_problem(i, b)));
+        }
+        Some(v) => problems.push(format!("\"content\" is {}, not an array", type_name(v))),
+        None => problems.push("result has no \"content\"".into()),
+    }
+    let is_error = match payload.get("isError") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(b)) => *b,
+        Some(v) => {
+            problems.push(format!("\"isError\" is {}, not a boolean", type_name(v)));
+            false
+        }
+    };
+    match meta.as_ref().and_then(|m| m.get(META_RESULT_DIGEST)) {
+        None => {}
+        Some(Value::String(claimed)) if *claimed == digest => {}
+        Some(Value::String(claimed)) => problems.push(format!("server digest {claimed} != computed {digest}")),
+        Some(v) => problems.push(format!("server digest is {}, not a string", type_name(v))),
+    }
+    let problem = (!problems.is_empty()).then(|| problems.join("; "));
+    ResultView { payload, is_error, related_operation_id, digest, verified: problem.is_none(), problem }
+}
+
+/// The text of a `CallToolResult`'s text blocks, for a human-readable refusal reason.
+fn result_text(result: &Map<String, Value>) -> String {
+    let texts: Vec<&str> = result
+        .get("content")
+        .and_then(Value::as_array)
+        .map(|blocks| blocks.iter().filter_map(|b| b.get("text").and_then(Value::as_str)).collect())
+        .unwrap_or_default();
+    if texts.is_empty() {
+        "tool result with isError and no text".into()
+    } else {
+        texts.join("\n")
+    }
+}
+
+/// `-32602` on `tasks/cancel` means either "unknown id" or "already terminal" (spec §9): the spec
+/// defines no distinct codes, so the message text is all there is (§12). Both SDK spellings are
+/// covered: TS "Cannot cancel task in terminal status: completed", Python "Cannot cancel task in
+/// terminal state 'completed'", and the spec's example "task … is already cancelled".
+fn says_terminal(message: &str) -> bool {
+    let m = message.to_ascii_lowercase();
+    m.contains("terminal") || m.contains("cannot cancel") || m.contains("already")
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reply decoding, per request kind
+
+fn http_status_reply(frame: &InFrame) -> Option<Reply> {
+    let detail = || match parse_reply(&frame.body) {
+        Ok(RpcReply::Error { code, message }) => format!(" (server said {code}: {message})"),
+        _ => String::new(),
+    };
+    match frame.http_status {
+        200 => None,
+        429 => Some(Reply::RateLimited { retry_after_ms: frame.retry_after_ms }),
+        503 => Some(Reply::Unavailable { retry_after_ms: frame.retry_after_ms }),
+        // Accepted for processing; the answer (if any) comes later. Never a completion.
+        202 => Some(Reply::Accepted),
+        404 => Some(Reply::Error { message: format!("HTTP 404: session gone, re-initialize{}", detail()) }),
+        s => Some(Reply::Error { message: format!("HTTP {s}{}", detail()) }),
+    }
+}
+
+fn decode_submit(reply: RpcReply) -> Reply {
+    match reply {
+        RpcReply::Error { code, message } => Reply::SubmitRefused { reason: format!("{code}: {message}") },
+        RpcReply::Result(result) => match result.get("task") {
+            Some(Value::Object(task)) => match parse_task(task) {
+                Ok(view) => Reply::Submitted(view),
+                Err(reason) => Reply::Malformed { reason: format!("CreateTaskResult: {reason}") },
+            },
+            Some(v) => Reply::Malformed { reason: format!("CreateTaskResult \"task\" is {}", type_name(v)) },
+            // Real SDKs answer an augmentation mismatch with a tool error result instead of the
+            // JSON-RPC error the spec asks for (§14); no task was created.
+            None if result.get("isError") == Some(&Value::Bool(true)) => {
+                Reply::SubmitRefused { reason: result_text(&result) }
+            }
+            None => Reply::Malformed {
+                reason: "expected a CreateTaskResult, got a result without \"task\" (call ran synchronously?)".into(),
+            },
+        },
+    }
+}
+
+fn decode_submit_sync(reply: RpcReply) -> Reply {
+    match reply {
+        RpcReply::Error { code, message } => Reply::SubmitRefused { reason: format!("{code}: {message}") },
+        // The server made a task although we did not ask: report it, or the task is orphaned.
+        RpcReply::Result(result) if result.contains_key("task") => decode_submit(RpcReply::Result(result)),
+        RpcReply::Result(result) => Reply::SyncResult(result_view(result)),
+    }
+}
+
+fn decode_lookup(reply: RpcReply) -> Reply {
+    match reply {
+        RpcReply::Error { code: METHOD_NOT_FOUND, .. } => Reply::LookupUnsupported,
+        RpcReply::Error { code, message } => Reply::Error { message: format!("tasks/list {code}: {message}") },
+        RpcReply::Result(result) => {
+            let Some(tasks) = result.get("tasks").and_then(Value::as_array) else {
+                return Reply::Malformed { reason: "ListTasksResult without a \"tasks\" array".into() };
+            };
+            // A filtered list holds at most one task on one page; more, or a next page, means the
+            // server ignored the key filter and the answer proves nothing.
+            if result.get("nextCursor").is_some_and(|c| !c.is_null()) {
+                return Reply::Malformed { reason: "lookup answered with a paginated list: key filter ignored".into() };
+            }
+            match tasks.as_slice() {
+                [] => Reply::LookupNotFound,
+                [Value::Object(task)] => match parse_task(task) {
+                    Ok(view) => Reply::LookupFound(view),
+                    Err(reason) => Reply::Malformed { reason: format!("tasks[0]: {reason}") },
+                },
+                [v] => Reply::Malformed { reason: format!("tasks[0] is {}", type_name(v)) },
+                many => {
+                    Reply::Malformed { reason: format!("lookup by key returned {} tasks: filter ignored", many.len()) }
+                }
+            }
+        }
+    }
+}
+
+fn decode_poll(reply: RpcReply) -> Reply {
+    match reply {
+        // Unknown and expired ids share -32602 (spec §9, §12).
+        RpcReply::Error { code: INVALID_PARAMS, message } => Reply::NotFound { message },
+        RpcReply::Error { code, message } => Reply::Error { message: format!("tasks/get {code}: {message}") },
+        RpcReply::Result(result) => match parse_task(&result) {
+            Ok(view) => Reply::Status(view),
+            Err(reason) => Reply::Malformed { reason: format!("GetTaskResult: {reason}") },
+        },
+    }
+}
+
+fn decode_fetch(reply: RpcReply) -> Reply {
+    match reply {
+        RpcReply::Error { code: INVALID_PARAMS, message } => Reply::NotFound { message },
+        // TS SDK quirk for cancelled tasks: -32603 "Task … has no result stored" (§14). -32603 is
+        // also an ordinary internal error, which for a failed task is the original request's error,
+        // so the text decides (the spec gives nothing else to go on).
+        RpcReply::Error { code: INTERNAL_ERROR, message } if message.to_ascii_lowercase().contains("no result") => {
+            Reply::NoResultStored { message }
+        }
+        RpcReply::Error { code, message } => Reply::ResultIsError { code, message },
+        // Python SDK quirk for cancelled tasks: a result holding only the related-task `_meta`.
+        RpcReply::Result(result) if result.keys().all(|k| k == "_meta") => {
+            Reply::NoResultStored { message: "empty result (only _meta): no result stored".into() }
+        }
+        RpcReply::Result(result) => Reply::Result(result_view(result)),
+    }
+}
+
+fn decode_cancel(reply: RpcReply) -> Reply {
+    match reply {
+        RpcReply::Error { code: INVALID_PARAMS, message } if says_terminal(&message) => {
+            Reply::CancelRejectedTerminal { message }
+        }
+        RpcReply::Error { code: INVALID_PARAMS, message } => Reply::NotFound { message },
+        RpcReply::Error { code, message } => Reply::Error { message: format!("tasks/cancel {code}: {message}") },
+        RpcReply::Result(result) => match parse_task(&result) {
+            Ok(view) if view.status == ProtocolStatus::Cancelled => Reply::CancelAcknowledged(view),
+            // The receiver must be `cancelled` before replying (§7). Another terminal status means
+            // the task had already ended: the cancel did not take.
+            Ok(view) if view.status.is_terminal() => Reply::CancelRejectedTerminal {
+                message: format!("cancel answered with terminal status {:?}", view.status),
+            },
+            Ok(view) => {
+                Reply::Malformed { reason: format!("cancel answered with non-terminal status {:?}", view.status) }
+            }
+            Err(reason) => Reply::Malformed { reason: format!("CancelTaskResult: {reason}") },
+        },
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Inbound classification
+
+fn input_request(msg: &Map<String, Value>) -> Inbound {
+    let bad = |reason: &str| Inbound::Malformed { reason: format!("elicitation/create: {reason}") };
+    let id = match msg.get("id") {
+        Some(id @ Value::String(_)) => id.clone(),
+        Some(id @ Value::Number(n)) if n.is_i64() || n.is_u64() => id.clone(),
+        _ => return bad("id is not a string or an integer"),
+    };
+    let Some(params) = msg.get("params").and_then(Value::as_object) else {
+        return bad("no params object");
+    };
+    // We declare only form mode; a missing mode is form (older servers, server-everything).
+    match params.get("mode") {
+        None | Some(Value::Null) => {}
+        Some(Value::String(m)) if m == "form" => {}
+        Some(m) => return bad(&format!("unsupported mode {m}")),
+    }
+    let Some(message) = params.get("message").and_then(Value::as_str) else {
+        return bad("no string message");
+    };
+    let Some(schema) = params.get("requestedSchema").filter(|s| s.is_object()) else {
+        return bad("no requestedSchema object");
+    };
+    Inbound::InputRequest(InputRequest {
+        server_request_id: id,
+        related_operation_id: related_task_id(params.get("_meta")),
+        message: message.to_string(),
+        requested_schema: schema.clone(),
+        schema_digest: value_digest(schema),
+        raw: Value::Object(msg.clone()),
+    })
+}
+
+fn classify_frame(frame: &InFrame) -> Inbound {
+    let parsed = parse_json(&frame.body);
+    let object = parsed.as_ref().ok().and_then(Value::as_object);
+    if let Some(msg) =
+        object.filter(|m| !m.contains_key("method") && (m.contains_key("result") || m.contains_key("error")))
+    {
+        // Error replies with `id: null` (or the Python 404's `"server-error"`) still belong to the
+        // request the transport tied the frame to.
+        return match msg.get("id").and_then(Value::as_u64).or(frame.request_id) {
+            Some(rpc_id) => Inbound::Response { rpc_id },
+            None => Inbound::Malformed { reason: "response without a numeric id".into() },
+        };
+    }
+    // An HTTP status reply (202, 404, 429, 503 ...) belongs to its POST, whatever its body.
+    if let Some(rpc_id) = frame.request_id.filter(|_| frame.http_status != 200) {
+        return Inbound::Response { rpc_id };
+    }
+    let msg = match (object, &parsed) {
+        (Some(msg), _) => msg,
+        _ if frame.body.iter().all(u8::is_ascii_whitespace) => {
+            return Inbound::Ignored { what: format!("empty body (HTTP {})", frame.http_status) };
+        }
+        (None, Err(reason)) => return Inbound::Malformed { reason: reason.clone() },
+        (None, Ok(v)) => return Inbound::Malformed { reason: format!("message is {}, not an object", type_name(v)) },
+    };
+    match (msg.get("method").and_then(Value::as_str), msg.contains_key("id")) {
+        (Some("elicitation/create"), true) => input_request(msg),
+        (Some(m), true) => Inbound::Ignored { what: format!("server request {m}") },
+        // Status notifications are advisory (§7): the executor keeps polling.
+        (Some(m), false) => Inbound::Ignored { what: format!("notification {m}") },
+        (None, _) => Inbound::Malformed { reason: "neither a request, a notification nor a response".into() },
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Negotiation
+
+fn negotiation_result(frame: &InFrame, what: &str) -> Result<Map<String, Value>, ProtocolError> {
+    if frame.http_status != 200 {
+        return Err(ProtocolError(format!("{what}: HTTP {}", frame.http_status)));
+    }
+    match parse_reply(&frame.body) {
+        Ok(RpcReply::Result(result)) => Ok(result),
+        Ok(RpcReply::Error { code, message }) => Err(ProtocolError(format!("{what} refused: {code}: {message}"))),
+        Err(reason) => Err(ProtocolError(format!("{what}: {reason}"))),
+    }
+}
+
+/// Capability leaves are empty objects; presence means support (spec §3).
+fn has_path(v: &Value, path: &[&str]) -> bool {
+    path.iter().try_fold(v, |v, k| v.get(k)).is_some_and(Value::is_object)
+}
+
+fn parse_tool(i: usize, tool: &Value) -> Result<ToolInfo, String> {
+    let obj = tool.as_object().ok_or_else(|| format!("tools[{i}] is {}", type_name(tool)))?;
+    let name = obj.get("name").and_then(Value::as_str).ok_or_else(|| format!("tools[{i}] has no string name"))?;
+    let task_support = match obj.get("execution") {
+        None | Some(Value::Null) => None,
+        Some(Value::Object(exec)) => exec.get("taskSupport"),
+        Some(v) => return Err(format!("tool {name}: \"execution\" is {}", type_name(v))),
+    };
+    let task_support = match task_support.filter(|t| !t.is_null()) {
+        None => TaskSupport::Forbidden, // the schema's default
+        Some(Value::String(s)) if s == "forbidden" => TaskSupport::Forbidden,
+        Some(Value::String(s)) if s == "optional" => TaskSupport::Optional,
+        Some(Value::String(s)) if s == "required" => TaskSupport::Required,
+        Some(v) => return Err(format!("tool {name}: unknown taskSupport {v}")),
+    };
+    let sync_upper_bound_ms = match obj.get("_meta").and_then(|m| m.get(META_SYNC_UPPER_BOUND_MS)) {
+        None | Some(Value::Null) => None,
+        Some(v) => {
+            Some(v.as_u64().ok_or_else(|| format!("tool {name}: {META_SYNC_UPPER_BOUND_MS} is not an integer"))?)
+        }
+    };
+    Ok(ToolInfo { name: name.to_string(), task_support, sync_upper_bound_ms, descriptor_digest: value_digest(tool) })
+}
+
+impl Adapter for Mcp20251125Adapter {
+    fn id(&self) -> AdapterId {
+        AdapterId::Mcp20251125
+    }
+
+    fn encode_initialize(&self, rpc_id: u64) -> Vec<u8> {
+        // Form elicitation is how a task asks for input (§11); without it the server cannot ask.
+        let params = json!({
+            "protocolVersion": PROTOCOL_VERSION,
+            "capabilities": { "elicitation": { "form": {} } },
+            "clientInfo": { "name": self.client_name, "version": self.client_version },
+        });
+        request(rpc_id, "initialize", params)
+    }
+
+    fn encode_initialized(&self) -> Option<Vec<u8>> {
+        Some(to_bytes(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"})))
+    }
+
+    fn encode_list_tools(&self, rpc_id: u64, cursor: Option<&str>) -> Vec<u8> {
+        let params = match cursor {
+            Some(c) => json!({ "cursor": c }),
+            None => json!({}),
+        };
+        request(rpc_id, "tools/list", params)
+    }
+
+    fn decode_initialize(&self, frame: &InFrame) -> Result<ServerCapabilities, ProtocolError> {
+        let result = negotiation_result(frame, "initialize")?;
+        // A server that does not speak our version answers with another one (§2): not ours.
+        match result.get("protocolVersion").and_then(Value::as_str) {
+            Some(PROTOCOL_VERSION) => {}
+            Some(v) => return Err(ProtocolError(format!("server speaks protocol {v}, not {PROTOCOL_VERSION}"))),
+            None => return Err(ProtocolError("initialize result without a string protocolVersion".into())),
+        }
+        let caps = match result.get("capabilities") {
+            Some(c @ Value::Object(_)) => c,
+            _ => return Err(ProtocolError("initialize result without a capabilities object".into())),
+        };
+        Ok(ServerCapabilities {
+            protocol_version: PROTOCOL_VERSION.to_string(),
+            tasks_tool_call: has_path(caps, &["tasks", "requests", "tools", "call"]),
+            tasks_cancel: has_path(caps, &["tasks", "cancel"]),
+            tasks_list: has_path(caps, &["tasks", "list"]),
+            idempotency_by_key: has_path(caps, &["experimental", EXT_IDEMPOTENCY]),
+            tools: Default::default(),
+        })
+    }
+
+    fn decode_list_tools(&self, frame: &InFrame) -> Result<(Vec<ToolInfo>, Option<String>), ProtocolError> {
+        let result = negotiation_result(frame, "tools/list")?;
+        let tools = result
+            .get("tools")
+            .and_then(Value::as_array)
+            .ok_or_else(|| ProtocolError("tools/list result without a tools array".into()))?;
+        let tools = tools.iter().enumerate().map(|(i, t)| parse_tool(i, t)).collect::<Result<Vec<_>, _>>();
+        let next = match result.get("nextCursor") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(c)) => Some(c.clone()),
+            Some(v) => return Err(ProtocolError(format!("nextCursor is {}", type_name(v)))),
+        };
+        Ok((tools.map_err(ProtocolError)?, next))
+    }
+
+    fn encode(&self, rpc_id: u64, out: &Outbound) -> Vec<u8> {
+        encode_outbound(rpc_id, out)
+    }
+
+    fn classify(&self, frame: &InFrame) -> Inbound {
+        classify_frame(frame)
+    }
+
+    fn decode_reply(&self, kind: RequestKind, frame: &InFrame) -> Reply {
+        if let Some(reply) = http_status_reply(frame) {
+            return reply;
+        }
+        if kind == RequestKind::InputResponse {
+            // Our answer to an elicitation is a response; HTTP says 202 and nothing more is due.
+            return match parse_reply(&frame.body) {
+                Ok(RpcReply::Error { code, message }) => {
+                    Reply::Error { message: format!("input response {code}: {message}") }
+                }
+                _ => Reply::Accepted,
+            };
+        }
+        let reply = match parse_reply(&frame.body) {
+            Ok(reply) => reply,
+            Err(reason) => return Reply::Malformed { reason: format!("{}: {reason}", kind.name()) },
+        };
+        match kind {
+            RequestKind::Submit => decode_submit(reply),
+            RequestKind::SubmitSync => decode_submit_sync(reply),
+            RequestKind::Lookup => decode_lookup(reply),
+            RequestKind::Poll => decode_poll(reply),
+            RequestKind::Fetch => decode_fetch(reply),
+            RequestKind::Cancel => decode_cancel(reply),
+            // Negotiation replies have their own decoders; only their errors fit a `Reply`.
+            RequestKind::Initialize | RequestKind::ListTools | RequestKind::InputResponse => match reply {
+                RpcReply::Error { code, message } => {
+                    Reply::Error { message: format!("{} {code}: {message}", kind.name()) }
+                }
+                RpcReply::Result(_) => Reply::Malformed {
+                    reason: format!("{} replies are decoded by decode_initialize / decode_list_tools", kind.name()),
+                },
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn terminal_cancel_texts_of_both_sdks_are_recognised() {
+        assert!(says_terminal("MCP error -32602: Cannot cancel task in terminal status: completed"));
+        assert!(says_terminal("Cannot cancel task in terminal state 'completed'"));
+        assert!(!says_terminal("MCP error -32602: Task not found: does-not-exist-0000"));
+        assert!(!says_terminal("Task not found: c428679a:3dd87b10"));
+    }
+}

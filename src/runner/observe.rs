@@ -1,0 +1,46 @@
+//! What the runner reports as it works. Production can log these; the simulator turns them
+//! into trace events. Plain data, so a trace can embed them verbatim.
+
+use serde::Serialize;
+
+use crate::record::{LocalState, TerminalState};
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "obs", rename_all = "snake_case")]
+pub enum Observation {
+    Started { epoch: u64, resumed: usize },
+    Negotiated { protocol_version: String, key_lookup: bool, tools: usize },
+    HandshakeFailed { reason: String },
+    Sent { node: String, kind: &'static str, seq: u64, rpc_id: Option<u64> },
+    /// A send waited for the executor-wide QPS limiter.
+    Throttled { node: String, until_ms: u64 },
+    Received { node: String, kind: &'static str, seq: u64, reply: &'static str },
+    Lost { node: String, kind: &'static str, seq: u64 },
+    Moved { node: String, event: String, path: Vec<LocalState>, version: u64 },
+    Stayed { node: String, event: String },
+    Rejected { node: String, event: String, reason: String },
+    Refused { node: String, event: String, from: LocalState, to: LocalState },
+    LedgerRefused { node: String, error: String },
+    Accepted { node: String, terminal: TerminalState, result_digest: Option<String> },
+    Reconcile { node: String, reason: String },
+    EffectReconciliation { node: String, reason: String },
+    ApprovalAsked { node: String, round: u32, deadline_ms: u64 },
+    OutputChecked { node: String, ok: bool, detail: String },
+    CallRejected { node: String, reason: String },
+    DuplicateCallNode { node: String },
+    /// A frame nobody was waiting for (late reply to a forgotten request, unknown operation).
+    Unrouted { what: String },
+    Malformed { reason: String },
+    Exit { reason: String },
+}
+
+pub trait Observer {
+    fn observe(&mut self, now_ms: u64, obs: Observation);
+}
+
+/// Drops everything: for callers that only want the ledger.
+pub struct NullObserver;
+
+impl Observer for NullObserver {
+    fn observe(&mut self, _now_ms: u64, _obs: Observation) {}
+}
