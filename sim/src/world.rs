@@ -198,8 +198,8 @@ impl World {
     }
 }
 
-#[allow(dead_code)]
-async fn world_main(sc: Scenario, params: Params) -> SeriesResult {
+/// The world of one series, to be run inside a madsim runtime seeded with `params.seed`.
+pub async fn world_main(sc: Scenario, params: Params) -> SeriesResult {
     let origin = Instant::now();
     let trace: SharedTrace = Arc::new(Mutex::new(Trace::new(sc.limits.max_events)));
     let (srv_tx, srv_rx) = mpsc::unbounded_channel();

@@ -204,6 +204,11 @@ impl<A: Adapter> Runner<A> {
     pub async fn run<T: Transport>(mut self, mut transport: T, mut inputs: mpsc::UnboundedReceiver<Input>) -> Exit {
         match handshake::negotiate(&mut self, &mut transport).await {
             Ok(caps) => {
+                self.observe(Observation::Negotiated {
+                    protocol_version: caps.protocol_version.clone(),
+                    key_lookup: caps.idempotency_by_key,
+                    tools: caps.tools.len(),
+                });
                 self.cfg.core.key_lookup = caps.idempotency_by_key;
                 self.caps = caps;
             }
