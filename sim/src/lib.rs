@@ -13,3 +13,13 @@ pub mod fake;
 pub mod trace;
 /// Human-readable summaries of a series.
 pub mod summary;
+/// The fault catalogue and swarm-drawn fault profiles.
+pub mod faults;
+/// Per-series measurements from the trace.
+pub mod metrics;
+/// Always-properties over a trace, one checker per invariant.
+pub mod checkers;
+/// Gates over a sweep, and the sweep's result types.
+pub mod gates;
+/// Report files of a sweep.
+pub mod report;

@@ -5,7 +5,12 @@
 use std::sync::{Arc, Mutex};
 
 use serde::Serialize;
+use toolop::ledger::LedgerSnapshot;
+use toolop::record::LocalState;
 use toolop::runner::{Observation, Observer};
+
+use crate::fake::mcp::GroundTruth;
+use crate::faults::FaultKind;
 
 /// One thing that happened in a series, at simulated time `t_ms`.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -18,6 +23,24 @@ pub struct TraceEvent {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(tag = "src", rename_all = "snake_case")]
 pub enum What {
+    /// First event of every series: the bounds the checkers judge against.
+    Begin {
+        scenario: String,
+        seed: u64,
+        protocol: String,
+        call_nodes: u32,
+        /// The poll-rate bound (gates.max_qps) checked in every one-second window.
+        max_qps: u32,
+        /// Faults fire only before this time (the safety phase); after it they are healed.
+        safety_window_ms: u64,
+        /// After the safety phase every call node must settle within this long.
+        liveness_bound_ms: u64,
+        faults: String,
+    },
+    /// A fault fired at decision point `decision`, meeting `node` in local state `state`.
+    Fault { decision: u64, fault: FaultKind, node: Option<String>, state: Option<LocalState>, detail: String },
+    /// Last event before `End`: the ledger and the server's ground truth as they stand.
+    Final { ledger: LedgerSnapshot, truth: GroundTruth },
     /// The executor (incarnation `epoch`) reported an observation.
     Exec { epoch: u64, incarnation: u32, obs: Observation },
     /// A frame crossed the simulated network.

@@ -96,6 +96,16 @@ impl std::fmt::Display for LedgerError {
 
 impl std::error::Error for LedgerError {}
 
+/// Everything a ledger holds, for audits and for the simulator's final trace event.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct LedgerSnapshot {
+    pub records: Vec<ToolOperation>,
+    pub receipts: Vec<Receipt>,
+    pub outbox: Vec<OutboxEntry>,
+    pub reconciliation_queue: Vec<ReconcileItem>,
+    pub effect_reconciliations: Vec<EffectItem>,
+}
+
 pub trait Ledger {
     /// Store a new record (version 0 -> 1). Refused if the call node or key exists.
     fn insert(&mut self, record: ToolOperation) -> Result<ToolOperation, LedgerError>;
@@ -110,6 +120,16 @@ pub trait Ledger {
     fn outbox(&self) -> Vec<OutboxEntry>;
     fn reconciliation_queue(&self) -> Vec<ReconcileItem>;
     fn effect_reconciliations(&self) -> Vec<EffectItem>;
+
+    fn snapshot(&self) -> LedgerSnapshot {
+        LedgerSnapshot {
+            records: self.records(),
+            receipts: self.receipts(),
+            outbox: self.outbox(),
+            reconciliation_queue: self.reconciliation_queue(),
+            effect_reconciliations: self.effect_reconciliations(),
+        }
+    }
 
     /// Records the executor still has work on, ordered by call node id.
     fn in_flight(&self) -> Vec<ToolOperation> {

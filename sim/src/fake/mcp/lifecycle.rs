@@ -85,6 +85,31 @@ impl FakeMcpServer {
         }
     }
 
+    /// Fault hook: the work of `task_id` finishes at `now_ms`, skipping what was left of it
+    /// (completion racing a cancel). Only running, live, non-terminal work is affected.
+    pub fn finish_now(&mut self, task_id: &str, now_ms: u64) -> bool {
+        self.process_until(now_ms);
+        let Some(&seq) = self.by_id.get(task_id) else {
+            return false;
+        };
+        let task = self.task(seq);
+        if task.deleted || task.status.is_terminal() || task.work.state != WorkState::Running {
+            return false;
+        }
+        let task = self.task_mut(seq);
+        task.work.done_ms = task.script.duration_ms;
+        task.work.running_since = None;
+        task.work.next_input = task.inputs.len();
+        self.finish_work(seq, now_ms);
+        self.reschedule(seq);
+        true
+    }
+
+    /// Whether `task_id` was deleted (by ttl) at or before now.
+    pub fn is_deleted(&self, task_id: &str) -> bool {
+        self.by_id.get(task_id).is_some_and(|seq| self.tasks[seq].deleted)
+    }
+
     /// The work of task `seq` reached its next milestone at time `t`.
     fn work_milestone(&mut self, seq: u64, t: u64) {
         let (m, is_input) = self.task(seq).next_milestone();

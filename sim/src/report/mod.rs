@@ -1,0 +1,1 @@
+//! Reports of a sweep under reports/<run>/: series.csv, histograms, summary.md, junit.xml.
