@@ -37,8 +37,10 @@ pub enum FaultKind {
     /// The server answers "not found" because the task expired and was deleted.
     NotFoundAfterExpiry,
     /// A poll is answered 429 with Retry-After.
+    #[serde(rename = "poll_429")]
     Poll429,
     /// A poll is answered 503 with Retry-After.
+    #[serde(rename = "poll_503")]
     Poll503,
     /// The connection drops; whatever was in flight is lost.
     ConnectionDrop,
@@ -163,5 +165,45 @@ mod tests {
         assert_eq!(a, b);
         assert!(!a.rates.is_empty() && a.rates.len() < FaultKind::ALL.len());
         assert!(a.rates.values().all(|&r| r > 0.0 && r <= 0.1));
+    }
+}
+
+/// The series' fault decisions. Every place that may inject a fault asks [`FaultPlan::fire`];
+/// each ask is one numbered decision point, so a schedule of firings can be recorded and
+/// replayed. Faults fire only in the safety phase.
+#[derive(Debug)]
+pub struct FaultPlan {
+    pub profile: FaultProfile,
+    rng: ChaCha8Rng,
+    decisions: u64,
+    safety_until_ms: u64,
+}
+
+pub type SharedPlan = std::sync::Arc<std::sync::Mutex<FaultPlan>>;
+
+impl FaultPlan {
+    pub fn new(profile: FaultProfile, rng: ChaCha8Rng, safety_until_ms: u64) -> FaultPlan {
+        FaultPlan { profile, rng, decisions: 0, safety_until_ms }
+    }
+
+    /// Whether `fault` fires at this decision point. Returns the decision number when it does.
+    /// A fault that is off in this series costs no decision, so enabling one fault does not
+    /// reshuffle the decisions of the others beyond its own asks.
+    pub fn fire(&mut self, fault: FaultKind, now_ms: u64) -> Option<u64> {
+        let rate = self.profile.rate(fault);
+        if rate <= 0.0 || now_ms >= self.safety_until_ms {
+            return None;
+        }
+        self.decisions += 1;
+        self.rng.gen_bool(rate.min(1.0)).then_some(self.decisions)
+    }
+
+    /// A draw for the shape of a fault that fired (delay, cut position ...), from the same stream.
+    pub fn draw(&mut self, lo: u64, hi: u64) -> u64 {
+        self.rng.gen_range(lo..=hi.max(lo))
+    }
+
+    pub fn healed(&self, now_ms: u64) -> bool {
+        now_ms >= self.safety_until_ms
     }
 }

@@ -1,66 +1,119 @@
-//! The simulated network between executor incarnations and the fake server. Every frame gets a
-//! verdict here; this is where the fault layer slots in, with no change on either side.
+//! The simulated network between executor incarnations and the fake server. Every frame passes
+//! the fault layer here (lost, delayed past a newer reply, truncated, rewritten, answered by a
+//! "replica" with 404/429/503, connection dropped), with no change on either side.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
-use rand::Rng;
-use rand_chacha::ChaCha8Rng;
+use serde_json::Value;
 use tokio::sync::mpsc;
+use tokio::time::{Duration, Instant};
+use toolop::ledger::{Ledger, MemoryLedger};
+use toolop::protocol::{META_IDEMPOTENCY_KEY, META_LOOKUP_KEY};
+use toolop::record::LocalState;
 use toolop::transport::{InFrame, OutFrame, Transport, TransportError};
 
+use crate::fake::mcp::FakeMcpServer;
+use crate::faults::{FaultKind, SharedPlan};
 use crate::trace::{Dir, SharedTrace, What};
 
-/// What happens to one frame (turmoil-style).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Verdict {
-    Deliver { latency_ms: u64 },
-    Drop,
+const RELATED_TASK: &str = "io.modelcontextprotocol/related-task";
+
+/// What a request was, so its reply can be judged by the same layer.
+#[derive(Clone, Debug)]
+struct Sent {
+    method: String,
+    node: Option<String>,
+    task_id: Option<String>,
 }
 
-impl Verdict {
-    pub fn name(self) -> String {
-        match self {
-            Verdict::Deliver { latency_ms } => format!("deliver+{latency_ms}ms"),
-            Verdict::Drop => "drop".into(),
-        }
-    }
+/// Handles the network needs to judge frames.
+pub struct NetCtx {
+    pub trace: SharedTrace,
+    pub plan: SharedPlan,
+    pub ledger: Arc<Mutex<MemoryLedger>>,
+    pub server: Arc<Mutex<FakeMcpServer>>,
+    pub origin: Instant,
+    pub latency_ms: [u64; 2],
+    /// The executor's request timeout: a poll reply held longer than this arrives out of order.
+    pub request_timeout_ms: u64,
 }
 
 /// The network: one server inbox, one inbox per open executor connection.
 pub struct Net {
-    rng: ChaCha8Rng,
-    latency_ms: [u64; 2],
+    ctx: NetCtx,
     to_server: mpsc::UnboundedSender<(u32, OutFrame)>,
     connections: BTreeMap<u32, mpsc::UnboundedSender<InFrame>>,
-    trace: SharedTrace,
-    origin: tokio::time::Instant,
+    sent: BTreeMap<(u32, u64), Sent>,
+    task_ids: Vec<String>,
 }
 
 pub type SharedNet = Arc<Mutex<Net>>;
 
+fn parse(body: &[u8]) -> Value {
+    serde_json::from_slice(body).unwrap_or(Value::Null)
+}
+
+fn error_frame(rpc_id: u64, code: i64, message: &str) -> InFrame {
+    let body = serde_json::json!({"jsonrpc": "2.0", "id": rpc_id, "error": {"code": code, "message": message}});
+    InFrame { request_id: Some(rpc_id), http_status: 200, retry_after_ms: None, body: body.to_string().into_bytes() }
+}
+
+/// Replace every `taskId` string in a message (the related-task `_meta` included).
+fn rewrite_task_ids(v: &mut Value, to: &str) {
+    match v {
+        Value::Object(m) => {
+            for (k, x) in m.iter_mut() {
+                if k == "taskId" && x.is_string() {
+                    *x = Value::String(to.to_string());
+                } else {
+                    rewrite_task_ids(x, to);
+                }
+            }
+        }
+        Value::Array(a) => a.iter_mut().for_each(|x| rewrite_task_ids(x, to)),
+        _ => {}
+    }
+}
+
 impl Net {
-    pub fn new(
-        rng: ChaCha8Rng,
-        latency_ms: [u64; 2],
-        to_server: mpsc::UnboundedSender<(u32, OutFrame)>,
-        trace: SharedTrace,
-        origin: tokio::time::Instant,
-    ) -> Net {
-        Net { rng, latency_ms, to_server, connections: BTreeMap::new(), trace, origin }
+    pub fn new(ctx: NetCtx, to_server: mpsc::UnboundedSender<(u32, OutFrame)>) -> Net {
+        Net { ctx, to_server, connections: BTreeMap::new(), sent: BTreeMap::new(), task_ids: vec![] }
     }
 
     fn now_ms(&self) -> u64 {
-        tokio::time::Instant::now().duration_since(self.origin).as_millis() as u64
+        Instant::now().duration_since(self.ctx.origin).as_millis() as u64
     }
 
-    fn verdict(&mut self, _dir: Dir) -> Verdict {
-        Verdict::Deliver { latency_ms: self.rng.gen_range(self.latency_ms[0]..=self.latency_ms[1]) }
+    fn latency(&mut self) -> u64 {
+        let [lo, hi] = self.ctx.latency_ms;
+        self.ctx.plan.lock().expect("plan lock").draw(lo, hi)
     }
 
-    fn record(&self, dir: Dir, request_id: Option<u64>, bytes: usize, v: Verdict) {
+    fn fire(&mut self, fault: FaultKind, node: Option<&str>, detail: String) -> bool {
         let now = self.now_ms();
-        self.trace.lock().expect("trace lock").push(now, What::Net { dir, request_id, bytes, verdict: v.name() });
+        let Some(decision) = self.ctx.plan.lock().expect("plan lock").fire(fault, now) else {
+            return false;
+        };
+        self.record_fault(decision, fault, node, detail);
+        true
+    }
+
+    /// Record a fault firing with the executor state it met.
+    pub fn record_fault(&self, decision: u64, fault: FaultKind, node: Option<&str>, detail: String) {
+        let state = node.and_then(|n| self.state_of(n));
+        let now = self.now_ms();
+        let what = What::Fault { decision, fault, node: node.map(String::from), state, detail };
+        self.ctx.trace.lock().expect("trace lock").push(now, what);
+    }
+
+    fn state_of(&self, node: &str) -> Option<LocalState> {
+        self.ctx.ledger.lock().expect("ledger lock").by_call_node(node).map(|r| r.local_state)
+    }
+
+    fn record(&self, dir: Dir, request_id: Option<u64>, bytes: usize, verdict: &str) {
+        let now = self.now_ms();
+        self.ctx.trace.lock().expect("trace lock").push(now, What::Net { dir, request_id, bytes, verdict: verdict.to_string() });
     }
 
     /// Open a connection for a new executor incarnation.
@@ -75,39 +128,170 @@ impl Net {
         self.connections.remove(&conn);
     }
 
+    /// The newest open connection: where the server sends what it initiates.
+    pub fn latest_connection(&self) -> Option<u32> {
+        self.connections.keys().next_back().copied()
+    }
+
+    fn classify_request(&self, msg: &Value) -> Sent {
+        let method = msg["method"].as_str().unwrap_or("(response)").to_string();
+        let params = &msg["params"];
+        let task_id = params["taskId"]
+            .as_str()
+            .or_else(|| msg["result"]["_meta"][RELATED_TASK]["taskId"].as_str())
+            .map(String::from);
+        let key = params["_meta"][META_IDEMPOTENCY_KEY].as_str().or_else(|| params["_meta"][META_LOOKUP_KEY].as_str());
+        let l = self.ctx.ledger.lock().expect("ledger lock");
+        let node = task_id
+            .as_deref()
+            .and_then(|t| l.by_operation_id(t))
+            .or_else(|| key.and_then(|k| l.by_submission_key(k)))
+            .map(|r| r.call_node_id);
+        Sent { method, node, task_id }
+    }
+
     fn to_server(&mut self, conn: u32, frame: OutFrame) -> Result<(), TransportError> {
         if !self.connections.contains_key(&conn) {
             return Err(TransportError::Disconnected);
         }
-        let v = self.verdict(Dir::ToServer);
-        self.record(Dir::ToServer, frame.request_id, frame.body.len(), v);
-        if let Verdict::Deliver { latency_ms } = v {
+        let sent = self.classify_request(&parse(&frame.body));
+        if let Some(id) = frame.request_id {
+            self.sent.insert((conn, id), sent.clone());
+        }
+        let node = sent.node.clone();
+        let n = node.as_deref();
+        let now = self.now_ms();
+        // A replica or gateway in front of the server answers instead of it.
+        if let (Some(id), "tasks/get" | "tasks/result") = (frame.request_id, sent.method.as_str()) {
+            let synthetic = if self.fire(FaultKind::Poll429, n, sent.method.clone()) {
+                let retry = self.ctx.plan.lock().expect("plan lock").draw(1_000, 30_000);
+                Some(InFrame { request_id: Some(id), http_status: 429, retry_after_ms: Some(retry), body: vec![] })
+            } else if self.fire(FaultKind::Poll503, n, sent.method.clone()) {
+                let retry = self.ctx.plan.lock().expect("plan lock").draw(1_000, 30_000);
+                Some(InFrame { request_id: Some(id), http_status: 503, retry_after_ms: Some(retry), body: vec![] })
+            } else if self.fire(FaultKind::NotFoundBeforeExpiry, n, sent.method.clone()) {
+                Some(error_frame(id, -32602, "Task not found"))
+            } else {
+                None
+            };
+            if let Some(f) = synthetic {
+                self.record(Dir::ToServer, frame.request_id, frame.body.len(), "answered by replica");
+                self.deliver_to(conn, f, 0);
+                return Ok(());
+            }
+        }
+        if sent.method == "tasks/cancel" {
+            if let Some(t) = &sent.task_id {
+                // Completion and cancel at the same instant: the work ends as the cancel lands.
+                let delay = self.latency();
+                if self.fire(FaultKind::CompletionCancelRace, n, t.clone()) {
+                    let (server, t, at) = (self.ctx.server.clone(), t.clone(), now + delay);
+                    tokio::spawn(async move {
+                        tokio::time::sleep(Duration::from_millis(delay)).await;
+                        server.lock().expect("server lock").finish_now(&t, at);
+                    });
+                }
+            }
+        }
+        let lost = frame.request_id.is_some() && self.fire(FaultKind::LostRequest, n, sent.method.clone());
+        self.record(Dir::ToServer, frame.request_id, frame.body.len(), if lost { "lost" } else { "deliver" });
+        if !lost {
+            let latency = self.latency();
             let tx = self.to_server.clone();
             tokio::spawn(async move {
-                tokio::time::sleep(std::time::Duration::from_millis(latency_ms)).await;
+                tokio::time::sleep(Duration::from_millis(latency)).await;
                 // The server outlives every delivery in a series; a send after it ends is moot.
                 let _ = tx.send((conn, frame));
             });
+        }
+        if self.fire(FaultKind::ConnectionDrop, n, sent.method) {
+            self.disconnect(conn);
         }
         Ok(())
     }
 
     /// A frame from the server to connection `conn`.
-    pub fn to_executor(&mut self, conn: u32, frame: InFrame) {
-        let v = self.verdict(Dir::ToExecutor);
-        self.record(Dir::ToExecutor, frame.request_id, frame.body.len(), v);
-        let (Verdict::Deliver { latency_ms }, Some(tx)) = (v, self.connections.get(&conn).cloned()) else {
-            return;
-        };
-        tokio::spawn(async move {
-            tokio::time::sleep(std::time::Duration::from_millis(latency_ms)).await;
-            let _ = tx.send(frame);
-        });
+    pub fn to_executor(&mut self, conn: u32, mut frame: InFrame) {
+        let sent = frame.request_id.and_then(|id| self.sent.remove(&(conn, id)));
+        let mut msg = parse(&frame.body);
+        for t in [&msg["result"]["task"]["taskId"], &msg["result"]["taskId"]] {
+            if let Some(t) = t.as_str() {
+                if !self.task_ids.iter().any(|x| x == t) {
+                    self.task_ids.push(t.to_string());
+                }
+            }
+        }
+        let mut extra_delay_ms = 0;
+        let mut verdict = "deliver".to_string();
+        if let Some(s) = &sent {
+            let n = s.node.as_deref();
+            let is_error = msg.get("error").is_some();
+            match s.method.as_str() {
+                "tools/call" if msg["result"]["task"].is_object() && self.fire(FaultKind::LostResponseAfterCreation, n, String::new()) => {
+                    verdict = "lost".into()
+                }
+                "tasks/get" if !is_error && self.fire(FaultKind::PollsOutOfOrder, n, String::new()) => {
+                    extra_delay_ms = self.ctx.request_timeout_ms + self.ctx.plan.lock().expect("plan lock").draw(1, 5_000);
+                    verdict = format!("held +{extra_delay_ms}ms");
+                }
+                "tasks/get" | "tasks/result" if !is_error && self.fire(FaultKind::TaskIdMisuse, n, String::new()) => {
+                    let own = s.task_id.clone().unwrap_or_default();
+                    let other = self.task_ids.iter().find(|t| **t != own).cloned().unwrap_or_else(|| "foreign-server-task".into());
+                    rewrite_task_ids(&mut msg, &other);
+                    frame.body = msg.to_string().into_bytes();
+                    verdict = format!("task id rewritten to {other}");
+                }
+                "tasks/cancel" if self.fire(FaultKind::CancelAckLost, n, String::new()) => verdict = "lost".into(),
+                "tasks/result" if self.fire(FaultKind::ResultLost, n, String::new()) => verdict = "lost".into(),
+                "tasks/result" if !is_error && frame.body.len() > 2 && self.fire(FaultKind::ResultTruncated, n, String::new()) => {
+                    let cut = self.ctx.plan.lock().expect("plan lock").draw(1, frame.body.len() as u64 - 1) as usize;
+                    frame.body.truncate(cut);
+                    verdict = format!("truncated to {cut} bytes");
+                }
+                _ => {}
+            }
+            // Not injected: the server itself expired the task. Recorded for the coverage matrix.
+            if is_error && matches!(s.method.as_str(), "tasks/get" | "tasks/result" | "tasks/cancel") {
+                if let Some(t) = &s.task_id {
+                    self.note_expiry(t, n);
+                }
+            }
+        } else if msg["method"] == "elicitation/create" && self.fire(FaultKind::InputRequiredReplay, self.node_of_related(&msg).as_deref(), String::new()) {
+            let again = self.ctx.plan.lock().expect("plan lock").draw(1_000, 30_000);
+            self.deliver_to(conn, frame.clone(), again);
+        }
+        self.record(Dir::ToExecutor, frame.request_id, frame.body.len(), &verdict);
+        if verdict != "lost" {
+            let latency = self.latency();
+            self.deliver_to(conn, frame, latency + extra_delay_ms);
+        }
     }
 
-    /// The newest open connection: where the server sends what it initiates.
-    pub fn latest_connection(&self) -> Option<u32> {
-        self.connections.keys().next_back().copied()
+    fn node_of_related(&self, msg: &Value) -> Option<String> {
+        let t = msg["params"]["_meta"][RELATED_TASK]["taskId"].as_str()?;
+        self.ctx.ledger.lock().expect("ledger lock").by_operation_id(t).map(|r| r.call_node_id)
+    }
+
+    fn note_expiry(&self, task_id: &str, node: Option<&str>) {
+        let (deleted, running) = {
+            let s = self.ctx.server.lock().expect("server lock");
+            let running = s.truth().tasks.get(task_id).is_some_and(|t| t.terminal_status.is_none());
+            (s.is_deleted(task_id), running)
+        };
+        if deleted {
+            self.record_fault(0, FaultKind::NotFoundAfterExpiry, node, task_id.to_string());
+            if running {
+                self.record_fault(0, FaultKind::ServerDeletesRunningTask, node, task_id.to_string());
+            }
+        }
+    }
+
+    fn deliver_to(&self, conn: u32, frame: InFrame, delay_ms: u64) {
+        let Some(tx) = self.connections.get(&conn).cloned() else { return };
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(delay_ms)).await;
+            let _ = tx.send(frame);
+        });
     }
 }
 

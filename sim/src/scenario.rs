@@ -1,10 +1,13 @@
 //! Scenario files (TOML): workload, executor settings, server profile, network, limits.
 //! A bad file is refused with its path, the field and what is wrong; nothing runs on a guess.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 use toolop::runner::RunnerConfig;
+
+use crate::faults::FaultKind;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -22,6 +25,84 @@ pub struct Scenario {
     pub approval: ApprovalSpec,
     #[serde(default)]
     pub limits: Limits,
+    #[serde(default)]
+    pub faults: FaultsSpec,
+    #[serde(default)]
+    pub gates: GatesSpec,
+}
+
+/// Fault rates (maximum per-decision probability, by catalogue name) and the phase bounds.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct FaultsSpec {
+    pub rates: BTreeMap<String, f64>,
+    /// Probability that a configured fault is enabled in a given series (swarm testing).
+    pub swarm_enable_rate: f64,
+    /// Faults fire only during [0, safety_window_ms); then they are healed.
+    pub safety_window_ms: u64,
+    /// After the safety window every call node must settle within this long.
+    pub liveness_bound_ms: u64,
+    /// Downtime of a crashed or disconnected executor before it restarts.
+    pub restart_delay_ms: [u64; 2],
+    /// How long a rolled-back executor keeps running beside its successor.
+    pub rollback_overlap_ms: [u64; 2],
+    /// Server maximum ttl drawn when `server_deletes_running_task` is enabled.
+    pub short_ttl_ms: [u64; 2],
+}
+
+impl Default for FaultsSpec {
+    fn default() -> Self {
+        FaultsSpec {
+            rates: BTreeMap::new(),
+            swarm_enable_rate: 0.5,
+            safety_window_ms: 600_000,
+            liveness_bound_ms: 3_600_000,
+            restart_delay_ms: [100, 20_000],
+            rollback_overlap_ms: [1_000, 30_000],
+            short_ttl_ms: [5_000, 60_000],
+        }
+    }
+}
+
+impl FaultsSpec {
+    /// Rates by fault kind; names were validated when the file was loaded.
+    pub fn max_rates(&self) -> BTreeMap<FaultKind, f64> {
+        self.rates.iter().filter_map(|(n, &r)| FaultKind::from_name(n).map(|f| (f, r))).collect()
+    }
+}
+
+/// Gate thresholds over a sweep. Defaults are the release bar of design.md section 4.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct GatesSpec {
+    pub max_divergences: u64,
+    pub max_second_operations: u64,
+    /// Poll-rate bound per one-second window; defaults to executor.max_qps.
+    pub max_qps: Option<u32>,
+    pub cancel_confirmation_p99_ms: u64,
+    pub unknown_reconciliation_max_ms: u64,
+    pub outbox_traceable_min_pct: f64,
+    pub max_receipts_per_node: u32,
+    /// Each reachable (fault, state) cell must be hit at least this often over the sweep.
+    pub coverage_min_hits: u64,
+    /// Check the coverage matrix at all (off for fault-free scenarios).
+    pub coverage: bool,
+}
+
+impl Default for GatesSpec {
+    fn default() -> Self {
+        GatesSpec {
+            max_divergences: 0,
+            max_second_operations: 0,
+            max_qps: None,
+            cancel_confirmation_p99_ms: 60_000,
+            unknown_reconciliation_max_ms: 15 * 60_000,
+            outbox_traceable_min_pct: 100.0,
+            max_receipts_per_node: 1,
+            coverage_min_hits: 1,
+            coverage: true,
+        }
+    }
 }
 
 fn default_protocol() -> String {
@@ -249,6 +330,21 @@ impl Scenario {
             return bad("executor.core.poll.backoff_multiplier", format!("{} is outside [1, 10]", p.backoff_multiplier));
         }
         rate("executor.core.poll.jitter_fraction", p.jitter_fraction)?;
+        for (name, &r) in &self.faults.rates {
+            let field = format!("faults.rates.{name}");
+            if FaultKind::from_name(name).is_none() {
+                let known: Vec<String> = FaultKind::ALL.iter().map(|f| f.name()).collect();
+                return bad(&field, format!("unknown fault {name:?}; known: {}", known.join(", ")));
+            }
+            rate(&field, r)?;
+        }
+        rate("faults.swarm_enable_rate", self.faults.swarm_enable_rate)?;
+        range("faults.restart_delay_ms", self.faults.restart_delay_ms)?;
+        range("faults.rollback_overlap_ms", self.faults.rollback_overlap_ms)?;
+        range("faults.short_ttl_ms", self.faults.short_ttl_ms)?;
+        if !(0.0..=100.0).contains(&self.gates.outbox_traceable_min_pct) {
+            return bad("gates.outbox_traceable_min_pct", "must be a percentage in [0, 100]".into());
+        }
         if self.limits.sim_time_ms == 0 || self.limits.max_events == 0 {
             return bad("limits", "sim_time_ms and max_events must be positive".into());
         }
@@ -332,5 +428,7 @@ duration_ms = [100, 200]
         check(&GOOD.replace("name = \"report\"", "name = \"report\"\ncolour = 1"), "workload.tools.colour", "unknown field");
         check(&GOOD.replace("call_nodes = [1, 2]", "call_nodes = \"many\""), "workload.call_nodes", "invalid type");
         check(&format!("{GOOD}\n[executor]\nmax_qps = 0\n"), "executor.max_qps", "positive");
+        check(&format!("{GOOD}\n[faults.rates]\nlost_requests = 0.1\n"), "faults.rates.lost_requests", "unknown fault");
+        check(&format!("{GOOD}\n[faults.rates]\nlost_request = 2.0\n"), "faults.rates.lost_request", "outside [0, 1]");
     }
 }

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use serde::Serialize;
 use toolop::ledger::LedgerSnapshot;
 use toolop::record::LocalState;
-use toolop::runner::{Observation, Observer};
+use toolop::runner::Observation;
 
 use crate::fake::mcp::GroundTruth;
 use crate::faults::FaultKind;
@@ -100,20 +100,6 @@ impl Trace {
 }
 
 pub type SharedTrace = Arc<Mutex<Trace>>;
-
-/// Feeds runner observations into the trace, tagged with the executor incarnation.
-pub struct TraceObserver {
-    pub trace: SharedTrace,
-    pub epoch: u64,
-    pub incarnation: u32,
-}
-
-impl Observer for TraceObserver {
-    fn observe(&mut self, now_ms: u64, obs: Observation) {
-        let what = What::Exec { epoch: self.epoch, incarnation: self.incarnation, obs };
-        self.trace.lock().expect("trace lock").push(now_ms, what);
-    }
-}
 
 #[cfg(test)]
 mod tests {

@@ -452,10 +452,16 @@ impl<'a> Machine<'a> {
             return rejected(Rejection::NotApplicable);
         }
         match reply {
-            Reply::Status(v) => {
-                self.absorb(v)?;
-                self.on_status(v.status, latest)
-            }
+            Reply::Status(v) => match self.absorb(v) {
+                Ok(()) => self.on_status(v.status, latest),
+                // Someone else's task in our reply: refuse it, and keep our own polling alive.
+                Err(refusal) => {
+                    if latest {
+                        self.schedule_poll_after(None);
+                    }
+                    Ok(refusal)
+                }
+            },
             _ if !latest => STAYED,
             Reply::NotFound { .. } => self.not_found("operation not found before a terminal state was read"),
             Reply::RateLimited { retry_after_ms } | Reply::Unavailable { retry_after_ms } => {
@@ -548,10 +554,15 @@ impl<'a> Machine<'a> {
             return rejected(Rejection::NotApplicable);
         }
         match reply {
-            Reply::CancelAcknowledged(v) => {
-                self.absorb(v)?;
-                self.on_status(v.status, latest)
-            }
+            Reply::CancelAcknowledged(v) => match self.absorb(v) {
+                Ok(()) => self.on_status(v.status, latest),
+                Err(refusal) => {
+                    if latest {
+                        self.schedule(self.cfg.cancel_requery_interval_ms, Timer::CancelRequery);
+                    }
+                    Ok(refusal)
+                }
+            },
             // Already terminal: read which terminal state it is; never rewrite it as cancelled.
             Reply::CancelRejectedTerminal { .. } => {
                 self.schedule(0, Timer::CancelRequery);

@@ -87,6 +87,8 @@ fn arb_timer() -> impl Strategy<Value = Timer> {
 enum Ev {
     Plain(Event),
     Reply { kind: RequestKind, seq_back: u64, old_epoch: bool, reply: Reply },
+    /// A reply to whatever was sent last: the common case, which random kinds rarely hit.
+    ReplyToLast { reply: Reply },
     Lost { kind: RequestKind, seq_back: u64 },
 }
 
@@ -98,6 +100,7 @@ fn arb_ev() -> impl Strategy<Value = Ev> {
         10 => (arb_kind(), 0u64..3, prop::bool::weighted(0.05), arb_reply())
             .prop_map(|(kind, seq_back, old_epoch, reply)| Ev::Reply { kind, seq_back, old_epoch, reply }),
         2 => (arb_kind(), 0u64..2).prop_map(|(kind, seq_back)| Ev::Lost { kind, seq_back }),
+        12 => arb_reply().prop_map(|reply| Ev::ReplyToLast { reply }),
         2 => (0i64..3, prop::bool::weighted(0.9)).prop_map(|(id, ours)| Ev::Plain(Event::InputRequested(InputRequest {
             server_request_id: serde_json::json!(id),
             related_operation_id: Some(if ours { OP.into() } else { "op-other".into() }),
@@ -132,6 +135,9 @@ proptest! {
         let mut rec = ledger.insert(first).unwrap();
         let mut now_ms = 0;
         let mut accepts = 0;
+        let mut last_sent: Option<RequestKind> = None;
+        let mut outstanding = false;
+        let mut timers = std::collections::BTreeSet::new();
         for (dt, jitter, ev) in evs {
             now_ms += dt;
             let sent = rec.poll_cursor.sent_seq;
@@ -141,6 +147,7 @@ proptest! {
                     kind, seq: sent.saturating_sub(seq_back), epoch: if old_epoch { 0 } else { rec.execution_epoch }, reply,
                 },
                 Ev::Lost { kind, seq_back } => Event::Lost { kind, seq: sent.saturating_sub(seq_back), epoch: rec.execution_epoch },
+                Ev::ReplyToLast { reply } => Event::Reply { kind: last_sent.unwrap_or(RequestKind::Poll), seq: sent, epoch: rec.execution_epoch, reply },
             };
             let ctx = Ctx { now_ms, jitter_permille: jitter, epoch: 1 };
             let step = step(&rec, &event, &ctx, &cfg);
@@ -155,6 +162,43 @@ proptest! {
             }
             if rec.local_state.is_final() {
                 prop_assert_eq!(step.record.local_state, rec.local_state, "a final state changed");
+            }
+            // Liveness: a node that is not final must always have something that will wake it:
+            // a pending timer, an outstanding request, or the approval gate / an input stream.
+            let answers_newest = match &event {
+                Event::Reply { kind, seq, epoch, .. } | Event::Lost { kind, seq, epoch } => {
+                    *seq == rec.poll_cursor.sent_seq && *seq > rec.poll_cursor.applied_seq && Some(*kind) == last_sent && *epoch == rec.execution_epoch
+                }
+                _ => false,
+            };
+            if answers_newest {
+                outstanding = false;
+            }
+            if let Event::Timer(t) = &event {
+                timers.remove(t);
+            }
+            for c in &step.commands {
+                match c {
+                    Command::Send { out, .. } => {
+                        last_sent = Some(out.kind());
+                        outstanding = out.kind().expects_reply();
+                    }
+                    Command::Schedule { timer, .. } => {
+                        timers.insert(*timer);
+                    }
+                    _ => {}
+                }
+            }
+            let waiting_on_input = step.record.local_state == S::InputRequired && (step.record.pending_input.is_some() || step.record.input_stream_open);
+            if !step.record.local_state.is_final() && !waiting_on_input && step.record.submit_attempts > 0 {
+                // A timer left over from an earlier state fires into nothing: it does not count.
+                let useful = timers.iter().any(|t| matches!((t, step.record.local_state),
+                    (Timer::SubmitDue, S::Submitting | S::NotFoundSafe)
+                    | (Timer::LookupDue, S::SubmissionUnknown)
+                    | (Timer::PollDue, S::Working | S::InputRequired)
+                    | (Timer::CancelRequery, S::CancelRequested)
+                    | (Timer::FetchDue, S::TerminalObserved | S::FetchingResult)));
+                prop_assert!(outstanding || useful, "nothing armed after {event:?} in {}: the node would stall", step.record.local_state);
             }
             let mut accept = None;
             let mut reconcile = None;

@@ -353,6 +353,19 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
          reply:poll:status => rejected:StaleAnswer",
     ),
     (
+        "a poll reply naming another operation is refused, and polling goes on",
+        |s| {
+            s.working().timer(Timer::PollDue);
+            let mut other = view(P::Completed);
+            other.operation_id = "op-other".into();
+            s.reply(RequestKind::Poll, Reply::Status(other));
+        },
+        "start => stay [send:submit#1]
+         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
+         timer:poll_due => stay [send:poll#2]
+         reply:poll:status => rejected:OperationMismatch [at1500:poll_due]",
+    ),
+    (
         "Retry-After on 429 pushes the next poll out",
         |s| {
             s.working().timer(Timer::PollDue).reply(RequestKind::Poll, Reply::RateLimited { retry_after_ms: Some(30_000) });

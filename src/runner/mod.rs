@@ -103,8 +103,33 @@ impl OutputHook for AcceptAll {
     }
 }
 
+/// Places where a crash loses the most: the simulator crashes the executor exactly there.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CrashPoint {
+    /// The ledger write is done, the sends it explains are not.
+    AfterCommitBeforeSend,
+    /// A reply arrived (the server acted), its ledger write is not done.
+    AfterReplyBeforeCommit,
+}
+
+/// Fail points (FoundationDB's buggify, for crashes only). Production uses [`NoCrash`].
+pub trait CrashPoints {
+    fn crash_here(&mut self, point: CrashPoint, node: &str) -> bool;
+}
+
+pub struct NoCrash;
+
+impl CrashPoints for NoCrash {
+    fn crash_here(&mut self, _point: CrashPoint, _node: &str) -> bool {
+        false
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Exit {
+    /// A fail point fired: the runner stopped dead, as a process would on a crash.
+    Crashed(CrashPoint),
     Shutdown,
     /// The connection dropped; in-flight requests were reported lost. Restart to resume.
     Disconnected,
@@ -134,6 +159,8 @@ pub struct Runner<A: Adapter> {
     ledger: SharedLedger,
     observer: Box<dyn Observer + Send>,
     hook: Box<dyn OutputHook + Send>,
+    crash: Box<dyn CrashPoints + Send>,
+    crashed: Option<CrashPoint>,
     approvals: mpsc::UnboundedSender<ApprovalRequest>,
     jitter: Jitter,
     caps: ServerCapabilities,
@@ -169,6 +196,8 @@ impl<A: Adapter> Runner<A> {
             ledger,
             observer,
             hook: Box::new(AcceptAll),
+            crash: Box::new(NoCrash),
+            crashed: None,
             approvals,
             jitter: Jitter::new(jitter_seed),
             caps: ServerCapabilities::default(),
@@ -183,6 +212,11 @@ impl<A: Adapter> Runner<A> {
 
     pub fn with_output_hook(mut self, hook: Box<dyn OutputHook + Send>) -> Self {
         self.hook = hook;
+        self
+    }
+
+    pub fn with_crash_points(mut self, crash: Box<dyn CrashPoints + Send>) -> Self {
+        self.crash = crash;
         self
     }
 
@@ -233,6 +267,9 @@ impl<A: Adapter> Runner<A> {
     async fn serve<T: Transport>(&mut self, transport: &mut T, inputs: &mut mpsc::UnboundedReceiver<Input>) -> Exit {
         for _ in 0..self.cfg.max_events {
             self.fire_due();
+            if let Some(p) = self.crashed {
+                return Exit::Crashed(p);
+            }
             if let Err(exit) = self.flush(transport) {
                 return exit;
             }
@@ -254,6 +291,9 @@ impl<A: Adapter> Runner<A> {
                     }
                 },
                 _ = sleep => {}
+            }
+            if let Some(p) = self.crashed {
+                return Exit::Crashed(p);
             }
         }
         Exit::EventLimit
@@ -424,6 +464,14 @@ impl<A: Adapter> Runner<A> {
     /// One event for one call node: step, commit, then act. Nothing is sent unless the write
     /// that explains it is in the ledger.
     fn handle(&mut self, node: &str, event: Event) {
+        if self.crashed.is_some() {
+            // A crashed process does nothing more; what it had not written is lost.
+            return;
+        }
+        if matches!(event, Event::Reply { .. }) && self.crash.crash_here(CrashPoint::AfterReplyBeforeCommit, node) {
+            self.crashed = Some(CrashPoint::AfterReplyBeforeCommit);
+            return;
+        }
         let Some(rec) = self.ledger.lock().expect("ledger lock").by_call_node(node) else {
             self.observe(Observation::Unrouted { what: format!("event {} for unknown call node {node}", event.name()) });
             return;
@@ -460,6 +508,11 @@ impl<A: Adapter> Runner<A> {
             Outcome::Refused { from, to } => Observation::Refused { node: node.to_string(), event: name, from, to },
         };
         self.observe(obs);
+        let sends = step.commands.iter().any(|c| matches!(c, Command::Send { .. }));
+        if sends && self.crash.crash_here(CrashPoint::AfterCommitBeforeSend, node) {
+            self.crashed = Some(CrashPoint::AfterCommitBeforeSend);
+            return;
+        }
         for c in step.commands {
             self.execute(node, c);
         }

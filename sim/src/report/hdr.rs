@@ -1,0 +1,203 @@
+//! HdrHistogram views: the `hist_*.hgrm` percentile-distribution files and the percentile helpers
+//! the gates use. Every number goes through an [`hdrhistogram::Histogram`] with
+//! [`SIGFIG`] significant digits, so a gate and the histogram file never disagree.
+
+use std::fmt::Write as _;
+
+use hdrhistogram::Histogram;
+
+use crate::gates::SweepReport;
+use crate::metrics::SeriesMetrics;
+
+/// Significant decimal digits kept by every histogram here.
+pub const SIGFIG: u8 = 3;
+
+/// Quantile ticks per half distance to 100% in the `.hgrm` files (HdrHistogram's usual 5).
+pub const TICKS_PER_HALF_DISTANCE: u32 = 5;
+
+/// The histogram files: file name, and the per-series values aggregated into it.
+pub const HISTOGRAMS: [(&str, fn(&SeriesMetrics) -> &[u64]); 4] = [
+    ("hist_cancel_confirmation_ms.hgrm", |m| &m.cancel_confirmation_ms),
+    ("hist_unknown_reconciliation_ms.hgrm", |m| &m.unknown_reconciliation_ms),
+    ("hist_end_to_end_ms.hgrm", |m| &m.end_to_end_ms),
+    ("hist_polls_per_operation.hgrm", |m| &m.polls_per_operation),
+];
+
+/// For each of [`HISTOGRAMS`], its file name and the values of all rows of `r`, in row order.
+pub fn histogram_values(r: &SweepReport) -> Vec<(&'static str, Vec<u64>)> {
+    HISTOGRAMS
+        .iter()
+        .map(|&(file, values)| (file, r.rows.iter().flat_map(|row| values(&row.metrics).iter().copied()).collect()))
+        .collect()
+}
+
+/// An auto-resizing histogram of `values` with [`SIGFIG`] significant digits.
+pub fn histogram(values: &[u64]) -> Histogram<u64> {
+    // new(3) is valid (sigfig <= 5), so it cannot fail.
+    let mut h = Histogram::<u64>::new(SIGFIG).expect("sigfig 3 is valid");
+    for &v in values {
+        // An auto-resizing histogram takes any u64; should a value still be refused, count it
+        // at the histogram's top rather than drop it.
+        if h.record(v).is_err() {
+            let top = h.high();
+            h.saturating_record(top);
+        }
+    }
+    h
+}
+
+/// The `p`-th percentile (`p` in 0..=100; larger is taken as 100, smaller as 0) of `values`,
+/// computed through an HdrHistogram with [`SIGFIG`] significant digits: the result is the highest
+/// value equivalent to the true percentile at that precision (exact below 2048). `None` when
+/// `values` is empty or `p` is NaN.
+pub fn percentile(values: &[u64], p: f64) -> Option<u64> {
+    if values.is_empty() || p.is_nan() {
+        return None;
+    }
+    Some(histogram(values).value_at_percentile(p.clamp(0.0, 100.0)))
+}
+
+/// p50, p99 and max of a set of values, at hdr precision (see [`percentile`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Percentiles {
+    pub count: u64,
+    pub p50: u64,
+    pub p99: u64,
+    /// The highest value equivalent to the true maximum at hdr precision.
+    pub max: u64,
+}
+
+/// [`Percentiles`] of `values` from one histogram; `None` when `values` is empty.
+pub fn percentiles(values: &[u64]) -> Option<Percentiles> {
+    if values.is_empty() {
+        return None;
+    }
+    let h = histogram(values);
+    Some(Percentiles {
+        count: h.len(),
+        p50: h.value_at_percentile(50.0),
+        p99: h.value_at_percentile(99.0),
+        max: h.max(),
+    })
+}
+
+/// The classic HdrHistogram percentile-distribution text of `values` (what Java's
+/// `outputPercentileDistribution` prints with a scaling ratio of 1): a header line, one line per
+/// quantile tick with Value, Percentile, TotalCount and 1/(1-Percentile) (the last line, at
+/// percentile 1, has no fourth column), then the `#[Mean ...]`, `#[Max ...]` and `#[Buckets ...]`
+/// footer. An empty `values` gives the header and the footer only.
+pub fn hgrm(values: &[u64]) -> String {
+    let h = histogram(values);
+    let mut out = format!("{:>12} {:>14} {:>10} {:>14}\n\n", "Value", "Percentile", "TotalCount", "1/(1-Percentile)");
+    if !h.is_empty() {
+        let mut total = 0u64;
+        for v in h.iter_quantiles(TICKS_PER_HALF_DISTANCE) {
+            total += v.count_since_last_iteration();
+            let q = v.quantile_iterated_to();
+            let value = v.value_iterated_to() as f64;
+            if q < 1.0 {
+                let _ = writeln!(out, "{value:12.3} {q:14.12} {total:10} {:14.2}", 1.0 / (1.0 - q));
+            } else {
+                let _ = writeln!(out, "{value:12.3} {q:14.12} {total:10}");
+            }
+        }
+    }
+    let max = if h.is_empty() { 0 } else { h.max() };
+    let _ = writeln!(out, "#[Mean    = {:12.3}, StdDeviation   = {:12.3}]", h.mean(), h.stdev());
+    let _ = writeln!(out, "#[Max     = {:12.3}, Total count    = {:12}]", max as f64, h.len());
+    let _ = writeln!(out, "#[Buckets = {:12}, SubBuckets     = {:12}]", h.buckets(), sub_buckets(h.sigfig()));
+    out
+}
+
+/// Sub-buckets per bucket for `sigfig` digits (with a lowest discernible value of 1): the power
+/// of two that covers single-unit resolution up to 2 * 10^sigfig. The crate keeps it private.
+fn sub_buckets(sigfig: u8) -> u64 {
+    let largest = 2 * 10u64.pow(u32::from(sigfig));
+    largest.next_power_of_two()
+}
+
+/// One data line of an `.hgrm` file: (value, percentile as a fraction, total count).
+pub fn parse_hgrm_line(line: &str) -> Option<(f64, f64, u64)> {
+    let mut it = line.split_whitespace();
+    let value = it.next()?.parse().ok()?;
+    let q = it.next()?.parse().ok()?;
+    let total = it.next()?.parse().ok()?;
+    Some((value, q, total))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::sample_report;
+
+    #[test]
+    fn percentile_of_one_to_hundred() {
+        let v: Vec<u64> = (1..=100).collect();
+        assert_eq!(percentile(&v, 50.0), Some(50));
+        assert_eq!(percentile(&v, 99.0), Some(99));
+        assert_eq!(percentile(&v, 100.0), Some(100));
+        assert_eq!(percentile(&v, 250.0), Some(100));
+        assert_eq!(percentile(&v, 0.0), Some(1));
+        assert_eq!(percentile(&[], 50.0), None);
+        assert_eq!(percentile(&v, f64::NAN), None);
+        assert_eq!(percentiles(&v), Some(Percentiles { count: 100, p50: 50, p99: 99, max: 100 }));
+        assert_eq!(percentiles(&[]), None);
+    }
+
+    #[test]
+    fn percentile_is_within_hdr_precision_for_large_values() {
+        let v: Vec<u64> = (1..=100).map(|i| i * 100_000).collect();
+        let p99 = percentile(&v, 99.0).unwrap();
+        let exact = 9_900_000f64;
+        assert!((p99 as f64 - exact).abs() / exact < 1e-3, "{p99}");
+        assert_eq!(percentiles(&[u64::MAX / 4]).map(|p| p.count), Some(1));
+    }
+
+    #[test]
+    fn hgrm_lines_agree_with_percentile() {
+        let v: Vec<u64> = (1..=100).collect();
+        let text = hgrm(&v);
+        let mut lines = text.lines();
+        let header: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
+        assert_eq!(header, ["Value", "Percentile", "TotalCount", "1/(1-Percentile)"]);
+        assert_eq!(lines.next(), Some(""));
+        let data: Vec<(f64, f64, u64)> = text.lines().filter_map(parse_hgrm_line).collect();
+        assert!(data.len() > 20, "{text}");
+        assert!(data.windows(2).all(|w| w[0].0 <= w[1].0 && w[0].1 < w[1].1 && w[0].2 <= w[1].2));
+        assert_eq!(data[0], (1.0, 0.0, 1));
+        assert_eq!(*data.last().unwrap(), (100.0, 1.0, 100));
+        // Every tick agrees with percentile() at that tick's level.
+        for &(value, q, _) in &data {
+            assert_eq!(Some(value as u64), percentile(&v, q * 100.0), "tick {q}");
+        }
+        // p99 lies between the ticks around it.
+        let p99 = percentile(&v, 99.0).unwrap();
+        let i = data.iter().position(|&(_, q, _)| q >= 0.99).unwrap();
+        assert!(data[i - 1].0 as u64 <= p99 && p99 <= data[i].0 as u64);
+        assert!(text.contains("#[Mean    =       50.500, StdDeviation   ="), "{text}");
+        assert!(text.contains("#[Max     =      100.000, Total count    =          100]"), "{text}");
+        assert!(text.contains("#[Buckets =            1, SubBuckets     =         2048]"), "{text}");
+        // Data lines have four columns, the last one three.
+        let data_lines: Vec<&str> = text.lines().filter(|l| parse_hgrm_line(l).is_some()).collect();
+        assert!(data_lines[..data_lines.len() - 1].iter().all(|l| l.split_whitespace().count() == 4));
+        assert_eq!(data_lines.last().unwrap().split_whitespace().count(), 3);
+    }
+
+    #[test]
+    fn hgrm_of_nothing_has_header_and_footer() {
+        let text = hgrm(&[]);
+        assert!(text.starts_with("       Value     Percentile TotalCount 1/(1-Percentile)\n\n"));
+        assert_eq!(text.lines().filter_map(parse_hgrm_line).count(), 0);
+        assert!(text.contains("Total count    =            0]"));
+    }
+
+    #[test]
+    fn histogram_values_aggregate_all_rows() {
+        let r = sample_report();
+        let hv = histogram_values(&r);
+        assert_eq!(hv[0], ("hist_cancel_confirmation_ms.hgrm", vec![120, 450, 9000]));
+        assert_eq!(hv[1].1, Vec::<u64>::new());
+        assert_eq!(hv[2].1, vec![1000, 2000, 3000, 1500, 2500, 800]);
+        assert_eq!(hv[3].1, vec![3, 4, 7, 1, 2, 3]);
+    }
+}

@@ -1,0 +1,174 @@
+//! Plain-text tables for the terminal: fixed-width columns, two spaces apart.
+
+use std::fmt::Write as _;
+
+use super::{coverage_grids, seed_range, Cell};
+use crate::gates::SweepReport;
+
+/// The gate rows as a fixed-width table: PROTOCOL, GATE, THRESHOLD, MEASURED, VERDICT
+/// (PASS/FAIL), then a line with the overall verdict.
+pub fn gate_table(r: &SweepReport) -> String {
+    let rows: Vec<Vec<String>> = r
+        .gates
+        .iter()
+        .map(|g| {
+            vec![
+                g.protocol.clone(),
+                g.gate.clone(),
+                g.threshold.clone(),
+                g.measured.clone(),
+                if g.pass { "PASS" } else { "FAIL" }.to_string(),
+            ]
+        })
+        .collect();
+    let mut out = table(&["PROTOCOL", "GATE", "THRESHOLD", "MEASURED", "VERDICT"], &rows, &[false; 5]);
+    let failed = r.gates.iter().filter(|g| !g.pass).count();
+    let _ = writeln!(
+        out,
+        "{}: {failed} of {} gate(s) failing ({}, {} series)",
+        if r.passed() { "PASS" } else { "FAIL" },
+        r.gates.len(),
+        seed_range(r),
+        r.series
+    );
+    out
+}
+
+/// The coverage matrix per protocol as fixed-width tables: rows are faults, columns the local
+/// states of the reachable cells, cells the hits. `n!` marks a reachable cell under
+/// `coverage_min_hits`, `·` an unreachable cell.
+pub fn coverage_table(r: &SweepReport) -> String {
+    let grids = coverage_grids(r);
+    if grids.is_empty() {
+        return "coverage: none recorded\n".into();
+    }
+    let mut out = String::new();
+    for (i, grid) in grids.iter().enumerate() {
+        if i > 0 {
+            out.push('\n');
+        }
+        let _ = writeln!(
+            out,
+            "coverage {}: {} reachable cell(s) below {} hits (n! below minimum, · unreachable)",
+            grid.protocol,
+            grid.below_min(),
+            r.coverage_min_hits
+        );
+        let mut headers = vec!["FAULT"];
+        headers.extend(grid.states.iter().map(|s| s.name()));
+        let rows: Vec<Vec<String>> = grid
+            .rows
+            .iter()
+            .map(|(fault, cells)| {
+                let mut row = vec![fault.name()];
+                row.extend(cells.iter().map(|c| match *c {
+                    Cell::Reachable { hits, below_min: true } => format!("{hits}!"),
+                    Cell::Reachable { hits, below_min: false } => hits.to_string(),
+                    Cell::Unreachable { hits: 0 } => "·".into(),
+                    Cell::Unreachable { hits } => hits.to_string(),
+                }));
+                row
+            })
+            .collect();
+        let mut right = vec![true; headers.len()];
+        right[0] = false;
+        out.push_str(&table(&headers, &rows, &right));
+    }
+    out
+}
+
+/// Every failing seed: its seed and scenario file, each reason on its own line, and the command
+/// that replays it. "no failing seeds" when there are none.
+pub fn failing_list(r: &SweepReport) -> String {
+    if r.failing.is_empty() {
+        return "no failing seeds\n".into();
+    }
+    let mut out = format!("{} failing seed(s):\n", r.failing.len());
+    for f in &r.failing {
+        let _ = writeln!(out, "seed {} ({})", f.seed, f.scenario_file);
+        for reason in &f.reasons {
+            let _ = writeln!(out, "  - {}", reason.replace('\n', "\n    "));
+        }
+        let _ = writeln!(out, "  replay: {}", f.replay);
+    }
+    out
+}
+
+/// A fixed-width table: header, a dashed rule, rows. Widths count chars, not bytes; `right`
+/// right-aligns a column. Trailing spaces are trimmed.
+fn table(headers: &[&str], rows: &[Vec<String>], right: &[bool]) -> String {
+    let width = |s: &str| s.chars().count();
+    let mut widths: Vec<usize> = headers.iter().map(|h| width(h)).collect();
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(width(cell));
+        }
+    }
+    let line = |cells: &mut dyn Iterator<Item = &str>| {
+        let mut s = String::new();
+        for (i, cell) in cells.enumerate() {
+            if i > 0 {
+                s.push_str("  ");
+            }
+            let pad = " ".repeat(widths[i].saturating_sub(width(cell)));
+            if right.get(i).copied().unwrap_or(false) {
+                s.push_str(&pad);
+                s.push_str(cell);
+            } else {
+                s.push_str(cell);
+                s.push_str(&pad);
+            }
+        }
+        s.trim_end().to_string() + "\n"
+    };
+    let mut out = line(&mut headers.iter().copied());
+    out.push_str(&line(&mut widths.iter().map(|&w| "-".repeat(w)).collect::<Vec<_>>().iter().map(String::as_str)));
+    for row in rows {
+        out.push_str(&line(&mut row.iter().map(String::as_str)));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::sample_report;
+
+    #[test]
+    fn gate_table_is_fixed_width() {
+        let r = sample_report();
+        let t = gate_table(&r);
+        let lines: Vec<&str> = t.lines().collect();
+        assert!(lines[0].starts_with("PROTOCOL  GATE"), "{t}");
+        assert!(lines[1].starts_with("--------  ----"), "{t}");
+        assert_eq!(lines.len(), 2 + r.gates.len() + 1);
+        let verdict_col = lines[0].find("VERDICT").unwrap();
+        assert_eq!(&lines[2][verdict_col..], "FAIL");
+        assert_eq!(&lines[3][verdict_col..], "PASS");
+        assert!(lines[4].starts_with("FAIL: 1 of 3 gate(s) failing (seeds 100..=102, 3 series)"), "{t}");
+    }
+
+    #[test]
+    fn coverage_table_marks_cells() {
+        let t = coverage_table(&sample_report());
+        assert!(t.contains("coverage mcp: 2 reachable cell(s) below 2 hits"), "{t}");
+        let row = t.lines().find(|l| l.starts_with("lost_request")).unwrap();
+        assert_eq!(row.split_whitespace().collect::<Vec<_>>(), ["lost_request", "3", "1!", "0!"]);
+        let header = t.lines().find(|l| l.starts_with("FAULT")).unwrap();
+        // Right-aligned cells end under their header.
+        assert_eq!(row.chars().count(), header.chars().count());
+        assert!(t.contains('·'));
+    }
+
+    #[test]
+    fn failing_list_names_reasons_and_replay() {
+        let r = sample_report();
+        let t = failing_list(&r);
+        assert!(t.contains("seed 101 (scenarios/smoke.toml)"));
+        assert!(t.contains("  - at_most_one_receipt: two receipts <a&b>"));
+        assert!(t.contains("  replay: cargo run -p toolop-sim -- run scenarios/smoke.toml --seed 101"));
+        let mut ok = r.clone();
+        ok.failing.clear();
+        assert_eq!(failing_list(&ok), "no failing seeds\n");
+    }
+}
