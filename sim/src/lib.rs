@@ -23,3 +23,9 @@ pub mod checkers;
 pub mod gates;
 /// Report files of a sweep.
 pub mod report;
+/// Many seeded series over a scenario set, spread over worker threads.
+pub mod sweep;
+/// A readable timeline of a trace, for replay.
+pub mod timeline;
+/// The benchmark behind `make bench`.
+pub mod bench;

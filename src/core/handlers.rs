@@ -430,6 +430,16 @@ impl<'a> Machine<'a> {
         match reply {
             Reply::LookupFound(v) => self.operation_known(v),
             Reply::LookupNotFound if latest => {
+                // "Not found by key" proves "never created" only while the key would still be
+                // answerable: within the server's key retention and our requested ttl, counted
+                // from before our first submission left.
+                let window = match (self.cfg.key_retention_ms, self.cfg.task_ttl_ms) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                };
+                if window.is_some_and(|w| self.now().saturating_sub(self.rec.created_at_ms) >= w) {
+                    return self.to_unknown("not found by key, but past the key retention: it may have existed and expired");
+                }
                 self.go(S::NotFoundSafe)?;
                 self.schedule(0, Timer::SubmitDue);
                 STAYED

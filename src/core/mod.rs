@@ -36,6 +36,9 @@ pub struct CoreConfig {
     pub not_found_retries: u32,
     /// Set by negotiation: the server answers lookups by submission key.
     pub key_lookup: bool,
+    /// Set by negotiation: how long the server keeps keys answerable (`None`: while the
+    /// operation exists). A lookup older than this cannot prove "never created".
+    pub key_retention_ms: Option<u64>,
 }
 
 impl Default for CoreConfig {
@@ -53,6 +56,7 @@ impl Default for CoreConfig {
             max_cancel_attempts: 5,
             not_found_retries: 2,
             key_lookup: true,
+            key_retention_ms: None,
         }
     }
 }

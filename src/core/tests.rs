@@ -164,6 +164,18 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
          reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]",
     ),
     (
+        "not found by key after the key retention proves nothing: manual reconciliation",
+        |s| {
+            s.cfg.key_retention_ms = Some(20_000);
+            s.ev(Event::Start).lost(RequestKind::Submit).at(25_000).timer(Timer::LookupDue);
+            s.reply(RequestKind::Lookup, Reply::LookupNotFound);
+        },
+        "start => stay [send:submit#1]
+         lost:submit => SUBMITTING->SUBMISSION_UNKNOWN [at0:lookup_due]
+         timer:lookup_due => stay [send:lookup#2]
+         reply:lookup:lookup_not_found => SUBMISSION_UNKNOWN->UNKNOWN [reconcile]",
+    ),
+    (
         "no lookup by key: an unknown submission goes to manual reconciliation",
         |s| {
             s.cfg.key_lookup = false;

@@ -591,6 +591,7 @@ impl Adapter for Mcp20251125Adapter {
             tasks_cancel: has_path(caps, &["tasks", "cancel"]),
             tasks_list: has_path(caps, &["tasks", "list"]),
             idempotency_by_key: has_path(caps, &["experimental", EXT_IDEMPOTENCY]),
+            idempotency_retention_ms: caps["experimental"][EXT_IDEMPOTENCY]["retentionMs"].as_u64(),
             tools: Default::default(),
         })
     }

@@ -225,6 +225,9 @@ pub struct ServerCapabilities {
     pub tasks_list: bool,
     /// The server deduplicates submissions by key and answers lookups by key.
     pub idempotency_by_key: bool,
+    /// How long the server keeps a key answerable after creation (`retentionMs`); `None` means
+    /// for as long as the operation exists. Past it, "not found by key" proves nothing.
+    pub idempotency_retention_ms: Option<u64>,
     pub tools: BTreeMap<String, ToolInfo>,
 }
 

@@ -244,6 +244,7 @@ impl<A: Adapter> Runner<A> {
                     tools: caps.tools.len(),
                 });
                 self.cfg.core.key_lookup = caps.idempotency_by_key;
+                self.cfg.core.key_retention_ms = caps.idempotency_retention_ms;
                 self.caps = caps;
             }
             Err(reason) => {

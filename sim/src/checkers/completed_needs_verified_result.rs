@@ -10,7 +10,7 @@ use toolop::ledger::Receipt;
 use toolop::record::TerminalState;
 use toolop::runner::Observation;
 
-use super::view::{judge, observations, View};
+use super::view::{judge, observations, ExecId, View};
 use super::Violation;
 use crate::trace::Trace;
 
@@ -33,7 +33,7 @@ pub fn violations(v: &View) -> Vec<Violation> {
     let bad = |node: &str, detail: String| Violation { checker: NAME, node: Some(node.to_string()), detail };
     // Per executor and node: was the newest reply a verified result? Keyed per executor because
     // a restarted or rolled-back executor must fetch again; the old process's reply is not its own.
-    let mut last_reply: BTreeMap<((u64, u32), &str), (&str, &str)> = BTreeMap::new();
+    let mut last_reply: BTreeMap<(ExecId, &str), (&str, &str)> = BTreeMap::new();
     let mut verified_nodes: BTreeSet<&str> = BTreeSet::new();
     for (t, exec, obs) in observations(v.trace) {
         match obs {

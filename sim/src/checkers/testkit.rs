@@ -13,7 +13,7 @@ use crate::trace::{Trace, TraceEvent, What};
 
 use LocalState::*;
 
-pub const SETTLED: &str = "all call nodes settled";
+pub use super::settles_within_bound::SETTLED;
 
 /// Builds a trace: `Begin` first, events sorted by time (stably), then `Final` and `End`.
 #[derive(Clone)]

@@ -107,8 +107,11 @@ pub fn node_task<'t>(truth: &'t GroundTruth, node: &str, operation_id: Option<&s
     truth.tasks.iter().find(|(_, t)| t.call_node == node).map(|(id, t)| (id.as_str(), t))
 }
 
-/// Each observation in trace order with its time and executor (epoch, incarnation).
-pub fn observations(trace: &Trace) -> impl Iterator<Item = (u64, (u64, u32), &Observation)> {
+/// One executor process: (epoch, incarnation).
+pub type ExecId = (u64, u32);
+
+/// Each observation in trace order with its time and executor.
+pub fn observations(trace: &Trace) -> impl Iterator<Item = (u64, ExecId, &Observation)> {
     trace.events.iter().filter_map(|e| match &e.what {
         What::Exec { epoch, incarnation, obs } => Some((e.t_ms, (*epoch, *incarnation), obs)),
         _ => None,

@@ -15,8 +15,11 @@ pub const SIGFIG: u8 = 3;
 /// Quantile ticks per half distance to 100% in the `.hgrm` files (HdrHistogram's usual 5).
 pub const TICKS_PER_HALF_DISTANCE: u32 = 5;
 
+/// Picks one measurement's values out of a series' metrics.
+pub type Values = fn(&SeriesMetrics) -> &[u64];
+
 /// The histogram files: file name, and the per-series values aggregated into it.
-pub const HISTOGRAMS: [(&str, fn(&SeriesMetrics) -> &[u64]); 4] = [
+pub const HISTOGRAMS: [(&str, Values); 4] = [
     ("hist_cancel_confirmation_ms.hgrm", |m| &m.cancel_confirmation_ms),
     ("hist_unknown_reconciliation_ms.hgrm", |m| &m.unknown_reconciliation_ms),
     ("hist_end_to_end_ms.hgrm", |m| &m.end_to_end_ms),
@@ -47,14 +50,34 @@ pub fn histogram(values: &[u64]) -> Histogram<u64> {
 }
 
 /// The `p`-th percentile (`p` in 0..=100; larger is taken as 100, smaller as 0) of `values`,
-/// computed through an HdrHistogram with [`SIGFIG`] significant digits: the result is the highest
-/// value equivalent to the true percentile at that precision (exact below 2048). `None` when
-/// `values` is empty or `p` is NaN.
+/// computed through an HdrHistogram with [`SIGFIG`] significant digits: the smallest recorded
+/// value (as the highest value equivalent to it at that precision; exact below 2048) such that
+/// at least `p`% of the values are at most it. `None` when `values` is empty or `p` is NaN.
+///
+/// The rank is taken as `ceil(p * n / 100)` with a tolerance of 1e-9 for float error, so
+/// `percentile(1..=100, 55.0)` is 55 (`Histogram::value_at_percentile` would say 56, because
+/// `0.55 * 100.0` is `55.00000000000001` in floats).
 pub fn percentile(values: &[u64], p: f64) -> Option<u64> {
     if values.is_empty() || p.is_nan() {
         return None;
     }
-    Some(histogram(values).value_at_percentile(p.clamp(0.0, 100.0)))
+    let h = histogram(values);
+    Some(value_at_rank(&h, rank(h.len(), p)))
+}
+
+/// `ceil(p * n / 100)` within [1, n], forgiving float error of relative size 1e-9.
+fn rank(n: u64, p: f64) -> u64 {
+    let x = p.clamp(0.0, 100.0) * n as f64 / 100.0;
+    let k = (x - 1e-9 * x.max(1.0)).ceil();
+    (k.max(1.0) as u64).min(n)
+}
+
+/// The value holding the `k`-th smallest recording (1-based, `1 <= k <= len`), as the highest
+/// equivalent value. Asks the histogram at quantile `(k - 0.5) / n`, so float error in the
+/// histogram's `quantile * n` cannot move the rank.
+fn value_at_rank(h: &Histogram<u64>, k: u64) -> u64 {
+    let n = h.len();
+    h.value_at_quantile((k as f64 - 0.5) / n as f64)
 }
 
 /// p50, p99 and max of a set of values, at hdr precision (see [`percentile`]).
@@ -73,34 +96,66 @@ pub fn percentiles(values: &[u64]) -> Option<Percentiles> {
         return None;
     }
     let h = histogram(values);
+    let n = h.len();
     Some(Percentiles {
-        count: h.len(),
-        p50: h.value_at_percentile(50.0),
-        p99: h.value_at_percentile(99.0),
-        max: h.max(),
+        count: n,
+        p50: value_at_rank(&h, rank(n, 50.0)),
+        p99: value_at_rank(&h, rank(n, 99.0)),
+        max: value_at_rank(&h, n),
     })
 }
 
-/// The classic HdrHistogram percentile-distribution text of `values` (what Java's
-/// `outputPercentileDistribution` prints with a scaling ratio of 1): a header line, one line per
-/// quantile tick with Value, Percentile, TotalCount and 1/(1-Percentile) (the last line, at
-/// percentile 1, has no fourth column), then the `#[Mean ...]`, `#[Max ...]` and `#[Buckets ...]`
-/// footer. An empty `values` gives the header and the footer only.
+/// The classic HdrHistogram percentile-distribution text of `values` (the layout of Java's
+/// `outputPercentileDistribution` with 5 ticks per half distance and a scaling ratio of 1): a
+/// header line, one line per percentile tick with Value, Percentile, TotalCount and
+/// 1/(1-Percentile) (the last line, at percentile 1, has no fourth column), then the
+/// `#[Mean ...]`, `#[Max ...]` and `#[Buckets ...]` footer. An empty `values` gives the header
+/// and the footer only.
+///
+/// Ticks step as HdrHistogram's quantile iteration does (0, 0.1, ..., 0.5, 0.55, ..., 0.75,
+/// 0.775, ...: [`TICKS_PER_HALF_DISTANCE`] per half distance to 100%), but the levels are kept
+/// as exact fractions and each value is [`percentile`] at its level, so every line agrees with
+/// [`percentile`] (the crate's own iterator adds floats and drifts: its "0.3" tick lands on the
+/// 31st of 100 values). TotalCount is the number of recordings at or below the line's value.
 pub fn hgrm(values: &[u64]) -> String {
     let h = histogram(values);
     let mut out = format!("{:>12} {:>14} {:>10} {:>14}\n\n", "Value", "Percentile", "TotalCount", "1/(1-Percentile)");
-    if !h.is_empty() {
-        let mut total = 0u64;
-        for v in h.iter_quantiles(TICKS_PER_HALF_DISTANCE) {
-            total += v.count_since_last_iteration();
-            let q = v.quantile_iterated_to();
-            let value = v.value_iterated_to() as f64;
-            if q < 1.0 {
-                let _ = writeln!(out, "{value:12.3} {q:14.12} {total:10} {:14.2}", 1.0 / (1.0 - q));
-            } else {
-                let _ = writeln!(out, "{value:12.3} {q:14.12} {total:10}");
+    let n = h.len();
+    if n > 0 {
+        let line = |out: &mut String, k: u64, q: f64, inverse: Option<f64>| {
+            let value = value_at_rank(&h, k);
+            let total = h.count_between(0, value);
+            let _ = write!(out, "{:12.3} {q:14.12} {total:10}", value as f64);
+            match inverse {
+                Some(inv) => {
+                    let _ = writeln!(out, " {inv:14.2}");
+                }
+                None => out.push('\n'),
             }
+        };
+        // The level is num / den with den = ticks * 2^j; u128 holds any level reached before
+        // the rank covers all of n <= u64::MAX recordings.
+        let ticks = u128::from(TICKS_PER_HALF_DISTANCE);
+        let (mut num, mut den) = (0u128, ticks * 2);
+        loop {
+            let k = (num * u128::from(n)).div_ceil(den).max(1) as u64;
+            line(&mut out, k, num as f64 / den as f64, Some(den as f64 / (den - num) as f64));
+            if k >= n {
+                break;
+            }
+            // Halvings so far: the largest j with (den - num) * 2^j <= den.
+            let mut halvings = 0u32;
+            while (den - num) << (halvings + 1) <= den {
+                halvings += 1;
+            }
+            let step_den = ticks << (halvings + 1);
+            if step_den > den {
+                num *= step_den / den;
+                den = step_den;
+            }
+            num += den / step_den;
         }
+        line(&mut out, n, 1.0, None);
     }
     let max = if h.is_empty() { 0 } else { h.max() };
     let _ = writeln!(out, "#[Mean    = {:12.3}, StdDeviation   = {:12.3}]", h.mean(), h.stdev());
@@ -138,6 +193,10 @@ mod tests {
         assert_eq!(percentile(&v, 100.0), Some(100));
         assert_eq!(percentile(&v, 250.0), Some(100));
         assert_eq!(percentile(&v, 0.0), Some(1));
+        assert_eq!(percentile(&v, 55.0), Some(55), "no float off-by-one");
+        assert_eq!(percentile(&v, 30.0), Some(30));
+        assert_eq!(percentile(&v, 99.5), Some(100));
+        assert_eq!(percentile(&[7], 50.0), Some(7));
         assert_eq!(percentile(&[], 50.0), None);
         assert_eq!(percentile(&v, f64::NAN), None);
         assert_eq!(percentiles(&v), Some(Percentiles { count: 100, p50: 50, p99: 99, max: 100 }));
@@ -166,10 +225,14 @@ mod tests {
         assert!(data.windows(2).all(|w| w[0].0 <= w[1].0 && w[0].1 < w[1].1 && w[0].2 <= w[1].2));
         assert_eq!(data[0], (1.0, 0.0, 1));
         assert_eq!(*data.last().unwrap(), (100.0, 1.0, 100));
-        // Every tick agrees with percentile() at that tick's level.
-        for &(value, q, _) in &data {
+        // Every tick agrees with percentile() at that tick's level, and counts what lies below.
+        for &(value, q, total) in &data {
             assert_eq!(Some(value as u64), percentile(&v, q * 100.0), "tick {q}");
+            assert_eq!(total, value as u64, "tick {q}");
         }
+        let levels: Vec<f64> = data.iter().map(|d| d.1).collect();
+        assert_eq!(levels[..8], [0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.55, 0.6]);
+        assert!(levels.contains(&0.775) && levels.contains(&0.8875));
         // p99 lies between the ticks around it.
         let p99 = percentile(&v, 99.0).unwrap();
         let i = data.iter().position(|&(_, q, _)| q >= 0.99).unwrap();

@@ -37,15 +37,15 @@ pub fn junit_xml(r: &SweepReport) -> String {
     for g in &r.gates {
         let name = format!("{}/{}", g.protocol, g.gate);
         let classname = format!("toolop-sim.gate.{}", g.protocol);
-        let open = format!("    <testcase name=\"{}\" classname=\"{}\" time=\"0\"", attr(&name), attr(&classname));
+        let open = format!("  <testcase name=\"{}\" classname=\"{}\" time=\"0\"", attr(&name), attr(&classname));
         if g.pass {
             let _ = writeln!(out, "{open}/>");
         } else {
             let message = format!("threshold {}, measured {}", g.threshold, g.measured);
             let body = format!("gate {name} failed: threshold {}, measured {}", g.threshold, g.measured);
             let _ = writeln!(out, "{open}>");
-            let _ = writeln!(out, "      <failure message=\"{}\" type=\"gate\">{}</failure>", attr(&message), text(&body));
-            out.push_str("    </testcase>\n");
+            let _ = writeln!(out, "    <failure message=\"{}\" type=\"gate\">{}</failure>", attr(&message), text(&body));
+            out.push_str("  </testcase>\n");
         }
     }
     if !r.failing.is_empty() {

@@ -151,7 +151,8 @@ mod tests {
         assert!(md.contains("seeds 100..=102, 3 series"), "{md}");
         assert!(md.contains("wall time 12.345 s"), "{md}");
         assert!(md.contains("| mcp | `violations` | == 0 | 1 | ❌ **FAIL** |"), "{md}");
-        assert!(md.contains("| all | `coverage \"cells\" <min>` | >= 2 \\& reachable | 5/6 | ✅ PASS |"), "{md}");
+        assert!(md.contains("### aip151 (3 reachable cell(s) below minimum)"), "{md}");
+        assert!(md.contains("| all | `coverage \"cells\" <min>` | \\>= 2 \\& reachable | 5/6 | ✅ PASS |"), "{md}");
         assert!(md.contains("| Fault | `SUBMITTING` | `WORKING` | `FETCHING_RESULT` |"), "{md}");
         assert!(md.contains("| `lost_request` | 3 | **⚠ 1** | **⚠ 0** |"), "{md}");
         assert!(md.contains(&format!("| `{}` | · | 4 | · |", crate::faults::FaultKind::Poll429.name())), "{md}");

@@ -145,16 +145,17 @@ mod tests {
         let verdict_col = lines[0].find("VERDICT").unwrap();
         assert_eq!(&lines[2][verdict_col..], "FAIL");
         assert_eq!(&lines[3][verdict_col..], "PASS");
-        assert!(lines[4].starts_with("FAIL: 1 of 3 gate(s) failing (seeds 100..=102, 3 series)"), "{t}");
+        assert!(lines[5].starts_with("FAIL: 1 of 3 gate(s) failing (seeds 100..=102, 3 series)"), "{t}");
     }
 
     #[test]
     fn coverage_table_marks_cells() {
         let t = coverage_table(&sample_report());
         assert!(t.contains("coverage mcp: 2 reachable cell(s) below 2 hits"), "{t}");
-        let row = t.lines().find(|l| l.starts_with("lost_request")).unwrap();
+        let mcp = &t[t.find("coverage mcp:").unwrap()..];
+        let row = mcp.lines().find(|l| l.starts_with("lost_request")).unwrap();
         assert_eq!(row.split_whitespace().collect::<Vec<_>>(), ["lost_request", "3", "1!", "0!"]);
-        let header = t.lines().find(|l| l.starts_with("FAULT")).unwrap();
+        let header = mcp.lines().find(|l| l.starts_with("FAULT")).unwrap();
         // Right-aligned cells end under their header.
         assert_eq!(row.chars().count(), header.chars().count());
         assert!(t.contains('·'));

@@ -119,7 +119,14 @@ pub(super) async fn supervise(world: Arc<World>, inputs: mpsc::UnboundedReceiver
             }
             _ = rollback, if rollback_at.is_some() => {
                 rollback_at = None;
-                world.record_fault(0, FaultKind::Rollback, None, format!("epoch {} -> {}", epoch, epoch + 1));
+                // One firing per item the new epoch takes over: the state each one was in.
+                let in_flight: Vec<String> = world.ledger.lock().expect("ledger lock").in_flight().into_iter().map(|r| r.call_node_id).collect();
+                if in_flight.is_empty() {
+                    world.record_fault(0, FaultKind::Rollback, None, format!("epoch {} -> {}", epoch, epoch + 1));
+                }
+                for node in &in_flight {
+                    world.record_fault(0, FaultKind::Rollback, Some(node), format!("epoch {} -> {}", epoch, epoch + 1));
+                }
                 let (old_tx, rx) = new_channel(&world);
                 epoch += 1;
                 incarnation += 1;

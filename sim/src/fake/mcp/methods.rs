@@ -86,7 +86,13 @@ impl FakeMcpServer {
             "tasks": {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}},
         });
         if self.cfg.toolop_extensions {
-            caps["experimental"] = json!({ EXT_IDEMPOTENCY: {} });
+            // Keys live as long as their task, and a task at least its ttl: the server's
+            // maximum ttl bounds what "not found by key" can prove.
+            let ext = match self.cfg.max_ttl_ms {
+                Some(ms) => json!({ "retentionMs": ms }),
+                None => json!({}),
+            };
+            caps["experimental"] = json!({ EXT_IDEMPOTENCY: ext });
         } else if self.profile() == Profile::PythonSdk {
             caps["experimental"] = json!({});
         }
