@@ -2,17 +2,38 @@
 # production build (real tokio) and the simulated build never share artefacts.
 SIM_ENV := RUSTFLAGS="--cfg madsim" CARGO_TARGET_DIR=target/sim
 SIM := $(SIM_ENV) cargo run --release -q -p toolop-sim --
+DEFAULT_SET := scenarios/smoke.toml scenarios/mcp_faults.toml
 SCENARIO ?= scenarios/smoke.toml
 SEED ?= 42
+SERIES ?= 10000
+JOBS ?= 2
 
-.PHONY: test run build
+.PHONY: gate gate-ci canary run replay bench test build
+
+# The release gate: 10,000 seeded series of the default set, every invariant, every gate.
+gate:
+	$(SIM) gate --scenario $(DEFAULT_SET) --series $(SERIES) --jobs $(JOBS)
+
+# The reduced sweep CI runs.
+gate-ci:
+	$(SIM) gate --scenario $(DEFAULT_SET) --series 500 --jobs $(JOBS) --run gate-ci
+
+# Must exit 1: a deliberately wrong executor configuration.
+canary:
+	$(SIM) gate --scenario scenarios/canary_must_fail.toml --series 200 --jobs $(JOBS) --run canary
+
+run:
+	$(SIM) run --scenario $(SCENARIO) --seed $(SEED)
+
+replay:
+	$(SIM) replay --scenario $(SCENARIO) --seed $(SEED)
+
+bench:
+	$(SIM) bench --scenario $(DEFAULT_SET) --series $(SERIES) --jobs $(JOBS)
 
 build:
 	cargo build --release
 	$(SIM_ENV) cargo build --release -p toolop-sim
-
-run:
-	$(SIM) run --scenario $(SCENARIO) --seed $(SEED)
 
 test:
 	cargo test -p toolop

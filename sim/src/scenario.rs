@@ -263,7 +263,12 @@ impl Scenario {
         let s: Scenario = toml::from_str(text).map_err(|e| {
             // toml names the key path in its message; keep its line/column text as the problem.
             let field = e.span().map(|sp| field_at(text, sp.start)).unwrap_or_else(|| "(document)".into());
-            ScenarioError { file: file.into(), field, problem: e.message().to_string() }
+            let line = e.span().map(|sp| text[..sp.start.min(text.len())].matches('\n').count() + 1);
+            let problem = match line {
+                Some(l) => format!("{} (line {l})", e.message().trim()),
+                None => e.message().trim().to_string(),
+            };
+            ScenarioError { file: file.into(), field, problem }
         })?;
         s.validate().map_err(|(field, problem)| ScenarioError { file: file.into(), field, problem })?;
         Ok(s)
