@@ -69,6 +69,9 @@ enum Cmd {
     },
 }
 
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     match Cli::parse().cmd {
         Cmd::Run { scenario, seed, reports } => run(&scenario, seed, &reports),

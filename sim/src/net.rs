@@ -42,7 +42,8 @@ pub struct NetCtx {
 /// The network: one server inbox, one inbox per open executor connection.
 pub struct Net {
     ctx: NetCtx,
-    to_server: mpsc::UnboundedSender<(u32, OutFrame)>,
+    /// `None` once the series is over (see [`Net::shutdown`]).
+    to_server: Option<mpsc::UnboundedSender<(u32, OutFrame)>>,
     connections: BTreeMap<u32, mpsc::UnboundedSender<InFrame>>,
     sent: BTreeMap<(u32, u64), Sent>,
     task_ids: Vec<String>,
@@ -78,7 +79,16 @@ fn rewrite_task_ids(v: &mut Value, to: &str) {
 
 impl Net {
     pub fn new(ctx: NetCtx, to_server: mpsc::UnboundedSender<(u32, OutFrame)>) -> Net {
-        Net { ctx, to_server, connections: BTreeMap::new(), sent: BTreeMap::new(), task_ids: vec![] }
+        Net { ctx, to_server: Some(to_server), connections: BTreeMap::new(), sent: BTreeMap::new(), task_ids: vec![] }
+    }
+
+    /// Drop every channel end the network holds. Tasks still parked on those channels when a
+    /// series ends hold the world through their wakers; without this the cycle leaks the world.
+    pub fn shutdown(&mut self) {
+        self.to_server = None;
+        self.connections.clear();
+        self.sent.clear();
+        self.task_ids.clear();
     }
 
     fn now_ms(&self) -> u64 {
@@ -108,7 +118,7 @@ impl Net {
     }
 
     fn state_of(&self, node: &str) -> Option<LocalState> {
-        self.ctx.ledger.lock().expect("ledger lock").by_call_node(node).map(|r| r.local_state)
+        self.ctx.ledger.lock().expect("ledger lock").local_state(node)
     }
 
     fn record(&self, dir: Dir, request_id: Option<u64>, bytes: usize, verdict: &str) {
@@ -195,9 +205,8 @@ impl Net {
         }
         let lost = frame.request_id.is_some() && self.fire(FaultKind::LostRequest, n, sent.method.clone());
         self.record(Dir::ToServer, frame.request_id, frame.body.len(), if lost { "lost" } else { "deliver" });
-        if !lost {
+        if let (false, Some(tx)) = (lost, self.to_server.clone()) {
             let latency = self.latency();
-            let tx = self.to_server.clone();
             tokio::spawn(async move {
                 tokio::time::sleep(Duration::from_millis(latency)).await;
                 // The server outlives every delivery in a series; a send after it ends is moot.

@@ -11,6 +11,7 @@ use crate::record::{LocalState, TerminalState, ToolOperation};
 pub struct MemoryLedger {
     records: BTreeMap<String, ToolOperation>,
     by_key: BTreeMap<String, String>,
+    by_operation: BTreeMap<String, String>,
     receipts: BTreeMap<String, Receipt>,
     outbox: Vec<OutboxEntry>,
     reconcile: Vec<ReconcileItem>,
@@ -144,6 +145,9 @@ impl Ledger for MemoryLedger {
         if let Some(reason) = w.effect {
             self.effects.push(EffectItem { call_node_id: id.clone(), operation_id: next.operation_id.clone(), reason, at_ms: w.now_ms });
         }
+        if let Some(op) = &next.operation_id {
+            self.by_operation.insert(op.clone(), id.clone());
+        }
         self.records.insert(id, next.clone());
         Ok(next)
     }
@@ -153,7 +157,15 @@ impl Ledger for MemoryLedger {
     }
 
     fn by_operation_id(&self, operation_id: &str) -> Option<ToolOperation> {
-        self.records.values().find(|r| r.operation_id.as_deref() == Some(operation_id)).cloned()
+        self.by_operation.get(operation_id).and_then(|id| self.records.get(id)).cloned()
+    }
+
+    fn local_state(&self, call_node_id: &str) -> Option<LocalState> {
+        self.records.get(call_node_id).map(|r| r.local_state)
+    }
+
+    fn settled_count(&self) -> (usize, usize) {
+        (self.records.len(), self.records.values().filter(|r| r.local_state.is_final()).count())
     }
 
     fn by_submission_key(&self, key: &str) -> Option<ToolOperation> {

@@ -121,6 +121,18 @@ pub trait Ledger {
     fn reconciliation_queue(&self) -> Vec<ReconcileItem>;
     fn effect_reconciliations(&self) -> Vec<EffectItem>;
 
+    /// The local state of one call node, without copying its record.
+    fn local_state(&self, call_node_id: &str) -> Option<crate::record::LocalState> {
+        self.by_call_node(call_node_id).map(|r| r.local_state)
+    }
+
+    /// (records, records in a final state).
+    fn settled_count(&self) -> (usize, usize) {
+        let recs = self.records();
+        let done = recs.iter().filter(|r| r.local_state.is_final()).count();
+        (recs.len(), done)
+    }
+
     fn snapshot(&self) -> LedgerSnapshot {
         LedgerSnapshot {
             records: self.records(),

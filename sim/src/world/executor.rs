@@ -152,7 +152,7 @@ pub(super) async fn supervise(world: Arc<World>, inputs: mpsc::UnboundedReceiver
 impl World {
     /// Record a fault firing with the executor state it met.
     pub fn record_fault(&self, decision: u64, fault: FaultKind, node: Option<&str>, detail: String) {
-        let state = node.and_then(|n| self.ledger.lock().expect("ledger lock").by_call_node(n).map(|r| r.local_state));
+        let state = node.and_then(|n| self.ledger.lock().expect("ledger lock").local_state(n));
         self.push(What::Fault { decision, fault, node: node.map(String::from), state, detail });
     }
 }

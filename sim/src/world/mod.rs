@@ -222,6 +222,18 @@ pub(crate) struct World {
 }
 
 impl World {
+    /// Empty what the world holds once a series is over. Tasks the runtime never finished keep
+    /// an `Arc<World>` alive through channel wakers (a cycle madsim does not break on drop);
+    /// emptying the world keeps that from leaking a series' worth of memory each time.
+    fn defuse(&self) {
+        self.net.lock().expect("net lock").shutdown();
+        *self.ledger.lock().expect("ledger lock") = MemoryLedger::new();
+        let empty = ServerConfig::new(Profile::SpecStrict, vec![]);
+        *self.server.lock().expect("server lock") = FakeMcpServer::new(empty, ChaCha8Rng::seed_from_u64(0));
+        *self.inputs.lock().expect("inputs lock") = mpsc::unbounded_channel().0;
+        self.submitted.lock().expect("caller lock").clear();
+    }
+
     pub fn now_ms(&self) -> u64 {
         Instant::now().duration_since(self.origin).as_millis() as u64
     }
@@ -237,9 +249,8 @@ impl World {
     }
 
     pub fn all_settled(&self) -> bool {
-        let l = self.ledger.lock().expect("ledger lock");
-        let recs = l.records();
-        recs.len() == self.params.nodes.len() && recs.iter().all(|r| r.local_state.is_final())
+        let (records, done) = self.ledger.lock().expect("ledger lock").settled_count();
+        records == self.params.nodes.len() && done == records
     }
 }
 
@@ -326,7 +337,8 @@ pub async fn world_main(sc: Scenario, params: Params) -> SeriesResult {
     world.push(What::Final { ledger: snapshot, truth });
     world.push(What::End { reason: end_reason.clone() });
     let end_ms = world.now_ms();
-    let trace = world.trace.lock().expect("trace lock").clone();
+    let trace = std::mem::take(&mut *world.trace.lock().expect("trace lock"));
     let hash = trace.hash();
+    world.defuse();
     SeriesResult { params: world.params.clone(), trace, hash, end_reason, end_ms }
 }
