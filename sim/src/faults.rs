@@ -51,10 +51,15 @@ pub enum FaultKind {
     ServerDeletesRunningTask,
     /// An operator rolls back: a new executor with a higher epoch takes over the in-flight items.
     Rollback,
+    /// The approval agent sends an answer for an older input round again (a replayed click).
+    ApprovalReplay,
+    /// A non-compliant server reports `completed` for a cancelled task once its work finishes
+    /// (the spec says cancelled stays cancelled; servers that keep working get this wrong).
+    StatusAfterCancel,
 }
 
 impl FaultKind {
-    pub const ALL: [FaultKind; 18] = [
+    pub const ALL: [FaultKind; 20] = [
         FaultKind::LostResponseAfterCreation,
         FaultKind::LostRequest,
         FaultKind::PollsOutOfOrder,
@@ -73,6 +78,8 @@ impl FaultKind {
         FaultKind::ExecutorCrash,
         FaultKind::ServerDeletesRunningTask,
         FaultKind::Rollback,
+        FaultKind::ApprovalReplay,
+        FaultKind::StatusAfterCancel,
     ];
 
     pub fn name(self) -> String {
@@ -105,6 +112,8 @@ impl FaultKind {
             FaultKind::ExecutorCrash => &[Working],
             FaultKind::ServerDeletesRunningTask => &[Working],
             FaultKind::Rollback => &[Working],
+            FaultKind::ApprovalReplay => &[InputRequired, Working],
+            FaultKind::StatusAfterCancel => &[CancelledAccepted],
         }
     }
 }

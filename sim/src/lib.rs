@@ -29,3 +29,5 @@ pub mod sweep;
 pub mod timeline;
 /// The benchmark behind `make bench`.
 pub mod bench;
+/// The mutation run: the gate against planted anti-patterns.
+pub mod mutants;

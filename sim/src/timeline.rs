@@ -55,7 +55,7 @@ fn exec_line(inc: u32, obs: &Observation, verbose: bool) -> Option<String> {
         Observation::EffectReconciliation { node, reason } => format!("{node:<6} [{inc}] effect reconciliation: {reason}"),
         Observation::LedgerRefused { node, error } => format!("{node:<6} [{inc}] ledger refused: {error}"),
         Observation::Sent { node, kind, seq, .. } if verbose => format!("{node:<6} [{inc}] sent {kind} #{seq}"),
-        Observation::Received { node, kind, seq, reply } if verbose => format!("{node:<6} [{inc}] got {reply} for {kind} #{seq}"),
+        Observation::Received { node, kind, seq, reply, .. } if verbose => format!("{node:<6} [{inc}] got {reply} for {kind} #{seq}"),
         Observation::Lost { node, kind, seq } => format!("{node:<6} [{inc}] no answer to {kind} #{seq}"),
         Observation::Started { epoch, resumed } => format!("-      [{inc}] executor started, epoch {epoch}, resumed {resumed}"),
         Observation::Exit { reason } => format!("-      [{inc}] executor exit: {reason}"),

@@ -9,6 +9,20 @@ use crate::record::{LocalState as S, PendingInput, ProtocolStatus as P, Terminal
 
 type R = Result<Outcome, Outcome>;
 
+/// Whether a planted anti-pattern is on; a constant `false` in production builds.
+macro_rules! mutated {
+    ($m:expr, $name:ident) => {{
+        #[cfg(feature = "mutations")]
+        {
+            $m.cfg.mutated(super::mutation::Mutation::$name)
+        }
+        #[cfg(not(feature = "mutations"))]
+        {
+            false
+        }
+    }};
+}
+
 pub(super) struct Machine<'a> {
     rec: ToolOperation,
     path: Vec<S>,
@@ -45,6 +59,20 @@ impl<'a> Machine<'a> {
         self.rec.local_state = to;
         self.path.push(to);
         Ok(())
+    }
+
+    /// Planted bugs only: take a transition the table forbids.
+    fn force(&mut self, to: S) {
+        self.rec.local_state = to;
+        self.path.push(to);
+    }
+
+    /// Planted bugs only: write a receipt from wherever the record stands.
+    fn force_accept(&mut self, to: S, terminal: TerminalState, digest: Option<String>) -> R {
+        self.force(to);
+        self.rec.result_digest = digest.clone();
+        self.cmds.push(Command::Accept(AcceptSpec { terminal, result_digest: digest, payload: None }));
+        STAYED
     }
 
     fn send(&mut self, out: Outbound) {
@@ -92,11 +120,11 @@ impl<'a> Machine<'a> {
     }
 
     pub(super) fn run(&mut self, ev: &Event) -> R {
-        if self.ctx.epoch < self.rec.execution_epoch {
+        if self.ctx.epoch < self.rec.execution_epoch && !mutated!(self, IgnoreEpoch) {
             return rejected(Rejection::StaleEpoch { event_epoch: self.ctx.epoch, record_epoch: self.rec.execution_epoch });
         }
         if let Event::Reply { epoch, .. } | Event::Lost { epoch, .. } = ev {
-            if *epoch != self.rec.execution_epoch {
+            if *epoch != self.rec.execution_epoch && !mutated!(self, IgnoreEpoch) {
                 return rejected(Rejection::StaleEpoch { event_epoch: *epoch, record_epoch: self.rec.execution_epoch });
             }
         }
@@ -118,6 +146,9 @@ impl<'a> Machine<'a> {
             Event::CancelClicked => self.cancel_clicked(),
             Event::CallerDetached => {
                 self.rec.caller_detached = true;
+                if mutated!(self, DisconnectIsCancel) && matches!(self.rec.local_state, S::Working | S::InputRequired) {
+                    return self.request_cancel();
+                }
                 STAYED
             }
         }
@@ -270,6 +301,7 @@ impl<'a> Machine<'a> {
     }
 
     fn schedule_poll_after(&mut self, at_least_ms: Option<u64>) {
+        let at_least_ms = if mutated!(self, IgnoreRetryAfter) { None } else { at_least_ms };
         let delay = self.poll_delay().max(at_least_ms.unwrap_or(0));
         if self.rec.local_state == S::CancelRequested {
             self.schedule(delay.min(self.cfg.cancel_requery_interval_ms.max(at_least_ms.unwrap_or(0))), Timer::CancelRequery);
@@ -280,10 +312,11 @@ impl<'a> Machine<'a> {
 
     fn reply(&mut self, kind: RequestKind, seq: u64, reply: &Reply) -> R {
         let applied = self.rec.poll_cursor.applied_seq;
-        if seq <= applied {
+        let overwrite = mutated!(self, LateAnswerOverwrites);
+        if seq <= applied && !overwrite {
             return rejected(Rejection::StaleAnswer { seq, applied_seq: applied });
         }
-        let latest = seq == self.rec.poll_cursor.sent_seq;
+        let latest = seq == self.rec.poll_cursor.sent_seq || overwrite;
         let outcome = match kind {
             RequestKind::Submit | RequestKind::SubmitSync => self.on_submit_reply(kind, reply, latest),
             RequestKind::Lookup => self.on_lookup_reply(reply, latest),
@@ -339,8 +372,17 @@ impl<'a> Machine<'a> {
         let state = self.rec.local_state;
         if status.is_terminal() {
             if state == S::CancelRequested && status == P::Cancelled {
+                if mutated!(self, AcceptLateCompletionAfterCancel) {
+                    // Planted: the ack is "provisional"; keep asking until something else wins.
+                    self.schedule(self.cfg.cancel_requery_interval_ms, Timer::CancelRequery);
+                    return STAYED;
+                }
                 // The server's own word that our cancel took effect.
                 return self.accept(S::CancelledAccepted, TerminalState::Cancelled, None, None);
+            }
+            if status == P::Completed && mutated!(self, AcceptCompletedWithoutFetch) {
+                let fake = value_digest(&serde_json::json!({"status": "completed", "operation": self.rec.operation_id}));
+                return self.force_accept(S::Accepted, TerminalState::Completed, Some(fake));
             }
             self.rec.pending_input = None;
             self.rec.input_stream_open = false;
@@ -488,6 +530,14 @@ impl<'a> Machine<'a> {
     /// A not-found before expiry may be a lagging replica: retry a bounded number of times.
     /// After that, or after expiry, nothing can be proved: manual reconciliation.
     fn not_found(&mut self, why: &str) -> R {
+        if mutated!(self, NotFoundMeansNeverCreated) && self.rec.submit_attempts < self.cfg.max_submit_attempts {
+            // Planted: "404, so it never existed": forget the id and submit again.
+            self.force(S::NotFoundSafe);
+            self.rec.operation_id = None;
+            self.rec.expires_at_ms = None;
+            self.schedule(0, Timer::SubmitDue);
+            return STAYED;
+        }
         self.rec.poll_cursor.not_found_streak += 1;
         let before_expiry = self.rec.expires_at_ms.is_none_or(|e| self.now() < e);
         if before_expiry && self.rec.poll_cursor.not_found_streak <= self.cfg.not_found_retries {
@@ -548,7 +598,7 @@ impl<'a> Machine<'a> {
             (None, _) => true,
             (Some(_), None) => false,
         };
-        rv.verified && ours
+        (rv.verified && ours) || mutated!(self, AcceptUnverifiedResult)
     }
 
     fn refetch(&mut self, at_least_ms: u64) -> R {
@@ -574,6 +624,9 @@ impl<'a> Machine<'a> {
                 }
             },
             // Already terminal: read which terminal state it is; never rewrite it as cancelled.
+            Reply::CancelRejectedTerminal { .. } if mutated!(self, CancelRejectionAsCancelled) => {
+                self.accept(S::CancelledAccepted, TerminalState::Cancelled, None, None)
+            }
             Reply::CancelRejectedTerminal { .. } => {
                 self.schedule(0, Timer::CancelRequery);
                 STAYED
@@ -598,6 +651,20 @@ impl<'a> Machine<'a> {
         }
         self.rec.poll_cursor.lost_streak += 1;
         match (kind, self.rec.local_state) {
+            (RequestKind::Submit, S::Submitting) if mutated!(self, FreshKeyOnSubmitTimeout) || mutated!(self, ResubmitWithoutLookup) => {
+                if self.rec.submit_attempts >= self.cfg.max_submit_attempts {
+                    return self.submission_unknown();
+                }
+                // Planted: retry blind, the first time under a freshly minted key.
+                let mut key = self.rec.submission_key.clone();
+                if mutated!(self, FreshKeyOnSubmitTimeout) {
+                    key = format!("{key}~retry{}", self.rec.submit_attempts);
+                }
+                self.rec.submit_attempts += 1;
+                let (tool, arguments) = (self.rec.tool_name.clone(), self.rec.request_body.clone());
+                self.send(Outbound::Submit { key, tool, arguments, ttl_ms: self.cfg.task_ttl_ms });
+                STAYED
+            }
             (RequestKind::Submit | RequestKind::SubmitSync, S::Submitting) => self.submission_unknown(),
             (RequestKind::Lookup, S::SubmissionUnknown) => {
                 self.schedule(self.cfg.retry_interval_ms, Timer::LookupDue);
@@ -674,7 +741,8 @@ impl<'a> Machine<'a> {
         let Some(p) = self.rec.pending_input.clone() else {
             return rejected(Rejection::StaleApproval { round, current_round: current });
         };
-        if self.rec.local_state != S::InputRequired || p.round != round || p.schema_digest != schema_digest {
+        let stale = p.round != round || p.schema_digest != schema_digest;
+        if self.rec.local_state != S::InputRequired || (stale && !mutated!(self, AcceptStaleApproval)) {
             return rejected(Rejection::StaleApproval { round, current_round: current });
         }
         self.rec.pending_input = None;
@@ -698,6 +766,10 @@ impl<'a> Machine<'a> {
     }
 
     fn cancel_clicked(&mut self) -> R {
+        if mutated!(self, FailOnCancelClick) && matches!(self.rec.local_state, S::Working | S::InputRequired) {
+            // Planted: the click itself is the outcome.
+            return self.force_accept(S::Accepted, TerminalState::Failed, None);
+        }
         match self.rec.local_state {
             S::Working | S::InputRequired => self.request_cancel(),
             // No id yet: remember, and cancel as soon as the server names the operation.

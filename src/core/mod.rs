@@ -8,6 +8,8 @@
 pub mod poll;
 pub mod transitions;
 mod handlers;
+#[cfg(feature = "mutations")]
+pub mod mutation;
 
 use serde::{Deserialize, Serialize};
 
@@ -39,6 +41,9 @@ pub struct CoreConfig {
     /// Set by negotiation: how long the server keeps keys answerable (`None`: while the
     /// operation exists). A lookup older than this cannot prove "never created".
     pub key_retention_ms: Option<u64>,
+    /// A planted anti-pattern (simulation builds only).
+    #[cfg(feature = "mutations")]
+    pub mutation: Option<mutation::Mutation>,
 }
 
 impl Default for CoreConfig {
@@ -57,7 +62,18 @@ impl Default for CoreConfig {
             not_found_retries: 2,
             key_lookup: true,
             key_retention_ms: None,
+            #[cfg(feature = "mutations")]
+            mutation: None,
         }
+    }
+}
+
+impl CoreConfig {
+    /// Whether a planted anti-pattern is active. Always false in production builds, where the
+    /// compiler removes every mutated branch.
+    #[cfg(feature = "mutations")]
+    pub fn mutated(&self, m: mutation::Mutation) -> bool {
+        self.mutation == Some(m)
     }
 }
 
@@ -80,6 +96,19 @@ pub enum Timer {
     FetchDue,
     CancelRequery,
     ApprovalDeadline { round: u32 },
+}
+
+impl Timer {
+    pub fn name(self) -> &'static str {
+        match self {
+            Timer::SubmitDue => "submit_due",
+            Timer::LookupDue => "lookup_due",
+            Timer::PollDue => "poll_due",
+            Timer::FetchDue => "fetch_due",
+            Timer::CancelRequery => "cancel_requery",
+            Timer::ApprovalDeadline { .. } => "approval_deadline",
+        }
+    }
 }
 
 /// Something that happened to one operation.
@@ -111,7 +140,7 @@ impl Event {
             Event::Start => "start".into(),
             Event::RejectLocally => "reject_locally".into(),
             Event::Resume => "resume".into(),
-            Event::Timer(t) => format!("timer:{}", serde_json::to_value(t).ok().and_then(|v| v["timer"].as_str().map(String::from)).unwrap_or_default()),
+            Event::Timer(t) => format!("timer:{}", t.name()),
             Event::Reply { kind, reply, .. } => format!("reply:{}:{}", kind.name(), reply.name()),
             Event::Lost { kind, .. } => format!("lost:{}", kind.name()),
             Event::InputRequested(_) => "input_requested".into(),

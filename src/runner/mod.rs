@@ -338,8 +338,12 @@ impl<A: Adapter> Runner<A> {
     /// Send what the limiter admits now; the rest waits for its slot.
     fn flush<T: Transport>(&mut self, transport: &mut T) -> Result<(), Exit> {
         let now = self.now_ms();
+        #[cfg(feature = "mutations")]
+        let unlimited = self.cfg.core.mutated(crate::core::mutation::Mutation::NoQpsLimiter);
+        #[cfg(not(feature = "mutations"))]
+        let unlimited = false;
         while let Some(q) = self.queue.front() {
-            if !self.limiter.try_admit(now) {
+            if !unlimited && !self.limiter.try_admit(now) {
                 let until_ms = self.limiter.next_slot_ms(now);
                 let node = q.node.clone();
                 self.observe(Observation::Throttled { node, until_ms });
@@ -447,7 +451,11 @@ impl<A: Adapter> Runner<A> {
                     return;
                 };
                 let reply = self.adapter.decode_reply(p.kind, frame);
-                self.observe(Observation::Received { node: p.node.clone(), kind: p.kind.name(), seq: p.seq, reply: reply.name() });
+                let retry_after_ms = match &reply {
+                    crate::protocol::Reply::RateLimited { retry_after_ms } | crate::protocol::Reply::Unavailable { retry_after_ms } => *retry_after_ms,
+                    _ => None,
+                };
+                self.observe(Observation::Received { node: p.node.clone(), kind: p.kind.name(), seq: p.seq, reply: reply.name(), retry_after_ms });
                 self.handle(&p.node, Event::Reply { kind: p.kind, seq: p.seq, epoch: p.epoch, reply });
             }
             Inbound::InputRequest(req) => {
@@ -479,7 +487,8 @@ impl<A: Adapter> Runner<A> {
         };
         let ctx = Ctx { now_ms: self.now_ms(), jitter_permille: self.jitter.permille(), epoch: self.epoch };
         let step = core::step(&rec, &event, &ctx, &self.cfg.core);
-        let mut write = Write { expected_version: rec.version, record: step.record.clone(), accept: None, reconcile: None, effect: None, now_ms: ctx.now_ms };
+        let changed = step.record != rec;
+        let mut write = Write { expected_version: rec.version, record: step.record, accept: None, reconcile: None, effect: None, now_ms: ctx.now_ms };
         for c in &step.commands {
             match c {
                 Command::Accept(spec) => write.accept = Some(spec.clone()),
@@ -488,7 +497,7 @@ impl<A: Adapter> Runner<A> {
                 _ => {}
             }
         }
-        let needs_write = step.record != rec || write.accept.is_some() || write.reconcile.is_some() || write.effect.is_some();
+        let needs_write = changed || write.accept.is_some() || write.reconcile.is_some() || write.effect.is_some();
         let version = if needs_write {
             let committed = self.ledger.lock().expect("ledger lock").commit(write);
             match committed {

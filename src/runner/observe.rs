@@ -14,7 +14,8 @@ pub enum Observation {
     Sent { node: String, kind: &'static str, seq: u64, rpc_id: Option<u64> },
     /// A send waited for the executor-wide QPS limiter.
     Throttled { node: String, until_ms: u64 },
-    Received { node: String, kind: &'static str, seq: u64, reply: &'static str },
+    /// `retry_after_ms`: what a 429/503 asked the executor to wait.
+    Received { node: String, kind: &'static str, seq: u64, reply: &'static str, retry_after_ms: Option<u64> },
     Lost { node: String, kind: &'static str, seq: u64 },
     Moved { node: String, event: String, path: Vec<LocalState>, version: u64 },
     Stayed { node: String, event: String },

@@ -79,7 +79,7 @@ impl Tb {
     }
 
     pub fn recv(&mut self, node: &str, kind: &'static str, reply: &'static str) -> &mut Tb {
-        self.obs(Observation::Received { node: node.into(), kind, seq: 0, reply })
+        self.obs(Observation::Received { node: node.into(), kind, seq: 0, reply, retry_after_ms: None })
     }
 
     pub fn moved(&mut self, node: &str, path: &[LocalState]) -> &mut Tb {

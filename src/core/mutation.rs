@@ -1,0 +1,65 @@
+//! Planted anti-patterns, each named after a bug that real long-running-operation clients ship.
+//! Compiled only with the `mutations` feature, which the simulator enables and production
+//! builds never do: `toolop-sim mutants` proves the gate catches every one of them.
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mutation {
+    /// After a submit timeout, resubmit under a freshly minted idempotency key.
+    FreshKeyOnSubmitTimeout,
+    /// After a submit timeout, resubmit (same key) without first querying by key.
+    ResubmitWithoutLookup,
+    /// Mark the call failed locally the moment cancel is clicked.
+    FailOnCancelClick,
+    /// Rewrite a -32602 cancel rejection (task already terminal) as cancelled.
+    CancelRejectionAsCancelled,
+    /// Accept `completed` from tasks/get without fetching the result.
+    AcceptCompletedWithoutFetch,
+    /// Accept a truncated or unverified result (or one naming another task).
+    AcceptUnverifiedResult,
+    /// Treat a cancel ack as provisional and let a later `completed` win.
+    AcceptLateCompletionAfterCancel,
+    /// Treat any 404 as "never created" and resubmit.
+    NotFoundMeansNeverCreated,
+    /// Treat a client disconnect as a server-side cancel.
+    DisconnectIsCancel,
+    /// Accept an approval reply from an older input round.
+    AcceptStaleApproval,
+    /// Ignore the execution epoch: an old executor keeps acting after a takeover.
+    IgnoreEpoch,
+    /// Send without the executor-wide QPS limiter.
+    NoQpsLimiter,
+    /// Ignore Retry-After on 429/503.
+    IgnoreRetryAfter,
+    /// Let a poll answer that arrives late overwrite a newer state.
+    LateAnswerOverwrites,
+}
+
+impl Mutation {
+    pub const ALL: [Mutation; 14] = [
+        Mutation::FreshKeyOnSubmitTimeout,
+        Mutation::ResubmitWithoutLookup,
+        Mutation::FailOnCancelClick,
+        Mutation::CancelRejectionAsCancelled,
+        Mutation::AcceptCompletedWithoutFetch,
+        Mutation::AcceptUnverifiedResult,
+        Mutation::AcceptLateCompletionAfterCancel,
+        Mutation::NotFoundMeansNeverCreated,
+        Mutation::DisconnectIsCancel,
+        Mutation::AcceptStaleApproval,
+        Mutation::IgnoreEpoch,
+        Mutation::NoQpsLimiter,
+        Mutation::IgnoreRetryAfter,
+        Mutation::LateAnswerOverwrites,
+    ];
+
+    pub fn name(self) -> String {
+        serde_json::to_value(self).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default()
+    }
+
+    pub fn from_name(name: &str) -> Option<Mutation> {
+        Mutation::ALL.into_iter().find(|m| m.name() == name)
+    }
+}
