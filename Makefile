@@ -2,13 +2,13 @@
 # production build (real tokio) and the simulated build never share artefacts.
 SIM_ENV := RUSTFLAGS="--cfg madsim" CARGO_TARGET_DIR=target/sim
 SIM := $(SIM_ENV) cargo run --release -q -p toolop-sim --
-DEFAULT_SET := scenarios/smoke.toml scenarios/mcp_faults.toml
+DEFAULT_SET := scenarios/smoke.toml scenarios/mcp_faults.toml scenarios/mcp_load.toml
 SCENARIO ?= scenarios/smoke.toml
 SEED ?= 42
 SERIES ?= 10000
 JOBS ?= 2
 
-.PHONY: gate gate-ci canary run replay bench test build
+.PHONY: gate gate-ci canary run replay shrink bench mutants mutants-ci tune test build
 
 # The release gate: 10,000 seeded series of the default set, every invariant, every gate.
 gate:
@@ -27,6 +27,22 @@ run:
 
 replay:
 	$(SIM) replay --scenario $(SCENARIO) --seed $(SEED)
+
+shrink:
+	$(SIM) shrink --scenario $(SCENARIO) --seed $(SEED)
+
+# Every planted anti-pattern must be caught within 2,000 series (exit 1 if one survives).
+mutants:
+	$(SIM) mutants --series 2000 --jobs $(JOBS)
+
+# The reduced mutation table CI runs.
+mutants-ci:
+	$(SIM) mutants --series 600 --jobs $(JOBS)
+
+TUNE_SERIES ?= 200
+# Tune poll settings: the default grid on the default fault scenario, the same seeds at every point.
+tune:
+	$(SIM) tune --scenario scenarios/mcp_faults.toml --grid scenarios/grids/default.toml --series $(TUNE_SERIES) --jobs $(JOBS)
 
 bench:
 	$(SIM) bench --scenario $(DEFAULT_SET) --series $(SERIES) --jobs $(JOBS)

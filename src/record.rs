@@ -155,12 +155,18 @@ impl TerminalState {
 pub enum AdapterId {
     /// MCP Tasks, protocol revision 2025-11-25 (experimental).
     Mcp20251125,
+    /// The MCP tasks extension `io.modelcontextprotocol/tasks` (SEP-2663), successor of the above.
+    McpTasksExt,
+    /// Google AIP-151 long-running operations over the HTTP/JSON mapping.
+    Aip151,
 }
 
 impl AdapterId {
     pub fn name(self) -> &'static str {
         match self {
             AdapterId::Mcp20251125 => "mcp-2025-11-25",
+            AdapterId::McpTasksExt => "mcp-tasks-ext",
+            AdapterId::Aip151 => "aip-151",
         }
     }
 }
@@ -209,6 +215,9 @@ pub struct ToolOperation {
     pub submission_key: String,
     /// A tool without task support, called synchronously under its published upper bound.
     pub synchronous: bool,
+    /// Shadow mode: the operation is recorded, checked and receipted, but its outcome never
+    /// reaches the outbox.
+    pub shadow: bool,
     /// Submissions sent with this key (the same key every time).
     pub submit_attempts: u32,
     /// Lookups by key sent while the submission outcome was unknown.
@@ -226,6 +235,9 @@ pub struct ToolOperation {
     pub cancel_attempts: u32,
     /// Cancel was asked before the server returned an id; it is sent once one is known.
     pub cancel_wanted: bool,
+    /// The server took the cancel without saying who won (best-effort cancel): keep reading,
+    /// do not send it again.
+    pub cancel_pending: bool,
     pub execution_epoch: u64,
     pub created_at_ms: u64,
     /// Server-reported retention end, if the server reported a ttl.
@@ -273,6 +285,7 @@ impl ToolOperation {
             adapter_version: adapter.name().to_string(),
             submission_key: submission_key.to_string(),
             synchronous: false,
+            shadow: false,
             submit_attempts: 0,
             lookup_attempts: 0,
             poll_cursor: PollCursor::default(),
@@ -284,6 +297,7 @@ impl ToolOperation {
             cancel_generation: 0,
             cancel_attempts: 0,
             cancel_wanted: false,
+            cancel_pending: false,
             execution_epoch,
             created_at_ms: now_ms,
             expires_at_ms: None,

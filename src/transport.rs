@@ -11,8 +11,19 @@ use tokio::sync::mpsc;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct OutFrame {
     /// Id of the JSON-RPC request in `body`, if it is a request (lets HTTP answer a POST).
+    /// For a plain HTTP protocol (AIP-151) it is the executor's correlation id of the exchange.
     pub request_id: Option<u64>,
     pub body: Vec<u8>,
+    /// Method and path for protocols mapped onto plain HTTP; `None` for JSON-RPC, whose
+    /// transport decides the endpoint itself.
+    pub http: Option<HttpTarget>,
+}
+
+/// Where a plain-HTTP request goes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HttpTarget {
+    pub method: String,
+    pub path: String,
 }
 
 /// A message the executor receives.

@@ -177,34 +177,215 @@ mod tests {
     }
 }
 
+/// One fault firing: the `ask`-th time (1-based, counted per fault kind within the safety
+/// phase) the series asked whether `fault` fires, and it did. `(fault, ask)` names a decision
+/// point; it is more stable under edits of a schedule than a global counter, because removing
+/// one fault's firings leaves the other kinds' numbering alone as far as the run stays the same.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Firing {
+    pub fault: FaultKind,
+    pub ask: u64,
+    /// Informational, ignored on replay: the trace's `decision` number of this firing (the
+    /// series-wide decision counter, which `What::Fault` has always carried) ...
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decision: Option<u64>,
+    /// ... and its simulated time, to find it in the timeline.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub t_ms: Option<u64>,
+}
+
+/// How a [`FaultPlan`] decides.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum PlanMode {
+    /// Draw every decision from the rate (the normal run); firings are recorded.
+    #[default]
+    Draw,
+    /// Replay a schedule: a fault fires iff its `(fault, ask)` is in the set. The schedule is
+    /// authoritative for every fault kind: a kind it does not name never fires.
+    Replay(std::collections::BTreeSet<(FaultKind, u64)>),
+}
+
+/// A series' fault schedule as data: which fault fired at which decision point, plus the
+/// fault-like parameters the seed drew (rollback, short server ttl) and the call nodes kept.
+/// Stored as TOML (see [`Schedule::to_toml`]); `toolop-sim replay --schedule FILE` replays it.
+///
+/// Fields a hand-written file leaves out mean "off" (no firings, no rollback, no short ttl),
+/// except `nodes`, which means "every node the seed drew".
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Schedule {
+    /// The scenario file, as given on the command line (relative to the working directory).
+    pub scenario: String,
+    pub seed: u64,
+    /// The checker that failed (set on shrunk schedules): what a replay should reproduce.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checker: Option<String>,
+    /// Whether the operator rollback happens ...
+    #[serde(default)]
+    pub rollback: bool,
+    /// ... and when (kept when `rollback` is off, so switching it back on is a one-word edit).
+    /// Missing with `rollback = true`: the time the seed drew.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollback_at_ms: Option<u64>,
+    /// Whether the server's ttl is shortened so that it deletes running tasks ...
+    #[serde(default)]
+    pub server_deletes_running_task: bool,
+    /// ... and to what (kept when off). Missing with the fault on: the ttl the seed drew.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub short_ttl_ms: Option<u64>,
+    /// The call nodes kept, by id; missing: all of them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nodes: Option<Vec<String>>,
+    /// Sizes before shrinking (shrunk schedules only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shrunk_from: Option<ScheduleSize>,
+    /// The firings, in the order they happened.
+    #[serde(default, rename = "firing")]
+    pub firings: Vec<Firing>,
+}
+
+/// The size of a schedule: what shrinking minimizes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScheduleSize {
+    pub firings: usize,
+    pub nodes: usize,
+    pub rollback: bool,
+    pub server_deletes_running_task: bool,
+}
+
+impl std::fmt::Display for ScheduleSize {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} firing(s), {} node(s)", self.firings, self.nodes)?;
+        if self.rollback {
+            write!(f, ", rollback")?;
+        }
+        if self.server_deletes_running_task {
+            write!(f, ", short server ttl")?;
+        }
+        Ok(())
+    }
+}
+
+impl Schedule {
+    /// The decision points that fire.
+    pub fn decisions(&self) -> std::collections::BTreeSet<(FaultKind, u64)> {
+        self.firings.iter().map(|f| (f.fault, f.ask)).collect()
+    }
+
+    /// `all_nodes`: how many nodes the seed drew (for a schedule that keeps them all).
+    pub fn size(&self, all_nodes: usize) -> ScheduleSize {
+        ScheduleSize {
+            firings: self.firings.len(),
+            nodes: self.nodes.as_ref().map_or(all_nodes, Vec::len),
+            rollback: self.rollback,
+            server_deletes_running_task: self.server_deletes_running_task,
+        }
+    }
+
+    /// The file form: a comment header, then TOML.
+    pub fn to_toml(&self) -> Result<String, String> {
+        let body = toml::to_string(self).map_err(|e| format!("cannot serialise the schedule: {e}"))?;
+        Ok(format!(
+            "# toolop-sim fault schedule. Replay: toolop-sim replay --schedule <this file>\n\
+             # A fault fires iff its (fault, ask) is listed: ask = the n-th time (from 1) the series\n\
+             # asked whether that fault fires. `decision` and `t_ms` only help find a firing in the\n\
+             # timeline; replay ignores them.\n{body}"
+        ))
+    }
+
+    pub fn from_toml(text: &str) -> Result<Schedule, String> {
+        let s: Schedule = toml::from_str(text).map_err(|e| e.to_string())?;
+        let mut seen = std::collections::BTreeSet::new();
+        for f in &s.firings {
+            if f.ask == 0 {
+                return Err(format!("firing {}: ask counts from 1", f.fault.name()));
+            }
+            if !seen.insert((f.fault, f.ask)) {
+                return Err(format!("firing {} ask {} is listed twice", f.fault.name(), f.ask));
+            }
+        }
+        Ok(s)
+    }
+
+    pub fn load(path: &std::path::Path) -> Result<Schedule, String> {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+        Schedule::from_toml(&text).map_err(|e| format!("{}: {e}", path.display()))
+    }
+
+    pub fn save(&self, path: &std::path::Path) -> Result<(), String> {
+        let text = self.to_toml()?;
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        }
+        std::fs::write(path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))
+    }
+}
+
 /// The series' fault decisions. Every place that may inject a fault asks [`FaultPlan::fire`];
-/// each ask is one numbered decision point, so a schedule of firings can be recorded and
-/// replayed. Faults fire only in the safety phase.
+/// each ask is a decision point, named `(fault, ask)` (see [`Firing`]) and also numbered
+/// series-wide (the trace's `decision`). In [`PlanMode::Draw`] a decision is drawn from the
+/// fault's rate; in [`PlanMode::Replay`] the schedule decides. Either way every firing is
+/// recorded, so a run yields its own schedule. Faults fire only in the safety phase.
 #[derive(Debug)]
 pub struct FaultPlan {
     pub profile: FaultProfile,
     rng: ChaCha8Rng,
     decisions: u64,
     safety_until_ms: u64,
+    mode: PlanMode,
+    asks: BTreeMap<FaultKind, u64>,
+    fired: Vec<Firing>,
 }
 
 pub type SharedPlan = std::sync::Arc<std::sync::Mutex<FaultPlan>>;
 
 impl FaultPlan {
     pub fn new(profile: FaultProfile, rng: ChaCha8Rng, safety_until_ms: u64) -> FaultPlan {
-        FaultPlan { profile, rng, decisions: 0, safety_until_ms }
+        FaultPlan::with_mode(profile, rng, safety_until_ms, PlanMode::Draw)
+    }
+
+    pub fn with_mode(profile: FaultProfile, rng: ChaCha8Rng, safety_until_ms: u64, mode: PlanMode) -> FaultPlan {
+        FaultPlan { profile, rng, decisions: 0, safety_until_ms, mode, asks: BTreeMap::new(), fired: vec![] }
     }
 
     /// Whether `fault` fires at this decision point. Returns the decision number when it does.
-    /// A fault that is off in this series costs no decision, so enabling one fault does not
-    /// reshuffle the decisions of the others beyond its own asks.
+    /// A fault that is off in this series costs no decision (and no draw), so enabling one
+    /// fault does not reshuffle the decisions of the others beyond its own asks.
+    ///
+    /// Replay draws `gen_bool` on every ask exactly as `Draw` does and then ignores the draw,
+    /// so the shape draws that follow (latency, delays, cut positions) come from the same
+    /// stream as in the recorded run as long as the asks agree. A replayed schedule may name a
+    /// fault the profile has off (a hand edit): its asks are then counted, without a draw.
     pub fn fire(&mut self, fault: FaultKind, now_ms: u64) -> Option<u64> {
-        let rate = self.profile.rate(fault);
-        if rate <= 0.0 || now_ms >= self.safety_until_ms {
+        if now_ms >= self.safety_until_ms {
             return None;
         }
-        self.decisions += 1;
-        self.rng.gen_bool(rate.min(1.0)).then_some(self.decisions)
+        let rate = self.profile.rate(fault);
+        let fires = match &self.mode {
+            PlanMode::Draw if rate <= 0.0 => return None,
+            PlanMode::Draw => {
+                self.decisions += 1;
+                self.rng.gen_bool(rate.min(1.0))
+            }
+            PlanMode::Replay(set) => {
+                if rate > 0.0 {
+                    let _ = self.rng.gen_bool(rate.min(1.0));
+                } else if set.range((fault, 1)..=(fault, u64::MAX)).next().is_none() {
+                    return None;
+                }
+                self.decisions += 1;
+                let ask = self.asks.get(&fault).copied().unwrap_or(0) + 1;
+                set.contains(&(fault, ask))
+            }
+        };
+        let ask = self.asks.entry(fault).or_insert(0);
+        *ask += 1;
+        if fires {
+            self.fired.push(Firing { fault, ask: *ask, decision: Some(self.decisions), t_ms: Some(now_ms) });
+        }
+        fires.then_some(self.decisions)
     }
 
     /// A draw for the shape of a fault that fired (delay, cut position ...), from the same stream.
@@ -214,5 +395,133 @@ impl FaultPlan {
 
     pub fn healed(&self, now_ms: u64) -> bool {
         now_ms >= self.safety_until_ms
+    }
+
+    /// The firings so far, in order.
+    pub fn firings(&self) -> &[Firing] {
+        &self.fired
+    }
+
+    /// Asks per fault kind so far (the decision points, fired or not).
+    pub fn asks(&self) -> &BTreeMap<FaultKind, u64> {
+        &self.asks
+    }
+
+    /// Take the record of firings and asks out of the plan (at the end of a series).
+    pub fn take_record(&mut self) -> (Vec<Firing>, BTreeMap<FaultKind, u64>) {
+        (std::mem::take(&mut self.fired), std::mem::take(&mut self.asks))
+    }
+}
+
+#[cfg(test)]
+mod plan_tests {
+    use rand::SeedableRng;
+
+    use super::*;
+
+    fn plan(mode: PlanMode) -> FaultPlan {
+        let rates = [(FaultKind::LostRequest, 0.3), (FaultKind::Poll429, 0.5)].into_iter().collect();
+        FaultPlan::with_mode(FaultProfile { rates }, ChaCha8Rng::seed_from_u64(7), 1_000, mode)
+    }
+
+    /// The asks of a made-up series: (fault, time), some after the safety phase.
+    const ASKS: [(FaultKind, u64); 9] = [
+        (FaultKind::LostRequest, 1),
+        (FaultKind::Poll429, 2),
+        (FaultKind::ConnectionDrop, 3),
+        (FaultKind::LostRequest, 4),
+        (FaultKind::LostRequest, 5),
+        (FaultKind::Poll429, 6),
+        (FaultKind::LostRequest, 7),
+        (FaultKind::Poll429, 8),
+        (FaultKind::LostRequest, 2_000),
+    ];
+
+    fn run(p: &mut FaultPlan) -> Vec<(Option<u64>, u64)> {
+        ASKS.iter().map(|&(f, t)| (p.fire(f, t), p.draw(0, 1 << 40))).collect()
+    }
+
+    #[test]
+    fn replaying_the_recorded_firings_gives_the_same_decisions_and_draws() {
+        let mut a = plan(PlanMode::Draw);
+        let drawn = run(&mut a);
+        assert!(!a.firings().is_empty());
+        let set = a.firings().iter().map(|f| (f.fault, f.ask)).collect();
+        let mut b = plan(PlanMode::Replay(set));
+        assert_eq!(run(&mut b), drawn);
+        assert_eq!(a.firings(), b.firings());
+        assert_eq!(a.asks(), b.asks());
+        // Off faults and asks after the safety phase are no decision points.
+        assert_eq!(a.asks().get(&FaultKind::ConnectionDrop), None);
+        assert_eq!(a.asks()[&FaultKind::LostRequest], 4);
+    }
+
+    #[test]
+    fn replay_fires_exactly_the_schedule_even_for_a_fault_the_profile_has_off() {
+        let set = [(FaultKind::LostRequest, 2), (FaultKind::ConnectionDrop, 1), (FaultKind::Poll429, 9)].into_iter().collect();
+        let mut p = plan(PlanMode::Replay(set));
+        run(&mut p);
+        let fired: Vec<(FaultKind, u64)> = p.firings().iter().map(|f| (f.fault, f.ask)).collect();
+        assert_eq!(fired, [(FaultKind::ConnectionDrop, 1), (FaultKind::LostRequest, 2)]);
+    }
+
+    #[test]
+    fn schedule_file_round_trips_and_rejects_bad_input() {
+        let s = Schedule {
+            scenario: "scenarios/x.toml".into(),
+            seed: 9,
+            checker: Some("poll_rate_within_bound".into()),
+            rollback: false,
+            rollback_at_ms: Some(1234),
+            server_deletes_running_task: true,
+            short_ttl_ms: Some(30_000),
+            nodes: Some(vec!["n000".into(), "n003".into()]),
+            shrunk_from: Some(ScheduleSize { firings: 12, nodes: 6, rollback: true, server_deletes_running_task: true }),
+            firings: vec![
+                Firing { fault: FaultKind::Poll429, ask: 3, decision: Some(8), t_ms: Some(100) },
+                Firing { fault: FaultKind::LostRequest, ask: 1, decision: None, t_ms: None },
+            ],
+        };
+        let text = s.to_toml().unwrap();
+        assert_eq!(Schedule::from_toml(&text).unwrap(), s, "{text}");
+        // The minimal hand-written file: everything off, every node.
+        let min = Schedule::from_toml("scenario = \"a.toml\"\nseed = 1\n").unwrap();
+        assert!(min.firings.is_empty() && !min.rollback && min.nodes.is_none());
+        assert!(Schedule::from_toml("scenario = \"a\"\nseed = 1\n[[firing]]\nfault = \"lost_request\"\nask = 0\n").is_err());
+        assert!(Schedule::from_toml("scenario = \"a\"\nseed = 1\n[[firing]]\nfault = \"no_such\"\nask = 1\n").is_err());
+        assert!(Schedule::from_toml("scenario = \"a\"\nseed = 1\nsurprise = 2\n").is_err());
+    }
+}
+
+#[cfg(test)]
+mod plan_props {
+    use proptest::prelude::*;
+    use rand::SeedableRng;
+
+    use super::*;
+
+    const KINDS: [FaultKind; 4] = [FaultKind::LostRequest, FaultKind::Poll429, FaultKind::ExecutorCrash, FaultKind::ConnectionDrop];
+
+    proptest! {
+        /// Any sequence of asks: replaying what `Draw` recorded gives the same firings, decision
+        /// numbers and shape draws; replaying a subset fires exactly that subset (of the asks made).
+        #[test]
+        fn replay_reproduces_draw(seed in any::<u64>(), rates in proptest::collection::vec(0.0f64..1.0, 4),
+                                  asks in proptest::collection::vec((0usize..4, 0u64..1_500), 0..60),
+                                  keep in proptest::collection::vec(any::<bool>(), 60)) {
+            let profile = FaultProfile { rates: KINDS.iter().zip(&rates).filter(|(_, &r)| r > 0.3).map(|(&k, &r)| (k, r)).collect() };
+            let go = |mode: PlanMode| {
+                let mut p = FaultPlan::with_mode(profile.clone(), ChaCha8Rng::seed_from_u64(seed), 1_000, mode);
+                let out: Vec<_> = asks.iter().map(|&(k, t)| (p.fire(KINDS[k], t), p.draw(0, 99))).collect();
+                (out, p.firings().to_vec())
+            };
+            let (drawn, fired) = go(PlanMode::Draw);
+            let (replayed, refired) = go(PlanMode::Replay(fired.iter().map(|f| (f.fault, f.ask)).collect()));
+            prop_assert_eq!(&drawn, &replayed);
+            prop_assert_eq!(&fired, &refired);
+            let subset: Vec<(FaultKind, u64)> = fired.iter().zip(&keep).filter(|(_, &k)| k).map(|(f, _)| (f.fault, f.ask)).collect();
+            let (_, sub_fired) = go(PlanMode::Replay(subset.iter().copied().collect()));
+            prop_assert_eq!(sub_fired.iter().map(|f| (f.fault, f.ask)).collect::<Vec<_>>(), subset);
+        }
     }
 }

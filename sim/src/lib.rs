@@ -25,9 +25,13 @@ pub mod gates;
 pub mod report;
 /// Many seeded series over a scenario set, spread over worker threads.
 pub mod sweep;
+/// Shrinking a failing series: fewer fault firings and call nodes, same checker failure.
+pub mod shrink;
 /// A readable timeline of a trace, for replay.
 pub mod timeline;
 /// The benchmark behind `make bench`.
 pub mod bench;
 /// The mutation run: the gate against planted anti-patterns.
 pub mod mutants;
+/// The tune command: a grid of executor poll settings on the same seeds, frontier, recommendation.
+pub mod tune;

@@ -7,7 +7,8 @@ use std::time::Instant;
 use clap::{Parser, Subcommand};
 use toolop_sim::scenario::Scenario;
 use toolop_sim::sweep::{self, Loaded};
-use toolop_sim::{bench, checkers, gates, report, summary, timeline, world};
+use toolop_sim::faults::Schedule;
+use toolop_sim::{bench, checkers, gates, report, shrink, summary, timeline, world};
 
 #[derive(Parser)]
 #[command(name = "toolop-sim", about = "Deterministic simulation harness for the toolop executor")]
@@ -30,15 +31,24 @@ enum Cmd {
     },
     /// Replay one series byte for byte and print a timeline and the checkers' verdicts.
     Replay {
+        /// Required unless --schedule names it.
         #[arg(long)]
-        scenario: PathBuf,
+        scenario: Option<PathBuf>,
+        /// Required unless --schedule names it.
         #[arg(long)]
-        seed: u64,
+        seed: Option<u64>,
+        /// Replay a fault schedule file (from `shrink`, or edited by hand): its scenario and
+        /// seed unless --scenario/--seed override them.
+        #[arg(long)]
+        schedule: Option<PathBuf>,
         #[arg(long, default_value = "reports")]
         reports: PathBuf,
         /// Also show every send, reply and network frame.
         #[arg(long)]
         verbose: bool,
+        /// Plant a mutation (an anti-pattern from `toolop-sim mutants`) in the executor.
+        #[arg(long)]
+        mutation: Option<String>,
     },
     /// Run a seeded sweep, check every invariant on every series, and judge the gates.
     Gate {
@@ -57,8 +67,41 @@ enum Cmd {
         #[arg(long, default_value = "reports")]
         reports: PathBuf,
     },
+    /// Shrink a failing series: record its fault schedule, remove firings, call nodes, the
+    /// rollback and the short ttl while the same checker still fails, and write the schedule.
+    /// Exit 0 shrunk, 1 the seed does not fail (nothing to shrink), 2 bad input.
+    Shrink {
+        #[arg(long)]
+        scenario: PathBuf,
+        #[arg(long)]
+        seed: u64,
+        /// Shrink against this checker (default: the first violation's).
+        #[arg(long)]
+        checker: Option<String>,
+        /// Where the shrunk schedule goes (default <reports>/<scenario>/<seed>/schedule.toml);
+        /// the recorded one goes next to it as <name>.original.toml.
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// At most this many replays.
+        #[arg(long, default_value_t = shrink::DEFAULT_MAX_REPLAYS)]
+        max_replays: u32,
+        #[arg(long, default_value = "reports")]
+        reports: PathBuf,
+    },
     /// Measure the gate (series/s, events/s, simulated-to-wall ratio, peak memory) against a
     /// bare madsim runtime doing a comparable number of timer and message events.
+    /// Run the gate against planted anti-patterns; exit 1 if any survives.
+    Mutants {
+        #[arg(long, num_args = 1.., default_values_t = toolop_sim::mutants::DEFAULT_SET.map(String::from))]
+        scenario: Vec<String>,
+        /// Series budget per mutation.
+        #[arg(long, default_value_t = 2_000)]
+        series: u64,
+        #[arg(long, default_value_t = 2)]
+        jobs: usize,
+    },
+    /// Evaluate a grid of executor poll settings on the same seeds; recommend one for a latency target.
+    Tune(toolop_sim::tune::TuneArgs),
     Bench {
         #[arg(long, num_args = 1.., required = true)]
         scenario: Vec<PathBuf>,
@@ -75,9 +118,12 @@ static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 fn main() -> ExitCode {
     match Cli::parse().cmd {
         Cmd::Run { scenario, seed, reports } => run(&scenario, seed, &reports),
-        Cmd::Replay { scenario, seed, reports, verbose } => replay(&scenario, seed, &reports, verbose),
+        Cmd::Replay { scenario, seed, schedule, reports, verbose, mutation } => replay_cmd(scenario, seed, schedule, &reports, verbose, mutation.as_deref()),
+        Cmd::Shrink { scenario, seed, checker, out, max_replays, reports } => shrink_cmd(&scenario, seed, checker.as_deref(), out, max_replays, &reports),
         Cmd::Gate { scenario, series, jobs, start_seed, run, reports } => gate(&scenario, series, jobs, start_seed, &run, &reports),
         Cmd::Bench { scenario, series, jobs } => bench_cmd(&scenario, series, jobs),
+        Cmd::Mutants { scenario, series, jobs } => mutants_cmd(&scenario.iter().map(PathBuf::from).collect::<Vec<_>>(), series, jobs),
+        Cmd::Tune(args) => toolop_sim::tune::main_tune(args),
     }
 }
 
@@ -96,6 +142,16 @@ fn write_trace(reports: &Path, name: &str, seed: u64, trace: &toolop_sim::trace:
     let dir = reports.join(name).join(seed.to_string());
     let file = dir.join("trace.jsonl");
     std::fs::create_dir_all(&dir).and_then(|_| std::fs::write(&file, trace.canonical_bytes())).map_err(|e| {
+        eprintln!("error: cannot write {}: {e}", file.display());
+        ExitCode::from(2)
+    })?;
+    Ok(file)
+}
+
+fn write_named_trace(reports: &Path, name: &str, seed: u64, file_name: &str, trace: &toolop_sim::trace::Trace) -> Result<PathBuf, ExitCode> {
+    let file = reports.join(name).join(seed.to_string()).join(file_name);
+    let dir = file.parent().unwrap_or(reports);
+    std::fs::create_dir_all(dir).and_then(|_| std::fs::write(&file, trace.canonical_bytes())).map_err(|e| {
         eprintln!("error: cannot write {}: {e}", file.display());
         ExitCode::from(2)
     })?;
@@ -127,19 +183,63 @@ fn run(path: &Path, seed: u64, reports: &Path) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-fn replay(path: &Path, seed: u64, reports: &Path, verbose: bool) -> ExitCode {
-    let sc = match load(path) {
+fn replay_cmd(scenario: Option<PathBuf>, seed: Option<u64>, schedule: Option<PathBuf>, reports: &Path, verbose: bool, mutation: Option<&str>) -> ExitCode {
+    let mutation = match mutation.map(|m| toolop::core::mutation::Mutation::from_name(m).ok_or(m)).transpose() {
+        Ok(m) => m,
+        Err(name) => {
+            let known: Vec<String> = toolop::core::mutation::Mutation::ALL.iter().map(|m| m.name()).collect();
+            eprintln!("error: unknown mutation {name:?}; known: {}", known.join(", "));
+            return ExitCode::from(2);
+        }
+    };
+    let schedule = match schedule.as_deref().map(Schedule::load).transpose() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let path = scenario.or_else(|| schedule.as_ref().map(|s| PathBuf::from(&s.scenario)));
+    let seed = seed.or(schedule.as_ref().map(|s| s.seed));
+    let (Some(path), Some(seed)) = (path, seed) else {
+        eprintln!("error: replay needs --scenario and --seed, or --schedule");
+        return ExitCode::from(2);
+    };
+    replay(&path, seed, schedule.as_ref(), reports, verbose, mutation)
+}
+
+fn replay(path: &Path, seed: u64, schedule: Option<&Schedule>, reports: &Path, verbose: bool, mutation: Option<toolop::core::mutation::Mutation>) -> ExitCode {
+    let mut sc = match load(path) {
         Ok(s) => s,
         Err(code) => return code,
     };
-    let result = match world::run_series(&sc, seed) {
+    sc.executor.core.mutation = mutation;
+    let params = match world::params_with(&sc, seed, schedule) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let result = match world::run_series_with(&sc, seed, schedule) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("error: {e}");
             return ExitCode::from(2);
         }
     };
-    print!("{}", world::draw_params(&sc, seed).render());
+    print!("{}", params.render());
+    if let Some(s) = schedule {
+        println!("schedule: {}", s.size(params.nodes.len()));
+        for f in &result.firings {
+            let asks = result.asks.get(&f.fault).copied().unwrap_or(0);
+            println!("  fired {} ask {} of {asks} (decision {}) at {} ms", f.fault.name(), f.ask, f.decision.unwrap_or(0), f.t_ms.unwrap_or(0));
+        }
+        let listed = s.firings.len();
+        if listed != result.firings.len() {
+            println!("  ({} listed firing(s) never reached their decision point)", listed - result.firings.len().min(listed));
+        }
+    }
     println!("timeline:");
     print!("{}", timeline::render(&result.trace, verbose));
     println!("summary:");
@@ -153,7 +253,16 @@ fn replay(path: &Path, seed: u64, reports: &Path, verbose: bool) -> ExitCode {
             println!("  {} {}: {}", v.checker, v.node.as_deref().unwrap_or("-"), v.detail);
         }
     }
-    match write_trace(reports, &sc.name, seed, &result.trace) {
+    if let Some(expected) = schedule.and_then(|s| s.checker.as_deref()) {
+        let again = violations.iter().any(|v| v.checker == expected);
+        println!("schedule expects {expected}: {}", if again { "reproduced" } else { "NOT reproduced" });
+    }
+    // A schedule's trace goes next to the seed's own, never over it.
+    let written = match schedule {
+        None => write_trace(reports, &sc.name, seed, &result.trace),
+        Some(_) => write_named_trace(reports, &sc.name, seed, "schedule-trace.jsonl", &result.trace),
+    };
+    match written {
         Ok(f) => println!("trace: {}", f.display()),
         Err(code) => return code,
     }
@@ -199,11 +308,92 @@ fn gate(paths: &[PathBuf], series: u64, jobs: usize, start_seed: u64, run_name: 
             return ExitCode::from(2);
         }
     }
+    shrink_failing(&scenarios, &r, &reports.join(run_name).join("shrunk"), jobs);
     println!("{} in {:.2} s wall", if r.passed() { "PASS" } else { "FAIL" }, wall_ms as f64 / 1000.0);
     if r.passed() {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
+    }
+}
+
+/// Per gate report: the replay budget of each shrink.
+const GATE_SHRINK_REPLAYS: u32 = 200;
+
+/// The gate's shrinking step: the first failing seed of each failing checker, shrunk against
+/// that checker, its schedule written under `dir`, the sizes and the replay command printed.
+fn shrink_failing(scenarios: &[Loaded], r: &gates::SweepReport, dir: &Path, jobs: usize) {
+    let mut firsts: Vec<(&'static str, &gates::SeriesRow)> = vec![];
+    for row in &r.rows {
+        for v in &row.violations {
+            if !firsts.iter().any(|(c, _)| *c == v.checker) {
+                firsts.push((v.checker, row));
+            }
+        }
+    }
+    if firsts.is_empty() {
+        return;
+    }
+    println!("shrinking the first failing seed of {} failing checker(s):", firsts.len());
+    let results: Vec<String> = std::thread::scope(|scope| {
+        let mut out = vec![];
+        for batch in firsts.chunks(jobs.max(1)) {
+            let handles: Vec<_> = batch.iter().map(|&(checker, row)| scope.spawn(move || shrink_one(scenarios, checker, row, dir))).collect();
+            out.extend(handles.into_iter().map(|h| h.join().unwrap_or_else(|_| "  shrink panicked".into())));
+        }
+        out
+    });
+    for line in results {
+        println!("{line}");
+    }
+}
+
+fn shrink_one(scenarios: &[Loaded], checker: &str, row: &gates::SeriesRow, dir: &Path) -> String {
+    let head = format!("  {checker} (seed {} of {})", row.seed, row.scenario_file);
+    let Some(l) = scenarios.iter().find(|l| l.file.display().to_string() == row.scenario_file) else {
+        return format!("{head}: scenario not found");
+    };
+    let out = dir.join(format!("{checker}-{}-{}.toml", l.scenario.name, row.seed));
+    match shrink::shrink_to_file(&l.scenario, &row.scenario_file, row.seed, Some(checker), GATE_SHRINK_REPLAYS, &out) {
+        Ok(Some((s, _))) => format!("{head}: {}
+    replay: {}", s.render(), shrink::replay_command(&out)),
+        Ok(None) => format!("{head}: did not fail again (not shrunk)"),
+        Err(e) => format!("{head}: cannot shrink: {e}"),
+    }
+}
+
+fn shrink_cmd(path: &Path, seed: u64, checker: Option<&str>, out: Option<PathBuf>, max_replays: u32, reports: &Path) -> ExitCode {
+    let sc = match load(path) {
+        Ok(s) => s,
+        Err(code) => return code,
+    };
+    if let Some(c) = checker.filter(|c| !checkers::CHECKERS.iter().any(|(n, _)| n == c)) {
+        let names: Vec<&str> = checkers::CHECKERS.iter().map(|(n, _)| *n).collect();
+        eprintln!("error: --checker {c}: no such checker (one of {})", names.join(", "));
+        return ExitCode::from(2);
+    }
+    let out = out.unwrap_or_else(|| shrink::default_path(reports, &sc, seed));
+    let file = path.display().to_string();
+    match shrink::shrink_to_file(&sc, &file, seed, checker, max_replays, &out) {
+        Ok(Some((s, original))) => {
+            println!("shrink scenario={file} seed={seed} checker={}", s.checker);
+            println!("  original: {} (trace hash {})", s.original_size, s.original_hash);
+            println!("  shrunk:   {} (trace hash {})", s.shrunk_size, s.shrunk_hash);
+            println!("  replays:  {}{} in {:.2} s wall", s.replays, if s.budget_exhausted { " (budget spent: may shrink further)" } else { "" }, s.wall_ms as f64 / 1000.0);
+            println!("  still fails: {}: {}", s.checker, s.detail);
+            println!("wrote {}", out.display());
+            println!("wrote {} (the recorded schedule)", original.display());
+            println!("replay: {}", shrink::replay_command(&out));
+            ExitCode::SUCCESS
+        }
+        Ok(None) => {
+            println!("seed {seed} of {file} does not fail{}: nothing to shrink", checker.map(|c| format!(" {c}")).unwrap_or_default());
+            ExitCode::from(1)
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        }
     }
 }
 
@@ -214,4 +404,29 @@ fn bench_cmd(paths: &[PathBuf], series: u64, jobs: usize) -> ExitCode {
     };
     print!("{}", bench::run(&scenarios, series, jobs));
     ExitCode::SUCCESS
+}
+
+fn mutants_cmd(paths: &[PathBuf], series: u64, jobs: usize) -> ExitCode {
+    let scenarios = match load_all(paths) {
+        Ok(s) => s,
+        Err(code) => return code,
+    };
+    println!("mutants: {} mutations, up to {series} series each over {}", toolop::core::mutation::Mutation::ALL.len(), paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "));
+    let base = toolop_sim::mutants::baseline(&scenarios, series, jobs);
+    let results: Vec<_> = toolop::core::mutation::Mutation::ALL.iter().map(|&m| toolop_sim::mutants::hunt(&scenarios, m, series, jobs)).collect();
+    print!("{}", toolop_sim::mutants::table(&results, &base));
+    for r in results.iter().filter(|r| r.caught()) {
+        if let Some((_, seed, file)) = &r.first_failure {
+            println!("  {}: toolop-sim replay --scenario {file} --seed {seed} --mutation {}", r.mutation.name(), r.mutation.name());
+        }
+    }
+    let survivors = results.iter().filter(|r| !r.caught()).count();
+    let clean = base.values().all(|&n| n == 0);
+    if survivors == 0 && clean {
+        println!("PASS: every mutation caught; the unmutated executor is clean");
+        ExitCode::SUCCESS
+    } else {
+        println!("FAIL: {survivors} mutation(s) survived{}", if clean { "" } else { "; the unmutated executor tripped checkers" });
+        ExitCode::from(1)
+    }
 }

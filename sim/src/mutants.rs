@@ -13,6 +13,9 @@ use crate::sweep::{self, Loaded};
 /// makes a missing QPS limiter visible.
 pub const DEFAULT_SET: [&str; 3] = ["scenarios/smoke.toml", "scenarios/mcp_faults.toml", "scenarios/mcp_load.toml"];
 
+/// Replay budget for shrinking each mutation's first failure.
+const SHRINK_REPLAYS: u32 = 150;
+
 /// What the run found for one mutation.
 #[derive(Clone, Debug, PartialEq)]
 pub struct MutantResult {
@@ -21,8 +24,9 @@ pub struct MutantResult {
     pub first_failure: Option<(u64, u64, String)>,
     /// Checkers that fired on the first failing series.
     pub caught_by: Vec<String>,
-    /// Fault firings in the first failing series.
+    /// Fault firings in the first failing series, and in its shrunk schedule.
     pub fault_events: u64,
+    pub shrunk_fault_events: Option<u64>,
     /// Series run before deciding.
     pub series_run: u64,
 }
@@ -61,17 +65,23 @@ pub fn hunt(scenarios: &[Loaded], m: Mutation, budget: u64, jobs: usize) -> Muta
             let mut caught_by: Vec<String> = r.violations.iter().map(|v| v.checker.to_string()).collect();
             caught_by.dedup();
             let fault_events = r.metrics.faults.values().map(|&n| u64::from(n)).sum();
+            let which = planted.iter().find(|l| l.file.display().to_string() == r.scenario_file);
+            let shrunk_fault_events = which.and_then(|l| {
+                let s = crate::shrink::shrink_seed(&l.scenario, &r.scenario_file, r.seed, caught_by.first().map(String::as_str), SHRINK_REPLAYS);
+                s.ok().flatten().map(|s| s.shrunk_size.firings as u64)
+            });
             return MutantResult {
                 mutation: m,
                 first_failure: Some((done + i as u64 + 1, r.seed, r.scenario_file.clone())),
                 caught_by,
                 fault_events,
+                shrunk_fault_events,
                 series_run: done + n,
             };
         }
         done += n;
     }
-    MutantResult { mutation: m, first_failure: None, caught_by: vec![], fault_events: 0, series_run: done }
+    MutantResult { mutation: m, first_failure: None, caught_by: vec![], fault_events: 0, shrunk_fault_events: None, series_run: done }
 }
 
 /// Violations per checker of the unmutated executor over the same budget (must all be zero).
@@ -89,8 +99,8 @@ pub fn baseline(scenarios: &[Loaded], budget: u64, jobs: usize) -> BTreeMap<Stri
 /// The table the command prints (and the README shows).
 pub fn table(results: &[MutantResult], baseline: &BTreeMap<String, u64>) -> String {
     let mut s = format!(
-        "{:<38} {:<6} {:>10} {:>7} {:<44} {:>6}\n",
-        "MUTATION", "CAUGHT", "FIRST SEED", "SERIES", "CAUGHT BY", "FAULTS"
+        "{:<38} {:<6} {:>10} {:>7} {:<44} {:>6} {:>6}\n",
+        "MUTATION", "CAUGHT", "FIRST SEED", "SERIES", "CAUGHT BY", "FAULTS", "SHRUNK"
     );
     for r in results {
         let (seed, series) = match &r.first_failure {
@@ -99,13 +109,14 @@ pub fn table(results: &[MutantResult], baseline: &BTreeMap<String, u64>) -> Stri
         };
         let by = if r.caught_by.is_empty() { "-".to_string() } else { r.caught_by.join(",") };
         s.push_str(&format!(
-            "{:<38} {:<6} {:>10} {:>7} {:<44} {:>6}\n",
+            "{:<38} {:<6} {:>10} {:>7} {:<44} {:>6} {:>6}\n",
             r.mutation.name(),
             if r.caught() { "yes" } else { "NO" },
             seed,
             series,
             by,
-            r.fault_events
+            r.fault_events,
+            r.shrunk_fault_events.map(|n| n.to_string()).unwrap_or_else(|| "-".into())
         ));
     }
     let clean = baseline.values().all(|&n| n == 0);

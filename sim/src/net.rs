@@ -9,7 +9,7 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio::time::{Duration, Instant};
 use toolop::ledger::{Ledger, MemoryLedger};
-use toolop::protocol::{META_IDEMPOTENCY_KEY, META_LOOKUP_KEY};
+use toolop::protocol::{META_IDEMPOTENCY_KEY, META_LOOKUP_KEY, META_RESULT_DIGEST};
 use toolop::record::LocalState;
 use toolop::transport::{InFrame, OutFrame, Transport, TransportError};
 
@@ -74,6 +74,22 @@ fn rewrite_task_ids(v: &mut Value, to: &str) {
         }
         Value::Array(a) => a.iter_mut().for_each(|x| rewrite_task_ids(x, to)),
         _ => {}
+    }
+}
+
+/// Drop the last content block of a `tasks/result` reply, keeping `_meta` (the server's result
+/// digest included) as sent. Only for a result that carries the server's digest, so the cut is
+/// detectable; returns whether a block was dropped.
+fn drop_last_content_block(msg: &mut Value) -> bool {
+    let Some(result) = msg.get_mut("result") else {
+        return false;
+    };
+    if !result["_meta"][META_RESULT_DIGEST].is_string() {
+        return false;
+    }
+    match result.get_mut("content").and_then(Value::as_array_mut) {
+        Some(blocks) => blocks.pop().is_some(),
+        None => false,
     }
 }
 
@@ -201,6 +217,13 @@ impl Net {
                         server.lock().expect("server lock").finish_now(&t, at);
                     });
                 }
+                // A server that keeps working through the cancel and later lets the work's end
+                // overwrite `cancelled`. Recorded when (and if) the status flips: see
+                // `world::actors`, which decides the flip.
+                let decision = self.ctx.plan.lock().expect("plan lock").fire(FaultKind::StatusAfterCancel, now);
+                if let Some(decision) = decision {
+                    self.ctx.server.lock().expect("server lock").keep_working_after_cancel(t, decision);
+                }
             }
         }
         let lost = frame.request_id.is_some() && self.fire(FaultKind::LostRequest, n, sent.method.clone());
@@ -253,9 +276,17 @@ impl Net {
                 "tasks/cancel" if self.fire(FaultKind::CancelAckLost, n, String::new()) => verdict = "lost".into(),
                 "tasks/result" if self.fire(FaultKind::ResultLost, n, String::new()) => verdict = "lost".into(),
                 "tasks/result" if !is_error && frame.body.len() > 2 && self.fire(FaultKind::ResultTruncated, n, String::new()) => {
-                    let cut = self.ctx.plan.lock().expect("plan lock").draw(1, frame.body.len() as u64 - 1) as usize;
-                    frame.body.truncate(cut);
-                    verdict = format!("truncated to {cut} bytes");
+                    // Half the firings cut bytes; the other half keep the JSON well formed and
+                    // drop the last content block (the server's digest then no longer matches).
+                    let semantic = self.ctx.plan.lock().expect("plan lock").draw(0, 1) == 1;
+                    if semantic && drop_last_content_block(&mut msg) {
+                        frame.body = msg.to_string().into_bytes();
+                        verdict = "last content block dropped".into();
+                    } else {
+                        let cut = self.ctx.plan.lock().expect("plan lock").draw(1, frame.body.len() as u64 - 1) as usize;
+                        frame.body.truncate(cut);
+                        verdict = format!("truncated to {cut} bytes");
+                    }
                 }
                 _ => {}
             }
@@ -318,5 +349,31 @@ impl Transport for SimTransport {
 
     async fn recv(&mut self) -> Option<InFrame> {
         self.rx.recv().await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn semantic_truncation_drops_the_last_block_and_keeps_the_digest() {
+        let meta = json!({ META_RESULT_DIGEST: "d", RELATED_TASK: {"taskId": "t"} });
+        let mut msg = json!({"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}], "isError": false, "_meta": meta}});
+        assert!(drop_last_content_block(&mut msg));
+        assert_eq!(msg["result"]["content"], json!([{"type": "text", "text": "a"}]));
+        assert_eq!(msg["result"]["_meta"], meta);
+        // Without the server's digest the cut would go unnoticed: left alone. So are results
+        // without blocks, and anything that is not a result.
+        let mut plain = json!({"result": {"content": [{"type": "text", "text": "a"}]}});
+        let mut empty = json!({"result": {"content": [], "_meta": {META_RESULT_DIGEST: "d"}}});
+        let mut odd = json!([1, 2]);
+        for m in [&mut plain, &mut empty, &mut odd] {
+            let before = m.clone();
+            assert!(!drop_last_content_block(m));
+            assert_eq!(*m, before);
+        }
     }
 }

@@ -396,6 +396,11 @@ impl<'a> Machine<'a> {
             return STAYED;
         }
         match (state, status) {
+            (S::CancelRequested, _) if self.rec.cancel_pending => {
+                // Best-effort cancel already taken: only a terminal read says who won.
+                self.schedule(self.cfg.cancel_requery_interval_ms, Timer::CancelRequery);
+                STAYED
+            }
             (S::CancelRequested, _) => {
                 if self.rec.cancel_attempts >= self.cfg.max_cancel_attempts {
                     return self.to_unknown("cancel attempts spent and the operation still runs");
@@ -447,7 +452,11 @@ impl<'a> Machine<'a> {
             Reply::SubmitRefused { .. } if state == S::Submitting && latest => {
                 self.accept(S::Rejected, TerminalState::Rejected, None, None)
             }
-            Reply::SyncResult(rv) if state == S::Submitting && latest && self.rec.synchronous && kind == RequestKind::SubmitSync => {
+            // A synchronous call's reply, or a server that chose to answer a submission inline
+            // instead of creating a task (the tasks extension lets it): the result is in hand.
+            Reply::SyncResult(rv) if state == S::Submitting && latest && (kind == RequestKind::Submit || self.rec.synchronous) => {
+                // Answered inline: the call ran synchronously after all, with no operation id.
+                self.rec.synchronous = true;
                 if !rv.verified {
                     return self.to_unknown("a synchronous result failed verification and cannot be fetched again");
                 }
@@ -504,6 +513,7 @@ impl<'a> Machine<'a> {
             return rejected(Rejection::NotApplicable);
         }
         match reply {
+            Reply::InputRequests(reqs) => self.on_input_requests(reqs, latest),
             Reply::Status(v) => match self.absorb(v) {
                 Ok(()) => self.on_status(v.status, latest),
                 // Someone else's task in our reply: refuse it, and keep our own polling alive.
@@ -552,7 +562,44 @@ impl<'a> Machine<'a> {
         self.to_unknown(&format!("{why} ({when})"))
     }
 
+    /// Input requests inlined in a status read (the tasks extension): the read itself plays
+    /// the part of MCP 2025-11-25's input stream. Requests already answered come back until the
+    /// server has processed the answer; they are skipped, not asked again.
+    fn on_input_requests(&mut self, reqs: &[InputRequest], latest: bool) -> R {
+        match self.rec.local_state {
+            S::Working => self.go(S::InputRequired)?,
+            S::InputRequired => {}
+            S::CancelRequested => {
+                if latest {
+                    self.schedule(self.cfg.cancel_requery_interval_ms, Timer::CancelRequery);
+                }
+                return STAYED;
+            }
+            _ => return rejected(Rejection::NotApplicable),
+        }
+        self.rec.last_server_status = Some(crate::record::ProtocolStatus::InputRequired);
+        if self.rec.pending_input.is_some() {
+            return STAYED;
+        }
+        let fresh = reqs.iter().find(|r| !self.rec.answered_inputs.contains(&r.server_request_id));
+        match fresh {
+            Some(req) => {
+                self.rec.input_stream_open = true;
+                self.input_requested(req)
+            }
+            None => {
+                if latest {
+                    self.schedule_poll_after(None);
+                }
+                STAYED
+            }
+        }
+    }
+
     fn on_fetch_reply(&mut self, reply: &Reply, latest: bool) -> R {
+        if let Reply::InputRequests(reqs) = reply {
+            return self.on_input_requests(reqs, latest);
+        }
         match self.rec.local_state {
             S::FetchingResult if latest => self.on_result(reply),
             // The input stream ended (the task finished, or the server dropped it): read status.
@@ -582,7 +629,7 @@ impl<'a> Machine<'a> {
                 let payload = serde_json::json!({"error": {"code": code, "message": message}});
                 self.accept(S::Accepted, terminal, Some(value_digest(&payload)), Some(payload))
             }
-            (Reply::NoResultStored { .. }, TerminalState::Cancelled) => self.accept(S::Accepted, terminal, None, None),
+            (Reply::NoResultStored { .. }, TerminalState::Cancelled | TerminalState::DoneWithoutResult) => self.accept(S::Accepted, terminal, None, None),
             (Reply::NotFound { .. }, _) => self.not_found("result gone before it was fetched"),
             (Reply::RateLimited { retry_after_ms } | Reply::Unavailable { retry_after_ms }, _) => {
                 self.refetch(retry_after_ms.unwrap_or(0))
@@ -624,6 +671,11 @@ impl<'a> Machine<'a> {
                 }
             },
             // Already terminal: read which terminal state it is; never rewrite it as cancelled.
+            Reply::CancelPending => {
+                self.rec.cancel_pending = true;
+                self.schedule(self.cfg.cancel_requery_interval_ms, Timer::CancelRequery);
+                STAYED
+            }
             Reply::CancelRejectedTerminal { .. } if mutated!(self, CancelRejectionAsCancelled) => {
                 self.accept(S::CancelledAccepted, TerminalState::Cancelled, None, None)
             }
@@ -650,14 +702,16 @@ impl<'a> Machine<'a> {
             return rejected(Rejection::StaleAnswer { seq, applied_seq: self.rec.poll_cursor.applied_seq });
         }
         self.rec.poll_cursor.lost_streak += 1;
+        let fresh_key = mutated!(self, FreshKeyOnSubmitTimeout);
+        let blind = fresh_key || mutated!(self, ResubmitWithoutLookup);
         match (kind, self.rec.local_state) {
-            (RequestKind::Submit, S::Submitting) if mutated!(self, FreshKeyOnSubmitTimeout) || mutated!(self, ResubmitWithoutLookup) => {
+            (RequestKind::Submit, S::Submitting) if blind => {
                 if self.rec.submit_attempts >= self.cfg.max_submit_attempts {
                     return self.submission_unknown();
                 }
                 // Planted: retry blind, the first time under a freshly minted key.
                 let mut key = self.rec.submission_key.clone();
-                if mutated!(self, FreshKeyOnSubmitTimeout) {
+                if fresh_key {
                     key = format!("{key}~retry{}", self.rec.submit_attempts);
                 }
                 self.rec.submit_attempts += 1;
@@ -758,6 +812,7 @@ impl<'a> Machine<'a> {
     fn request_cancel(&mut self) -> R {
         self.rec.cancel_generation += 1;
         self.rec.cancel_attempts = 1;
+        self.rec.cancel_pending = false;
         self.rec.pending_input = None;
         self.rec.input_stream_open = false;
         self.go(S::CancelRequested)?;

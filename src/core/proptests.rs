@@ -42,6 +42,14 @@ fn arb_reply() -> impl Strategy<Value = Reply> {
         arb_view().prop_map(Reply::Submitted),
         Just(Reply::SubmitRefused { reason: "no".into() }),
         arb_result().prop_map(Reply::SyncResult),
+        prop::collection::vec(0i64..3, 0..3).prop_map(|ids| Reply::InputRequests(ids.into_iter().map(|id| InputRequest {
+            server_request_id: serde_json::json!(id),
+            related_operation_id: Some(OP.into()),
+            message: "ok?".into(),
+            requested_schema: serde_json::json!({}),
+            schema_digest: "s".into(),
+            raw: serde_json::json!({}),
+        }).collect())),
         arb_view().prop_map(Reply::LookupFound),
         Just(Reply::LookupNotFound),
         Just(Reply::LookupUnsupported),
@@ -54,6 +62,7 @@ fn arb_reply() -> impl Strategy<Value = Reply> {
         Just(Reply::ResultIsError { code: -32000, message: "boom".into() }),
         Just(Reply::NoResultStored { message: "none".into() }),
         arb_view().prop_map(Reply::CancelAcknowledged),
+        Just(Reply::CancelPending),
         Just(Reply::CancelRejectedTerminal { message: "terminal".into() }),
         Just(Reply::Error { message: "x".into() }),
         Just(Reply::Malformed { reason: "truncated".into() }),
@@ -211,15 +220,15 @@ proptest! {
                         if spec.terminal == TerminalState::Completed {
                             let fetched = match &event {
                                 Event::Reply { kind: RequestKind::Fetch, reply: Reply::Result(rv), .. }
-                                | Event::Reply { kind: RequestKind::SubmitSync, reply: Reply::SyncResult(rv), .. } => Some(rv),
+                                | Event::Reply { kind: RequestKind::SubmitSync | RequestKind::Submit, reply: Reply::SyncResult(rv), .. } => Some(rv),
                                 _ => None,
                             };
                             let rv = fetched.expect("completed accepted without a fetched result");
                             prop_assert!(rv.verified, "accepted an unverified result");
+                            let inline = matches!(event, Event::Reply { reply: Reply::SyncResult(_), .. });
                             if rec.synchronous {
-                                let via_sync = matches!(event, Event::Reply { kind: RequestKind::SubmitSync, .. });
-                                prop_assert!(via_sync, "a synchronous record accepted other than by its reply");
-                            } else {
+                                prop_assert!(inline, "a synchronous record accepted other than by its reply");
+                            } else if !inline {
                                 prop_assert_eq!(rv.related_operation_id.as_deref(), Some(OP));
                             }
                             prop_assert_eq!(spec.result_digest.as_deref(), Some(rv.digest.as_str()));

@@ -314,6 +314,22 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
          reply:poll:status => CANCEL_REQUESTED->TERMINAL_OBSERVED [at0:fetch_due]",
     ),
     (
+        "best-effort cancel taken: keep reading until a terminal read says who won",
+        |s| {
+            s.working().ev(Event::CancelClicked).reply(RequestKind::Cancel, Reply::CancelPending);
+            s.timer(Timer::CancelRequery).reply(RequestKind::Poll, Reply::Status(view(P::Working)));
+            s.timer(Timer::CancelRequery).reply(RequestKind::Poll, Reply::Status(view(P::Completed)));
+        },
+        "start => stay [send:submit#1]
+         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
+         cancel_clicked => WORKING->CANCEL_REQUESTED [send:cancel#2]
+         reply:cancel:cancel_pending => stay [at2000:cancel_requery]
+         timer:cancel_requery => stay [send:poll#3]
+         reply:poll:status => stay [at2000:cancel_requery]
+         timer:cancel_requery => stay [send:poll#4]
+         reply:poll:status => CANCEL_REQUESTED->TERMINAL_OBSERVED [at0:fetch_due]",
+    ),
+    (
         "cancel ack lost: resolved by querying",
         |s| {
             s.working().ev(Event::CancelClicked).lost(RequestKind::Cancel);

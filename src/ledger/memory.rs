@@ -131,7 +131,10 @@ impl Ledger for MemoryLedger {
                 TerminalState::Completed | TerminalState::Failed => spec.payload,
                 _ => None,
             };
-            self.outbox.push(OutboxEntry { call_node_id: id.clone(), receipt_id, terminal_state: spec.terminal, payload, status: OutboxStatus::Ready });
+            // A shadow operation is receipted and checked, but nothing downstream ever sees it.
+            if !next.shadow {
+                self.outbox.push(OutboxEntry { call_node_id: id.clone(), receipt_id, terminal_state: spec.terminal, payload, status: OutboxStatus::Ready });
+            }
         }
         if let Some(reason) = w.reconcile {
             self.reconcile.push(ReconcileItem {

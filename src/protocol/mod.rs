@@ -2,7 +2,9 @@
 //! the rest of the executor is protocol-neutral ([`Reply`], [`Inbound`], [`InputRequest`]):
 //! no JSON-RPC error code or HTTP status leaves this module tree.
 
+pub mod aip151;
 pub mod mcp_2025_11_25;
+pub mod mcp_tasks_ext;
 
 use std::collections::BTreeMap;
 
@@ -145,6 +147,12 @@ pub enum Reply {
     /// The fetch found no stored result (cancelled tasks: `-32603` or an empty result).
     NoResultStored { message: String },
     CancelAcknowledged(TaskView),
+    /// The cancel was accepted, but says nothing about the outcome (AIP-151 CancelOperation,
+    /// the tasks extension's empty ack): only a later read says who won.
+    CancelPending,
+    /// Input requests the server inlined in a task read (the tasks extension's `inputRequests`),
+    /// in key order. Answered with [`Outbound::InputResponse`], one per request.
+    InputRequests(Vec<InputRequest>),
     /// The cancel was refused because the operation is already terminal.
     CancelRejectedTerminal { message: String },
     /// Any other protocol error.
@@ -170,6 +178,8 @@ impl Reply {
             Reply::ResultIsError { .. } => "result_is_error",
             Reply::NoResultStored { .. } => "no_result_stored",
             Reply::CancelAcknowledged(_) => "cancel_ack",
+            Reply::CancelPending => "cancel_pending",
+            Reply::InputRequests(_) => "input_requests",
             Reply::CancelRejectedTerminal { .. } => "cancel_rejected_terminal",
             Reply::Error { .. } => "error",
             Reply::Malformed { .. } => "malformed",
@@ -252,6 +262,17 @@ pub trait Adapter {
     /// Tools and the next page cursor from a tools/list reply.
     fn decode_list_tools(&self, frame: &InFrame) -> Result<(Vec<ToolInfo>, Option<String>), ProtocolError>;
     fn encode(&self, rpc_id: u64, out: &Outbound) -> Vec<u8>;
+    /// The whole frame for `out`. JSON-RPC adapters keep the default; plain-HTTP adapters add
+    /// the method and path.
+    fn encode_frame(&self, rpc_id: u64, out: &Outbound) -> crate::transport::OutFrame {
+        let request_id = out.kind().expects_reply().then_some(rpc_id);
+        crate::transport::OutFrame { request_id, body: self.encode(rpc_id, out), http: None }
+    }
+    /// Capabilities known from configuration, for protocols without a handshake (AIP-151).
+    /// `None` means: negotiate (initialize, tools/list).
+    fn configured_capabilities(&self) -> Option<ServerCapabilities> {
+        None
+    }
     fn classify(&self, frame: &InFrame) -> Inbound;
     /// Decode the reply to a request of `kind`. Never panics: bad input is `Reply::Malformed`.
     fn decode_reply(&self, kind: RequestKind, frame: &InFrame) -> Reply;

@@ -4,35 +4,35 @@
 use tokio::time::Duration;
 
 use super::Runner;
-use crate::protocol::{Adapter, ServerCapabilities};
+use crate::protocol::ServerCapabilities;
 use crate::transport::{InFrame, OutFrame, Transport};
 
 /// Pages of tools/list we follow before deciding the server is looping.
 const TOOL_PAGES_MAX: usize = 64;
 
-pub(super) async fn negotiate<A: Adapter, T: Transport>(r: &mut Runner<A>, t: &mut T) -> Result<ServerCapabilities, String> {
+pub(super) async fn negotiate<T: Transport>(r: &mut Runner, lane: usize, t: &mut T) -> Result<ServerCapabilities, String> {
     let mut caps = None;
     for _ in 0..r.cfg.handshake_attempts.max(1) {
         let id = r.alloc_rpc_id();
-        let body = r.adapter.encode_initialize(id);
-        if let Some(frame) = exchange(r, t, id, body).await? {
-            caps = Some(r.adapter.decode_initialize(&frame).map_err(|e| format!("initialize: {e}"))?);
+        let body = r.lanes[lane].adapter.encode_initialize(id);
+        if let Some(frame) = exchange(r, lane, t, id, body).await? {
+            caps = Some(r.lanes[lane].adapter.decode_initialize(&frame).map_err(|e| format!("initialize: {e}"))?);
             break;
         }
     }
     let mut caps = caps.ok_or("initialize went unanswered")?;
-    if let Some(note) = r.adapter.encode_initialized() {
+    if let Some(note) = r.lanes[lane].adapter.encode_initialized() {
         admit(r).await;
-        t.send(OutFrame { request_id: None, body: note }).map_err(|_| "disconnected after initialize".to_string())?;
+        t.send(OutFrame { request_id: None, body: note, http: None }).map_err(|_| "disconnected after initialize".to_string())?;
     }
     let mut cursor: Option<String> = None;
     for _ in 0..TOOL_PAGES_MAX {
         let mut page = None;
         for _ in 0..r.cfg.handshake_attempts.max(1) {
             let id = r.alloc_rpc_id();
-            let body = r.adapter.encode_list_tools(id, cursor.as_deref());
-            if let Some(frame) = exchange(r, t, id, body).await? {
-                page = Some(r.adapter.decode_list_tools(&frame).map_err(|e| format!("tools/list: {e}"))?);
+            let body = r.lanes[lane].adapter.encode_list_tools(id, cursor.as_deref());
+            if let Some(frame) = exchange(r, lane, t, id, body).await? {
+                page = Some(r.lanes[lane].adapter.decode_list_tools(&frame).map_err(|e| format!("tools/list: {e}"))?);
                 break;
             }
         }
@@ -49,7 +49,7 @@ pub(super) async fn negotiate<A: Adapter, T: Transport>(r: &mut Runner<A>, t: &m
 }
 
 /// Wait for a slot of the shared QPS limiter: the handshake counts against the bound too.
-async fn admit<A: Adapter>(r: &mut Runner<A>) {
+async fn admit(r: &mut Runner) {
     loop {
         let now = r.now_ms();
         if r.limiter.try_admit(now) {
@@ -61,9 +61,9 @@ async fn admit<A: Adapter>(r: &mut Runner<A>) {
 }
 
 /// Send one request and wait (bounded) for the frame answering it. `Ok(None)` on timeout.
-async fn exchange<A: Adapter, T: Transport>(r: &mut Runner<A>, t: &mut T, id: u64, body: Vec<u8>) -> Result<Option<InFrame>, String> {
+async fn exchange<T: Transport>(r: &mut Runner, lane: usize, t: &mut T, id: u64, body: Vec<u8>) -> Result<Option<InFrame>, String> {
     admit(r).await;
-    t.send(OutFrame { request_id: Some(id), body }).map_err(|_| "disconnected during the handshake".to_string())?;
+    t.send(OutFrame { request_id: Some(id), body, http: None }).map_err(|_| "disconnected during the handshake".to_string())?;
     let deadline = tokio::time::Instant::now() + Duration::from_millis(r.cfg.request_timeout_ms);
     // Each frame either answers us or is dropped; a server flooding us still meets the deadline.
     loop {
@@ -73,7 +73,7 @@ async fn exchange<A: Adapter, T: Transport>(r: &mut Runner<A>, t: &mut T, id: u6
             frame = t.recv() => match frame {
                 None => return Err("disconnected during the handshake".into()),
                 Some(f) => {
-                    if let crate::protocol::Inbound::Response { rpc_id } = r.adapter.classify(&f) {
+                    if let crate::protocol::Inbound::Response { rpc_id } = r.lanes[lane].adapter.classify(&f) {
                         if rpc_id == id {
                             return Ok(Some(f));
                         }

@@ -3,8 +3,10 @@
 //! transaction), and only then executes the step's commands. Runs on real tokio in production
 //! and on madsim's tokio in the simulator: the same code.
 
+mod dispatch;
 mod handshake;
 mod jitter;
+mod lanes;
 mod observe;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -12,14 +14,18 @@ use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
+use std::future::Future;
+
 use tokio::time::{Duration, Instant};
 
-use crate::core::{self, Command, CoreConfig, Ctx, Event, Outcome, QpsLimiter, Timer};
-use crate::ledger::{Ledger, OutboxEntry, Write};
-use crate::protocol::{Adapter, ApprovalReply, Inbound, Outbound, RequestKind, ServerCapabilities, TaskSupport};
-use crate::record::ToolOperation;
-use crate::transport::{OutFrame, Transport};
+use crate::core::{CoreConfig, Event, QpsLimiter, Timer};
+use crate::ledger::{Ledger, OutboxEntry};
+use crate::protocol::{Adapter, ApprovalReply, Outbound, RequestKind};
+use crate::record::AdapterId;
+use crate::transport::Transport;
 pub use jitter::Jitter;
+pub use lanes::LaunchConfig;
+use lanes::Lane;
 pub use observe::{NullObserver, Observation, Observer};
 
 pub type SharedLedger = Arc<Mutex<dyn Ledger + Send>>;
@@ -44,6 +50,8 @@ pub struct RunnerConfig {
     pub no_task_support: NoTaskSupport,
     /// Upper bound on loop iterations of one runner: a runaway loop ends, it never hangs.
     pub max_events: u64,
+    /// Which adapter new operations go to, and which tools run in shadow mode.
+    pub launch: LaunchConfig,
 }
 
 impl Default for RunnerConfig {
@@ -55,6 +63,7 @@ impl Default for RunnerConfig {
             handshake_attempts: 5,
             no_task_support: NoTaskSupport::Reject,
             max_events: 1_000_000,
+            launch: LaunchConfig::default(),
         }
     }
 }
@@ -76,6 +85,9 @@ pub enum Input {
     Cancel { node: String },
     Detach { node: String },
     Approval { node: String, round: u32, schema_digest: String, reply: ApprovalReply },
+    /// An operator retires an adapter version: no new operations on it; its in-flight ones are
+    /// still queried and reconciled until it reports itself drained.
+    RetireAdapter(AdapterId),
     Shutdown,
 }
 
@@ -138,6 +150,7 @@ pub enum Exit {
 }
 
 struct Pending {
+    lane: usize,
     node: String,
     kind: RequestKind,
     seq: u64,
@@ -146,16 +159,18 @@ struct Pending {
 }
 
 struct Queued {
+    lane: usize,
     node: String,
     out: Outbound,
     seq: u64,
 }
 
-pub struct Runner<A: Adapter> {
+pub struct Runner {
     cfg: RunnerConfig,
     epoch: u64,
     origin: Instant,
-    adapter: A,
+    /// One lane per adapter (protocol version) this executor speaks, each with its transport.
+    lanes: Vec<Lane>,
     ledger: SharedLedger,
     observer: Box<dyn Observer + Send>,
     hook: Box<dyn OutputHook + Send>,
@@ -163,7 +178,6 @@ pub struct Runner<A: Adapter> {
     crashed: Option<CrashPoint>,
     approvals: mpsc::UnboundedSender<ApprovalRequest>,
     jitter: Jitter,
-    caps: ServerCapabilities,
     next_rpc_id: u64,
     pending: BTreeMap<u64, Pending>,
     timers: BTreeSet<(u64, String, Timer)>,
@@ -172,7 +186,7 @@ pub struct Runner<A: Adapter> {
     limiter: QpsLimiter,
 }
 
-impl<A: Adapter> Runner<A> {
+impl Runner {
     /// `origin` is time zero for every `*_ms` value; `rpc_id_base` keeps ids of successive
     /// incarnations apart so a late reply can never match a new request.
     #[allow(clippy::too_many_arguments)]
@@ -180,19 +194,20 @@ impl<A: Adapter> Runner<A> {
         cfg: RunnerConfig,
         epoch: u64,
         origin: Instant,
-        adapter: A,
+        adapter: impl Adapter + Send + 'static,
         ledger: SharedLedger,
         observer: Box<dyn Observer + Send>,
         approvals: mpsc::UnboundedSender<ApprovalRequest>,
         jitter_seed: u64,
         rpc_id_base: u64,
-    ) -> Runner<A> {
+    ) -> Runner {
         let limiter = QpsLimiter::new(cfg.max_qps);
+        let lanes = vec![Lane::new(Box::new(adapter), &cfg.core)];
         Runner {
             cfg,
             epoch,
             origin,
-            adapter,
+            lanes,
             ledger,
             observer,
             hook: Box::new(AcceptAll),
@@ -200,7 +215,6 @@ impl<A: Adapter> Runner<A> {
             crashed: None,
             approvals,
             jitter: Jitter::new(jitter_seed),
-            caps: ServerCapabilities::default(),
             next_rpc_id: rpc_id_base,
             pending: BTreeMap::new(),
             timers: BTreeSet::new(),
@@ -220,6 +234,12 @@ impl<A: Adapter> Runner<A> {
         self
     }
 
+    /// Speak one more protocol version, on its own transport (see [`Runner::run_lanes`]).
+    pub fn with_lane(mut self, adapter: Box<dyn Adapter + Send>) -> Self {
+        self.lanes.push(Lane::new(adapter, &self.cfg.core));
+        self
+    }
+
     fn now_ms(&self) -> u64 {
         Instant::now().duration_since(self.origin).as_millis() as u64
     }
@@ -235,21 +255,31 @@ impl<A: Adapter> Runner<A> {
 
     /// Negotiate, resume what the ledger holds in flight, then serve inputs and frames until
     /// told to stop, the connection drops, or the event limit is reached.
-    pub async fn run<T: Transport>(mut self, mut transport: T, mut inputs: mpsc::UnboundedReceiver<Input>) -> Exit {
-        match handshake::negotiate(&mut self, &mut transport).await {
-            Ok(caps) => {
-                self.observe(Observation::Negotiated {
-                    protocol_version: caps.protocol_version.clone(),
-                    key_lookup: caps.idempotency_by_key,
-                    tools: caps.tools.len(),
-                });
-                self.cfg.core.key_lookup = caps.idempotency_by_key;
-                self.cfg.core.key_retention_ms = caps.idempotency_retention_ms;
-                self.caps = caps;
-            }
-            Err(reason) => {
-                self.observe(Observation::HandshakeFailed { reason: reason.clone() });
-                return Exit::HandshakeFailed(reason);
+    pub async fn run<T: Transport>(self, transport: T, inputs: mpsc::UnboundedReceiver<Input>) -> Exit {
+        self.run_lanes(vec![transport], inputs).await
+    }
+
+    /// As [`Runner::run`], with one transport per lane, in lane order.
+    pub async fn run_lanes<T: Transport>(mut self, mut transports: Vec<T>, mut inputs: mpsc::UnboundedReceiver<Input>) -> Exit {
+        assert_eq!(transports.len(), self.lanes.len(), "one transport per lane");
+        for (i, t) in transports.iter_mut().enumerate() {
+            let caps = match self.lanes[i].adapter.configured_capabilities() {
+                Some(caps) => Ok(caps),
+                None => handshake::negotiate(&mut self, i, t).await,
+            };
+            match caps {
+                Ok(caps) => {
+                    self.observe(Observation::Negotiated {
+                        protocol_version: caps.protocol_version.clone(),
+                        key_lookup: caps.idempotency_by_key,
+                        tools: caps.tools.len(),
+                    });
+                    self.lanes[i].set_caps(caps);
+                }
+                Err(reason) => {
+                    self.observe(Observation::HandshakeFailed { reason: reason.clone() });
+                    return Exit::HandshakeFailed(reason);
+                }
             }
         }
         let in_flight: Vec<String> = {
@@ -260,18 +290,18 @@ impl<A: Adapter> Runner<A> {
         for node in in_flight {
             self.handle(&node, Event::Resume);
         }
-        let exit = self.serve(&mut transport, &mut inputs).await;
+        let exit = self.serve(&mut transports, &mut inputs).await;
         self.observe(Observation::Exit { reason: format!("{exit:?}") });
         exit
     }
 
-    async fn serve<T: Transport>(&mut self, transport: &mut T, inputs: &mut mpsc::UnboundedReceiver<Input>) -> Exit {
+    async fn serve<T: Transport>(&mut self, transports: &mut [T], inputs: &mut mpsc::UnboundedReceiver<Input>) -> Exit {
         for _ in 0..self.cfg.max_events {
             self.fire_due();
             if let Some(p) = self.crashed {
                 return Exit::Crashed(p);
             }
-            if let Err(exit) = self.flush(transport) {
+            if let Err(exit) = self.flush(transports) {
                 return exit;
             }
             let wake = self.next_wake_ms();
@@ -284,8 +314,8 @@ impl<A: Adapter> Runner<A> {
                     Some(Input::Shutdown) | None => return Exit::Shutdown,
                     Some(input) => self.on_input(input),
                 },
-                frame = transport.recv() => match frame {
-                    Some(frame) => self.on_frame(&frame),
+                (lane, frame) = next_frame(transports) => match frame {
+                    Some(frame) => self.on_frame(lane, &frame),
                     None => {
                         self.fail_all_pending();
                         return Exit::Disconnected;
@@ -336,7 +366,7 @@ impl<A: Adapter> Runner<A> {
     }
 
     /// Send what the limiter admits now; the rest waits for its slot.
-    fn flush<T: Transport>(&mut self, transport: &mut T) -> Result<(), Exit> {
+    fn flush<T: Transport>(&mut self, transports: &mut [T]) -> Result<(), Exit> {
         let now = self.now_ms();
         #[cfg(feature = "mutations")]
         let unlimited = self.cfg.core.mutated(crate::core::mutation::Mutation::NoQpsLimiter);
@@ -351,14 +381,17 @@ impl<A: Adapter> Runner<A> {
             }
             let q = self.queue.pop_front().expect("front exists");
             let kind = q.out.kind();
-            let rpc_id = kind.expects_reply().then(|| self.alloc_rpc_id());
-            let body = self.adapter.encode(rpc_id.unwrap_or(0), &q.out);
+            // Every frame gets an id; the adapter decides whether its protocol carries one
+            // (an MCP 2025-11-25 elicitation answer does not, a tasks/update does).
+            let rpc_id = self.alloc_rpc_id();
+            let frame = self.lanes[q.lane].adapter.encode_frame(rpc_id, &q.out);
+            let rpc_id = frame.request_id;
             if let Some(id) = rpc_id {
                 let timeout_ms = self.timeout_for(&q);
-                self.pending.insert(id, Pending { node: q.node.clone(), kind, seq: q.seq, epoch: self.epoch, deadline_ms: now + timeout_ms });
+                self.pending.insert(id, Pending { lane: q.lane, node: q.node.clone(), kind, seq: q.seq, epoch: self.epoch, deadline_ms: now + timeout_ms });
             }
             self.observe(Observation::Sent { node: q.node.clone(), kind: kind.name(), seq: q.seq, rpc_id });
-            if transport.send(OutFrame { request_id: rpc_id, body }).is_err() {
+            if transports[q.lane].send(frame).is_err() {
                 self.fail_all_pending();
                 return Err(Exit::Disconnected);
             }
@@ -368,7 +401,7 @@ impl<A: Adapter> Runner<A> {
 
     fn timeout_for(&self, q: &Queued) -> u64 {
         match &q.out {
-            Outbound::SubmitSync { tool, .. } => self
+            Outbound::SubmitSync { tool, .. } => self.lanes[q.lane]
                 .caps
                 .tools
                 .get(tool)
@@ -390,176 +423,21 @@ impl<A: Adapter> Runner<A> {
             self.handle(&p.node, Event::Lost { kind: p.kind, seq: p.seq, epoch: p.epoch });
         }
     }
+}
 
-    fn on_input(&mut self, input: Input) {
-        match input {
-            Input::Submit(node) => self.submit(node),
-            Input::Cancel { node } => self.handle(&node, Event::CancelClicked),
-            Input::Detach { node } => self.handle(&node, Event::CallerDetached),
-            Input::Approval { node, round, schema_digest, reply } => {
-                self.handle(&node, Event::ApprovalReplied { round, schema_digest, reply })
-            }
-            Input::Shutdown => {}
-        }
-    }
-
-    fn submit(&mut self, node: CallNode) {
-        let now = self.now_ms();
-        let tool = self.caps.tools.get(&node.tool).cloned();
-        let task_capable = self.caps.tasks_tool_call;
-        let (tool_version, synchronous, refusal) = match &tool {
-            None => (String::new(), false, Some(format!("server lists no tool {:?}", node.tool))),
-            Some(t) if task_capable && t.task_support != TaskSupport::Forbidden => (t.descriptor_digest.clone(), false, None),
-            Some(t) => match (self.cfg.no_task_support, t.sync_upper_bound_ms) {
-                (NoTaskSupport::RunSync, Some(_)) => (t.descriptor_digest.clone(), true, None),
-                _ => (t.descriptor_digest.clone(), false, Some("tool has no task support and no synchronous bound we may use".to_string())),
-            },
-        };
-        let mut rec = ToolOperation::new(
-            &node.id,
-            &node.tool,
-            &tool_version,
-            node.arguments,
-            self.adapter.id(),
-            &node.submission_key,
-            self.epoch,
-            now,
-            self.cfg.core.wait_budget_ms,
-        );
-        rec.synchronous = synchronous;
-        let inserted = self.ledger.lock().expect("ledger lock").insert(rec);
-        if inserted.is_err() {
-            // The same call node again: the ledger already owns it; a second operation is exactly
-            // what this executor exists to prevent.
-            self.observe(Observation::DuplicateCallNode { node: node.id });
-            return;
-        }
-        match refusal {
-            Some(reason) => {
-                self.observe(Observation::CallRejected { node: node.id.clone(), reason });
-                self.handle(&node.id, Event::RejectLocally);
-            }
-            None => self.handle(&node.id, Event::Start),
-        }
-    }
-
-    fn on_frame(&mut self, frame: &crate::transport::InFrame) {
-        match self.adapter.classify(frame) {
-            Inbound::Response { rpc_id } => {
-                let Some(p) = self.pending.remove(&rpc_id) else {
-                    self.observe(Observation::Unrouted { what: format!("reply to request {rpc_id} nobody waits for") });
-                    return;
-                };
-                let reply = self.adapter.decode_reply(p.kind, frame);
-                let retry_after_ms = match &reply {
-                    crate::protocol::Reply::RateLimited { retry_after_ms } | crate::protocol::Reply::Unavailable { retry_after_ms } => *retry_after_ms,
-                    _ => None,
-                };
-                self.observe(Observation::Received { node: p.node.clone(), kind: p.kind.name(), seq: p.seq, reply: reply.name(), retry_after_ms });
-                self.handle(&p.node, Event::Reply { kind: p.kind, seq: p.seq, epoch: p.epoch, reply });
-            }
-            Inbound::InputRequest(req) => {
-                let owner = req.related_operation_id.as_deref().and_then(|op| self.ledger.lock().expect("ledger lock").by_operation_id(op));
-                match owner {
-                    Some(rec) => self.handle(&rec.call_node_id, Event::InputRequested(req)),
-                    None => self.observe(Observation::Unrouted { what: format!("input request for unknown operation {:?}", req.related_operation_id) }),
-                }
-            }
-            Inbound::Ignored { .. } => {}
-            Inbound::Malformed { reason } => self.observe(Observation::Malformed { reason }),
-        }
-    }
-
-    /// One event for one call node: step, commit, then act. Nothing is sent unless the write
-    /// that explains it is in the ledger.
-    fn handle(&mut self, node: &str, event: Event) {
-        if self.crashed.is_some() {
-            // A crashed process does nothing more; what it had not written is lost.
-            return;
-        }
-        if matches!(event, Event::Reply { .. }) && self.crash.crash_here(CrashPoint::AfterReplyBeforeCommit, node) {
-            self.crashed = Some(CrashPoint::AfterReplyBeforeCommit);
-            return;
-        }
-        let Some(rec) = self.ledger.lock().expect("ledger lock").by_call_node(node) else {
-            self.observe(Observation::Unrouted { what: format!("event {} for unknown call node {node}", event.name()) });
-            return;
-        };
-        let ctx = Ctx { now_ms: self.now_ms(), jitter_permille: self.jitter.permille(), epoch: self.epoch };
-        let step = core::step(&rec, &event, &ctx, &self.cfg.core);
-        let changed = step.record != rec;
-        let mut write = Write { expected_version: rec.version, record: step.record, accept: None, reconcile: None, effect: None, now_ms: ctx.now_ms };
-        for c in &step.commands {
-            match c {
-                Command::Accept(spec) => write.accept = Some(spec.clone()),
-                Command::Reconcile { reason } => write.reconcile = Some(reason.clone()),
-                Command::EffectReconciliation { reason } => write.effect = Some(reason.clone()),
-                _ => {}
+/// The next frame from any lane, lanes polled in order (deterministic, like `biased;`).
+async fn next_frame<T: Transport>(transports: &mut [T]) -> (usize, Option<crate::transport::InFrame>) {
+    std::future::poll_fn(|cx| {
+        for (i, t) in transports.iter_mut().enumerate() {
+            // A receive future is cheap to make and cancel-safe to drop: frames stay queued.
+            let fut = std::pin::pin!(t.recv());
+            if let std::task::Poll::Ready(f) = fut.poll(cx) {
+                return std::task::Poll::Ready((i, f));
             }
         }
-        let needs_write = changed || write.accept.is_some() || write.reconcile.is_some() || write.effect.is_some();
-        let version = if needs_write {
-            let committed = self.ledger.lock().expect("ledger lock").commit(write);
-            match committed {
-                Ok(stored) => stored.version,
-                Err(e) => {
-                    self.observe(Observation::LedgerRefused { node: node.to_string(), error: e.to_string() });
-                    return;
-                }
-            }
-        } else {
-            rec.version
-        };
-        let name = event.name();
-        let obs = match step.outcome {
-            Outcome::Moved(path) => Observation::Moved { node: node.to_string(), event: name, path, version },
-            Outcome::Stayed => Observation::Stayed { node: node.to_string(), event: name },
-            Outcome::Rejected(r) => Observation::Rejected { node: node.to_string(), event: name, reason: format!("{r:?}") },
-            Outcome::Refused { from, to } => Observation::Refused { node: node.to_string(), event: name, from, to },
-        };
-        self.observe(obs);
-        let sends = step.commands.iter().any(|c| matches!(c, Command::Send { .. }));
-        if sends && self.crash.crash_here(CrashPoint::AfterCommitBeforeSend, node) {
-            self.crashed = Some(CrashPoint::AfterCommitBeforeSend);
-            return;
-        }
-        for c in step.commands {
-            self.execute(node, c);
-        }
-    }
-
-    fn execute(&mut self, node: &str, c: Command) {
-        match c {
-            Command::Send { out, seq } => self.queue.push_back(Queued { node: node.to_string(), out, seq }),
-            Command::Schedule { at_ms, timer } => {
-                // One timer per (node, kind): a new schedule replaces the old one.
-                if let Some(old) = self.timer_at.insert((node.to_string(), timer), at_ms) {
-                    self.timers.remove(&(old, node.to_string(), timer));
-                }
-                self.timers.insert((at_ms, node.to_string(), timer));
-            }
-            Command::AskApproval { round, operation_id, request, schema_digest, deadline_ms } => {
-                self.observe(Observation::ApprovalAsked { node: node.to_string(), round, deadline_ms });
-                // A gate that went away cannot answer; the deadline timer declines instead.
-                let _ = self.approvals.send(ApprovalRequest { node: node.to_string(), operation_id, round, request, schema_digest, deadline_ms });
-            }
-            Command::Accept(spec) => {
-                self.observe(Observation::Accepted { node: node.to_string(), terminal: spec.terminal, result_digest: spec.result_digest.clone() });
-                let entry = self.ledger.lock().expect("ledger lock").outbox().into_iter().find(|e| e.call_node_id == node);
-                if let Some(entry) = entry {
-                    let (ok, detail) = match self.hook.check(&entry) {
-                        Ok(()) => (true, String::new()),
-                        Err(e) => (false, e),
-                    };
-                    self.observe(Observation::OutputChecked { node: node.to_string(), ok, detail });
-                }
-            }
-            Command::Reconcile { reason } => self.observe(Observation::Reconcile { node: node.to_string(), reason }),
-            Command::EffectReconciliation { reason } => {
-                self.observe(Observation::EffectReconciliation { node: node.to_string(), reason })
-            }
-        }
-    }
+        std::task::Poll::Pending
+    })
+    .await
 }
 
 #[cfg(test)]

@@ -29,6 +29,9 @@ pub enum Observation {
     OutputChecked { node: String, ok: bool, detail: String },
     CallRejected { node: String, reason: String },
     DuplicateCallNode { node: String },
+    AdapterRetired { adapter: &'static str },
+    /// A retired adapter has no in-flight operation left.
+    AdapterDrained { adapter: &'static str },
     /// A frame nobody was waiting for (late reply to a forgotten request, unknown operation).
     Unrouted { what: String },
     Malformed { reason: String },

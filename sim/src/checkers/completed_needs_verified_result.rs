@@ -18,7 +18,8 @@ pub const NAME: &str = "completed_needs_verified_result";
 
 /// (request kind, reply) pairs whose reply carries a result the adapter verified. An adapter
 /// that returns results inline in a status read (AIP-151 `done` with `response`) adds its pair.
-pub const VERIFYING_REPLIES: [(&str, &str); 2] = [("fetch", "result"), ("submit_sync", "sync_result")];
+/// A submission answered inline (the tasks extension may decline to create a task) carries its result too.
+pub const VERIFYING_REPLIES: [(&str, &str); 3] = [("fetch", "result"), ("submit_sync", "sync_result"), ("submit", "sync_result")];
 
 fn verifying(kind: &str, reply: &str) -> bool {
     VERIFYING_REPLIES.iter().any(|(k, r)| *k == kind && *r == reply)

@@ -30,6 +30,18 @@ pub mod poll_rate_within_bound;
 pub mod outbox_traceable;
 /// Liveness: every call node settles within the bound after the safety phase.
 pub mod settles_within_bound;
+/// An input round is answered with the answer given for it (never a replayed older one).
+pub mod input_answer_matches_round;
+/// The executor cancels on the server only when the caller asked (a detach is no cancel).
+pub mod cancel_only_when_asked;
+/// After a newer epoch took a call node over, no older executor acts on it.
+pub mod no_action_from_old_epoch;
+/// A 429/503's Retry-After is waited out before the refused request is repeated.
+pub mod retry_after_honoured;
+/// An answer to an older request never overwrites what a newer one established.
+pub mod no_stale_overwrite;
+/// A call node is submitted again only on proof that the previous submission created nothing.
+pub mod no_blind_resubmit;
 
 #[cfg(test)]
 pub(crate) mod testkit;
@@ -48,7 +60,7 @@ pub struct Violation {
 type Checker = fn(&view::View) -> Vec<Violation>;
 
 /// Every checker, in report order: (name, check).
-pub const CHECKERS: [(&str, Checker); 9] = [
+pub const CHECKERS: [(&str, Checker); 15] = [
     (at_most_one_receipt::NAME, at_most_one_receipt::violations),
     (completed_needs_verified_result::NAME, completed_needs_verified_result::violations),
     (no_advance_after_cancel::NAME, no_advance_after_cancel::violations),
@@ -58,6 +70,12 @@ pub const CHECKERS: [(&str, Checker); 9] = [
     (poll_rate_within_bound::NAME, poll_rate_within_bound::violations),
     (outbox_traceable::NAME, outbox_traceable::violations),
     (settles_within_bound::NAME, settles_within_bound::violations),
+    (input_answer_matches_round::NAME, input_answer_matches_round::violations),
+    (cancel_only_when_asked::NAME, cancel_only_when_asked::violations),
+    (no_action_from_old_epoch::NAME, no_action_from_old_epoch::violations),
+    (retry_after_honoured::NAME, retry_after_honoured::violations),
+    (no_stale_overwrite::NAME, no_stale_overwrite::violations),
+    (no_blind_resubmit::NAME, no_blind_resubmit::violations),
 ];
 
 /// Run every checker over a trace, in `CHECKERS` order.
@@ -86,7 +104,7 @@ mod tests {
             assert_eq!(v.len(), 1, "{v:?}");
             assert_eq!(v[0].checker, INCOMPLETE);
             // Each checker alone says the same.
-            let each: [fn(&Trace) -> Vec<Violation>; 9] = [
+            let each: [fn(&Trace) -> Vec<Violation>; 15] = [
                 at_most_one_receipt::check,
                 completed_needs_verified_result::check,
                 no_advance_after_cancel::check,
@@ -96,6 +114,12 @@ mod tests {
                 poll_rate_within_bound::check,
                 outbox_traceable::check,
                 settles_within_bound::check,
+                input_answer_matches_round::check,
+                cancel_only_when_asked::check,
+                no_action_from_old_epoch::check,
+                retry_after_honoured::check,
+                no_stale_overwrite::check,
+                no_blind_resubmit::check,
             ];
             for check in each {
                 assert_eq!(check(&trace), v);
@@ -122,7 +146,13 @@ mod tests {
                 "no_second_operation",
                 "poll_rate_within_bound",
                 "outbox_traceable",
-                "settles_within_bound"
+                "settles_within_bound",
+                "input_answer_matches_round",
+                "cancel_only_when_asked",
+                "no_action_from_old_epoch",
+                "retry_after_honoured",
+                "no_stale_overwrite",
+                "no_blind_resubmit"
             ]
         );
     }

@@ -32,13 +32,15 @@ fn task_terminal(s: TaskStatus) -> Option<TerminalState> {
         TaskStatus::Completed => Some(TerminalState::Completed),
         TaskStatus::Failed => Some(TerminalState::Failed),
         TaskStatus::Cancelled => Some(TerminalState::Cancelled),
+        TaskStatus::DoneWithoutResult => Some(TerminalState::DoneWithoutResult),
         TaskStatus::Working | TaskStatus::InputRequired => None,
     }
 }
 
 fn sync_terminal(o: ScriptOutcome) -> TerminalState {
     match o {
-        ScriptOutcome::Completed => TerminalState::Completed,
+        // The MCP fake runs a done-without-result script like a completed one.
+        ScriptOutcome::Completed | ScriptOutcome::DoneWithoutResult => TerminalState::Completed,
         // A result with isError and a JSON-RPC error both end the call failed.
         ScriptOutcome::Failed | ScriptOutcome::ToolError => TerminalState::Failed,
     }

@@ -144,3 +144,28 @@ pub fn settle_times(trace: &Trace) -> BTreeMap<String, (u64, LocalState)> {
     }
     out
 }
+
+/// The `event` of the step that handled a reply (`Moved`, `Stayed`, `Rejected`): the core's
+/// `Event::Reply` name, from the request kind and reply names that `Received` carries.
+pub fn reply_event(kind: &str, reply: &str) -> String {
+    format!("reply:{kind}:{reply}")
+}
+
+/// The `event` of the step that resumes a record when an executor (re)starts or takes over.
+pub const RESUME_EVENT: &str = "resume";
+
+#[cfg(test)]
+mod tests {
+    use toolop::core::Event;
+    use toolop::protocol::{Reply, RequestKind};
+
+    use super::*;
+
+    #[test]
+    fn event_names_are_the_cores() {
+        let reply = Reply::RateLimited { retry_after_ms: Some(1) };
+        let ev = Event::Reply { kind: RequestKind::Poll, seq: 1, epoch: 1, reply: reply.clone() };
+        assert_eq!(ev.name(), reply_event(RequestKind::Poll.name(), reply.name()));
+        assert_eq!(Event::Resume.name(), RESUME_EVENT);
+    }
+}

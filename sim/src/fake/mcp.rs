@@ -44,6 +44,16 @@
 //! - Synchronous runs (`tools/call` without `task`) ignore `input_at_ms`.
 //! - `outcome: "tool_error"` is a JSON-RPC error `-32000` (message = `text`) and applies no side
 //!   effect; `completed` and `failed` (a `CallToolResult` with `isError: true`) apply one.
+//!
+//! ## The status-after-cancel quirk (a fault, off unless the harness marks a task)
+//! A server that keeps working after a cancel and then lets the work's end overwrite the
+//! status (the spec says cancelled stays cancelled). [`FakeMcpServer::keep_working_after_cancel`]
+//! marks a task: a cancel then leaves its running work running, in every profile. When that work
+//! ends, the server applies the side effect as usual and reports the task through
+//! [`FakeMcpServer::take_finished_after_cancel`]; the harness may then call
+//! [`FakeMcpServer::complete_after_cancel`], which flips the visible status to the work's outcome
+//! (`completed`, or `failed`) with a stored result. The ground truth keeps the first terminal
+//! status (`cancelled`); its `status` and `result_digest` show the flip.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -60,6 +70,8 @@ mod wire;
 mod tests;
 #[cfg(test)]
 mod tests_flow;
+#[cfg(test)]
+mod tests_quirk;
 
 /// Which real server the fake imitates.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -153,6 +165,9 @@ pub enum ScriptOutcome {
     Failed,
     /// The tool call fails with a JSON-RPC error (`-32000`, message = `text`); status `failed`.
     ToolError,
+    /// AIP-151: the operation ends `done` with neither `response` nor `error`. MCP has no such
+    /// outcome: the MCP fake treats it exactly like [`ScriptOutcome::Completed`].
+    DoneWithoutResult,
 }
 
 /// What a task (or synchronous run) does, read from `arguments["__sim"]`. Every field has a
@@ -221,6 +236,8 @@ pub enum TaskStatus {
     Completed,
     Failed,
     Cancelled,
+    /// AIP-151 `done` with neither `response` nor `error` (never reported by the MCP fake).
+    DoneWithoutResult,
 }
 
 impl TaskStatus {
@@ -231,13 +248,17 @@ impl TaskStatus {
             TaskStatus::Completed => "completed",
             TaskStatus::Failed => "failed",
             TaskStatus::Cancelled => "cancelled",
+            TaskStatus::DoneWithoutResult => "done_without_result",
         }
     }
 
     pub fn is_terminal(self) -> bool {
         matches!(
             self,
-            TaskStatus::Completed | TaskStatus::Failed | TaskStatus::Cancelled
+            TaskStatus::Completed
+                | TaskStatus::Failed
+                | TaskStatus::Cancelled
+                | TaskStatus::DoneWithoutResult
         )
     }
 }
@@ -318,6 +339,12 @@ pub struct InputRoundTruth {
     pub answered_at_ms: Option<u64>,
     /// `accept`, `decline`, `cancel` (or `error` for a JSON-RPC error response).
     pub action: Option<String>,
+    /// The `content` of the answer (accepted answers carry one), as the server received it.
+    pub content: Option<Value>,
+    /// The task the answer named in its related-task `_meta`, when that is another task: TS
+    /// pairs answers with rounds by JSON-RPC id (always `0`), so an answer meant for a task whose
+    /// round is gone can land on another task's round. `None`: it named this task, or none.
+    pub answer_meant_for: Option<String>,
     /// Set when a cancel or deletion left the round unanswerable.
     pub abandoned_at_ms: Option<u64>,
 }
@@ -473,6 +500,12 @@ pub struct FakeMcpServer {
     /// Frames caused by past events or messages, with the time they were queued.
     outbox: Vec<(u64, InFrame)>,
     truth: GroundTruth,
+    /// Status-after-cancel quirk: tasks whose work keeps running through a cancel, with the
+    /// caller's tag (see [`FakeMcpServer::keep_working_after_cancel`]).
+    after_cancel: BTreeMap<String, u64>,
+    /// Marked tasks whose work finished while cancelled, with the time and the caller's tag,
+    /// waiting for [`FakeMcpServer::take_finished_after_cancel`].
+    finished_after_cancel: Vec<(String, u64, u64)>,
 }
 
 impl FakeMcpServer {
@@ -496,6 +529,8 @@ impl FakeMcpServer {
             schedule: BTreeSet::new(),
             outbox: Vec::new(),
             truth: GroundTruth::default(),
+            after_cancel: BTreeMap::new(),
+            finished_after_cancel: Vec::new(),
         }
     }
 

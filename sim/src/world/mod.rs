@@ -17,7 +17,7 @@ mod caller;
 mod executor;
 
 use crate::fake::mcp::{FakeMcpServer, FakeTool, Profile, ScriptOutcome, ServerConfig, TaskScript};
-use crate::faults::{FaultKind, FaultPlan, FaultProfile, SharedPlan};
+use crate::faults::{FaultKind, FaultPlan, FaultProfile, Firing, PlanMode, Schedule, SharedPlan};
 use crate::net::{Net, NetCtx, SharedNet};
 use crate::scenario::Scenario;
 use crate::trace::{SharedTrace, Trace, What};
@@ -136,6 +136,53 @@ pub fn draw_params(sc: &Scenario, seed: u64) -> Params {
     }
 }
 
+/// The parameters a schedule runs with: what the seed drew, with the schedule's node filter,
+/// rollback and short-ttl switches applied. Without a schedule, exactly [`draw_params`].
+pub fn params_with(sc: &Scenario, seed: u64, schedule: Option<&Schedule>) -> Result<Params, String> {
+    let mut p = draw_params(sc, seed);
+    let Some(s) = schedule else { return Ok(p) };
+    if let Some(keep) = &s.nodes {
+        if let Some(bad) = keep.iter().find(|id| !p.nodes.iter().any(|n| &&n.id == id)) {
+            let ids: Vec<&str> = p.nodes.iter().map(|n| n.id.as_str()).collect();
+            return Err(format!("schedule keeps call node {bad}, which seed {seed} did not draw (it drew {})", ids.join(" ")));
+        }
+        p.nodes.retain(|n| keep.contains(&n.id));
+    }
+    p.rollback_at_ms = match (s.rollback, s.rollback_at_ms.or(p.rollback_at_ms)) {
+        (false, _) => None,
+        (true, Some(t)) => Some(t),
+        (true, None) => return Err(format!("schedule: rollback = true needs rollback_at_ms (seed {seed} drew no rollback)")),
+    };
+    let drawn_short = (p.faults.rate(FaultKind::ServerDeletesRunningTask) > 0.0).then_some(p.server_max_ttl_ms).flatten();
+    p.server_max_ttl_ms = match (s.server_deletes_running_task, s.short_ttl_ms.or(drawn_short)) {
+        (false, _) => sc.server.max_ttl_ms,
+        (true, Some(t)) => Some(t),
+        (true, None) => {
+            return Err(format!("schedule: server_deletes_running_task = true needs short_ttl_ms (seed {seed} drew no short ttl)"))
+        }
+    };
+    Ok(p)
+}
+
+/// The schedule a finished series ran: every firing, the rollback and short-ttl switches as
+/// they were, every node kept. Replayed unmodified it reproduces the series byte for byte.
+pub fn schedule_of(scenario_file: &str, r: &SeriesResult, sc: &Scenario) -> Schedule {
+    let drawn = draw_params(sc, r.params.seed);
+    let short = r.params.server_max_ttl_ms != sc.server.max_ttl_ms;
+    Schedule {
+        scenario: scenario_file.to_string(),
+        seed: r.params.seed,
+        checker: None,
+        rollback: r.params.rollback_at_ms.is_some(),
+        rollback_at_ms: r.params.rollback_at_ms.or(drawn.rollback_at_ms),
+        server_deletes_running_task: short,
+        short_ttl_ms: if short { r.params.server_max_ttl_ms } else { None },
+        nodes: Some(r.params.nodes.iter().map(|n| n.id.clone()).collect()),
+        shrunk_from: None,
+        firings: r.firings.clone(),
+    }
+}
+
 impl Params {
     /// The parameter block printed before a series runs.
     pub fn render(&self) -> String {
@@ -172,14 +219,25 @@ pub struct SeriesResult {
     pub hash: String,
     pub end_reason: String,
     pub end_ms: u64,
+    /// Every fault firing, in order: the series' own schedule.
+    pub firings: Vec<Firing>,
+    /// Decision points (asks) per fault kind, fired or not.
+    pub asks: std::collections::BTreeMap<FaultKind, u64>,
 }
 
 /// Run one series on a fresh OS thread (determinism rule: one thread per series).
 pub fn run_series(sc: &Scenario, seed: u64) -> Result<SeriesResult, String> {
+    run_series_with(sc, seed, None)
+}
+
+/// [`run_series`], replaying `schedule` when given (its scenario and seed fields are not read:
+/// `sc` and `seed` are what runs).
+pub fn run_series_with(sc: &Scenario, seed: u64, schedule: Option<&Schedule>) -> Result<SeriesResult, String> {
     let sc = sc.clone();
+    let schedule = schedule.cloned();
     std::thread::Builder::new()
         .name(format!("series-{seed}"))
-        .spawn(move || run_series_here(&sc, seed))
+        .spawn(move || run_series_here_with(&sc, seed, schedule.as_ref()))
         .map_err(|e| format!("cannot start the series thread: {e}"))?
         .join()
         .map_err(|p| format!("series {seed} panicked: {}", panic_text(&p)))?
@@ -190,16 +248,22 @@ fn panic_text(p: &Box<dyn std::any::Any + Send>) -> String {
 }
 
 /// Run one series on the current thread. Callers must give each series its own thread.
-#[cfg(madsim)]
 pub fn run_series_here(sc: &Scenario, seed: u64) -> Result<SeriesResult, String> {
-    let params = draw_params(sc, seed);
+    run_series_here_with(sc, seed, None)
+}
+
+/// [`run_series_here`], replaying `schedule` when given.
+#[cfg(madsim)]
+pub fn run_series_here_with(sc: &Scenario, seed: u64, schedule: Option<&Schedule>) -> Result<SeriesResult, String> {
+    let params = params_with(sc, seed, schedule)?;
+    let mode = schedule.map_or(PlanMode::Draw, |s| PlanMode::Replay(s.decisions()));
     let rt = madsim::runtime::Runtime::with_seed_and_config(seed, madsim::Config::default());
     let sc = sc.clone();
-    Ok(rt.block_on(async move { world_main(sc, params).await }))
+    Ok(rt.block_on(async move { world_main_with(sc, params, mode).await }))
 }
 
 #[cfg(not(madsim))]
-pub fn run_series_here(_sc: &Scenario, _seed: u64) -> Result<SeriesResult, String> {
+pub fn run_series_here_with(_sc: &Scenario, _seed: u64, _schedule: Option<&Schedule>) -> Result<SeriesResult, String> {
     Err("this build has no simulator: build toolop-sim with RUSTFLAGS=\"--cfg madsim\" (use `make`)".into())
 }
 
@@ -280,10 +344,16 @@ fn server_config(sc: &Scenario, params: &Params) -> ServerConfig {
 
 /// The world of one series, to be run inside a madsim runtime seeded with `params.seed`.
 pub async fn world_main(sc: Scenario, params: Params) -> SeriesResult {
+    world_main_with(sc, params, PlanMode::Draw).await
+}
+
+/// [`world_main`] with the fault plan in `mode` (draw, or replay a schedule's firings).
+pub async fn world_main_with(sc: Scenario, params: Params, mode: PlanMode) -> SeriesResult {
     let origin = Instant::now();
     let trace: SharedTrace = Arc::new(Mutex::new(Trace::new(sc.limits.max_events)));
     let safety = sc.faults.safety_window_ms;
-    let plan: SharedPlan = Arc::new(Mutex::new(FaultPlan::new(params.faults.clone(), ChaCha8Rng::seed_from_u64(params.net_seed), safety)));
+    let rng = ChaCha8Rng::seed_from_u64(params.net_seed);
+    let plan: SharedPlan = Arc::new(Mutex::new(FaultPlan::with_mode(params.faults.clone(), rng, safety, mode)));
     trace.lock().expect("trace lock").push(
         0,
         What::Begin {
@@ -339,6 +409,7 @@ pub async fn world_main(sc: Scenario, params: Params) -> SeriesResult {
     let end_ms = world.now_ms();
     let trace = std::mem::take(&mut *world.trace.lock().expect("trace lock"));
     let hash = trace.hash();
+    let (firings, asks) = world.plan.lock().expect("plan lock").take_record();
     world.defuse();
-    SeriesResult { params: world.params.clone(), trace, hash, end_reason, end_ms }
+    SeriesResult { params: world.params.clone(), trace, hash, end_reason, end_ms, firings, asks }
 }

@@ -188,6 +188,8 @@ impl FakeMcpServer {
             deliveries: 0,
             answered_at_ms: None,
             action: None,
+            content: None,
+            answer_meant_for: None,
             abandoned_at_ms: None,
         });
         let msg = match profile {
@@ -266,46 +268,76 @@ impl FakeMcpServer {
         if self.task(seq).status.is_terminal() {
             // Python: the work outlived the cancel; the store still shows activity.
             self.task_mut(seq).updated_at = t;
+            let id = self.task(seq).id.clone();
+            if cancelled {
+                if let Some(&tag) = self.after_cancel.get(&id) {
+                    self.finished_after_cancel.push((id, t, tag));
+                }
+            }
             return;
         }
-        let (stored, status, msg) = match script.outcome {
-            ScriptOutcome::Completed => (
-                Stored::Result(result_payload(profile, &script)),
-                TaskStatus::Completed,
-                Msg::Keep,
-            ),
-            ScriptOutcome::Failed => match profile {
-                Profile::PythonSdk => (
-                    Stored::Result(result_payload(profile, &script)),
-                    TaskStatus::Completed,
-                    Msg::Keep,
-                ),
-                Profile::TsSdk => (
-                    Stored::Result(result_payload(profile, &script)),
-                    TaskStatus::Failed,
-                    Msg::Keep,
-                ),
-                Profile::SpecStrict => (
-                    Stored::Result(result_payload(profile, &script)),
-                    TaskStatus::Failed,
-                    Msg::Set(script.text.clone()),
-                ),
-            },
-            ScriptOutcome::ToolError => (
-                Stored::Error {
-                    code: wire::TOOL_ERROR,
-                    message: script.text.clone(),
-                },
-                TaskStatus::Failed,
-                Msg::Set(script.text.clone()),
-            ),
-        };
+        let (stored, status, msg) = work_outcome(profile, &script);
         if let Stored::Result(p) = &stored {
             self.tt(seq).result_digest = Some(value_digest(p));
         }
         self.task_mut(seq).result = Some(stored);
         self.set_status(seq, status, t, msg);
         self.settle_held(seq, t);
+    }
+
+    /// Status-after-cancel quirk: mark `task_id` so that a cancel leaves its running work
+    /// running (in every profile), and so that the work's end is reported by
+    /// [`FakeMcpServer::take_finished_after_cancel`] with `tag`. Only a live task that is not
+    /// terminal yet can be marked; returns whether it was.
+    pub fn keep_working_after_cancel(&mut self, task_id: &str, tag: u64) -> bool {
+        let Some(&seq) = self.by_id.get(task_id) else {
+            return false;
+        };
+        let task = self.task(seq);
+        if task.deleted || task.status.is_terminal() {
+            return false;
+        }
+        self.after_cancel.insert(task_id.to_string(), tag);
+        true
+    }
+
+    /// Marked tasks whose work ended while they were cancelled, since the last call:
+    /// (task id, time the work ended, tag given to `keep_working_after_cancel`).
+    pub fn take_finished_after_cancel(&mut self) -> Vec<(String, u64, u64)> {
+        std::mem::take(&mut self.finished_after_cancel)
+    }
+
+    /// Status-after-cancel quirk: a marked, cancelled task whose work has finished flips its
+    /// visible status to the work's outcome (`completed` or `failed`) at `now_ms`, with the
+    /// stored result `tasks/result` then returns. The ground truth keeps `cancelled` as the
+    /// first terminal status. Returns whether the task flipped.
+    pub fn complete_after_cancel(&mut self, task_id: &str, now_ms: u64) -> bool {
+        self.process_until(now_ms);
+        let Some(&seq) = self.by_id.get(task_id) else {
+            return false;
+        };
+        let task = self.task(seq);
+        let finished = matches!(self.truth.tasks.get(task_id).and_then(|t| t.work_end), Some(WorkEnd::Finished(_)));
+        let flips = self.after_cancel.contains_key(task_id)
+            && !task.deleted
+            && task.status == TaskStatus::Cancelled
+            && task.result.is_none()
+            && task.work.state == WorkState::Ended
+            && finished;
+        if !flips {
+            return false;
+        }
+        let script = task.script.clone();
+        self.after_cancel.remove(task_id);
+        let now = self.clock;
+        let (stored, status, msg) = work_outcome(self.profile(), &script);
+        if let Stored::Result(p) = &stored {
+            self.tt(seq).result_digest = Some(value_digest(p));
+        }
+        self.task_mut(seq).result = Some(stored);
+        self.set_status(seq, status, now, msg);
+        self.settle_held(seq, now);
+        true
     }
 
     /// Change the visible status at `t`: truth, TTL restart on terminal (SDK profiles), status
@@ -504,4 +536,41 @@ pub(super) fn result_payload(profile: Profile, script: &TaskScript) -> Value {
         out["isError"] = json!(is_error);
     }
     out
+}
+
+/// What the end of the work stores and shows: (stored outcome, status, status message).
+fn work_outcome(profile: Profile, script: &TaskScript) -> (Stored, TaskStatus, Msg) {
+    match script.outcome {
+        // MCP has no "done without result": such a script completes normally here.
+        ScriptOutcome::Completed | ScriptOutcome::DoneWithoutResult => (
+            Stored::Result(result_payload(profile, script)),
+            TaskStatus::Completed,
+            Msg::Keep,
+        ),
+        ScriptOutcome::Failed => match profile {
+            Profile::PythonSdk => (
+                Stored::Result(result_payload(profile, script)),
+                TaskStatus::Completed,
+                Msg::Keep,
+            ),
+            Profile::TsSdk => (
+                Stored::Result(result_payload(profile, script)),
+                TaskStatus::Failed,
+                Msg::Keep,
+            ),
+            Profile::SpecStrict => (
+                Stored::Result(result_payload(profile, script)),
+                TaskStatus::Failed,
+                Msg::Set(script.text.clone()),
+            ),
+        },
+        ScriptOutcome::ToolError => (
+            Stored::Error {
+                code: wire::TOOL_ERROR,
+                message: script.text.clone(),
+            },
+            TaskStatus::Failed,
+            Msg::Set(script.text.clone()),
+        ),
+    }
 }

@@ -415,14 +415,15 @@ impl FakeMcpServer {
         }
         self.abandon_round(seq, now);
         let work_state = self.task(seq).work.state;
-        match (profile, work_state) {
+        // The status-after-cancel quirk keeps work going like Python does, in every profile.
+        let keeps_working =
+            profile == Profile::PythonSdk || self.after_cancel.contains_key(&self.task(seq).id);
+        match (keeps_working, work_state) {
             (_, WorkState::Ended) => {}
             // Python: running work goes on; work waiting for input can never get it.
-            (Profile::PythonSdk, WorkState::Running) => {}
-            (Profile::PythonSdk, WorkState::WaitingInput) => {
-                self.end_work(seq, now, WorkEnd::AbortedAtInput)
-            }
-            (_, _) => self.end_work(seq, now, WorkEnd::StoppedByCancel),
+            (true, WorkState::Running) => {}
+            (true, WorkState::WaitingInput) => self.end_work(seq, now, WorkEnd::AbortedAtInput),
+            (false, _) => self.end_work(seq, now, WorkEnd::StoppedByCancel),
         }
         let msg = match profile {
             Profile::TsSdk => Msg::Set("Client cancelled task execution.".to_string()),
@@ -536,9 +537,13 @@ impl FakeMcpServer {
             round.answered = true;
             task.work.state = WorkState::Running;
             task.work.running_since = Some(now);
+            let content = msg.get("result").and_then(|r| r.get("content")).cloned();
+            let meant_for = related.filter(|r| *r != self.task(seq).id.as_str()).map(str::to_string);
             let r = self.tt(seq).input_rounds.last_mut().expect("round truth");
             r.answered_at_ms = Some(now);
             r.action = action;
+            r.content = content;
+            r.answer_meant_for = meant_for;
             let msg = if self.profile() == Profile::SpecStrict {
                 Msg::Clear
             } else {

@@ -82,7 +82,7 @@ impl Drv {
     pub(super) fn send_raw(&mut self, body: Vec<u8>, request_id: Option<u64>) -> Vec<Value> {
         let out: Vec<Value> = self
             .s
-            .handle(self.now, OutFrame { request_id, body })
+            .handle(self.now, OutFrame { request_id, body, http: None })
             .iter()
             .map(parse)
             .collect();

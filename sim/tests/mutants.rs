@@ -1,0 +1,32 @@
+//! Every planted anti-pattern is caught within the series budget, and the unmutated executor
+//! trips no checker on the same seeds. CI runs this with a reduced budget
+//! (TOOLOP_MUTANT_SERIES, default 600); `toolop-sim mutants` runs the full 2,000.
+#![cfg(madsim)]
+
+use std::path::PathBuf;
+
+use toolop::core::mutation::Mutation;
+use toolop_sim::mutants;
+use toolop_sim::scenario::Scenario;
+use toolop_sim::sweep::Loaded;
+
+fn default_set() -> Vec<Loaded> {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    toolop_sim::mutants::DEFAULT_SET
+        .iter()
+        .map(|f| Loaded { file: PathBuf::from(f), scenario: Scenario::load(&root.join(f)).unwrap() })
+        .collect()
+}
+
+#[test]
+fn every_mutation_is_caught_and_the_unmutated_executor_is_clean() {
+    let budget: u64 = std::env::var("TOOLOP_MUTANT_SERIES").ok().and_then(|s| s.parse().ok()).unwrap_or(600);
+    let set = default_set();
+    let base = mutants::baseline(&set, budget, 2);
+    assert!(base.values().all(|&n| n == 0), "the unmutated executor trips checkers: {base:?}");
+    let results: Vec<_> = Mutation::ALL.iter().map(|&m| mutants::hunt(&set, m, budget, 2)).collect();
+    let table = mutants::table(&results, &base);
+    println!("{table}");
+    let survivors: Vec<String> = results.iter().filter(|r| !r.caught()).map(|r| r.mutation.name()).collect();
+    assert!(survivors.is_empty(), "mutations survived {budget} series: {survivors:?}\n{table}");
+}

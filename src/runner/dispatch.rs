@@ -1,0 +1,192 @@
+//! Dispatch: inputs, frames and timer events become core events for one call node; each step
+//! is committed to the ledger before its commands run.
+
+use super::{ApprovalRequest, CallNode, CrashPoint, Input, NoTaskSupport, Observation, Queued, Runner};
+use crate::core::{self, Command, Ctx, Event, Outcome};
+use crate::ledger::Write;
+use crate::protocol::{Inbound, TaskSupport};
+use crate::record::ToolOperation;
+
+impl Runner {
+    pub(super) fn on_input(&mut self, input: Input) {
+        match input {
+            Input::Submit(node) => self.submit(node),
+            Input::Cancel { node } => self.handle(&node, Event::CancelClicked),
+            Input::Detach { node } => self.handle(&node, Event::CallerDetached),
+            Input::Approval { node, round, schema_digest, reply } => {
+                self.handle(&node, Event::ApprovalReplied { round, schema_digest, reply })
+            }
+            Input::RetireAdapter(id) => self.retire(id),
+            Input::Shutdown => {}
+        }
+    }
+
+    fn submit(&mut self, node: CallNode) {
+        let now = self.now_ms();
+        let Some(lane) = self.lane_for_new(&node) else {
+            self.observe(Observation::CallRejected { node: node.id.clone(), reason: "every adapter is retired".into() });
+            return;
+        };
+        let caps = &self.lanes[lane].caps;
+        let tool = caps.tools.get(&node.tool).cloned();
+        let task_capable = caps.tasks_tool_call;
+        let (tool_version, synchronous, refusal) = match &tool {
+            None => (String::new(), false, Some(format!("server lists no tool {:?}", node.tool))),
+            Some(t) if task_capable && t.task_support != TaskSupport::Forbidden => (t.descriptor_digest.clone(), false, None),
+            Some(t) => match (self.cfg.no_task_support, t.sync_upper_bound_ms) {
+                (NoTaskSupport::RunSync, Some(_)) => (t.descriptor_digest.clone(), true, None),
+                _ => (t.descriptor_digest.clone(), false, Some("tool has no task support and no synchronous bound we may use".to_string())),
+            },
+        };
+        let mut rec = ToolOperation::new(
+            &node.id,
+            &node.tool,
+            &tool_version,
+            node.arguments,
+            self.lanes[lane].adapter.id(),
+            &node.submission_key,
+            self.epoch,
+            now,
+            self.cfg.core.wait_budget_ms,
+        );
+        rec.synchronous = synchronous;
+        rec.shadow = self.cfg.launch.shadow_tools.contains(&node.tool);
+        let inserted = self.ledger.lock().expect("ledger lock").insert(rec);
+        if inserted.is_err() {
+            // The same call node again: the ledger already owns it; a second operation is exactly
+            // what this executor exists to prevent.
+            self.observe(Observation::DuplicateCallNode { node: node.id });
+            return;
+        }
+        match refusal {
+            Some(reason) => {
+                self.observe(Observation::CallRejected { node: node.id.clone(), reason });
+                self.handle(&node.id, Event::RejectLocally);
+            }
+            None => self.handle(&node.id, Event::Start),
+        }
+    }
+
+    pub(super) fn on_frame(&mut self, lane: usize, frame: &crate::transport::InFrame) {
+        match self.lanes[lane].adapter.classify(frame) {
+            Inbound::Response { rpc_id } => {
+                let Some(p) = self.pending.remove(&rpc_id) else {
+                    self.observe(Observation::Unrouted { what: format!("reply to request {rpc_id} nobody waits for") });
+                    return;
+                };
+                let reply = self.lanes[p.lane].adapter.decode_reply(p.kind, frame);
+                let retry_after_ms = match &reply {
+                    crate::protocol::Reply::RateLimited { retry_after_ms } | crate::protocol::Reply::Unavailable { retry_after_ms } => *retry_after_ms,
+                    _ => None,
+                };
+                self.observe(Observation::Received { node: p.node.clone(), kind: p.kind.name(), seq: p.seq, reply: reply.name(), retry_after_ms });
+                self.handle(&p.node, Event::Reply { kind: p.kind, seq: p.seq, epoch: p.epoch, reply });
+            }
+            Inbound::InputRequest(req) => {
+                let owner = req.related_operation_id.as_deref().and_then(|op| self.ledger.lock().expect("ledger lock").by_operation_id(op));
+                match owner {
+                    Some(rec) => self.handle(&rec.call_node_id, Event::InputRequested(req)),
+                    None => self.observe(Observation::Unrouted { what: format!("input request for unknown operation {:?}", req.related_operation_id) }),
+                }
+            }
+            Inbound::Ignored { .. } => {}
+            Inbound::Malformed { reason } => self.observe(Observation::Malformed { reason }),
+        }
+    }
+
+    /// One event for one call node: step, commit, then act. Nothing is sent unless the write
+    /// that explains it is in the ledger.
+    pub(super) fn handle(&mut self, node: &str, event: Event) {
+        if self.crashed.is_some() {
+            // A crashed process does nothing more; what it had not written is lost.
+            return;
+        }
+        if matches!(event, Event::Reply { .. }) && self.crash.crash_here(CrashPoint::AfterReplyBeforeCommit, node) {
+            self.crashed = Some(CrashPoint::AfterReplyBeforeCommit);
+            return;
+        }
+        let Some(rec) = self.ledger.lock().expect("ledger lock").by_call_node(node) else {
+            self.observe(Observation::Unrouted { what: format!("event {} for unknown call node {node}", event.name()) });
+            return;
+        };
+        let ctx = Ctx { now_ms: self.now_ms(), jitter_permille: self.jitter.permille(), epoch: self.epoch };
+        let Some(lane) = self.lane_of(rec.adapter) else {
+            self.observe(Observation::Unrouted { what: format!("{node}: this executor does not speak {}", rec.adapter.name()) });
+            return;
+        };
+        let step = core::step(&rec, &event, &ctx, &self.lanes[lane].core);
+        let changed = step.record != rec;
+        let mut write = Write { expected_version: rec.version, record: step.record, accept: None, reconcile: None, effect: None, now_ms: ctx.now_ms };
+        for c in &step.commands {
+            match c {
+                Command::Accept(spec) => write.accept = Some(spec.clone()),
+                Command::Reconcile { reason } => write.reconcile = Some(reason.clone()),
+                Command::EffectReconciliation { reason } => write.effect = Some(reason.clone()),
+                _ => {}
+            }
+        }
+        let needs_write = changed || write.accept.is_some() || write.reconcile.is_some() || write.effect.is_some();
+        let version = if needs_write {
+            let committed = self.ledger.lock().expect("ledger lock").commit(write);
+            match committed {
+                Ok(stored) => stored.version,
+                Err(e) => {
+                    self.observe(Observation::LedgerRefused { node: node.to_string(), error: e.to_string() });
+                    return;
+                }
+            }
+        } else {
+            rec.version
+        };
+        let name = event.name();
+        let obs = match step.outcome {
+            Outcome::Moved(path) => Observation::Moved { node: node.to_string(), event: name, path, version },
+            Outcome::Stayed => Observation::Stayed { node: node.to_string(), event: name },
+            Outcome::Rejected(r) => Observation::Rejected { node: node.to_string(), event: name, reason: format!("{r:?}") },
+            Outcome::Refused { from, to } => Observation::Refused { node: node.to_string(), event: name, from, to },
+        };
+        self.observe(obs);
+        let sends = step.commands.iter().any(|c| matches!(c, Command::Send { .. }));
+        if sends && self.crash.crash_here(CrashPoint::AfterCommitBeforeSend, node) {
+            self.crashed = Some(CrashPoint::AfterCommitBeforeSend);
+            return;
+        }
+        for c in step.commands {
+            self.execute(node, lane, c);
+        }
+        self.check_drained();
+    }
+
+    fn execute(&mut self, node: &str, lane: usize, c: Command) {
+        match c {
+            Command::Send { out, seq } => self.queue.push_back(Queued { lane, node: node.to_string(), out, seq }),
+            Command::Schedule { at_ms, timer } => {
+                // One timer per (node, kind): a new schedule replaces the old one.
+                if let Some(old) = self.timer_at.insert((node.to_string(), timer), at_ms) {
+                    self.timers.remove(&(old, node.to_string(), timer));
+                }
+                self.timers.insert((at_ms, node.to_string(), timer));
+            }
+            Command::AskApproval { round, operation_id, request, schema_digest, deadline_ms } => {
+                self.observe(Observation::ApprovalAsked { node: node.to_string(), round, deadline_ms });
+                // A gate that went away cannot answer; the deadline timer declines instead.
+                let _ = self.approvals.send(ApprovalRequest { node: node.to_string(), operation_id, round, request, schema_digest, deadline_ms });
+            }
+            Command::Accept(spec) => {
+                self.observe(Observation::Accepted { node: node.to_string(), terminal: spec.terminal, result_digest: spec.result_digest.clone() });
+                let entry = self.ledger.lock().expect("ledger lock").outbox().into_iter().find(|e| e.call_node_id == node);
+                if let Some(entry) = entry {
+                    let (ok, detail) = match self.hook.check(&entry) {
+                        Ok(()) => (true, String::new()),
+                        Err(e) => (false, e),
+                    };
+                    self.observe(Observation::OutputChecked { node: node.to_string(), ok, detail });
+                }
+            }
+            Command::Reconcile { reason } => self.observe(Observation::Reconcile { node: node.to_string(), reason }),
+            Command::EffectReconciliation { reason } => {
+                self.observe(Observation::EffectReconciliation { node: node.to_string(), reason })
+            }
+        }
+    }
+}
