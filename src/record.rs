@@ -230,6 +230,9 @@ pub struct ToolOperation {
     pub input_stream_open: bool,
     /// Server request ids of input requests already answered, newest last, bounded.
     pub answered_inputs: Vec<serde_json::Value>,
+    /// The newest answer sent, kept so a lost answer can be sent again (tasks extension, where
+    /// the answer is a request of its own that can go unacknowledged).
+    pub last_answer: Option<LastAnswer>,
     pub cancel_generation: u32,
     /// Cancel sends for the current generation (retries after a lost ack).
     pub cancel_attempts: u32,
@@ -255,6 +258,19 @@ pub struct ToolOperation {
     /// Compare-and-swap version, bumped by the ledger on every write.
     pub version: u64,
 }
+
+/// An answer to an input request, as sent.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LastAnswer {
+    pub server_request_id: serde_json::Value,
+    pub reply: crate::protocol::ApprovalReply,
+    /// The answer's own request went unacknowledged.
+    pub lost: bool,
+    pub resends: u32,
+}
+
+/// Resends of one lost answer before the item is left to the wait budget.
+pub const ANSWER_RESENDS_MAX: u32 = 3;
 
 /// At most this many answered input ids are remembered for replay detection.
 pub const ANSWERED_INPUTS_MAX: usize = 16;
@@ -294,6 +310,7 @@ impl ToolOperation {
             pending_input: None,
             input_stream_open: false,
             answered_inputs: Vec::new(),
+            last_answer: None,
             cancel_generation: 0,
             cancel_attempts: 0,
             cancel_wanted: false,

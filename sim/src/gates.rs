@@ -77,8 +77,13 @@ fn row(protocol: &str, gate: &str, threshold: String, measured: String, pass: bo
 /// the first scenario of that protocol in the set, and coverage is required where any of the
 /// group's scenarios asks for it.
 pub fn evaluate(scenarios: &[Loaded], rows: Vec<SeriesRow>, run: &str, start_seed: u64, wall_ms: u64) -> SweepReport {
-    let mut protocols: Vec<String> = scenarios.iter().map(|l| l.scenario.protocol.clone()).collect();
-    protocols.dedup();
+    // Protocols in order of first appearance, each once.
+    let mut protocols: Vec<String> = vec![];
+    for l in scenarios {
+        if !protocols.contains(&l.scenario.protocol) {
+            protocols.push(l.scenario.protocol.clone());
+        }
+    }
     let mut gates = vec![];
     let mut coverage: BTreeMap<(String, FaultKind, LocalState), u64> = BTreeMap::new();
     for r in &rows {

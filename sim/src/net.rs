@@ -13,7 +13,7 @@ use toolop::protocol::{META_IDEMPOTENCY_KEY, META_LOOKUP_KEY, META_RESULT_DIGEST
 use toolop::record::LocalState;
 use toolop::transport::{InFrame, OutFrame, Transport, TransportError};
 
-use crate::fake::mcp::FakeMcpServer;
+use crate::fake::server::SimServer;
 use crate::faults::{FaultKind, SharedPlan};
 use crate::trace::{Dir, SharedTrace, What};
 
@@ -25,6 +25,8 @@ struct Sent {
     method: String,
     node: Option<String>,
     task_id: Option<String>,
+    /// A plain-HTTP (AIP-151) exchange rather than JSON-RPC.
+    http: bool,
 }
 
 /// Handles the network needs to judge frames.
@@ -32,7 +34,8 @@ pub struct NetCtx {
     pub trace: SharedTrace,
     pub plan: SharedPlan,
     pub ledger: Arc<Mutex<MemoryLedger>>,
-    pub server: Arc<Mutex<FakeMcpServer>>,
+    /// One server per lane; connection `c` speaks to lane `c % LANES_MAX`.
+    pub servers: Vec<Arc<Mutex<Box<dyn SimServer>>>>,
     pub origin: Instant,
     pub latency_ms: [u64; 2],
     /// The executor's request timeout: a poll reply held longer than this arrives out of order.
@@ -42,8 +45,8 @@ pub struct NetCtx {
 /// The network: one server inbox, one inbox per open executor connection.
 pub struct Net {
     ctx: NetCtx,
-    /// `None` once the series is over (see [`Net::shutdown`]).
-    to_server: Option<mpsc::UnboundedSender<(u32, OutFrame)>>,
+    /// One inbox per server lane; empty once the series is over (see [`Net::shutdown`]).
+    to_server: Vec<mpsc::UnboundedSender<(u32, OutFrame)>>,
     connections: BTreeMap<u32, mpsc::UnboundedSender<InFrame>>,
     sent: BTreeMap<(u32, u64), Sent>,
     task_ids: Vec<String>,
@@ -51,8 +54,32 @@ pub struct Net {
 
 pub type SharedNet = Arc<Mutex<Net>>;
 
+/// Lanes a connection id can name: connection ids are `incarnation * LANES_MAX + lane`.
+pub const LANES_MAX: u32 = 10;
+
+pub fn lane_of(conn: u32) -> usize {
+    (conn % LANES_MAX) as usize
+}
+
+/// What an AIP-151 (plain HTTP) request is, in the JSON-RPC method names the fault layer uses.
+fn aip_method(http: &toolop::transport::HttpTarget) -> &'static str {
+    match (http.method.as_str(), http.path.ends_with(":cancel"), http.path.contains("?filter=")) {
+        ("POST", true, _) => "tasks/cancel",
+        ("POST", false, _) => "tools/call",
+        ("GET", _, true) => "tasks/list",
+        ("GET", _, false) => "tasks/get",
+        _ => "(other)",
+    }
+}
+
 fn parse(body: &[u8]) -> Value {
     serde_json::from_slice(body).unwrap_or(Value::Null)
+}
+
+/// A 404 as a gateway in front of an AIP-151 service would send it (google.rpc.Status body).
+fn http_not_found(rpc_id: u64) -> InFrame {
+    let body = serde_json::json!({"error": {"code": 404, "message": "operation not found", "status": "NOT_FOUND"}});
+    InFrame { request_id: Some(rpc_id), http_status: 404, retry_after_ms: None, body: body.to_string().into_bytes() }
 }
 
 fn error_frame(rpc_id: u64, code: i64, message: &str) -> InFrame {
@@ -94,14 +121,19 @@ fn drop_last_content_block(msg: &mut Value) -> bool {
 }
 
 impl Net {
-    pub fn new(ctx: NetCtx, to_server: mpsc::UnboundedSender<(u32, OutFrame)>) -> Net {
-        Net { ctx, to_server: Some(to_server), connections: BTreeMap::new(), sent: BTreeMap::new(), task_ids: vec![] }
+    pub fn new(ctx: NetCtx, to_server: Vec<mpsc::UnboundedSender<(u32, OutFrame)>>) -> Net {
+        Net { ctx, to_server, connections: BTreeMap::new(), sent: BTreeMap::new(), task_ids: vec![] }
+    }
+
+    fn server(&self, conn: u32) -> &Arc<Mutex<Box<dyn SimServer>>> {
+        let lane = lane_of(conn).min(self.ctx.servers.len().saturating_sub(1));
+        &self.ctx.servers[lane]
     }
 
     /// Drop every channel end the network holds. Tasks still parked on those channels when a
     /// series ends hold the world through their wakers; without this the cycle leaks the world.
     pub fn shutdown(&mut self) {
-        self.to_server = None;
+        self.to_server.clear();
         self.connections.clear();
         self.sent.clear();
         self.task_ids.clear();
@@ -154,33 +186,47 @@ impl Net {
         self.connections.remove(&conn);
     }
 
-    /// The newest open connection: where the server sends what it initiates.
-    pub fn latest_connection(&self) -> Option<u32> {
-        self.connections.keys().next_back().copied()
+    /// The newest open connection of a lane: where its server sends what it initiates.
+    pub fn latest_connection(&self, lane: usize) -> Option<u32> {
+        self.connections.keys().rev().find(|&&c| lane_of(c) == lane).copied()
     }
 
-    fn classify_request(&self, msg: &Value) -> Sent {
-        let method = msg["method"].as_str().unwrap_or("(response)").to_string();
-        let params = &msg["params"];
-        let task_id = params["taskId"]
-            .as_str()
-            .or_else(|| msg["result"]["_meta"][RELATED_TASK]["taskId"].as_str())
-            .map(String::from);
-        let key = params["_meta"][META_IDEMPOTENCY_KEY].as_str().or_else(|| params["_meta"][META_LOOKUP_KEY].as_str());
+    fn classify_request(&self, frame: &OutFrame, msg: &Value) -> Sent {
+        let (method, task_id, key) = match &frame.http {
+            // AIP-151 over HTTP: the operation name is in the path, the key is the requestId.
+            Some(http) => {
+                let method = aip_method(http);
+                let path = http.path.split('?').next().unwrap_or_default();
+                let name = path.trim_end_matches(":cancel").trim_start_matches('/').split_once('/').map(|(_, rest)| rest.to_string());
+                let task_id = if matches!(method, "tasks/get" | "tasks/cancel") { name } else { None };
+                (method.to_string(), task_id, msg["requestId"].as_str().map(String::from))
+            }
+            None => {
+                let params = &msg["params"];
+                let task_id = params["taskId"]
+                    .as_str()
+                    .or_else(|| msg["result"]["_meta"][RELATED_TASK]["taskId"].as_str())
+                    .map(String::from);
+                let key = params["_meta"][META_IDEMPOTENCY_KEY].as_str().or_else(|| params["_meta"][META_LOOKUP_KEY].as_str()).map(String::from);
+                (msg["method"].as_str().unwrap_or("(response)").to_string(), task_id, key)
+            }
+        };
+        let key = key.as_deref();
+        let http = frame.http.is_some();
         let l = self.ctx.ledger.lock().expect("ledger lock");
         let node = task_id
             .as_deref()
             .and_then(|t| l.by_operation_id(t))
             .or_else(|| key.and_then(|k| l.by_submission_key(k)))
             .map(|r| r.call_node_id);
-        Sent { method, node, task_id }
+        Sent { method, node, task_id, http }
     }
 
     fn to_server(&mut self, conn: u32, frame: OutFrame) -> Result<(), TransportError> {
         if !self.connections.contains_key(&conn) {
             return Err(TransportError::Disconnected);
         }
-        let sent = self.classify_request(&parse(&frame.body));
+        let sent = self.classify_request(&frame, &parse(&frame.body));
         if let Some(id) = frame.request_id {
             self.sent.insert((conn, id), sent.clone());
         }
@@ -196,7 +242,7 @@ impl Net {
                 let retry = self.ctx.plan.lock().expect("plan lock").draw(1_000, 30_000);
                 Some(InFrame { request_id: Some(id), http_status: 503, retry_after_ms: Some(retry), body: vec![] })
             } else if self.fire(FaultKind::NotFoundBeforeExpiry, n, sent.method.clone()) {
-                Some(error_frame(id, -32602, "Task not found"))
+                Some(if sent.http { http_not_found(id) } else { error_frame(id, -32602, "Task not found") })
             } else {
                 None
             };
@@ -211,7 +257,7 @@ impl Net {
                 // Completion and cancel at the same instant: the work ends as the cancel lands.
                 let delay = self.latency();
                 if self.fire(FaultKind::CompletionCancelRace, n, t.clone()) {
-                    let (server, t, at) = (self.ctx.server.clone(), t.clone(), now + delay);
+                    let (server, t, at) = (self.server(conn).clone(), t.clone(), now + delay);
                     tokio::spawn(async move {
                         tokio::time::sleep(Duration::from_millis(delay)).await;
                         server.lock().expect("server lock").finish_now(&t, at);
@@ -222,13 +268,13 @@ impl Net {
                 // `world::actors`, which decides the flip.
                 let decision = self.ctx.plan.lock().expect("plan lock").fire(FaultKind::StatusAfterCancel, now);
                 if let Some(decision) = decision {
-                    self.ctx.server.lock().expect("server lock").keep_working_after_cancel(t, decision);
+                    self.server(conn).lock().expect("server lock").keep_working_after_cancel(t, decision);
                 }
             }
         }
         let lost = frame.request_id.is_some() && self.fire(FaultKind::LostRequest, n, sent.method.clone());
         self.record(Dir::ToServer, frame.request_id, frame.body.len(), if lost { "lost" } else { "deliver" });
-        if let (false, Some(tx)) = (lost, self.to_server.clone()) {
+        if let (false, Some(tx)) = (lost, self.to_server.get(lane_of(conn)).cloned()) {
             let latency = self.latency();
             tokio::spawn(async move {
                 tokio::time::sleep(Duration::from_millis(latency)).await;
@@ -246,7 +292,7 @@ impl Net {
     pub fn to_executor(&mut self, conn: u32, mut frame: InFrame) {
         let sent = frame.request_id.and_then(|id| self.sent.remove(&(conn, id)));
         let mut msg = parse(&frame.body);
-        for t in [&msg["result"]["task"]["taskId"], &msg["result"]["taskId"]] {
+        for t in [&msg["result"]["task"]["taskId"], &msg["result"]["taskId"], &msg["name"]] {
             if let Some(t) = t.as_str() {
                 if !self.task_ids.iter().any(|x| x == t) {
                     self.task_ids.push(t.to_string());
@@ -257,9 +303,14 @@ impl Net {
         let mut verdict = "deliver".to_string();
         if let Some(s) = &sent {
             let n = s.node.as_deref();
-            let is_error = msg.get("error").is_some();
-            match s.method.as_str() {
-                "tools/call" if msg["result"]["task"].is_object() && self.fire(FaultKind::LostResponseAfterCreation, n, String::new()) => {
+            let is_error = msg.get("error").is_some() || frame.http_status >= 400;
+            // A done AIP-151 operation is its own result: faults on results apply to it.
+            // So is a tasks-extension read of a finished task, which inlines its result.
+            let inline_result = !s.http && s.method == "tasks/get" && (msg["result"]["result"].is_object() || msg["result"]["error"].is_object());
+            let method = if (s.http && s.method == "tasks/get" && msg["done"] == true) || inline_result { "tasks/result" } else { s.method.as_str() };
+            let created = msg["result"]["task"].is_object() || msg["result"]["resultType"] == "task" || (s.http && msg["name"].is_string());
+            match method {
+                "tools/call" if created && self.fire(FaultKind::LostResponseAfterCreation, n, String::new()) => {
                     verdict = "lost".into()
                 }
                 "tasks/get" if !is_error && self.fire(FaultKind::PollsOutOfOrder, n, String::new()) => {
@@ -270,6 +321,9 @@ impl Net {
                     let own = s.task_id.clone().unwrap_or_default();
                     let other = self.task_ids.iter().find(|t| **t != own).cloned().unwrap_or_else(|| "foreign-server-task".into());
                     rewrite_task_ids(&mut msg, &other);
+                    if s.http && msg["name"].is_string() {
+                        msg["name"] = Value::String(other.clone());
+                    }
                     frame.body = msg.to_string().into_bytes();
                     verdict = format!("task id rewritten to {other}");
                 }
@@ -293,7 +347,7 @@ impl Net {
             // Not injected: the server itself expired the task. Recorded for the coverage matrix.
             if is_error && matches!(s.method.as_str(), "tasks/get" | "tasks/result" | "tasks/cancel") {
                 if let Some(t) = &s.task_id {
-                    self.note_expiry(t, n);
+                    self.note_expiry(conn, t, n);
                 }
             }
         } else if msg["method"] == "elicitation/create" && self.fire(FaultKind::InputRequiredReplay, self.node_of_related(&msg).as_deref(), String::new()) {
@@ -312,9 +366,9 @@ impl Net {
         self.ctx.ledger.lock().expect("ledger lock").by_operation_id(t).map(|r| r.call_node_id)
     }
 
-    fn note_expiry(&self, task_id: &str, node: Option<&str>) {
+    fn note_expiry(&self, conn: u32, task_id: &str, node: Option<&str>) {
         let (deleted, running) = {
-            let s = self.ctx.server.lock().expect("server lock");
+            let s = self.server(conn).lock().expect("server lock");
             let running = s.truth().tasks.get(task_id).is_some_and(|t| t.terminal_status.is_none());
             (s.is_deleted(task_id), running)
         };

@@ -15,6 +15,16 @@ pub struct Scenario {
     pub name: String,
     #[serde(default = "default_protocol")]
     pub protocol: String,
+    /// A second protocol version the executor speaks at the same time (its own lane and server):
+    /// `executor.launch` sends a fraction of new work there.
+    #[serde(default)]
+    pub successor: Option<String>,
+    /// When the operator retires the primary adapter: no new work on it from then on.
+    #[serde(default)]
+    pub retire_primary_at_ms: Option<u64>,
+    /// AIP-151 routes and service behaviour (used when a lane speaks aip-151).
+    #[serde(default)]
+    pub aip: AipSpec,
     pub server: ServerSpec,
     #[serde(default)]
     pub executor: RunnerConfig,
@@ -107,6 +117,38 @@ impl Default for GatesSpec {
 
 fn default_protocol() -> String {
     "mcp-2025-11-25".into()
+}
+
+pub const PROTOCOLS: [&str; 3] = ["mcp-2025-11-25", "mcp-tasks-ext", "aip-151"];
+
+/// The AIP-151 service: URL templates (configuration, never guessed) and its behaviour.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AipSpec {
+    pub submit_path: String,
+    pub operation_path: String,
+    pub operations_collection: String,
+    /// AIP-155 request_id dedupe window.
+    pub dedupe_window_ms: Option<u64>,
+    pub cancel_supported: bool,
+    /// Fraction of operations pre-empted (ending ABORTED).
+    pub preempt_rate: f64,
+    /// Operations are deleted this long after completion.
+    pub retention_after_done_ms: Option<u64>,
+}
+
+impl Default for AipSpec {
+    fn default() -> Self {
+        AipSpec {
+            submit_path: "/v1/projects/p/locations/l/reports:{tool}".into(),
+            operation_path: "/v1/{name}".into(),
+            operations_collection: "/v1/projects/p/locations/l/operations".into(),
+            dedupe_window_ms: Some(3_600_000),
+            cancel_supported: true,
+            preempt_rate: 0.0,
+            retention_after_done_ms: Some(3_600_000),
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -276,8 +318,24 @@ impl Scenario {
 
     fn validate(&self) -> Result<(), (String, String)> {
         let bad = |f: &str, p: String| Err((f.to_string(), p));
-        if self.protocol != "mcp-2025-11-25" {
-            return bad("protocol", format!("unknown protocol {:?}; this build speaks \"mcp-2025-11-25\"", self.protocol));
+        if !PROTOCOLS.contains(&self.protocol.as_str()) {
+            return bad("protocol", format!("unknown protocol {:?}; known: {PROTOCOLS:?}", self.protocol));
+        }
+        if let Some(p) = &self.successor {
+            if !PROTOCOLS.contains(&p.as_str()) || *p == self.protocol {
+                return bad("successor", format!("{p:?} must be another protocol of {PROTOCOLS:?}"));
+            }
+        }
+        if self.retire_primary_at_ms.is_some() && self.successor.is_none() {
+            return bad("retire_primary_at_ms", "retiring the only adapter leaves nothing to run new work".into());
+        }
+        rate("executor.launch.new_adapter_fraction", self.executor.launch.new_adapter_fraction)?;
+        rate("aip.preempt_rate", self.aip.preempt_rate)?;
+        for (field, t) in [("aip.submit_path", &self.aip.submit_path), ("aip.operation_path", &self.aip.operation_path)] {
+            let var = if field == "aip.submit_path" { "{tool}" } else { "{name}" };
+            if !t.starts_with('/') || !t.contains(var) {
+                return bad(field, format!("{t:?} must be an absolute path template containing {var}"));
+            }
         }
         if self.server.profiles.is_empty() {
             return bad("server.profiles", "needs at least one profile".into());

@@ -192,6 +192,10 @@ impl<'a> Machine<'a> {
     fn resume(&mut self) -> R {
         self.rec.execution_epoch = self.ctx.epoch;
         self.rec.input_stream_open = false;
+        // The crash may have come between writing an answer and sending it.
+        if let Some(a) = &mut self.rec.last_answer {
+            a.lost = true;
+        }
         match self.rec.local_state {
             S::Submitting if self.rec.submit_attempts == 0 => {
                 self.submit();
@@ -569,12 +573,9 @@ impl<'a> Machine<'a> {
         match self.rec.local_state {
             S::Working => self.go(S::InputRequired)?,
             S::InputRequired => {}
-            S::CancelRequested => {
-                if latest {
-                    self.schedule(self.cfg.cancel_requery_interval_ms, Timer::CancelRequery);
-                }
-                return STAYED;
-            }
+            // Still running while we cancel: the same as a non-terminal status read (resend a lost
+            // cancel, or keep reading after a best-effort one).
+            S::CancelRequested => return self.on_status(crate::record::ProtocolStatus::InputRequired, latest),
             _ => return rejected(Rejection::NotApplicable),
         }
         self.rec.last_server_status = Some(crate::record::ProtocolStatus::InputRequired);
@@ -582,10 +583,28 @@ impl<'a> Machine<'a> {
             return STAYED;
         }
         let fresh = reqs.iter().find(|r| !self.rec.answered_inputs.contains(&r.server_request_id));
+        // Our answer's request was lost and the server still asks the same thing: say it again.
+        if let (None, Some(last)) = (fresh, self.rec.last_answer.clone()) {
+            let still_asked = reqs.iter().any(|r| r.server_request_id == last.server_request_id);
+            if latest && still_asked && last.lost && last.resends < crate::record::ANSWER_RESENDS_MAX {
+                self.rec.last_answer = Some(crate::record::LastAnswer { lost: false, resends: last.resends + 1, ..last.clone() });
+                self.send(Outbound::InputResponse { operation_id: self.op_id(), server_request_id: last.server_request_id, reply: last.reply });
+                self.schedule_poll_after(None);
+                return STAYED;
+            }
+        }
         match fresh {
             Some(req) => {
                 self.rec.input_stream_open = true;
-                self.input_requested(req)
+                let taken = self.input_requested(req)?;
+                if self.rec.pending_input.is_none() {
+                    // Refused (e.g. it named another task): no round began, so keep reading.
+                    self.rec.input_stream_open = false;
+                    if latest {
+                        self.schedule_poll_after(None);
+                    }
+                }
+                Ok(taken)
             }
             None => {
                 if latest {
@@ -697,6 +716,14 @@ impl<'a> Machine<'a> {
     }
 
     fn lost(&mut self, kind: RequestKind, seq: u64) -> R {
+        if kind == RequestKind::InputResponse {
+            // An answer sent as a request of its own went unacknowledged: remember it, and say it
+            // again if the server keeps asking. Newer requests do not make this loss stale.
+            if let Some(last) = &mut self.rec.last_answer {
+                last.lost = true;
+            }
+            return STAYED;
+        }
         if seq != self.rec.poll_cursor.sent_seq {
             // Superseded by a newer request; only the newest one's loss matters.
             return rejected(Rejection::StaleAnswer { seq, applied_seq: self.rec.poll_cursor.applied_seq });
@@ -804,6 +831,7 @@ impl<'a> Machine<'a> {
         if self.rec.answered_inputs.len() > ANSWERED_INPUTS_MAX {
             self.rec.answered_inputs.remove(0);
         }
+        self.rec.last_answer = Some(crate::record::LastAnswer { server_request_id: p.server_request_id.clone(), reply: reply.clone(), lost: false, resends: 0 });
         self.send(Outbound::InputResponse { operation_id: self.op_id(), server_request_id: p.server_request_id, reply });
         self.schedule_poll_after(None);
         STAYED

@@ -42,9 +42,9 @@ fn arb_reply() -> impl Strategy<Value = Reply> {
         arb_view().prop_map(Reply::Submitted),
         Just(Reply::SubmitRefused { reason: "no".into() }),
         arb_result().prop_map(Reply::SyncResult),
-        prop::collection::vec(0i64..3, 0..3).prop_map(|ids| Reply::InputRequests(ids.into_iter().map(|id| InputRequest {
+        (prop::collection::vec(0i64..3, 0..3), prop::bool::weighted(0.8)).prop_map(|(ids, ours)| Reply::InputRequests(ids.into_iter().map(|id| InputRequest {
             server_request_id: serde_json::json!(id),
-            related_operation_id: Some(OP.into()),
+            related_operation_id: Some(if ours { OP.into() } else { "op-other".into() }),
             message: "ok?".into(),
             requested_schema: serde_json::json!({}),
             schema_digest: "s".into(),
@@ -198,7 +198,9 @@ proptest! {
                     _ => {}
                 }
             }
-            let waiting_on_input = step.record.local_state == S::InputRequired && (step.record.pending_input.is_some() || step.record.input_stream_open);
+            // Waiting on the approval gate has its own wake-up (the deadline timer); an open
+            // input stream must be an outstanding request like any other.
+            let waiting_on_input = step.record.local_state == S::InputRequired && step.record.pending_input.is_some();
             if !step.record.local_state.is_final() && !waiting_on_input && step.record.submit_attempts > 0 {
                 // A timer left over from an earlier state fires into nothing: it does not count.
                 let useful = timers.iter().any(|t| matches!((t, step.record.local_state),

@@ -194,7 +194,7 @@ impl Runner {
         cfg: RunnerConfig,
         epoch: u64,
         origin: Instant,
-        adapter: impl Adapter + Send + 'static,
+        adapter: Box<dyn Adapter + Send>,
         ledger: SharedLedger,
         observer: Box<dyn Observer + Send>,
         approvals: mpsc::UnboundedSender<ApprovalRequest>,
@@ -202,7 +202,7 @@ impl Runner {
         rpc_id_base: u64,
     ) -> Runner {
         let limiter = QpsLimiter::new(cfg.max_qps);
-        let lanes = vec![Lane::new(Box::new(adapter), &cfg.core)];
+        let lanes = vec![Lane::new(adapter, &cfg.core)];
         Runner {
             cfg,
             epoch,

@@ -66,7 +66,7 @@ fn runs_on_real_tokio_and_accepts_exactly_once() {
         let mut cfg = RunnerConfig::default();
         cfg.core.poll = PollPolicy { initial_interval_ms: 5, backoff_multiplier: 1.0, interval_cap_ms: 5, jitter_fraction: 0.1, honor_server_interval: true };
         cfg.request_timeout_ms = 2_000;
-        let runner = Runner::new(cfg, 1, tokio::time::Instant::now(), Mcp20251125Adapter::new(), shared, Box::new(Collect(obs.clone())), approvals, 1, 0);
+        let runner = Runner::new(cfg, 1, tokio::time::Instant::now(), Box::new(Mcp20251125Adapter::new()), shared, Box::new(Collect(obs.clone())), approvals, 1, 0);
         let (inputs, inputs_rx) = mpsc::unbounded_channel();
         let handle = tokio::spawn(runner.run(transport, inputs_rx));
         let node = CallNode { id: "n1".into(), tool: "report".into(), arguments: json!({"m": 1}), submission_key: "k1".into() };

@@ -42,6 +42,10 @@ pub mod retry_after_honoured;
 pub mod no_stale_overwrite;
 /// A call node is submitted again only on proof that the previous submission created nothing.
 pub mod no_blind_resubmit;
+/// Retirement by version: no new work on a retired adapter; what it has drains.
+pub mod retired_adapter_drains;
+/// Launch control: shadow operations never reach the outbox.
+pub mod shadow_never_reaches_outbox;
 
 #[cfg(test)]
 pub(crate) mod testkit;
@@ -60,7 +64,7 @@ pub struct Violation {
 type Checker = fn(&view::View) -> Vec<Violation>;
 
 /// Every checker, in report order: (name, check).
-pub const CHECKERS: [(&str, Checker); 15] = [
+pub const CHECKERS: [(&str, Checker); 17] = [
     (at_most_one_receipt::NAME, at_most_one_receipt::violations),
     (completed_needs_verified_result::NAME, completed_needs_verified_result::violations),
     (no_advance_after_cancel::NAME, no_advance_after_cancel::violations),
@@ -76,6 +80,8 @@ pub const CHECKERS: [(&str, Checker); 15] = [
     (retry_after_honoured::NAME, retry_after_honoured::violations),
     (no_stale_overwrite::NAME, no_stale_overwrite::violations),
     (no_blind_resubmit::NAME, no_blind_resubmit::violations),
+    (retired_adapter_drains::NAME, retired_adapter_drains::violations),
+    (shadow_never_reaches_outbox::NAME, shadow_never_reaches_outbox::violations),
 ];
 
 /// Run every checker over a trace, in `CHECKERS` order.
@@ -152,7 +158,9 @@ mod tests {
                 "no_action_from_old_epoch",
                 "retry_after_honoured",
                 "no_stale_overwrite",
-                "no_blind_resubmit"
+                "no_blind_resubmit",
+                "retired_adapter_drains",
+                "shadow_never_reaches_outbox"
             ]
         );
     }

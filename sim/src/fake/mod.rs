@@ -4,3 +4,4 @@
 pub mod aip151;
 pub mod mcp;
 pub mod mcp_ext;
+pub mod server;

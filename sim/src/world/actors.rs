@@ -18,11 +18,12 @@ use crate::faults::FaultKind;
 use crate::trace::{Trace, What};
 
 /// The fake server: frames in, frames out, and its own clock-driven progress.
-pub(super) async fn serve(world: Arc<World>, mut rx: mpsc::UnboundedReceiver<(u32, OutFrame)>) {
+pub(super) async fn serve(world: Arc<World>, lane: usize, mut rx: mpsc::UnboundedReceiver<(u32, OutFrame)>) {
+    let server = world.servers[lane].clone();
     loop {
-        status_after_cancel(&world);
+        status_after_cancel(&world, &server);
         let now = world.now_ms();
-        let next = world.server.lock().expect("server lock").next_event_at_ms();
+        let next = server.lock().expect("server lock").next_event_at_ms();
         // Without pending work the server still wakes each minute: every wait is bounded.
         let wake = next.unwrap_or(now + 60_000).max(now);
         let sleep = tokio::time::sleep_until(world.origin + Duration::from_millis(wake));
@@ -32,12 +33,12 @@ pub(super) async fn serve(world: Arc<World>, mut rx: mpsc::UnboundedReceiver<(u3
                 let Some((conn, frame)) = msg else { return };
                 let now = world.now_ms();
                 let (early, replies) = {
-                    let mut s = world.server.lock().expect("server lock");
+                    let mut s = server.lock().expect("server lock");
                     let early = s.advance(now);
                     (early, s.handle(now, frame))
                 };
                 let mut net = world.net.lock().expect("net lock");
-                if let Some(to) = net.latest_connection() {
+                if let Some(to) = net.latest_connection(lane) {
                     for f in early {
                         net.to_executor(to, f);
                     }
@@ -49,9 +50,9 @@ pub(super) async fn serve(world: Arc<World>, mut rx: mpsc::UnboundedReceiver<(u3
             }
             _ = sleep => {
                 let now = world.now_ms();
-                let out = world.server.lock().expect("server lock").advance(now);
+                let out = server.lock().expect("server lock").advance(now);
                 let mut net = world.net.lock().expect("net lock");
-                if let Some(to) = net.latest_connection() {
+                if let Some(to) = net.latest_connection(lane) {
                     for f in out {
                         net.to_executor(to, f);
                     }
@@ -66,17 +67,17 @@ pub(super) async fn serve(world: Arc<World>, mut rx: mpsc::UnboundedReceiver<(u3
 /// once the executor has taken in the server's cancel confirmation, because that confirmation
 /// is what makes a later `completed` a lie: an executor that never heard `cancelled` may take
 /// the task's word. The firing is recorded at the flip, with the state it meets.
-fn status_after_cancel(world: &World) {
-    let finished = world.server.lock().expect("server lock").take_finished_after_cancel();
+fn status_after_cancel(world: &World, server: &std::sync::Mutex<Box<dyn crate::fake::server::SimServer>>) {
+    let finished = server.lock().expect("server lock").take_finished_after_cancel();
     for (task_id, _ended_at_ms, decision) in finished {
-        let node = world.server.lock().expect("server lock").truth().tasks.get(&task_id).map(|t| t.call_node.clone());
+        let node = server.lock().expect("server lock").truth().tasks.get(&task_id).map(|t| t.call_node.clone());
         let Some(node) = node else { continue };
         if !cancel_confirmation_taken(&world.trace.lock().expect("trace lock"), &node) {
             continue;
         }
         let now = world.now_ms();
         let flipped = {
-            let mut s = world.server.lock().expect("server lock");
+            let mut s = server.lock().expect("server lock");
             s.complete_after_cancel(&task_id, now).then(|| s.truth().tasks.get(&task_id).map(|t| t.status.as_str()).unwrap_or_default())
         };
         if let Some(status) = flipped {

@@ -27,6 +27,9 @@ pub(super) async fn drive(world: &Arc<World>) -> String {
             plan.push((t, 2, Input::Detach { node: n.id.clone() }));
         }
     }
+    if let (Some(t), Some(id)) = (world.sc.retire_primary_at_ms, primary_adapter(world)) {
+        plan.push((t, 3, Input::RetireAdapter(id)));
+    }
     plan.sort_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
     for (at, _, input) in plan {
         tokio::time::sleep_until(world.origin + Duration::from_millis(at)).await;
@@ -40,6 +43,10 @@ pub(super) async fn drive(world: &Arc<World>) -> String {
                 ("cancel", node.clone())
             }
             Input::Detach { node } => ("detach", node.clone()),
+            Input::RetireAdapter(id) => {
+                *world.retired.lock().expect("caller lock") = Some(*id);
+                ("retire", id.name().to_string())
+            }
             _ => ("other", String::new()),
         };
         world.push(What::Caller { action: action.into(), node });
@@ -64,7 +71,20 @@ pub(super) async fn drive(world: &Arc<World>) -> String {
 
 /// After an executor restart the caller repeats what the dead process may not have taken in:
 /// submissions the ledger never saw, cancels it never recorded. The ledger makes both idempotent.
+fn primary_adapter(world: &World) -> Option<toolop::record::AdapterId> {
+    match world.sc.protocol.as_str() {
+        "aip-151" => Some(toolop::record::AdapterId::Aip151),
+        "mcp-tasks-ext" => Some(toolop::record::AdapterId::McpTasksExt),
+        "mcp-2025-11-25" => Some(toolop::record::AdapterId::Mcp20251125),
+        _ => None,
+    }
+}
+
 pub(super) fn retry_after_restart(world: &World) {
+    // A retirement is an operator's standing order: a restarted executor hears it again first.
+    if let Some(id) = *world.retired.lock().expect("caller lock") {
+        world.send_input(Input::RetireAdapter(id));
+    }
     let submitted = world.submitted.lock().expect("caller lock").clone();
     let cancelled = world.cancelled.lock().expect("caller lock").clone();
     for node in submitted {

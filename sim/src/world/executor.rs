@@ -7,12 +7,11 @@ use std::sync::Arc;
 use tokio::sync::mpsc;
 use tokio::time::Duration;
 use toolop::ledger::Ledger;
-use toolop::protocol::mcp_2025_11_25::Mcp20251125Adapter;
 use toolop::runner::{ApprovalRequest, CrashPoint, CrashPoints, Exit, Input, Observation, Observer, Runner, SharedLedger};
 
 use super::{caller, World};
 use crate::faults::FaultKind;
-use crate::net::Net;
+use crate::net::{Net, LANES_MAX};
 use crate::trace::What;
 
 /// Restarts a series may see before the world gives up on the executor (a bound on the loop).
@@ -61,14 +60,16 @@ fn start(
     inputs: mpsc::UnboundedReceiver<Input>,
     approvals: mpsc::UnboundedSender<ApprovalRequest>,
 ) -> tokio::task::JoinHandle<Exit> {
-    let transport = Net::connect(&world.net, incarnation);
+    // One connection per lane: connection ids say incarnation and lane.
+    let protocols = super::servers::lane_protocols(&world.sc);
+    let transports: Vec<_> = (0..protocols.len()).map(|lane| Net::connect(&world.net, incarnation * LANES_MAX + lane as u32)).collect();
     let ledger: SharedLedger = world.ledger.clone();
     let observer = SimObserver { world: world.clone(), epoch, incarnation };
     let runner = Runner::new(
         world.sc.executor.clone(),
         epoch,
         world.origin,
-        Mcp20251125Adapter::new(),
+        super::servers::adapter(&world.sc, &protocols[0]),
         ledger,
         Box::new(observer),
         approvals,
@@ -76,12 +77,18 @@ fn start(
         u64::from(incarnation) * 1_000_000_000,
     )
     .with_crash_points(Box::new(SimCrash { world: world.clone() }));
-    tokio::spawn(runner.run(transport, inputs))
+    let runner = protocols[1..].iter().fold(runner, |r, p| r.with_lane(super::servers::adapter(&world.sc, p)));
+    tokio::spawn(runner.run_lanes(transports, inputs))
 }
 
 /// Give the caller a fresh channel to the next incarnation; returns the old sender.
 fn new_channel(world: &World) -> (mpsc::UnboundedSender<Input>, mpsc::UnboundedReceiver<Input>) {
     let (tx, rx) = mpsc::unbounded_channel();
+    // An operator's retirement is standing configuration: the next incarnation hears it before
+    // any submission queued for it.
+    if let Some(id) = *world.retired.lock().expect("caller lock") {
+        let _ = tx.send(Input::RetireAdapter(id));
+    }
     let old = std::mem::replace(&mut *world.inputs.lock().expect("inputs lock"), tx);
     (old, rx)
 }
@@ -107,7 +114,9 @@ pub(super) async fn supervise(world: Arc<World>, inputs: mpsc::UnboundedReceiver
                     return;
                 }
                 world.push(What::World { action: "executor_down".into(), detail: format!("incarnation {incarnation}: {exit:?}") });
-                world.net.lock().expect("net lock").disconnect(incarnation);
+                for lane in 0..LANES_MAX {
+                    world.net.lock().expect("net lock").disconnect(incarnation * LANES_MAX + lane);
+                }
                 let (_old, rx) = new_channel(&world);
                 let [lo, hi] = world.sc.faults.restart_delay_ms;
                 let delay = world.plan.lock().expect("plan lock").draw(lo, hi);

@@ -15,8 +15,9 @@ use toolop::runner::{CallNode, Input};
 mod actors;
 mod caller;
 mod executor;
+mod servers;
 
-use crate::fake::mcp::{FakeMcpServer, FakeTool, Profile, ScriptOutcome, ServerConfig, TaskScript};
+use crate::fake::mcp::{FakeMcpServer, Profile, ScriptOutcome, ServerConfig, TaskScript};
 use crate::faults::{FaultKind, FaultPlan, FaultProfile, Firing, PlanMode, Schedule, SharedPlan};
 use crate::net::{Net, NetCtx, SharedNet};
 use crate::scenario::Scenario;
@@ -276,13 +277,16 @@ pub(crate) struct World {
     pub trace: SharedTrace,
     pub ledger: Arc<Mutex<MemoryLedger>>,
     pub net: SharedNet,
-    pub server: Arc<Mutex<FakeMcpServer>>,
+    /// The fake server of each lane (one per protocol the executor speaks).
+    pub servers: Vec<Arc<Mutex<Box<dyn crate::fake::server::SimServer>>>>,
     pub plan: SharedPlan,
     /// The current executor's input channel: callers and the approval agent send here.
     pub inputs: Mutex<mpsc::UnboundedSender<Input>>,
     /// What the caller has done so far, so it can retry after an executor restart.
     pub submitted: Mutex<Vec<CallNode>>,
     pub cancelled: Mutex<Vec<String>>,
+    /// The adapter the operator retired, if any.
+    pub retired: Mutex<Option<toolop::record::AdapterId>>,
 }
 
 impl World {
@@ -293,7 +297,9 @@ impl World {
         self.net.lock().expect("net lock").shutdown();
         *self.ledger.lock().expect("ledger lock") = MemoryLedger::new();
         let empty = ServerConfig::new(Profile::SpecStrict, vec![]);
-        *self.server.lock().expect("server lock") = FakeMcpServer::new(empty, ChaCha8Rng::seed_from_u64(0));
+        for s in &self.servers {
+            *s.lock().expect("server lock") = Box::new(FakeMcpServer::new(empty.clone(), ChaCha8Rng::seed_from_u64(0)));
+        }
         *self.inputs.lock().expect("inputs lock") = mpsc::unbounded_channel().0;
         self.submitted.lock().expect("caller lock").clear();
     }
@@ -318,29 +324,6 @@ impl World {
     }
 }
 
-fn server_config(sc: &Scenario, params: &Params) -> ServerConfig {
-    let tools = sc
-        .workload
-        .tools
-        .iter()
-        .map(|t| FakeTool {
-            name: t.name.clone(),
-            task_support: t.task_support.as_deref().map(|s| match s {
-                "required" => "required",
-                "optional" => "optional",
-                _ => "forbidden",
-            }),
-            sync_upper_bound_ms: t.sync_upper_bound_ms,
-        })
-        .collect();
-    ServerConfig {
-        profile: profile_of(&params.profile),
-        toolop_extensions: params.toolop_extensions,
-        poll_interval_ms: sc.server.poll_interval_ms,
-        max_ttl_ms: params.server_max_ttl_ms,
-        tools,
-    }
-}
 
 /// The world of one series, to be run inside a madsim runtime seeded with `params.seed`.
 pub async fn world_main(sc: Scenario, params: Params) -> SeriesResult {
@@ -367,19 +350,21 @@ pub async fn world_main_with(sc: Scenario, params: Params, mode: PlanMode) -> Se
             faults: params.faults.render(),
         },
     );
-    let server = Arc::new(Mutex::new(FakeMcpServer::new(server_config(&sc, &params), ChaCha8Rng::seed_from_u64(params.server_seed))));
+    let protocols = servers::lane_protocols(&sc);
+    let server_list: Vec<Arc<Mutex<Box<dyn crate::fake::server::SimServer>>>> =
+        protocols.iter().enumerate().map(|(lane, p)| Arc::new(Mutex::new(servers::server(&sc, &params, p, lane)))).collect();
     let ledger = Arc::new(Mutex::new(MemoryLedger::new()));
-    let (srv_tx, srv_rx) = mpsc::unbounded_channel();
+    let (srv_txs, srv_rxs): (Vec<_>, Vec<_>) = protocols.iter().map(|_| mpsc::unbounded_channel()).unzip();
     let ctx = NetCtx {
         trace: trace.clone(),
         plan: plan.clone(),
         ledger: ledger.clone(),
-        server: server.clone(),
+        servers: server_list.clone(),
         origin,
         latency_ms: params.latency_ms,
         request_timeout_ms: sc.executor.request_timeout_ms,
     };
-    let net: SharedNet = Arc::new(Mutex::new(Net::new(ctx, srv_tx)));
+    let net: SharedNet = Arc::new(Mutex::new(Net::new(ctx, srv_txs)));
     let (inputs_tx, inputs_rx) = mpsc::unbounded_channel();
     let world = Arc::new(World {
         sc,
@@ -388,13 +373,16 @@ pub async fn world_main_with(sc: Scenario, params: Params, mode: PlanMode) -> Se
         trace,
         ledger,
         net,
-        server,
+        servers: server_list,
         plan,
         inputs: Mutex::new(inputs_tx),
         submitted: Mutex::new(vec![]),
         cancelled: Mutex::new(vec![]),
+        retired: Mutex::new(None),
     });
-    tokio::spawn(actors::serve(world.clone(), srv_rx));
+    for (lane, rx) in srv_rxs.into_iter().enumerate() {
+        tokio::spawn(actors::serve(world.clone(), lane, rx));
+    }
     let (approvals_tx, approvals_rx) = mpsc::unbounded_channel();
     tokio::spawn(actors::approval_agent(world.clone(), approvals_rx));
     let supervisor = tokio::spawn(executor::supervise(world.clone(), inputs_rx, approvals_tx));
@@ -403,7 +391,7 @@ pub async fn world_main_with(sc: Scenario, params: Params, mode: PlanMode) -> Se
     // The supervisor ends once its executor has seen the shutdown; bounded either way.
     let _ = tokio::time::timeout(Duration::from_secs(5), supervisor).await;
     let snapshot = world.ledger.lock().expect("ledger lock").snapshot();
-    let truth = world.server.lock().expect("server lock").truth().clone();
+    let truth = servers::merged_truth(world.servers.iter().map(|s| s.lock().expect("server lock").truth().clone()).collect());
     world.push(What::Final { ledger: snapshot, truth });
     world.push(What::End { reason: end_reason.clone() });
     let end_ms = world.now_ms();
