@@ -11,7 +11,13 @@ use crate::sweep::{self, Loaded};
 
 /// The scenario set mutants run against: the default gate set plus the load scenario that
 /// makes a missing QPS limiter visible.
-pub const DEFAULT_SET: [&str; 3] = ["scenarios/smoke.toml", "scenarios/mcp_faults.toml", "scenarios/mcp_load.toml"];
+pub const DEFAULT_SET: [&str; 5] = [
+    "scenarios/smoke.toml",
+    "scenarios/mcp_faults.toml",
+    "scenarios/mcp_load.toml",
+    "scenarios/aip151_faults.toml",
+    "scenarios/mcp_ext_faults.toml",
+];
 
 /// Replay budget for shrinking each mutation's first failure.
 const SHRINK_REPLAYS: u32 = 150;

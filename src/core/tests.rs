@@ -330,6 +330,59 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
          reply:poll:status => CANCEL_REQUESTED->TERMINAL_OBSERVED [at0:fetch_due]",
     ),
     (
+        "AIP-151: a cancel that succeeded, then a completion: accepted as completed",
+        |s| {
+            s.working().ev(Event::CancelClicked).reply(RequestKind::Cancel, Reply::CancelPending);
+            s.timer(Timer::CancelRequery).reply(RequestKind::Poll, Reply::Status(view(P::Completed)));
+            s.timer(Timer::FetchDue).reply(RequestKind::Fetch, Reply::Result(result(true)));
+        },
+        "start => stay [send:submit#1]
+         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
+         cancel_clicked => WORKING->CANCEL_REQUESTED [send:cancel#2]
+         reply:cancel:cancel_pending => stay [at2000:cancel_requery]
+         timer:cancel_requery => stay [send:poll#3]
+         reply:poll:status => CANCEL_REQUESTED->TERMINAL_OBSERVED [at0:fetch_due]
+         timer:fetch_due => TERMINAL_OBSERVED->FETCHING_RESULT [send:fetch#4]
+         reply:fetch:result => FETCHING_RESULT->ACCEPTED [accept:completed]",
+    ),
+    (
+        "AIP-151: done without result is its own outcome, never a failure",
+        |s| {
+            s.working().timer(Timer::PollDue).reply(RequestKind::Poll, Reply::Status(view(P::DoneWithoutResult)));
+            s.timer(Timer::FetchDue).reply(RequestKind::Fetch, Reply::NoResultStored { message: "done without result".into() });
+        },
+        "start => stay [send:submit#1]
+         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
+         timer:poll_due => stay [send:poll#2]
+         reply:poll:status => WORKING->TERMINAL_OBSERVED [at0:fetch_due]
+         timer:fetch_due => TERMINAL_OBSERVED->FETCHING_RESULT [send:fetch#3]
+         reply:fetch:no_result_stored => FETCHING_RESULT->ACCEPTED [accept:done_without_result]",
+    ),
+    (
+        "tasks extension: input requests inlined in a read, answer lost, said again",
+        |s| {
+            s.working().timer(Timer::PollDue).reply(RequestKind::Poll, Reply::InputRequests(vec![input(1)]));
+            s.ev(Event::ApprovalReplied { round: 1, schema_digest: "s-1".into(), reply: ApprovalReply::Decline });
+            s.lost(RequestKind::InputResponse).timer(Timer::PollDue).reply(RequestKind::Poll, Reply::InputRequests(vec![input(1)]));
+        },
+        "start => stay [send:submit#1]
+         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
+         timer:poll_due => stay [send:poll#2]
+         reply:poll:input_requests => WORKING->INPUT_REQUIRED [ask:r1 at60000:approval_deadline]
+         approval_replied => stay [send:input_response#3 at1500:poll_due]
+         lost:input_response => stay
+         timer:poll_due => stay [send:poll#4]
+         reply:poll:input_requests => stay [send:input_response#5 at2250:poll_due]",
+    ),
+    (
+        "tasks extension: the server answered inline instead of making a task",
+        |s| {
+            s.ev(Event::Start).reply(RequestKind::Submit, Reply::SyncResult(result(true)));
+        },
+        "start => stay [send:submit#1]
+         reply:submit:sync_result => SUBMITTING->ACCEPTED [accept:completed]",
+    ),
+    (
         "cancel ack lost: resolved by querying",
         |s| {
             s.working().ev(Event::CancelClicked).lost(RequestKind::Cancel);
