@@ -332,6 +332,8 @@ impl Schedule {
 pub struct FaultPlan {
     pub profile: FaultProfile,
     rng: ChaCha8Rng,
+    /// Seed of the keyed firing decisions (see [`FaultPlan::fire`]).
+    key: u64,
     decisions: u64,
     safety_until_ms: u64,
     mode: PlanMode,
@@ -346,18 +348,32 @@ impl FaultPlan {
         FaultPlan::with_mode(profile, rng, safety_until_ms, PlanMode::Draw)
     }
 
-    pub fn with_mode(profile: FaultProfile, rng: ChaCha8Rng, safety_until_ms: u64, mode: PlanMode) -> FaultPlan {
-        FaultPlan { profile, rng, decisions: 0, safety_until_ms, mode, asks: BTreeMap::new(), fired: vec![] }
+    pub fn with_mode(profile: FaultProfile, mut rng: ChaCha8Rng, safety_until_ms: u64, mode: PlanMode) -> FaultPlan {
+        let key = rng.gen();
+        FaultPlan { profile, rng, key, decisions: 0, safety_until_ms, mode, asks: BTreeMap::new(), fired: vec![] }
+    }
+
+    /// A uniform draw in [0, 1) for the `ask`-th ask of `fault`, keyed by the series, not by
+    /// how many other draws came before: the k-th 429 decision is the same whatever the other
+    /// faults or the executor's settings did (common random numbers for `tune`, stable asks for
+    /// `shrink`).
+    fn keyed_uniform(&self, fault: FaultKind, ask: u64) -> f64 {
+        let mut z = self.key ^ (fault as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ ask.wrapping_mul(0xD1B5_4A32_D192_ED03);
+        // SplitMix64 finaliser: every input bit moves every output bit.
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^= z >> 31;
+        (z >> 11) as f64 / (1u64 << 53) as f64
     }
 
     /// Whether `fault` fires at this decision point. Returns the decision number when it does.
     /// A fault that is off in this series costs no decision (and no draw), so enabling one
     /// fault does not reshuffle the decisions of the others beyond its own asks.
     ///
-    /// Replay draws `gen_bool` on every ask exactly as `Draw` does and then ignores the draw,
-    /// so the shape draws that follow (latency, delays, cut positions) come from the same
-    /// stream as in the recorded run as long as the asks agree. A replayed schedule may name a
-    /// fault the profile has off (a hand edit): its asks are then counted, without a draw.
+    /// Firing decisions are keyed by `(fault, ask)` and consume nothing from the shape stream
+    /// (latency, delays, cut positions), in `Draw` and `Replay` alike, so a schedule replayed
+    /// unmodified reproduces its run exactly. A replayed schedule may name a fault the profile
+    /// has off (a hand edit): its asks are then counted.
     pub fn fire(&mut self, fault: FaultKind, now_ms: u64) -> Option<u64> {
         if now_ms >= self.safety_until_ms {
             return None;
@@ -367,12 +383,11 @@ impl FaultPlan {
             PlanMode::Draw if rate <= 0.0 => return None,
             PlanMode::Draw => {
                 self.decisions += 1;
-                self.rng.gen_bool(rate.min(1.0))
+                let ask = self.asks.get(&fault).copied().unwrap_or(0) + 1;
+                self.keyed_uniform(fault, ask) < rate.min(1.0)
             }
             PlanMode::Replay(set) => {
-                if rate > 0.0 {
-                    let _ = self.rng.gen_bool(rate.min(1.0));
-                } else if set.range((fault, 1)..=(fault, u64::MAX)).next().is_none() {
+                if rate <= 0.0 && set.range((fault, 1)..=(fault, u64::MAX)).next().is_none() {
                     return None;
                 }
                 self.decisions += 1;

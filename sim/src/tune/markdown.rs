@@ -20,14 +20,12 @@ pub const COMMON: &[&str] = &[
 
 /// See [`COMMON`].
 pub const NOT_COMMON: &[&str] = &[
-    "individual fault firings. The fault profile is common, but in a normal (draw-mode) run every \
-     decision is drawn from one per-series stream in the order the series asks (`FaultPlan::fire`); \
-     decision points are named `(fault, ask)` for schedules and replay, but the draw is not keyed \
-     by that name. A setting that polls more asks more often, so once two points' request \
-     sequences differ, the same seed fires different faults at different moments from there on. \
-     Swarm-level conditions (which faults, how hard) are paired; the moment-to-moment firings are \
-     not, which makes tails (p99, max) noisier between points than the seeds alone would",
-    "values drawn from that same stream after a firing or per frame: network latency of each \
+    "individual fault firings only per ask: every firing decision is keyed by `(fault, ask)` \
+     (`FaultPlan::fire`), so the k-th ask of a fault fires or not identically at every point; \
+     but a setting that polls more asks more often, so the k-th poll of one point may be a \
+     different request than the k-th poll of another, and tails (p99, max) stay noisier \
+     between points than the seeds alone would suggest",
+    "values drawn from the series' shape stream in order of use: network latency of each \
      frame, the delay of a held reply, Retry-After of a 429/503, cut positions, crash points",
     "the executor's jitter draws (seeded per series and incarnation, one per poll): these follow \
      the setting under test",
