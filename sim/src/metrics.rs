@@ -31,8 +31,10 @@ pub struct SeriesMetrics {
     pub polls_per_operation: Vec<u64>,
     /// Most sends by one executor incarnation in any window [t, t+999] ms.
     pub max_sends_in_window: u32,
-    /// Cancel click to the call node settling (receipt or reconciliation), per cancelled node.
-    /// A node that had settled before the click has nothing to confirm and is left out.
+    /// Cancel click to the executor knowing who won: the cancel confirmed (CANCELLED_ACCEPTED),
+    /// a terminal state observed instead (TERMINAL_OBSERVED: the work finished first), or the
+    /// node settled otherwise. Fetching a result the cancel lost to is not part of it. A node
+    /// that had settled before the click has nothing to confirm and is left out.
     pub cancel_confirmation_ms: Vec<u64>,
     /// Time spent not knowing whether an operation exists: entering SUBMISSION_UNKNOWN to leaving
     /// it, and submission to hand-off for nodes that end in UNKNOWN.
@@ -98,7 +100,8 @@ pub fn measure(trace: &Trace) -> SeriesMetrics {
     }
     for (node, clicked_ms) in caller_times(trace, "cancel") {
         if let Some((t, _)) = settled.get(&node).filter(|(t, _)| *t >= clicked_ms) {
-            m.cancel_confirmation_ms.push(t - clicked_ms);
+            let known = outcome_known_after(trace, &node, clicked_ms).unwrap_or(*t).min(*t);
+            m.cancel_confirmation_ms.push(known - clicked_ms);
         }
     }
     m.unknown_reconciliation_ms = unknown_durations(trace, &submitted, &settled);
@@ -106,6 +109,18 @@ pub fn measure(trace: &Trace) -> SeriesMetrics {
         measure_final(&v, &submitted, &mut m);
     }
     m
+}
+
+/// The first time at or after `after` that `node` moved into a state that says who won a cancel.
+fn outcome_known_after(trace: &Trace, node: &str, after: u64) -> Option<u64> {
+    observations(trace).find_map(|(t, _, obs)| match obs {
+        Observation::Moved { node: n, path, .. } if n == node && t >= after => path
+            .iter()
+            .skip(1)
+            .any(|s| matches!(s, LocalState::CancelledAccepted | LocalState::TerminalObserved) || s.is_final())
+            .then_some(t),
+        _ => None,
+    })
 }
 
 /// Time in SUBMISSION_UNKNOWN (entering it to the next move out of it, wherever in a move's
