@@ -5,6 +5,10 @@
 //! stop here. Every decoder treats server bytes as hostile: no `unwrap` on server data, and
 //! anything that does not have the expected shape becomes `Reply::Malformed` with a reason.
 
+use super::jsonrpc::{
+    content_block_problem, has_path, opt_field, parse_json, related_task_id, request,
+    required_str, says_terminal, to_bytes, type_name, wire_status, INVALID_PARAMS, METHOD_NOT_FOUND, RELATED_TASK,
+};
 use serde_json::{json, Map, Value};
 
 use super::{
@@ -17,12 +21,8 @@ use crate::record::{AdapterId, ProtocolStatus};
 use crate::transport::InFrame;
 
 pub const PROTOCOL_VERSION: &str = "2025-11-25";
-/// `_meta` key tying a message to a task (spec §8).
-const RELATED_TASK: &str = "io.modelcontextprotocol/related-task";
 
 // JSON-RPC error codes this adapter interprets.
-const INVALID_PARAMS: i64 = -32602;
-const METHOD_NOT_FOUND: i64 = -32601;
 const INTERNAL_ERROR: i64 = -32603;
 
 pub struct Mcp20251125Adapter {
@@ -49,15 +49,6 @@ impl Default for Mcp20251125Adapter {
 
 // ---------------------------------------------------------------------------------------------
 // Encoding
-
-fn to_bytes(v: &Value) -> Vec<u8> {
-    // Serialising a Value cannot fail (string keys only, no custom Serialize).
-    serde_json::to_vec(v).expect("Value serialises")
-}
-
-fn request(rpc_id: u64, method: &str, params: Value) -> Vec<u8> {
-    to_bytes(&json!({"jsonrpc": "2.0", "id": rpc_id, "method": method, "params": params}))
-}
 
 /// `tools/call` params shared by the task and the synchronous form. The idempotency key rides in
 /// `_meta` either way: a server with [`EXT_IDEMPOTENCY`] deduplicates by it, others ignore it.
@@ -125,13 +116,6 @@ enum RpcReply {
     Error { code: i64, message: String },
 }
 
-fn parse_json(body: &[u8]) -> Result<Value, String> {
-    if body.iter().all(|b| b.is_ascii_whitespace()) {
-        return Err("empty body".into());
-    }
-    serde_json::from_slice(body).map_err(|e| format!("body is not JSON: {e}"))
-}
-
 fn parse_reply(body: &[u8]) -> Result<RpcReply, String> {
     let v = parse_json(body)?;
     let Value::Object(mut obj) = v else {
@@ -157,50 +141,6 @@ fn parse_reply(body: &[u8]) -> Result<RpcReply, String> {
     }
 }
 
-fn type_name(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
-}
-
-/// Wire status → protocol-neutral status. The only place the wire spelling is read.
-fn wire_status(s: &str) -> Option<ProtocolStatus> {
-    Some(match s {
-        "working" => ProtocolStatus::Working,
-        "input_required" => ProtocolStatus::InputRequired,
-        "completed" => ProtocolStatus::Completed,
-        "failed" => ProtocolStatus::Failed,
-        "cancelled" => ProtocolStatus::Cancelled,
-        _ => return None,
-    })
-}
-
-/// An optional field: absent and `null` are both `None`, a present value must convert.
-fn opt_field<T>(
-    obj: &Map<String, Value>,
-    key: &str,
-    what: &str,
-    conv: impl Fn(&Value) -> Option<T>,
-) -> Result<Option<T>, String> {
-    match obj.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(v) => conv(v).map(Some).ok_or_else(|| format!("task \"{key}\" is {}, expected {what}", type_name(v))),
-    }
-}
-
-fn required_str<'a>(obj: &'a Map<String, Value>, key: &str) -> Result<&'a str, String> {
-    match obj.get(key) {
-        Some(Value::String(s)) => Ok(s),
-        Some(v) => Err(format!("task \"{key}\" is {}, expected a string", type_name(v))),
-        None => Err(format!("task has no \"{key}\"")),
-    }
-}
-
 /// A `Task` object (spec §5). `createdAt`/`lastUpdatedAt` are required by the schema but unused
 /// here, so their absence is tolerated; a missing `ttl` is the Python SDK quirk (§14).
 fn parse_task(obj: &Map<String, Value>) -> Result<TaskView, String> {
@@ -217,35 +157,6 @@ fn parse_task(obj: &Map<String, Value>) -> Result<TaskView, String> {
         ttl_ms: opt_field(obj, "ttl", "a non-negative integer or null", Value::as_u64)?,
         status_message: opt_field(obj, "statusMessage", "a string", |v| v.as_str().map(str::to_string))?,
     })
-}
-
-fn related_task_id(meta: Option<&Value>) -> Option<String> {
-    meta?.get(RELATED_TASK)?.get("taskId")?.as_str().map(str::to_string)
-}
-
-/// Why a content block is not well formed, if it is not. Checks the required fields of the five
-/// `ContentBlock` kinds of the schema.
-fn content_block_problem(i: usize, block: &Value) -> Option<String> {
-    let Some(obj) = block.as_object() else {
-        return Some(format!("content[{i}] is {}, not an object", type_name(block)));
-    };
-    let Some(kind) = obj.get("type").and_then(Value::as_str) else {
-        return Some(format!("content[{i}] has no string \"type\""));
-    };
-    let required: &[&str] = match kind {
-        "text" => &["text"],
-        "image" | "audio" => &["data", "mimeType"],
-        "resource_link" => &["uri", "name"],
-        "resource" => {
-            return match obj.get("resource") {
-                Some(Value::Object(_)) => None,
-                _ => Some(format!("content[{i}] (resource) has no \"resource\" object")),
-            };
-        }
-        other => return Some(format!("content[{i}] has unknown type {other:?}")),
-    };
-    let missing = required.iter().find(|k| !obj.get(**k).is_some_and(Value::is_string))?;
-    Some(format!("content[{i}] ({kind}) has no string \"{missing}\""))
 }
 
 /// A `CallToolResult` as a [`ResultView`]: the payload is the result without `_meta`, the digest
@@ -296,33 +207,8 @@ fn result_text(result: &Map<String, Value>) -> String {
     }
 }
 
-/// `-32602` on `tasks/cancel` means either "unknown id" or "already terminal" (spec §9): the spec
-/// defines no distinct codes, so the message text is all there is (§12). Both SDK spellings are
-/// covered: TS "Cannot cancel task in terminal status: completed", Python "Cannot cancel task in
-/// terminal state 'completed'", and the spec's example "task … is already cancelled".
-fn says_terminal(message: &str) -> bool {
-    let m = message.to_ascii_lowercase();
-    m.contains("terminal") || m.contains("cannot cancel") || m.contains("already")
-}
-
 // ---------------------------------------------------------------------------------------------
 // Reply decoding, per request kind
-
-fn http_status_reply(frame: &InFrame) -> Option<Reply> {
-    let detail = || match parse_reply(&frame.body) {
-        Ok(RpcReply::Error { code, message }) => format!(" (server said {code}: {message})"),
-        _ => String::new(),
-    };
-    match frame.http_status {
-        200 => None,
-        429 => Some(Reply::RateLimited { retry_after_ms: frame.retry_after_ms }),
-        503 => Some(Reply::Unavailable { retry_after_ms: frame.retry_after_ms }),
-        // Accepted for processing; the answer (if any) comes later. Never a completion.
-        202 => Some(Reply::Accepted),
-        404 => Some(Reply::Error { message: format!("HTTP 404: session gone, re-initialize{}", detail()) }),
-        s => Some(Reply::Error { message: format!("HTTP {s}{}", detail()) }),
-    }
-}
 
 fn decode_submit(reply: RpcReply) -> Reply {
     match reply {
@@ -506,22 +392,6 @@ fn classify_frame(frame: &InFrame) -> Inbound {
 // ---------------------------------------------------------------------------------------------
 // Negotiation
 
-fn negotiation_result(frame: &InFrame, what: &str) -> Result<Map<String, Value>, ProtocolError> {
-    if frame.http_status != 200 {
-        return Err(ProtocolError(format!("{what}: HTTP {}", frame.http_status)));
-    }
-    match parse_reply(&frame.body) {
-        Ok(RpcReply::Result(result)) => Ok(result),
-        Ok(RpcReply::Error { code, message }) => Err(ProtocolError(format!("{what} refused: {code}: {message}"))),
-        Err(reason) => Err(ProtocolError(format!("{what}: {reason}"))),
-    }
-}
-
-/// Capability leaves are empty objects; presence means support (spec §3).
-fn has_path(v: &Value, path: &[&str]) -> bool {
-    path.iter().try_fold(v, |v, k| v.get(k)).is_some_and(Value::is_object)
-}
-
 fn parse_tool(i: usize, tool: &Value) -> Result<ToolInfo, String> {
     let obj = tool.as_object().ok_or_else(|| format!("tools[{i}] is {}", type_name(tool)))?;
     let name = obj.get("name").and_then(Value::as_str).ok_or_else(|| format!("tools[{i}] has no string name"))?;
@@ -653,6 +523,33 @@ impl Adapter for Mcp20251125Adapter {
                 },
             },
         }
+    }
+}
+
+fn http_status_reply(frame: &InFrame) -> Option<Reply> {
+    let detail = || match parse_reply(&frame.body) {
+        Ok(RpcReply::Error { code, message }) => format!(" (server said {code}: {message})"),
+        _ => String::new(),
+    };
+    match frame.http_status {
+        200 => None,
+        429 => Some(Reply::RateLimited { retry_after_ms: frame.retry_after_ms }),
+        503 => Some(Reply::Unavailable { retry_after_ms: frame.retry_after_ms }),
+        // Accepted for processing; the answer (if any) comes later. Never a completion.
+        202 => Some(Reply::Accepted),
+        404 => Some(Reply::Error { message: format!("HTTP 404: session gone, re-initialize{}", detail()) }),
+        s => Some(Reply::Error { message: format!("HTTP {s}{}", detail()) }),
+    }
+}
+
+fn negotiation_result(frame: &InFrame, what: &str) -> Result<Map<String, Value>, ProtocolError> {
+    if frame.http_status != 200 {
+        return Err(ProtocolError(format!("{what}: HTTP {}", frame.http_status)));
+    }
+    match parse_reply(&frame.body) {
+        Ok(RpcReply::Result(result)) => Ok(result),
+        Ok(RpcReply::Error { code, message }) => Err(ProtocolError(format!("{what} refused: {code}: {message}"))),
+        Err(reason) => Err(ProtocolError(format!("{what}: {reason}"))),
     }
 }
 

@@ -40,6 +40,10 @@
 //!   [`Adapter::classify`] ignores them instead of answering with a `tasks/update`.
 //! - InputResponse frames carry a `request_id` (see [`McpTasksExtAdapter::encode_frame`]).
 
+use super::jsonrpc::{
+    content_block_problem, has_path, opt_field, parse_json, related_task_id, request,
+    required_str, says_terminal, to_bytes, type_name, wire_status, INVALID_PARAMS, METHOD_NOT_FOUND,
+};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde_json::{json, Map, Value};
@@ -60,12 +64,8 @@ pub const EXTENSION_ID: &str = "io.modelcontextprotocol/tasks";
 pub const META_CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
 /// `_meta` key of the per-request protocol version (2026-07-28).
 pub const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
-/// `_meta` key tying a message to a task.
-const RELATED_TASK: &str = "io.modelcontextprotocol/related-task";
 
 // JSON-RPC error codes this adapter interprets.
-const INVALID_PARAMS: i64 = -32602;
-const METHOD_NOT_FOUND: i64 = -32601;
 /// MCP 2026-07-28: a request needs a client capability the request did not declare.
 pub const MISSING_REQUIRED_CLIENT_CAPABILITY: i64 = -32021;
 
@@ -104,15 +104,6 @@ impl Default for McpTasksExtAdapter {
 
 // ---------------------------------------------------------------------------------------------
 // Encoding
-
-fn to_bytes(v: &Value) -> Vec<u8> {
-    // Serialising a Value cannot fail (string keys only, no custom Serialize).
-    serde_json::to_vec(v).expect("Value serialises")
-}
-
-fn request(rpc_id: u64, method: &str, params: Value) -> Vec<u8> {
-    to_bytes(&json!({"jsonrpc": "2.0", "id": rpc_id, "method": method, "params": params}))
-}
 
 /// The per-request `_meta` of 2026-07-28: protocol version and client capabilities. With
 /// `tasks`, the capabilities declare the extension (the server may then answer with a task).
@@ -212,13 +203,6 @@ enum RpcReply {
     Error { code: i64, message: String },
 }
 
-fn parse_json(body: &[u8]) -> Result<Value, String> {
-    if body.iter().all(|b| b.is_ascii_whitespace()) {
-        return Err("empty body".into());
-    }
-    serde_json::from_slice(body).map_err(|e| format!("body is not JSON: {e}"))
-}
-
 /// A JSON-RPC error object: `(code, message)`.
 fn parse_error_object(err: &Map<String, Value>) -> Result<(i64, String), String> {
     let code = err.get("code").and_then(Value::as_i64).ok_or("error without an integer \"code\"")?;
@@ -250,50 +234,6 @@ fn parse_reply(body: &[u8]) -> Result<RpcReply, String> {
     }
 }
 
-fn type_name(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
-}
-
-/// Wire status → protocol-neutral status. The only place the wire spelling is read.
-fn wire_status(s: &str) -> Option<ProtocolStatus> {
-    Some(match s {
-        "working" => ProtocolStatus::Working,
-        "input_required" => ProtocolStatus::InputRequired,
-        "completed" => ProtocolStatus::Completed,
-        "failed" => ProtocolStatus::Failed,
-        "cancelled" => ProtocolStatus::Cancelled,
-        _ => return None,
-    })
-}
-
-/// An optional field: absent and `null` are both `None`, a present value must convert.
-fn opt_field<T>(
-    obj: &Map<String, Value>,
-    key: &str,
-    what: &str,
-    conv: impl Fn(&Value) -> Option<T>,
-) -> Result<Option<T>, String> {
-    match obj.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(v) => conv(v).map(Some).ok_or_else(|| format!("task \"{key}\" is {}, expected {what}", type_name(v))),
-    }
-}
-
-fn required_str<'a>(obj: &'a Map<String, Value>, key: &str) -> Result<&'a str, String> {
-    match obj.get(key) {
-        Some(Value::String(s)) => Ok(s),
-        Some(v) => Err(format!("task \"{key}\" is {}, expected a string", type_name(v))),
-        None => Err(format!("task has no \"{key}\"")),
-    }
-}
-
 /// The flat Task fields of a `CreateTaskResult` or `GetTaskResult`. `ttlMs` is required by the
 /// schema (`null` = unlimited) but its absence is tolerated as unlimited; `createdAt` and
 /// `lastUpdatedAt` are unused here, so their absence is tolerated too.
@@ -320,35 +260,6 @@ fn result_type(obj: &Map<String, Value>) -> Result<&str, String> {
         Some(Value::String(s)) => Ok(s),
         Some(v) => Err(format!("\"resultType\" is {}, not a string", type_name(v))),
     }
-}
-
-fn related_task_id(meta: Option<&Value>) -> Option<String> {
-    meta?.get(RELATED_TASK)?.get("taskId")?.as_str().map(str::to_string)
-}
-
-/// Why a content block is not well formed, if it is not. Checks the required fields of the five
-/// `ContentBlock` kinds of the schema.
-fn content_block_problem(i: usize, block: &Value) -> Option<String> {
-    let Some(obj) = block.as_object() else {
-        return Some(format!("content[{i}] is {}, not an object", type_name(block)));
-    };
-    let Some(kind) = obj.get("type").and_then(Value::as_str) else {
-        return Some(format!("content[{i}] has no string \"type\""));
-    };
-    let required: &[&str] = match kind {
-        "text" => &["text"],
-        "image" | "audio" => &["data", "mimeType"],
-        "resource_link" => &["uri", "name"],
-        "resource" => {
-            return match obj.get("resource") {
-                Some(Value::Object(_)) => None,
-                _ => Some(format!("content[{i}] (resource) has no \"resource\" object")),
-            };
-        }
-        other => return Some(format!("content[{i}] has unknown type {other:?}")),
-    };
-    let missing = required.iter().find(|k| !obj.get(**k).is_some_and(Value::is_string))?;
-    Some(format!("content[{i}] ({kind}) has no string \"{missing}\""))
 }
 
 /// A `CallToolResult` as a [`ResultView`]: the payload is the result without `_meta` and
@@ -397,12 +308,6 @@ fn result_view(mut result: Map<String, Value>, task_id: Option<&str>) -> ResultV
     }
     let problem = (!problems.is_empty()).then(|| problems.join("; "));
     ResultView { payload, is_error, related_operation_id, digest, verified: problem.is_none(), problem }
-}
-
-/// `-32602` on `tasks/cancel` may mean "unknown id" or "already terminal"; only the text tells.
-fn says_terminal(message: &str) -> bool {
-    let m = message.to_ascii_lowercase();
-    m.contains("terminal") || m.contains("cannot cancel") || m.contains("already")
 }
 
 /// One `inputRequests` entry as an [`InputRequest`]. Only form elicitation is supported (the
@@ -455,22 +360,6 @@ fn decode_input_requests(task_id: &str, task: &Map<String, Value>) -> Option<Res
 
 // ---------------------------------------------------------------------------------------------
 // Reply decoding, per request kind
-
-fn http_status_reply(frame: &InFrame) -> Option<Reply> {
-    let detail = || match parse_reply(&frame.body) {
-        Ok(RpcReply::Error { code, message }) => format!(" (server said {code}: {message})"),
-        _ => String::new(),
-    };
-    match frame.http_status {
-        200 => None,
-        429 => Some(Reply::RateLimited { retry_after_ms: frame.retry_after_ms }),
-        503 => Some(Reply::Unavailable { retry_after_ms: frame.retry_after_ms }),
-        // Accepted for processing; the answer (if any) comes later. Never a completion.
-        202 => Some(Reply::Accepted),
-        404 => Some(Reply::Error { message: format!("HTTP 404: session gone, re-initialize{}", detail()) }),
-        s => Some(Reply::Error { message: format!("HTTP {s}{}", detail()) }),
-    }
-}
 
 /// A `tools/call` answer: a task handle, a plain result, or a refusal.
 fn decode_call(reply: RpcReply) -> Reply {
@@ -661,22 +550,6 @@ fn classify_frame(frame: &InFrame) -> Inbound {
 // ---------------------------------------------------------------------------------------------
 // Negotiation
 
-fn negotiation_result(frame: &InFrame, what: &str) -> Result<Map<String, Value>, ProtocolError> {
-    if frame.http_status != 200 {
-        return Err(ProtocolError(format!("{what}: HTTP {}", frame.http_status)));
-    }
-    match parse_reply(&frame.body) {
-        Ok(RpcReply::Result(result)) => Ok(result),
-        Ok(RpcReply::Error { code, message }) => Err(ProtocolError(format!("{what} refused: {code}: {message}"))),
-        Err(reason) => Err(ProtocolError(format!("{what}: {reason}"))),
-    }
-}
-
-/// Capability leaves are objects; presence means support.
-fn has_path(v: &Value, path: &[&str]) -> bool {
-    path.iter().try_fold(v, |v, k| v.get(k)).is_some_and(Value::is_object)
-}
-
 /// A tool descriptor. There is no `taskSupport` handshake in the extension: every tool is
 /// optional and the server decides per request (an `execution` member is ignored).
 fn parse_tool(i: usize, tool: &Value) -> Result<ToolInfo, String> {
@@ -812,5 +685,32 @@ impl Adapter for McpTasksExtAdapter {
                 },
             },
         }
+    }
+}
+
+fn http_status_reply(frame: &InFrame) -> Option<Reply> {
+    let detail = || match parse_reply(&frame.body) {
+        Ok(RpcReply::Error { code, message }) => format!(" (server said {code}: {message})"),
+        _ => String::new(),
+    };
+    match frame.http_status {
+        200 => None,
+        429 => Some(Reply::RateLimited { retry_after_ms: frame.retry_after_ms }),
+        503 => Some(Reply::Unavailable { retry_after_ms: frame.retry_after_ms }),
+        // Accepted for processing; the answer (if any) comes later. Never a completion.
+        202 => Some(Reply::Accepted),
+        404 => Some(Reply::Error { message: format!("HTTP 404: session gone, re-initialize{}", detail()) }),
+        s => Some(Reply::Error { message: format!("HTTP {s}{}", detail()) }),
+    }
+}
+
+fn negotiation_result(frame: &InFrame, what: &str) -> Result<Map<String, Value>, ProtocolError> {
+    if frame.http_status != 200 {
+        return Err(ProtocolError(format!("{what}: HTTP {}", frame.http_status)));
+    }
+    match parse_reply(&frame.body) {
+        Ok(RpcReply::Result(result)) => Ok(result),
+        Ok(RpcReply::Error { code, message }) => Err(ProtocolError(format!("{what} refused: {code}: {message}"))),
+        Err(reason) => Err(ProtocolError(format!("{what}: {reason}"))),
     }
 }

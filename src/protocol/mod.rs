@@ -3,6 +3,7 @@
 //! no JSON-RPC error code or HTTP status leaves this module tree.
 
 pub mod aip151;
+mod jsonrpc;
 pub mod mcp_2025_11_25;
 pub mod mcp_tasks_ext;
 
