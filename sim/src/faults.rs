@@ -540,3 +540,16 @@ mod plan_props {
         }
     }
 }
+
+/// The trace event of a fault firing, with the executor state it met (read from the ledger).
+pub fn fault_event(
+    ledger: &std::sync::Mutex<toolop::ledger::MemoryLedger>,
+    decision: u64,
+    fault: FaultKind,
+    node: Option<&str>,
+    detail: String,
+) -> crate::trace::What {
+    use toolop::ledger::Ledger;
+    let state = node.and_then(|n| ledger.lock().expect("ledger lock").local_state(n));
+    crate::trace::What::Fault { decision, fault, node: node.map(String::from), state, detail }
+}

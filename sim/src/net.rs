@@ -10,7 +10,6 @@ use tokio::sync::mpsc;
 use tokio::time::{Duration, Instant};
 use toolop::ledger::{Ledger, MemoryLedger};
 use toolop::protocol::{META_IDEMPOTENCY_KEY, META_LOOKUP_KEY, META_RESULT_DIGEST};
-use toolop::record::LocalState;
 use toolop::transport::{InFrame, OutFrame, Transport, TransportError};
 
 use crate::fake::server::SimServer;
@@ -159,14 +158,9 @@ impl Net {
 
     /// Record a fault firing with the executor state it met.
     pub fn record_fault(&self, decision: u64, fault: FaultKind, node: Option<&str>, detail: String) {
-        let state = node.and_then(|n| self.state_of(n));
+        let what = crate::faults::fault_event(&self.ctx.ledger, decision, fault, node, detail);
         let now = self.now_ms();
-        let what = What::Fault { decision, fault, node: node.map(String::from), state, detail };
         self.ctx.trace.lock().expect("trace lock").push(now, what);
-    }
-
-    fn state_of(&self, node: &str) -> Option<LocalState> {
-        self.ctx.ledger.lock().expect("ledger lock").local_state(node)
     }
 
     fn record(&self, dir: Dir, request_id: Option<u64>, bytes: usize, verdict: &str) {

@@ -161,7 +161,6 @@ pub(super) async fn supervise(world: Arc<World>, inputs: mpsc::UnboundedReceiver
 impl World {
     /// Record a fault firing with the executor state it met.
     pub fn record_fault(&self, decision: u64, fault: FaultKind, node: Option<&str>, detail: String) {
-        let state = node.and_then(|n| self.ledger.lock().expect("ledger lock").local_state(n));
-        self.push(What::Fault { decision, fault, node: node.map(String::from), state, detail });
+        self.push(crate::faults::fault_event(&self.ledger, decision, fault, node, detail));
     }
 }
