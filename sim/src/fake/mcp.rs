@@ -64,7 +64,7 @@ use toolop::transport::{InFrame, OutFrame};
 
 mod lifecycle;
 mod methods;
-mod wire;
+pub(in crate::fake) mod wire;
 
 #[cfg(test)]
 mod tests;

@@ -18,7 +18,7 @@ pub(super) const INTERNAL_ERROR: i64 = -32603;
 /// Code of a scripted `tool_error`.
 pub(super) const TOOL_ERROR: i64 = -32000;
 
-fn frame(id: Option<&Value>, body: &Value) -> InFrame {
+pub(in crate::fake) fn frame(id: Option<&Value>, body: &Value) -> InFrame {
     InFrame {
         request_id: id.and_then(Value::as_u64),
         http_status: 200,
@@ -28,7 +28,7 @@ fn frame(id: Option<&Value>, body: &Value) -> InFrame {
 }
 
 /// A successful response to request `id`.
-pub(super) fn response(id: &Value, result: Value) -> InFrame {
+pub(in crate::fake) fn response(id: &Value, result: Value) -> InFrame {
     frame(
         Some(id),
         &json!({"jsonrpc": "2.0", "id": id, "result": result}),
@@ -36,7 +36,7 @@ pub(super) fn response(id: &Value, result: Value) -> InFrame {
 }
 
 /// An error response to request `id`.
-pub(super) fn error(id: &Value, code: i64, message: &str) -> InFrame {
+pub(in crate::fake) fn error(id: &Value, code: i64, message: &str) -> InFrame {
     frame(
         Some(id),
         &json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}}),
@@ -56,7 +56,7 @@ pub(super) fn related_meta(task_id: &str) -> serde_json::Map<String, Value> {
 }
 
 /// Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's algorithm).
-pub(super) fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
+pub(in crate::fake) fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
     let y = if m <= 2 { y - 1 } else { y };
     let era = if y >= 0 { y } else { y - 399 } / 400;
     let yoe = y - era * 400;
@@ -66,7 +66,7 @@ pub(super) fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
     era * 146_097 + doe - 719_468
 }
 
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
+pub(in crate::fake) fn civil_from_days(z: i64) -> (i64, u32, u32) {
     let z = z + 719_468;
     let era = if z >= 0 { z } else { z - 146_096 } / 146_097;
     let doe = z - era * 146_097;
@@ -81,7 +81,7 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
 
 /// Simulated time as ISO 8601: 2026-12-01T00:00:00Z plus `ms`. TS and strict print
 /// milliseconds (`.123Z`), Python microseconds (`.123000Z`), as observed.
-pub(super) fn iso8601(profile: Profile, ms: u64) -> String {
+pub(in crate::fake) fn iso8601(profile: Profile, ms: u64) -> String {
     const DAY_MS: u64 = 86_400_000;
     let days = days_from_civil(2026, 12, 1) + (ms / DAY_MS) as i64;
     let (y, mo, d) = civil_from_days(days);
@@ -102,7 +102,7 @@ pub(super) fn iso8601(profile: Profile, ms: u64) -> String {
 }
 
 /// `n` random bytes as lowercase hex.
-pub(super) fn hex(rng: &mut ChaCha8Rng, n: usize) -> String {
+pub(in crate::fake) fn hex(rng: &mut ChaCha8Rng, n: usize) -> String {
     let mut b = vec![0u8; n];
     rng.fill_bytes(&mut b);
     b.iter().map(|x| format!("{x:02x}")).collect()
