@@ -375,16 +375,7 @@ impl Aip151Adapter {
 // ---------------------------------------------------------------------------------------------
 // Parsing helpers
 
-fn type_name(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
-}
+use super::jsonrpc::type_name;
 
 fn is_blank(body: &[u8]) -> bool {
     body.iter().all(u8::is_ascii_whitespace)

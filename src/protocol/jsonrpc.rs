@@ -5,7 +5,9 @@
 
 use serde_json::{json, Map, Value};
 
+use super::{ProtocolError, Reply};
 use crate::record::ProtocolStatus;
+use crate::transport::InFrame;
 
 pub(super) const INVALID_PARAMS: i64 = -32602;
 
@@ -115,4 +117,68 @@ pub(super) fn wire_status(s: &str) -> Option<ProtocolStatus> {
         "cancelled" => ProtocolStatus::Cancelled,
         _ => return None,
     })
+}
+
+/// A JSON-RPC response body, reduced to what the decoders need.
+pub(super) enum RpcReply {
+    Result(Map<String, Value>),
+    Error { code: i64, message: String },
+}
+
+/// A JSON-RPC error object: `(code, message)`.
+pub(super) fn parse_error_object(err: &Map<String, Value>) -> Result<(i64, String), String> {
+    let code = err.get("code").and_then(Value::as_i64).ok_or("error without an integer \"code\"")?;
+    let message = err.get("message").and_then(Value::as_str).ok_or("error without a string \"message\"")?;
+    Ok((code, message.to_string()))
+}
+
+pub(super) fn parse_reply(body: &[u8]) -> Result<RpcReply, String> {
+    let v = parse_json(body)?;
+    let Value::Object(mut obj) = v else {
+        return Err(format!("JSON-RPC message is not an object but {}", type_name(&v)));
+    };
+    if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+        return Err("missing or wrong \"jsonrpc\": \"2.0\"".into());
+    }
+    match (obj.remove("result"), obj.remove("error")) {
+        (Some(Value::Object(result)), None) => Ok(RpcReply::Result(result)),
+        (Some(other), None) => Err(format!("\"result\" is {}, not an object", type_name(&other))),
+        (None, Some(Value::Object(err))) => {
+            let (code, message) = parse_error_object(&err)?;
+            Ok(RpcReply::Error { code, message })
+        }
+        (None, Some(other)) => Err(format!("\"error\" is {}, not an object", type_name(&other))),
+        (Some(_), Some(_)) => Err("response has both \"result\" and \"error\"".into()),
+        (None, None) => Err(match obj.get("method").and_then(Value::as_str) {
+            Some(m) => format!("expected a response, got a {m} message"),
+            None => "response has neither \"result\" nor \"error\"".into(),
+        }),
+    }
+}
+
+pub(super) fn http_status_reply(frame: &InFrame) -> Option<Reply> {
+    let detail = || match parse_reply(&frame.body) {
+        Ok(RpcReply::Error { code, message }) => format!(" (server said {code}: {message})"),
+        _ => String::new(),
+    };
+    match frame.http_status {
+        200 => None,
+        429 => Some(Reply::RateLimited { retry_after_ms: frame.retry_after_ms }),
+        503 => Some(Reply::Unavailable { retry_after_ms: frame.retry_after_ms }),
+        // Accepted for processing; the answer (if any) comes later. Never a completion.
+        202 => Some(Reply::Accepted),
+        404 => Some(Reply::Error { message: format!("HTTP 404: session gone, re-initialize{}", detail()) }),
+        s => Some(Reply::Error { message: format!("HTTP {s}{}", detail()) }),
+    }
+}
+
+pub(super) fn negotiation_result(frame: &InFrame, what: &str) -> Result<Map<String, Value>, ProtocolError> {
+    if frame.http_status != 200 {
+        return Err(ProtocolError(format!("{what}: HTTP {}", frame.http_status)));
+    }
+    match parse_reply(&frame.body) {
+        Ok(RpcReply::Result(result)) => Ok(result),
+        Ok(RpcReply::Error { code, message }) => Err(ProtocolError(format!("{what} refused: {code}: {message}"))),
+        Err(reason) => Err(ProtocolError(format!("{what}: {reason}"))),
+    }
 }

@@ -6,7 +6,7 @@
 //! anything that does not have the expected shape becomes `Reply::Malformed` with a reason.
 
 use super::jsonrpc::{
-    content_block_problem, has_path, opt_field, parse_json, related_task_id, request,
+    content_block_problem, has_path, http_status_reply, negotiation_result, opt_field, parse_reply, RpcReply, parse_json, related_task_id, request,
     required_str, says_terminal, to_bytes, type_name, wire_status, INVALID_PARAMS, METHOD_NOT_FOUND, RELATED_TASK,
 };
 use serde_json::{json, Map, Value};
@@ -109,37 +109,6 @@ fn encode_outbound(rpc_id: u64, out: &Outbound) -> Vec<u8> {
 
 // ---------------------------------------------------------------------------------------------
 // Parsing helpers
-
-/// A JSON-RPC response body, reduced to what the decoders need.
-enum RpcReply {
-    Result(Map<String, Value>),
-    Error { code: i64, message: String },
-}
-
-fn parse_reply(body: &[u8]) -> Result<RpcReply, String> {
-    let v = parse_json(body)?;
-    let Value::Object(mut obj) = v else {
-        return Err(format!("JSON-RPC message is not an object but {}", type_name(&v)));
-    };
-    if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
-        return Err("missing or wrong \"jsonrpc\": \"2.0\"".into());
-    }
-    match (obj.remove("result"), obj.remove("error")) {
-        (Some(Value::Object(result)), None) => Ok(RpcReply::Result(result)),
-        (Some(other), None) => Err(format!("\"result\" is {}, not an object", type_name(&other))),
-        (None, Some(Value::Object(err))) => {
-            let code = err.get("code").and_then(Value::as_i64).ok_or("error without an integer \"code\"")?;
-            let message = err.get("message").and_then(Value::as_str).ok_or("error without a string \"message\"")?;
-            Ok(RpcReply::Error { code, message: message.to_string() })
-        }
-        (None, Some(other)) => Err(format!("\"error\" is {}, not an object", type_name(&other))),
-        (Some(_), Some(_)) => Err("response has both \"result\" and \"error\"".into()),
-        (None, None) => Err(match obj.get("method").and_then(Value::as_str) {
-            Some(m) => format!("expected a response, got a {m} message"),
-            None => "response has neither \"result\" nor \"error\"".into(),
-        }),
-    }
-}
 
 /// A `Task` object (spec §5). `createdAt`/`lastUpdatedAt` are required by the schema but unused
 /// here, so their absence is tolerated; a missing `ttl` is the Python SDK quirk (§14).
@@ -523,33 +492,6 @@ impl Adapter for Mcp20251125Adapter {
                 },
             },
         }
-    }
-}
-
-fn http_status_reply(frame: &InFrame) -> Option<Reply> {
-    let detail = || match parse_reply(&frame.body) {
-        Ok(RpcReply::Error { code, message }) => format!(" (server said {code}: {message})"),
-        _ => String::new(),
-    };
-    match frame.http_status {
-        200 => None,
-        429 => Some(Reply::RateLimited { retry_after_ms: frame.retry_after_ms }),
-        503 => Some(Reply::Unavailable { retry_after_ms: frame.retry_after_ms }),
-        // Accepted for processing; the answer (if any) comes later. Never a completion.
-        202 => Some(Reply::Accepted),
-        404 => Some(Reply::Error { message: format!("HTTP 404: session gone, re-initialize{}", detail()) }),
-        s => Some(Reply::Error { message: format!("HTTP {s}{}", detail()) }),
-    }
-}
-
-fn negotiation_result(frame: &InFrame, what: &str) -> Result<Map<String, Value>, ProtocolError> {
-    if frame.http_status != 200 {
-        return Err(ProtocolError(format!("{what}: HTTP {}", frame.http_status)));
-    }
-    match parse_reply(&frame.body) {
-        Ok(RpcReply::Result(result)) => Ok(result),
-        Ok(RpcReply::Error { code, message }) => Err(ProtocolError(format!("{what} refused: {code}: {message}"))),
-        Err(reason) => Err(ProtocolError(format!("{what}: {reason}"))),
     }
 }
 
