@@ -616,7 +616,7 @@ impl<'a> Machine<'a> {
     }
 
     fn on_fetch_reply(&mut self, reply: &Reply, latest: bool) -> R {
-        if let Reply::InputRequests(reqs) = reply {
+        if let (Reply::InputRequests(reqs), S::Working | S::InputRequired | S::CancelRequested) = (reply, self.rec.local_state) {
             return self.on_input_requests(reqs, latest);
         }
         match self.rec.local_state {
