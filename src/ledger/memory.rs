@@ -163,6 +163,10 @@ impl Ledger for MemoryLedger {
         self.by_operation.get(operation_id).and_then(|id| self.records.get(id)).cloned()
     }
 
+    fn outbox_entry(&self, call_node_id: &str) -> Option<OutboxEntry> {
+        self.outbox.iter().find(|e| e.call_node_id == call_node_id).cloned()
+    }
+
     fn local_state(&self, call_node_id: &str) -> Option<LocalState> {
         self.records.get(call_node_id).map(|r| r.local_state)
     }

@@ -121,6 +121,11 @@ pub trait Ledger {
     fn reconciliation_queue(&self) -> Vec<ReconcileItem>;
     fn effect_reconciliations(&self) -> Vec<EffectItem>;
 
+    /// The outbox entry of one call node, if it has one.
+    fn outbox_entry(&self, call_node_id: &str) -> Option<OutboxEntry> {
+        self.outbox().into_iter().find(|e| e.call_node_id == call_node_id)
+    }
+
     /// The local state of one call node, without copying its record.
     fn local_state(&self, call_node_id: &str) -> Option<crate::record::LocalState> {
         self.by_call_node(call_node_id).map(|r| r.local_state)

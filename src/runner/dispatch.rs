@@ -174,7 +174,7 @@ impl Runner {
             }
             Command::Accept(spec) => {
                 self.observe(Observation::Accepted { node: node.to_string(), terminal: spec.terminal, result_digest: spec.result_digest.clone() });
-                let entry = self.ledger.lock().expect("ledger lock").outbox().into_iter().find(|e| e.call_node_id == node);
+                let entry = self.ledger.lock().expect("ledger lock").outbox_entry(node);
                 if let Some(entry) = entry {
                     let (ok, detail) = match self.hook.check(&entry) {
                         Ok(()) => (true, String::new()),
