@@ -806,6 +806,7 @@ impl<'a> Machine<'a> {
             schema_digest: req.schema_digest.clone(),
             deadline_ms: self.now().saturating_add(self.cfg.approval_timeout_ms),
             request: req.raw.clone(),
+            requested_schema: req.requested_schema.clone(),
         };
         self.rec.pending_input = Some(p.clone());
         self.ask_approval(&p);
@@ -817,6 +818,7 @@ impl<'a> Machine<'a> {
             round: p.round,
             operation_id: self.op_id(),
             request: p.request.clone(),
+            requested_schema: p.requested_schema.clone(),
             schema_digest: p.schema_digest.clone(),
             deadline_ms: p.deadline_ms,
         });

@@ -8,6 +8,9 @@ pub mod mcp_2025_11_25;
 pub mod mcp_tasks_ext;
 pub mod wording;
 
+/// "a string", "an object" ...: how error texts name a JSON value's kind.
+pub(crate) use jsonrpc::type_name;
+
 use std::collections::BTreeMap;
 
 use crate::record::{AdapterId, ProtocolStatus};
