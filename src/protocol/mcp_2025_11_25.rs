@@ -2,7 +2,7 @@
 //!
 //! The only place that knows this wire format: JSON-RPC error codes, HTTP statuses, the wire
 //! spelling of task statuses and the quirks of the real SDKs (`shared/spec/mcp-tasks.md` §14)
-//! stop here. Every decoder treats server bytes as hostile: no `unwrap` on server data, and
+//! stop here. Message text is read only through [`super::wording`] (exact SDK phrasings). Every decoder treats server bytes as hostile: no `unwrap` on server data, and
 //! anything that does not have the expected shape becomes `Reply::Malformed` with a reason.
 
 use super::jsonrpc::{

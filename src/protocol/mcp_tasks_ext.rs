@@ -9,7 +9,8 @@
 //! | the client declares the extension per request in `_meta["io.modelcontextprotocol/clientCapabilities"]`; no `task` param, no `taskSupport` | every tool is [`TaskSupport::Optional`]: the server decides |
 //! | `tools/call` answers `resultType: "task"` with flat Task fields (`ttlMs`, `pollIntervalMs`) | [`Reply::Submitted`] |
 //! | `tools/call` answers a plain `CallToolResult` (the server chose not to create a task) | [`Reply::SyncResult`], verified like a fetched result |
-//! | `-32021` missing required client capability, any other error | [`Reply::SubmitRefused`] |
+//! | `-32021` missing required client capability, `-32700`/`-32600`/`-32601`/`-32602` | [`Reply::SubmitRefused`] (nothing ran) |
+//! | any other `tools/call` error (rmcp returns a tool's own failure as `-32603`) | [`Reply::SubmitOutcomeUnknown`] |
 //! | `tasks/get` inlines `result` / `error` / `inputRequests` | Poll and FetchResult both send `tasks/get` |
 //! | `inputRequests` on an `input_required` task | [`Reply::InputRequests`] (poll and fetch) |
 //! | `tasks/update {taskId, inputResponses}` with an empty ack | InputResponse is a *request* here: [`Reply::Accepted`] |
@@ -32,8 +33,11 @@
 //! - A `CreateTaskResult` carrying `result` / `error` / `inputRequests` (the SEP says a client
 //!   MUST NOT use them) is still a submission: the fields are ignored, the task is not lost.
 //! - `tasks/cancel` answering a Task object instead of the empty ack is still [`Reply::CancelPending`]:
-//!   an ack is never a terminal read. `-32602` with terminal wording is
-//!   [`Reply::CancelRejectedTerminal`], other `-32602` is [`Reply::NotFound`].
+//!   an ack is never a terminal read. A `-32602` is [`Reply::CancelRejectedTerminal`] or
+//!   [`Reply::NotFound`] only in the exact words of [`super::wording`]; otherwise
+//!   [`Reply::Error`], and the core reads the task.
+//! - A task read's `-32602` is [`Reply::NotFound`], except rmcp's complaint about the request's
+//!   `_meta` (rmcp-3.11.0 seq 177), which is about the request, not the task: [`Reply::Error`].
 //! - A `tasks/update` error is [`Reply::Error`] (including `-32602`, which may mean "unknown task"
 //!   as well as "that key is no longer outstanding").
 //! - Server-initiated `elicitation/create` requests do not exist in this era (input is inlined);
