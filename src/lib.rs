@@ -9,6 +9,8 @@ pub mod record;
 pub mod transport;
 /// Wire formats, one adapter per protocol version; protocol-neutral replies out.
 pub mod protocol;
+/// The approval gate's answers, checked against the requested schema before they are sent.
+pub mod approval;
 /// The sans-IO state machine: (record, event, ctx) -> (record', commands).
 pub mod core;
 /// The durable ledger: CAS writes, the single acceptance transaction, outbox, reconciliation.

@@ -198,6 +198,11 @@ pub struct PendingInput {
     pub schema_digest: String,
     pub deadline_ms: u64,
     pub request: serde_json::Value,
+    /// The schema the answer must conform to (the request's `requestedSchema`): the runner
+    /// validates an accepted answer against it before anything is sent. `null` in a record
+    /// written before it was kept: then no accepted answer can be validated, and none is sent.
+    #[serde(default)]
+    pub requested_schema: serde_json::Value,
 }
 
 /// The durable record of one call node's long-running operation.

@@ -84,6 +84,7 @@ fn view(name: &str, status: ProtocolStatus, msg: Option<&str>) -> TaskView {
         poll_interval_ms: None,
         ttl_ms: None,
         status_message: msg.map(str::to_string),
+        hint_problem: None,
     }
 }
 

@@ -4,7 +4,8 @@
 //!    both as its JSON-RPC envelope and as its specific `$defs` type.
 //! 2. Real replies recorded from the TS SDK, the Python SDK and server-everything
 //!    (`tests/data/transcripts/`) decode to the right protocol-neutral `Reply`; the server text is
-//!    read from the jsonl records, never retyped.
+//!    read from the jsonl records, never retyped. Every server message of every transcript is
+//!    replayed and its classification compared with a committed expectation file (`replay`).
 //! 3. Decoding never panics, whatever the bytes.
 //! 4. HTTP status replies (429/503/202/404) map to their own replies.
 
@@ -22,11 +23,15 @@ use toolop::protocol::{
 use toolop::record::{AdapterId, ProtocolStatus};
 use toolop::transport::InFrame;
 
+mod replay;
+use replay::{sse_data, TRANSCRIPTS};
+
 const SCHEMA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/mcp-2025-11-25.schema.json");
-const TRANSCRIPTS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/transcripts");
 const TS: &str = "ts-sdk-1.32.2";
 const PY: &str = "python-mcp-1.30.0";
 const EV: &str = "server-everything-2026.8.31";
+const RMCP: &str = "rmcp-3.11.0";
+const RMCP_FILE: &str = "tasks-extension-stdio";
 
 const ALL_KINDS: [RequestKind; 9] = [
     RequestKind::Initialize,
@@ -301,24 +306,6 @@ fn records(dir: &str, file: &str) -> Vec<Value> {
     text.lines().map(|l| serde_json::from_str(l).expect("jsonl record")).collect()
 }
 
-/// The `data:` payloads of an SSE body, one per event, skipping empty ones (priming events).
-fn sse_data(body: &str) -> Vec<String> {
-    let mut events = Vec::new();
-    let mut data: Vec<&str> = Vec::new();
-    for line in body.split('\n').map(|l| l.trim_end_matches('\r')).chain([""]) {
-        if line.is_empty() {
-            let joined = data.join("\n");
-            if !joined.is_empty() {
-                events.push(joined);
-            }
-            data.clear();
-        } else if let Some(d) = line.strip_prefix("data:") {
-            data.push(d.strip_prefix(' ').unwrap_or(d));
-        }
-    }
-    events
-}
-
 /// The verbatim server text of record `seq`: an SSE event's `data_raw`, or an HTTP body (the
 /// initialize response keeps its SSE framing in `body_raw`, so its data is extracted).
 fn server_text(dir: &str, file: &str, seq: u64) -> String {
@@ -381,21 +368,26 @@ fn decodes_real_transcript_replies() {
         case(PY, "02-happy-path-poll", 10, Submit, "submitted"),
         case(PY, "09-ttl-expiry", 31, Submit, "submitted"),
         case(EV, "E1-everything-research", 14, Submit, "submitted"),
-        // Augmentation mismatches: tool-error results (§14) and JSON-RPC errors.
+        // Augmentation mismatches the SDKs refuse before running anything, as tool-error
+        // results (§14): refusals, whichever way the call was sent (the transcript's own kind
+        // and its documented variant).
+        case(TS, "10-augmentation-edges", 8, SubmitSync, "submit_refused"),
         case(TS, "10-augmentation-edges", 8, Submit, "submit_refused"),
-        case(TS, "10-augmentation-edges", 12, Submit, "submit_refused"),
-        case(TS, "10-augmentation-edges", 20, Submit, "submit_refused"),
+        case(PY, "10-augmentation-edges", 8, SubmitSync, "submit_refused"),
         case(PY, "10-augmentation-edges", 8, Submit, "submit_refused"),
         case(PY, "10-augmentation-edges", 12, Submit, "submit_refused"),
         case(PY, "10-augmentation-edges", 20, Submit, "submit_refused"),
-        case(EV, "E1-everything-research", 47, Submit, "submit_refused"),
-        case(EV, "E1-everything-research", 52, Submit, "submit_refused"),
-        // A plain result where a task was asked for proves nothing about a task.
-        case(TS, "10-augmentation-edges", 16, Submit, "malformed"),
+        case(EV, "E1-everything-research", 47, SubmitSync, "submit_refused"),
+        // TS -32602 "Invalid task creation result": sent after the tool ran (forbidden tool) or
+        // for an unknown tool, in the same words: the outcome is unknown, never a refusal.
+        case(TS, "10-augmentation-edges", 12, Submit, "submit_outcome_unknown"),
+        case(TS, "10-augmentation-edges", 20, Submit, "submit_outcome_unknown"),
+        case(EV, "E1-everything-research", 52, Submit, "submit_outcome_unknown"),
+        case(TS, "10-augmentation-edges", 12, SubmitSync, "submit_outcome_unknown"),
+        // A plain result, with or without `task` asked: the server ran the call inline.
+        case(TS, "10-augmentation-edges", 16, Submit, "sync_result"),
         case(TS, "10-augmentation-edges", 16, SubmitSync, "sync_result"),
         case(PY, "10-augmentation-edges", 16, SubmitSync, "sync_result"),
-        case(TS, "10-augmentation-edges", 8, SubmitSync, "sync_result"),
-        case(TS, "10-augmentation-edges", 12, SubmitSync, "submit_refused"),
         // tasks/get
         case(TS, "02-happy-path-poll", 13, Poll, "status"),
         case(TS, "02-happy-path-poll", 34, Poll, "status"),
@@ -530,9 +522,12 @@ fn fetched_results_from_real_servers_are_verified() {
     assert!(ev.verified);
     assert_eq!(ev.related_operation_id.as_deref(), Some("079b073dac0776e2908d3ee476ceebb2"));
 
-    // A synchronous tool-error result is the tool's outcome, kept with is_error.
-    let sync = result_of(decode(RequestKind::SubmitSync, PY, "10-augmentation-edges", 8));
-    assert!(sync.is_error && sync.verified && sync.related_operation_id.is_none());
+    // A synchronous tool-error result is the tool's outcome, kept with is_error (rmcp's
+    // `tool_error`, called without a task).
+    let rmcp = replay::stdio_transcript(RMCP, RMCP_FILE, None);
+    let frame = &rmcp.messages.iter().find(|m| m.label == "134").expect("rmcp seq 134").frame;
+    let sync = result_of(adapter().decode_reply(RequestKind::SubmitSync, frame));
+    assert!(sync.is_error && sync.verified && sync.related_operation_id.is_none(), "{sync:?}");
 }
 
 #[test]
@@ -568,14 +563,22 @@ fn cancel_of_a_terminal_task_is_told_from_not_found_by_text_for_both_sdks() {
             other => panic!("{dir}/{file}: {other:?}"),
         }
     }
-    // The spec's own example wording.
-    let spec = br#"{"jsonrpc":"2.0","id":41,"error":{"code":-32602,"message":"task q9Zr2w is already cancelled"}}"#;
-    assert_eq!(
-        adapter().decode_reply(RequestKind::Cancel, &InFrame::message(spec.to_vec())).name(),
-        "cancel_rejected_terminal"
-    );
-    let not_found = br#"{"jsonrpc":"2.0","id":50,"error":{"code":-32602,"message":"no such task: zz00"}}"#;
-    assert_eq!(adapter().decode_reply(RequestKind::Cancel, &InFrame::message(not_found.to_vec())).name(), "not_found");
+    // The spec's own example wording (basic/utilities/tasks.mdx) and its not-found examples.
+    for (message, expect) in [
+        ("Cannot cancel task: already in terminal status 'completed'", "cancel_rejected_terminal"),
+        ("Failed to retrieve task: Task not found", "not_found"),
+        ("Failed to retrieve task: Task has expired", "not_found"),
+        // Wordings no SDK or spec example uses decide nothing: the core reads the task instead.
+        // A substring reading took the first for "already terminal" and the second for "not found".
+        ("Task not found (already deleted)", "error"),
+        ("task q9Zr2w is already cancelled", "error"),
+        ("no such task: zz00", "error"),
+    ] {
+        assert_eq!(error_to(RequestKind::Cancel, -32602, message).name(), expect, "{message}");
+    }
+    // Not-found by the spec's code on a read, whatever the words.
+    assert_eq!(error_to(RequestKind::Poll, -32602, "no such task: zz00").name(), "not_found");
+    assert_eq!(error_to(RequestKind::Fetch, -32602, "Task not found (already deleted)").name(), "not_found");
 }
 
 #[test]
@@ -660,6 +663,51 @@ fn classifies_real_inbound_frames() {
     assert!(matches!(a.classify(&InFrame::message(b"[1,2]".to_vec())), Inbound::Malformed { .. }));
     let bad_elicit = br#"{"jsonrpc":"2.0","id":{"x":1},"method":"elicitation/create","params":{"message":"m","requestedSchema":{"type":"object","properties":{}}}}"#;
     assert!(matches!(a.classify(&InFrame::message(bad_elicit.to_vec())), Inbound::Malformed { .. }));
+}
+
+/// The one table of phrasings the MCP adapters act on (`src/protocol/wording.rs`), rendered
+/// as markdown and compared with `tests/data/wording-table.md`: a row added, changed or
+/// dropped shows as a diff in review.
+#[test]
+fn the_wording_table_is_the_reviewed_one() {
+    use toolop::protocol::wording::PHRASES;
+    let mut md = String::from(
+        "# Phrasings the MCP adapters act on\n\nGenerated from `src/protocol/wording.rs` by `tests/mcp_adapter.rs` \
+         (`UPDATE_EXPECT=1` rewrites it). A phrase matches the whole message: `{id}`/`{name}` one token without \
+         whitespace, `{status}` a terminal status word, `{rest}` anything at the end. Anything not listed \
+         falls back to the code's meaning (see the module docs). TS and Python source lines are those of tag \
+         v1.29.0 of each SDK (the newest 1.x source at hand); the transcripts are of TS 1.32.2 and Python 1.30.0.\n\n| meaning | carried as | exact phrase | source |\n| --- | --- | --- | --- |\n",
+    );
+    for p in PHRASES {
+        let pattern = p.pattern.replace('|', "\\|");
+        md.push_str(&format!("| {} | {} | `{pattern}` | {} |\n", p.meaning.name(), p.carrier.name(), p.source));
+    }
+    expect_test::expect_file!["data/wording-table.md"].assert_eq(&md);
+}
+
+/// An HTTP exchange belongs to its POST: a body naming another request is a reply to neither
+/// (the real reply of TS 02-happy-path-poll seq 10 answers request 2).
+#[test]
+fn a_reply_naming_another_request_than_its_exchange_is_an_operating_error() {
+    let a = adapter();
+    let text = server_text(TS, "02-happy-path-poll", 10);
+    assert_eq!(a.classify(&frame(200, Some(2), None, text.as_bytes())), Inbound::Response { rpc_id: 2 });
+    assert_eq!(a.classify(&frame(200, None, None, text.as_bytes())), Inbound::Response { rpc_id: 2 });
+    match a.classify(&frame(200, Some(5), None, text.as_bytes())) {
+        Inbound::Malformed { reason } => {
+            assert!(reason.contains("names request 2") && reason.contains("exchange of request 5"), "{reason}")
+        }
+        other => panic!("a reply to request 2 on the exchange of request 5 became {other:?}"),
+    }
+    // An error status with a mismatching body is no different.
+    let err = server_text(TS, "06-unknown-task", 8); // id 2
+    assert!(matches!(a.classify(&frame(404, Some(5), None, err.as_bytes())), Inbound::Malformed { .. }));
+    // No numeric id in the body: the exchange decides (TS 400 with `id: null`).
+    let ts400 = server_text(TS, "11-cross-session", 34);
+    assert_eq!(a.classify(&frame(400, Some(5), None, ts400.as_bytes())), Inbound::Response { rpc_id: 5 });
+    // Server requests and notifications on the stream of a POST are not replies to it.
+    let elicit = server_text(TS, "08-input-required", 17);
+    assert!(matches!(a.classify(&frame(200, Some(6), None, elicit.as_bytes())), Inbound::InputRequest(_)));
 }
 
 #[test]
@@ -778,17 +826,39 @@ fn error_to(kind: RequestKind, code: i64, message: &str) -> Reply {
 fn error_codes_per_request_kind() {
     use RequestKind::*;
     assert_eq!(error_to(Lookup, -32601, "Method not found"), Reply::LookupUnsupported);
-    for code in [-32601, -32600, -32602, -32603] {
-        assert_eq!(error_to(Submit, code, "nope").name(), "submit_refused");
-        assert_eq!(error_to(SubmitSync, code, "nope").name(), "submit_refused");
+    // A tools/call error: the codes that mean "not processed" are refusals; the others do not
+    // say whether the tool ran.
+    for kind in [Submit, SubmitSync] {
+        for code in [-32700, -32600, -32601, -32602] {
+            assert_eq!(error_to(kind, code, "nope").name(), "submit_refused", "{code}");
+        }
+        for code in [-32603, -32000, 1, 0] {
+            assert_eq!(error_to(kind, code, "nope").name(), "submit_outcome_unknown", "{code}");
+        }
+        // The TS wrapper's -32602 after the tool ran, whatever the zod text.
+        let ran = "MCP error -32602: Invalid task creation result: anything";
+        assert_eq!(error_to(kind, -32602, ran).name(), "submit_outcome_unknown");
+        let ran = "MCP error -32602: Invalid tools/call result: [{}]";
+        assert_eq!(error_to(kind, -32602, ran).name(), "submit_outcome_unknown");
+        // The same words under another code are not the TS wrapper's.
+        assert_eq!(error_to(kind, -32601, "Invalid task creation result: x").name(), "submit_refused");
     }
     assert_eq!(error_to(Poll, -32603, "boom").name(), "error");
     assert_eq!(
         error_to(Fetch, -32000, "upstream 503"),
         Reply::ResultIsError { code: -32000, message: "upstream 503".into() }
     );
-    // A -32603 that is not the "no result stored" quirk is the failed request's own error.
+    // A -32603 that is not the "no result stored" quirk is the failed request's own error,
+    // even when its words mention a missing result (a substring reading took it for the quirk).
     assert_eq!(error_to(Fetch, -32603, "db down").name(), "result_is_error");
+    for message in ["upstream returned no result", "Task t1 has no result stored yet", "no result stored"] {
+        assert_eq!(
+            error_to(Fetch, -32603, message),
+            Reply::ResultIsError { code: -32603, message: message.into() },
+            "{message}"
+        );
+    }
+    assert_eq!(error_to(Fetch, -32603, "Task t1 has no result stored").name(), "no_result_stored");
     assert_eq!(error_to(Cancel, -32603, "boom").name(), "error");
     assert_eq!(reply_to(Fetch, json!({})).name(), "no_result_stored");
 }
@@ -811,14 +881,8 @@ fn structural_problems_are_malformed_or_unverified_with_reasons() {
         .contains("empty"));
     assert!(malformed(reply_to(Submit, json!({"task": {"taskId": 7, "status": "working"}}))).contains("taskId"));
     assert!(malformed(reply_to(Submit, json!({"task": {"taskId": "t", "status": "done"}}))).contains("done"));
-    assert!(malformed(reply_to(Submit, json!({"task": {"taskId": "t", "status": "working", "ttl": "60s"}})))
-        .contains("ttl"));
-    assert!(
-        malformed(reply_to(Submit, json!({"task": {"taskId": "t", "status": "working", "ttl": -1}}))).contains("ttl")
-    );
-    assert!(malformed(reply_to(Poll, json!({"taskId": "t", "status": "working", "pollInterval": 0.5})))
-        .contains("pollInterval"));
     assert!(malformed(reply_to(Poll, json!({"taskId": "t"}))).contains("status"));
+    assert!(malformed(reply_to(Submit, json!({"task": {"taskId": "t", "status": 3, "ttl": 5}}))).contains("status"));
     assert!(malformed(reply_to(Lookup, json!({"tasks": [task("working"), task("completed")]}))).contains("2 tasks"));
     assert!(malformed(reply_to(Lookup, json!({"tasks": [task("working")], "nextCursor": "c"}))).contains("filter"));
     assert!(malformed(reply_to(Lookup, json!({"tasks": {}}))).contains("tasks"));
@@ -849,7 +913,94 @@ fn structural_problems_are_malformed_or_unverified_with_reasons() {
     assert!(unverified(json!({"content": [{"text": "x"}]})).contains("type"));
     assert!(unverified(json!({"content": [{"type": "video", "url": "x"}]})).contains("video"));
     assert!(unverified(json!({"content": [], "isError": "yes"})).contains("isError"));
-    assert!(reply_to(Submit, json!({"content": [{"type": "text", "text": "done"}]})).name() == "malformed");
+    // Neither a CreateTaskResult nor a CallToolResult.
+    assert!(malformed(reply_to(Submit, json!({"taskId": "t", "status": "working"}))).contains("neither"));
+}
+
+/// Advisory fields with bad values, as documented variants of a real CreateTaskResult (TS
+/// 02-happy-path-poll seq 10: `"ttl":60000`, `"pollInterval":500`): the task that was created is
+/// kept, the hint is read as the integer it equals or dropped, and the problem is named.
+#[test]
+fn a_bad_advisory_value_never_costs_the_task() {
+    let real = server_text(TS, "02-happy-path-poll", 10);
+    assert!(real.contains(r#""ttl":60000,"#) && real.contains(r#""pollInterval":500"#), "{real}");
+    let id = "a333d5b6d2fa9d3becd9d9ce948da0ab";
+    let variant = |from: &str, to: &str| {
+        let text = real.replacen(from, to, 1);
+        assert_ne!(text, real, "{from} not in the transcript line");
+        match adapter().decode_reply(RequestKind::Submit, &InFrame::message(text.into_bytes())) {
+            Reply::Submitted(v) => v,
+            other => panic!("{to}: the created task was lost: {other:?}"),
+        }
+    };
+    let clean = task_of(decode(RequestKind::Submit, TS, "02-happy-path-poll", 10));
+    assert_eq!((clean.ttl_ms, clean.poll_interval_ms, clean.hint_problem), (Some(60_000), Some(500), None));
+    for (from, to, ttl, poll, says) in [
+        (r#""ttl":60000,"#, r#""ttl":60000.0,"#, Some(60_000), Some(500), "\"ttl\" 60000.0 is not an integer literal: read as 60000"),
+        (r#""ttl":60000,"#, r#""ttl":-1,"#, None, Some(500), "\"ttl\" is a number -1, not a non-negative integer: ignored"),
+        (r#""ttl":60000,"#, r#""ttl":"60s","#, None, Some(500), "\"ttl\" is a string \"60s\", not a non-negative integer: ignored"),
+        (r#""ttl":60000,"#, r#""ttl":1e300,"#, None, Some(500), "\"ttl\" is a number 1e+300, not a non-negative integer: ignored"),
+        (r#""pollInterval":500"#, r#""pollInterval":333.3"#, Some(60_000), None, "\"pollInterval\" is a number 333.3, not a non-negative integer: ignored"),
+        (r#""pollInterval":500"#, r#""pollInterval":true"#, Some(60_000), None, "\"pollInterval\" is a boolean true"),
+        (r#""pollInterval":500"#, r#""pollInterval":500,"statusMessage":{"p":1}"#, Some(60_000), Some(500), "\"statusMessage\" is an object"),
+    ] {
+        let v = variant(from, to);
+        assert_eq!((v.operation_id.as_str(), v.status), (id, ProtocolStatus::Working), "{to}");
+        assert_eq!((v.ttl_ms, v.poll_interval_ms), (ttl, poll), "{to}");
+        let problem = v.hint_problem.unwrap_or_else(|| panic!("{to}: the problem must be visible"));
+        assert!(problem.starts_with(says), "{to}: {problem}");
+    }
+    // Two bad hints at once are both named; a bad poll answer keeps its task id too.
+    let both = real.replacen(r#""ttl":60000,"#, r#""ttl":-1,"#, 1).replacen(r#""pollInterval":500"#, r#""pollInterval":0.5"#, 1);
+    let Reply::Submitted(both) = adapter().decode_reply(RequestKind::Submit, &InFrame::message(both.into_bytes())) else {
+        panic!("lost the task");
+    };
+    let problem = both.hint_problem.expect("named");
+    assert!(problem.contains("ttl") && problem.contains("pollInterval"), "{problem}");
+    let poll = server_text(TS, "02-happy-path-poll", 13).replacen(r#""pollInterval":500"#, r#""pollInterval":-5"#, 1);
+    match adapter().decode_reply(RequestKind::Poll, &InFrame::message(poll.into_bytes())) {
+        Reply::Status(v) => assert!(v.operation_id == id && v.hint_problem.is_some() && v.poll_interval_ms.is_none()),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        Reply::Status(toolop::protocol::TaskView { hint_problem: Some("x".into()), ..task_of(decode(RequestKind::Poll, TS, "02-happy-path-poll", 13)) })
+            .hint_problem(),
+        Some("x")
+    );
+}
+
+/// The empty-result shape (`content: []`, no `structuredContent`, not an error) is not a
+/// verified result: nothing in the protocol tells it from a result never stored (Python's
+/// cancelled-task answer, python-mcp-1.30.0/04-cancel-running seq 22, is `{_meta}` alone; a relay
+/// on the TS SDK's types fills in `content: []`). A server digest that vouches for it, structured
+/// content, or `isError` make it an ordinary result.
+#[test]
+fn an_empty_result_is_not_a_verified_completion() {
+    use RequestKind::*;
+    let py_cancelled = server_json(PY, "04-cancel-running", 22);
+    assert_eq!(adapter().decode_reply(Fetch, &server_frame(PY, "04-cancel-running", 22)).name(), "no_result_stored");
+    // The documented variant: the same answer relayed with `content: []` filled in.
+    let mut relayed = py_cancelled.clone();
+    relayed["result"]["content"] = json!([]);
+    let body = serde_json::to_vec(&relayed).expect("json");
+    let r = result_of(adapter().decode_reply(Fetch, &InFrame::message(body)));
+    assert!(!r.verified && r.problem.as_deref().is_some_and(|p| p.contains("empty result")), "{r:?}");
+    for kind in [Fetch, SubmitSync, Submit] {
+        let r = result_of(reply_to(kind, json!({"content": []})));
+        assert!(!r.verified, "{kind:?}");
+    }
+    let empty = json!({"content": []});
+    let mut vouched = empty.clone();
+    vouched["_meta"] = json!({META_RESULT_DIGEST: value_digest(&empty)});
+    for ok in [
+        vouched,
+        json!({"content": [], "structuredContent": {"rows": 0}}),
+        json!({"content": [], "isError": true}),
+        json!({"content": [{"type": "text", "text": ""}]}),
+    ] {
+        let r = result_of(reply_to(Fetch, ok.clone()));
+        assert!(r.verified, "{ok}: {:?}", r.problem);
+    }
 }
 
 #[test]
@@ -868,92 +1019,28 @@ fn result_digest_claims_are_checked() {
     assert_eq!(r.digest, digest, "the computed digest is always over what arrived");
 }
 
-/// Every server message in every transcript is classified, matched to the request it answers,
-/// and decoded as that request's kind: none of the real server text may be `Malformed`.
+/// Every server message of every transcript, replayed through the adapter: the classification
+/// and decoded reply of each is compared with the committed expectation file next to the
+/// transcript. The rmcp transcript's `B-sync` session is a 2025-11-25 session (no extension
+/// declared at initialize): it shows what this adapter makes of a server that ignores `task`.
 #[test]
-fn every_real_reply_in_the_transcripts_decodes() {
+fn transcript_replay_matches_the_expectations() {
     let a = adapter();
-    let mut decoded = 0;
+    let mut lines = 0;
     for dir in [TS, PY, EV] {
-        let mut files: Vec<_> = std::fs::read_dir(format!("{TRANSCRIPTS}/{dir}"))
-            .expect("transcript dir")
-            .filter_map(|e| e.ok()?.file_name().into_string().ok()?.strip_suffix(".jsonl").map(str::to_string))
-            .collect();
-        files.sort();
-        for file in files {
-            let mut requests: HashMap<(String, u64), Value> = HashMap::new();
-            for rec in records(dir, &file) {
-                let session = rec["session"].as_str().unwrap_or_default().to_string();
-                let (status, for_id, texts) = match rec["kind"].as_str() {
-                    Some("http_request") => {
-                        if let (Some(id), Some(_)) = (rec["body"]["id"].as_u64(), rec["body"]["method"].as_str()) {
-                            requests.insert((session, id), rec["body"].clone());
-                        }
-                        continue;
-                    }
-                    Some("http_response") => {
-                        let body = rec["body_raw"].as_str().unwrap_or_default();
-                        if body.starts_with('(') {
-                            continue; // "(text/event-stream follows ...)": the events are records too
-                        }
-                        let texts = if body.starts_with("event:") || body.starts_with("id:") {
-                            sse_data(body)
-                        } else {
-                            vec![body.to_string()]
-                        };
-                        (rec["status"].as_u64().unwrap_or(0) as u16, rec["for_id"].as_u64(), texts)
-                    }
-                    Some("sse_event") => (
-                        200,
-                        rec["stream_for_id"].as_u64(),
-                        vec![rec["data_raw"].as_str().unwrap_or_default().to_string()],
-                    ),
-                    _ => continue,
-                };
-                // Only a POST of a request has a correlation (not our answer to an elicitation).
-                let request_id = for_id.filter(|id| requests.contains_key(&(session.clone(), *id)));
-                for text in texts {
-                    let f = InFrame { request_id, http_status: status, retry_after_ms: None, body: text.into_bytes() };
-                    let where_ = format!("{dir}/{file} seq {}", rec["seq"]);
-                    let rpc_id = match a.classify(&f) {
-                        Inbound::Response { rpc_id } => rpc_id,
-                        Inbound::Malformed { reason } => panic!("{where_}: classified malformed: {reason}"),
-                        Inbound::InputRequest(_) | Inbound::Ignored { .. } => continue,
-                    };
-                    let req = requests
-                        .get(&(session.clone(), rpc_id))
-                        .unwrap_or_else(|| panic!("{where_}: no request {rpc_id}"));
-                    let method = req["method"].as_str().unwrap_or_default();
-                    let kind = match method {
-                        "initialize" => {
-                            a.decode_initialize(&f).unwrap_or_else(|e| panic!("{where_}: {e}"));
-                            decoded += 1;
-                            continue;
-                        }
-                        "tools/list" => {
-                            a.decode_list_tools(&f).unwrap_or_else(|e| panic!("{where_}: {e}"));
-                            decoded += 1;
-                            continue;
-                        }
-                        "tools/call" if req["params"].get("task").is_some() => RequestKind::Submit,
-                        "tools/call" => RequestKind::SubmitSync,
-                        "tasks/list" => RequestKind::Lookup,
-                        "tasks/get" => RequestKind::Poll,
-                        "tasks/result" => RequestKind::Fetch,
-                        "tasks/cancel" => RequestKind::Cancel,
-                        other => panic!("{where_}: unexpected method {other}"),
-                    };
-                    let reply = a.decode_reply(kind, &f);
-                    assert!(!matches!(reply, Reply::Malformed { .. }), "{where_} as {kind:?}: {reply:?}");
-                    if let Reply::Result(r) | Reply::SyncResult(r) = &reply {
-                        assert!(r.verified, "{where_}: {:?}", r.problem);
-                    }
-                    decoded += 1;
-                }
-            }
+        for file in replay::transcript_files(dir) {
+            let actual = replay::render(&a, &replay::http_transcript(dir, &file), false);
+            // Whatever the expectations say, no real server text may be unreadable.
+            assert!(!actual.contains("MALFORMED"), "{dir}/{file}:\n{actual}");
+            lines += actual.lines().count();
+            replay::check(&actual, replay::expect_path(dir, &file, &a));
         }
     }
-    assert!(decoded >= 190, "the sweep decoded only {decoded} replies");
+    let rmcp = replay::stdio_transcript(RMCP, RMCP_FILE, Some(&["B-sync"]));
+    let actual = replay::render(&a, &rmcp, false);
+    lines += actual.lines().count();
+    replay::check(&actual, replay::expect_path(RMCP, &format!("{RMCP_FILE}.B-sync"), &a));
+    assert!(lines >= 200, "the replay covered only {lines} server messages");
 }
 
 // ---------------------------------------------------------------------------------------------

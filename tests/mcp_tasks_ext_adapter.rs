@@ -6,6 +6,8 @@
 //!    values, data-driven; the extension's differences from 2025-11-25 have named tests.
 //! 3. Negotiation, tools/list, classification, HTTP status replies.
 //! 4. Decoding never panics, whatever the bytes (proptest).
+//! 5. The rmcp 3.11.0 transcript (`tests/data/transcripts/rmcp-3.11.0/`), replayed message by
+//!    message against a committed expectation file (`replay`).
 
 use proptest::prelude::*;
 use serde_json::{json, Value};
@@ -20,6 +22,8 @@ use toolop::protocol::{
 };
 use toolop::record::{AdapterId, ProtocolStatus};
 use toolop::transport::InFrame;
+
+mod replay;
 
 const ALL_KINDS: [RequestKind; 9] = [
     RequestKind::Initialize,
@@ -278,6 +282,7 @@ fn view(id: &str, status: ProtocolStatus) -> TaskView {
         poll_interval_ms: Some(500),
         ttl_ms: Some(60_000),
         status_message: None,
+        hint_problem: None,
     }
 }
 
@@ -348,6 +353,7 @@ fn decodes_every_reply_shape() {
                 poll_interval_ms: None,
                 ttl_ms: None,
                 status_message: Some("queued".into()),
+                hint_problem: None,
             }),
         ),
         (
@@ -372,9 +378,7 @@ fn decodes_every_reply_shape() {
             "missing client capability",
             Submit,
             err(-32021, "Missing required client capability: io.modelcontextprotocol/tasks"),
-            Reply::SubmitRefused {
-                reason: "-32021 (missing required client capability): Missing required client capability: io.modelcontextprotocol/tasks".into(),
-            },
+            Reply::SubmitRefused { reason: "-32021: Missing required client capability: io.modelcontextprotocol/tasks".into() },
         ),
         ("unknown tool", Submit, err(-32602, "Unknown tool: nope"), Reply::SubmitRefused { reason: "-32602: Unknown tool: nope".into() }),
         (
@@ -396,7 +400,15 @@ fn decodes_every_reply_shape() {
             "synchronous call needing a task: -32021",
             SubmitSync,
             err(-32021, "needs tasks"),
-            Reply::SubmitRefused { reason: "-32021 (missing required client capability): needs tasks".into() },
+            Reply::SubmitRefused { reason: "-32021: needs tasks".into() },
+        ),
+        (
+            "a synchronous call's -32603: the tool may have run (rmcp's failing_job, seq 147)",
+            SubmitSync,
+            err(-32603, "failing_job: deliberate failure after 100 ms"),
+            Reply::SubmitOutcomeUnknown {
+                reason: "-32603: failing_job: deliberate failure after 100 ms (an error of this code does not say whether the tool ran)".into(),
+            },
         ),
         (
             "a task although the extension was not declared is reported, not orphaned",
@@ -496,10 +508,16 @@ fn decodes_every_reply_shape() {
         ),
         ("cancel of an unknown task", Cancel, err(-32602, "Task not found: t-9"), Reply::NotFound { message: "Task not found: t-9".into() }),
         (
-            "cancel refused as terminal",
+            "cancel refused as terminal (the TS SDK's words)",
             Cancel,
-            err(-32602, "Cannot cancel task in terminal status: completed"),
-            Reply::CancelRejectedTerminal { message: "Cannot cancel task in terminal status: completed".into() },
+            err(-32602, "MCP error -32602: Cannot cancel task in terminal status: completed"),
+            Reply::CancelRejectedTerminal { message: "MCP error -32602: Cannot cancel task in terminal status: completed".into() },
+        ),
+        (
+            "cancel -32602 in words no SDK uses: neither terminal nor not found, the core reads the task",
+            Cancel,
+            err(-32602, "Task not found (already deleted)"),
+            Reply::Error { message: "tasks/cancel -32602: Task not found (already deleted)".into() },
         ),
         ("cancel: other error", Cancel, err(-32603, "boom"), Reply::Error { message: "tasks/cancel -32603: boom".into() }),
         // --- tasks/update
@@ -541,7 +559,6 @@ fn malformed_replies_are_malformed() {
         ("task without id", Submit, ok(json!({"resultType": "task", "status": "working"}))),
         ("task with empty id", Submit, ok(created("", "working"))),
         ("unknown status", Poll, ok(got("t", "paused"))),
-        ("ttlMs not a number", Poll, ok(with(got("t", "working"), "ttlMs", json!("60s")))),
         ("tasks/get answered with a task handle", Poll, ok(created("t", "working"))),
         ("completed without a result", Fetch, ok(got("t", "completed"))),
         ("completed with a non-object result", Fetch, ok(with(got("t", "completed"), "result", json!("done")))),
@@ -585,6 +602,31 @@ fn malformed_replies_are_malformed() {
     for (name, kind, frame) in cases {
         let reply = a.decode_reply(kind, &frame);
         assert!(malformed(&reply), "{name}: {reply:?}");
+    }
+}
+
+/// A bad advisory value keeps the task (documented variants of rmcp seq 9, a real
+/// CreateTaskResult with `"ttlMs":300000,"pollIntervalMs":1000`).
+#[test]
+fn a_bad_advisory_value_never_costs_the_task() {
+    let a = adapter();
+    let real: Value = serde_json::from_slice(&rmcp_frame("9").body).expect("json");
+    for (key, bad, ttl, poll) in [
+        ("ttlMs", json!("60s"), None, Some(1000)),
+        ("ttlMs", json!(-1), None, Some(1000)),
+        ("ttlMs", json!(60000.0), Some(60_000), Some(1000)),
+        ("pollIntervalMs", json!(333.3), Some(300_000), None),
+    ] {
+        let mut v = real.clone();
+        v["result"][key] = bad.clone();
+        match a.decode_reply(RequestKind::Submit, &InFrame::message(serde_json::to_vec(&v).expect("json"))) {
+            Reply::Submitted(t) => {
+                assert_eq!(t.operation_id, "fc6e04cc-ecae-45a8-9de4-dd3b2d8d111f", "{key}={bad}");
+                assert_eq!((t.ttl_ms, t.poll_interval_ms), (ttl, poll), "{key}={bad}");
+                assert!(t.hint_problem.as_deref().is_some_and(|p| p.contains(key)), "{key}={bad}: {t:?}");
+            }
+            other => panic!("{key}={bad}: the created task was lost: {other:?}"),
+        }
     }
 }
 
@@ -1031,3 +1073,44 @@ proptest! {
         }
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// The real server
+
+const RMCP: &str = "rmcp-3.11.0";
+const RMCP_FILE: &str = "tasks-extension-stdio";
+
+fn rmcp_frame(seq: &str) -> InFrame {
+    let t = replay::stdio_transcript(RMCP, RMCP_FILE, None);
+    t.messages.into_iter().find(|m| m.label == seq).unwrap_or_else(|| panic!("rmcp seq {seq}")).frame
+}
+
+/// Every server message of the rmcp transcript, replayed through the adapter and compared with
+/// the committed expectation file. `tasks/get` replies are shown decoded both as a poll and as
+/// a fetch (the extension sends `tasks/get` for both).
+#[test]
+fn rmcp_transcript_replay_matches_the_expectations() {
+    let a = adapter();
+    let t = replay::stdio_transcript(RMCP, RMCP_FILE, None);
+    let actual = replay::render(&a, &t, true);
+    assert!(actual.lines().count() >= 80, "{actual}");
+    replay::check(&actual, replay::expect_path(RMCP, RMCP_FILE, &a));
+}
+
+/// rmcp's own words, by the table: an unknown task is not found; a `_meta` complaint is about
+/// the request, not the task (a code-only reading made it "not found": the core would have
+/// given the task up after its retries); an unknown tool is refused; a tool's own `-32603`
+/// after it ran leaves the outcome open.
+#[test]
+fn rmcp_errors_are_read_by_code_and_exact_words() {
+    let a = adapter();
+    for kind in [RequestKind::Poll, RequestKind::Fetch] {
+        assert_eq!(a.decode_reply(kind, &rmcp_frame("113")).name(), "not_found");
+        assert_eq!(a.decode_reply(kind, &rmcp_frame("177")).name(), "error");
+    }
+    assert_eq!(a.decode_reply(RequestKind::Cancel, &rmcp_frame("116")).name(), "not_found");
+    assert_eq!(a.decode_reply(RequestKind::Submit, &rmcp_frame("130")).name(), "submit_refused");
+    assert_eq!(a.decode_reply(RequestKind::SubmitSync, &rmcp_frame("147")).name(), "submit_outcome_unknown");
+    assert_eq!(a.decode_reply(RequestKind::SubmitSync, &rmcp_frame("155")).name(), "submit_refused");
+}
+

@@ -95,7 +95,7 @@ impl<'a> Machine<'a> {
     }
 
     /// Hand the item to manual reconciliation, from any non-final state.
-    fn to_unknown(&mut self, reason: &str) -> R {
+    fn hand_over(&mut self, reason: &str) -> R {
         if self.rec.local_state == S::Submitting {
             self.go(S::SubmissionUnknown)?;
         }
@@ -238,10 +238,10 @@ impl<'a> Machine<'a> {
             self.go(S::SubmissionUnknown)?;
         }
         if self.rec.synchronous {
-            return self.to_unknown("a synchronous call went unanswered; calling again could run the tool twice");
+            return self.hand_over("a synchronous call went unanswered; calling again could run the tool twice");
         }
         if !self.cfg.key_lookup {
-            return self.to_unknown("submission outcome unknown and the server offers no lookup by key");
+            return self.hand_over("submission outcome unknown and the server offers no lookup by key");
         }
         self.schedule(0, Timer::LookupDue);
         STAYED
@@ -250,12 +250,12 @@ impl<'a> Machine<'a> {
     fn timer(&mut self, t: Timer) -> R {
         if self.now() >= self.rec.wait_deadline_ms {
             let why = format!("wait budget spent in {}", self.rec.local_state);
-            return self.to_unknown(&why);
+            return self.hand_over(&why);
         }
         match (t, self.rec.local_state) {
             (Timer::SubmitDue, S::Submitting | S::NotFoundSafe) => {
                 if self.rec.submit_attempts >= self.cfg.max_submit_attempts {
-                    return self.to_unknown("submission attempts spent");
+                    return self.hand_over("submission attempts spent");
                 }
                 if self.rec.local_state == S::NotFoundSafe {
                     self.go(S::Submitting)?;
@@ -265,7 +265,7 @@ impl<'a> Machine<'a> {
             }
             (Timer::LookupDue, S::SubmissionUnknown) => {
                 if self.rec.lookup_attempts >= self.cfg.max_lookup_attempts {
-                    return self.to_unknown("lookups by key spent without an answer");
+                    return self.hand_over("lookups by key spent without an answer");
                 }
                 self.rec.lookup_attempts += 1;
                 self.send(Outbound::LookupByKey { key: self.rec.submission_key.clone() });
@@ -275,7 +275,7 @@ impl<'a> Machine<'a> {
             (Timer::PollDue, S::InputRequired) if self.rec.pending_input.is_none() && !self.rec.input_stream_open => self.poll(),
             (Timer::FetchDue, S::TerminalObserved | S::FetchingResult) => {
                 if self.rec.fetch_attempts >= self.cfg.max_fetch_attempts {
-                    return self.to_unknown("result fetch attempts spent");
+                    return self.hand_over("result fetch attempts spent");
                 }
                 if self.rec.local_state == S::TerminalObserved {
                     self.go(S::FetchingResult)?;
@@ -407,7 +407,7 @@ impl<'a> Machine<'a> {
             }
             (S::CancelRequested, _) => {
                 if self.rec.cancel_attempts >= self.cfg.max_cancel_attempts {
-                    return self.to_unknown("cancel attempts spent and the operation still runs");
+                    return self.hand_over("cancel attempts spent and the operation still runs");
                 }
                 self.rec.cancel_attempts += 1;
                 self.send(Outbound::Cancel { operation_id: self.op_id() });
@@ -453,6 +453,12 @@ impl<'a> Machine<'a> {
         }
         match reply {
             Reply::Submitted(v) => self.operation_known(v),
+            // The tool may have run, and no task exists that a lookup by key could find: "not
+            // found by key" would then look like proof that nothing ran, and the call would run
+            // again. Late or not, this settles it: a human reconciles, nothing is resent.
+            Reply::SubmitOutcomeUnknown { reason } => {
+                self.hand_over(&format!("the server answered the submission in a way that leaves open whether the tool ran, with no task to follow: {reason}"))
+            }
             Reply::SubmitRefused { .. } if state == S::Submitting && latest => {
                 self.accept(S::Rejected, TerminalState::Rejected, None, None)
             }
@@ -462,7 +468,7 @@ impl<'a> Machine<'a> {
                 // Answered inline: the call ran synchronously after all, with no operation id.
                 self.rec.synchronous = true;
                 if !rv.verified {
-                    return self.to_unknown("a synchronous result failed verification and cannot be fetched again");
+                    return self.hand_over("a synchronous result failed verification and cannot be fetched again");
                 }
                 let terminal = if rv.is_error { TerminalState::Failed } else { TerminalState::Completed };
                 self.accept(S::Accepted, terminal, Some(rv.digest.clone()), Some(rv.payload.clone()))
@@ -493,13 +499,13 @@ impl<'a> Machine<'a> {
                     (a, b) => a.or(b),
                 };
                 if window.is_some_and(|w| self.now().saturating_sub(self.rec.created_at_ms) >= w) {
-                    return self.to_unknown("not found by key, but past the key retention: it may have existed and expired");
+                    return self.hand_over("not found by key, but past the key retention: it may have existed and expired");
                 }
                 self.go(S::NotFoundSafe)?;
                 self.schedule(0, Timer::SubmitDue);
                 STAYED
             }
-            Reply::LookupUnsupported => self.to_unknown("the server does not answer lookups by key"),
+            Reply::LookupUnsupported => self.hand_over("the server does not answer lookups by key"),
             _ if !latest => STAYED,
             Reply::RateLimited { retry_after_ms } | Reply::Unavailable { retry_after_ms } => {
                 self.schedule(retry_after_ms.unwrap_or(self.cfg.retry_interval_ms).max(self.cfg.retry_interval_ms), Timer::LookupDue);
@@ -563,7 +569,7 @@ impl<'a> Machine<'a> {
             return STAYED;
         }
         let when = if before_expiry { "before expiry" } else { "after expiry" };
-        self.to_unknown(&format!("{why} ({when})"))
+        self.hand_over(&format!("{why} ({when})"))
     }
 
     /// Input requests inlined in a status read (the tasks extension): the read itself plays
@@ -638,7 +644,7 @@ impl<'a> Machine<'a> {
 
     fn on_result(&mut self, reply: &Reply) -> R {
         let Some(terminal) = self.rec.last_server_status.and_then(|s| s.as_terminal()) else {
-            return self.to_unknown("fetching a result without a terminal status");
+            return self.hand_over("fetching a result without a terminal status");
         };
         match (reply, terminal) {
             (Reply::Result(rv), _) if self.result_usable(rv) => {
@@ -669,7 +675,7 @@ impl<'a> Machine<'a> {
 
     fn refetch(&mut self, at_least_ms: u64) -> R {
         if self.rec.fetch_attempts >= self.cfg.max_fetch_attempts {
-            return self.to_unknown("no verified result after the allowed fetches");
+            return self.hand_over("no verified result after the allowed fetches");
         }
         self.schedule(self.cfg.retry_interval_ms.max(at_least_ms), Timer::FetchDue);
         STAYED
@@ -800,6 +806,7 @@ impl<'a> Machine<'a> {
             schema_digest: req.schema_digest.clone(),
             deadline_ms: self.now().saturating_add(self.cfg.approval_timeout_ms),
             request: req.raw.clone(),
+            requested_schema: req.requested_schema.clone(),
         };
         self.rec.pending_input = Some(p.clone());
         self.ask_approval(&p);
@@ -811,6 +818,7 @@ impl<'a> Machine<'a> {
             round: p.round,
             operation_id: self.op_id(),
             request: p.request.clone(),
+            requested_schema: p.requested_schema.clone(),
             schema_digest: p.schema_digest.clone(),
             deadline_ms: p.deadline_ms,
         });

@@ -165,7 +165,14 @@ pub enum Command {
     /// Send `out`; `seq` ties the reply back to this request.
     Send { out: Outbound, seq: u64 },
     Schedule { at_ms: u64, timer: Timer },
-    AskApproval { round: u32, operation_id: String, request: serde_json::Value, schema_digest: String, deadline_ms: u64 },
+    AskApproval {
+        round: u32,
+        operation_id: String,
+        request: serde_json::Value,
+        requested_schema: serde_json::Value,
+        schema_digest: String,
+        deadline_ms: u64,
+    },
     /// Write the terminal receipt and one outbox entry in the same transaction as the record.
     Accept(AcceptSpec),
     /// Hand the item to the manual reconciliation queue (same transaction as the record).

@@ -23,6 +23,7 @@ fn arb_view() -> impl Strategy<Value = TaskView> {
         poll_interval_ms: Some(1_000),
         ttl_ms: Some(120_000),
         status_message: None,
+        hint_problem: None,
     })
 }
 
@@ -41,6 +42,7 @@ fn arb_reply() -> impl Strategy<Value = Reply> {
     prop_oneof![
         arb_view().prop_map(Reply::Submitted),
         Just(Reply::SubmitRefused { reason: "no".into() }),
+        Just(Reply::SubmitOutcomeUnknown { reason: "may have run".into() }),
         arb_result().prop_map(Reply::SyncResult),
         (prop::collection::vec(0i64..3, 0..3), prop::bool::weighted(0.8)).prop_map(|(ids, ours)| Reply::InputRequests(ids.into_iter().map(|id| InputRequest {
             server_request_id: serde_json::json!(id),
@@ -147,6 +149,8 @@ proptest! {
         let mut last_sent: Option<RequestKind> = None;
         let mut outstanding = false;
         let mut timers = std::collections::BTreeSet::new();
+        // Set once the core took an answer saying the tool may have run without a task.
+        let mut maybe_ran = false;
         for (dt, jitter, ev) in evs {
             now_ms += dt;
             let sent = rec.poll_cursor.sent_seq;
@@ -171,6 +175,12 @@ proptest! {
             }
             if rec.local_state.is_final() {
                 prop_assert_eq!(step.record.local_state, rec.local_state, "a final state changed");
+            }
+            let resubmits = step.commands.iter().any(|c| matches!(c, Command::Send { out: Outbound::Submit { .. } | Outbound::SubmitSync { .. }, .. }));
+            prop_assert!(!(maybe_ran && resubmits), "submitted again after the server said the tool may have run: {event:?}");
+            if matches!(&event, Event::Reply { reply: Reply::SubmitOutcomeUnknown { .. }, .. }) && matches!(step.outcome, Outcome::Moved(_)) {
+                prop_assert_eq!(step.record.local_state, S::Unknown);
+                maybe_ran = true;
             }
             // Liveness: a node that is not final must always have something that will wake it:
             // a pending timer, an outstanding request, or the approval gate / an input stream.

@@ -18,7 +18,7 @@ fn new_rec() -> ToolOperation {
 }
 
 fn view(status: P) -> TaskView {
-    TaskView { operation_id: OP.into(), status, poll_interval_ms: Some(1_000), ttl_ms: Some(60_000), status_message: None }
+    TaskView { operation_id: OP.into(), status, poll_interval_ms: Some(1_000), ttl_ms: Some(60_000), status_message: None, hint_problem: None }
 }
 
 fn result(verified: bool) -> ResultView {
@@ -216,6 +216,40 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
         },
         "start => stay [send:submit#1]
          reply:submit:submit_refused => SUBMITTING->REJECTED [accept:rejected]",
+    ),
+    (
+        "the tool may have run without a task (TS -32602 'Invalid task creation result'): manual reconciliation, no lookup, no resubmit",
+        |s| {
+            s.ev(Event::Start).reply(RequestKind::Submit, Reply::SubmitOutcomeUnknown { reason: "-32602: Invalid task creation result".into() });
+            s.timer(Timer::SubmitDue).timer(Timer::LookupDue);
+        },
+        "start => stay [send:submit#1]
+         reply:submit:submit_outcome_unknown => SUBMITTING->SUBMISSION_UNKNOWN->UNKNOWN [reconcile]
+         timer:submit_due => rejected:AlreadyFinal
+         timer:lookup_due => rejected:AlreadyFinal",
+    ),
+    (
+        "an unknown outcome settles even while a lookup is under way, late or not",
+        |s| {
+            s.ev(Event::Start).lost(RequestKind::Submit);
+            s.timer(Timer::LookupDue);
+            s.ev(Event::Reply { kind: RequestKind::Submit, seq: 1, epoch: 1, reply: Reply::SubmitOutcomeUnknown { reason: "-32603: boom".into() } });
+            s.reply(RequestKind::Lookup, Reply::LookupNotFound);
+        },
+        "start => stay [send:submit#1]
+         lost:submit => SUBMITTING->SUBMISSION_UNKNOWN [at0:lookup_due]
+         timer:lookup_due => stay [send:lookup#2]
+         reply:submit:submit_outcome_unknown => SUBMISSION_UNKNOWN->UNKNOWN [reconcile]
+         reply:lookup:lookup_not_found => rejected:AlreadyFinal",
+    ),
+    (
+        "a synchronous call answered with an unknown outcome is never called again",
+        |s| {
+            s.rec.synchronous = true;
+            s.ev(Event::Start).reply(RequestKind::SubmitSync, Reply::SubmitOutcomeUnknown { reason: "-32603: boom".into() });
+        },
+        "start => stay [send:submit_sync#1]
+         reply:submit_sync:submit_outcome_unknown => SUBMITTING->SUBMISSION_UNKNOWN->UNKNOWN [reconcile]",
     ),
     (
         "synchronous tool: the reply is the result",

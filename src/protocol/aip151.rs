@@ -478,6 +478,7 @@ impl Operation {
             poll_interval_ms: None,
             ttl_ms: None,
             status_message,
+            hint_problem: None,
         }
     }
 }

@@ -5,13 +5,15 @@
 
 use serde_json::{json, Map, Value};
 
-use super::{ProtocolError, Reply};
+use super::wording::{self, Meaning};
+use super::{ProtocolError, Reply, ResultView, TaskView};
 use crate::record::ProtocolStatus;
 use crate::transport::InFrame;
 
-pub(super) const INVALID_PARAMS: i64 = -32602;
-
+pub(super) const PARSE_ERROR: i64 = -32700;
+pub(super) const INVALID_REQUEST: i64 = -32600;
 pub(super) const METHOD_NOT_FOUND: i64 = -32601;
+pub(super) const INVALID_PARAMS: i64 = -32602;
 
 /// `_meta` key tying a message to a task (spec §8).
 pub(super) const RELATED_TASK: &str = "io.modelcontextprotocol/related-task";
@@ -46,17 +48,79 @@ pub(super) fn has_path(v: &Value, path: &[&str]) -> bool {
     path.iter().try_fold(v, |v, k| v.get(k)).is_some_and(Value::is_object)
 }
 
-/// An optional field: absent and `null` are both `None`, a present value must convert.
-pub(super) fn opt_field<T>(
-    obj: &Map<String, Value>,
-    key: &str,
-    what: &str,
-    conv: impl Fn(&Value) -> Option<T>,
-) -> Result<Option<T>, String> {
-    match obj.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(v) => conv(v).map(Some).ok_or_else(|| format!("task \"{key}\" is {}, expected {what}", type_name(v))),
+/// The largest integer an IEEE double holds exactly: beyond it `60000.0`-style values are not
+/// read as integers.
+const F64_EXACT_MAX: f64 = 9_007_199_254_740_992.0;
+
+/// An advisory millisecond field of a Task (`ttl`, `pollInterval`, `ttlMs`, `pollIntervalMs`).
+/// Absent and `null` are `None`. A bad value never costs the task (the id and status are what
+/// matter): a whole number written as a float (`60000.0`, as a JSON number it is the same value)
+/// is read as that integer, anything else (`-1`, `333.3`, `"60s"`) is ignored; either way the
+/// problem is pushed so the runner can report it.
+pub(super) fn advisory_ms(obj: &Map<String, Value>, key: &str, problems: &mut Vec<String>) -> Option<u64> {
+    let v = match obj.get(key) {
+        None | Some(Value::Null) => return None,
+        Some(v) => v,
+    };
+    if let Some(ms) = v.as_u64() {
+        return Some(ms);
     }
+    match v.as_f64() {
+        Some(f) if f.fract() == 0.0 && (0.0..=F64_EXACT_MAX).contains(&f) => {
+            // Exact: a whole number within 2^53.
+            let ms = f as u64;
+            problems.push(format!("\"{key}\" {v} is not an integer literal: read as {ms}"));
+            Some(ms)
+        }
+        _ => {
+            problems.push(format!("\"{key}\" is {} {}, not a non-negative integer: ignored", type_name(v), short(v)));
+            None
+        }
+    }
+}
+
+/// An advisory text field (`statusMessage`): a non-string is ignored and named.
+pub(super) fn advisory_text(obj: &Map<String, Value>, key: &str, problems: &mut Vec<String>) -> Option<String> {
+    match obj.get(key) {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) => Some(s.clone()),
+        Some(v) => {
+            problems.push(format!("\"{key}\" is {} {}, not a string: ignored", type_name(v), short(v)));
+            None
+        }
+    }
+}
+
+/// A value as JSON text, cut to a length that fits a trace line.
+fn short(v: &Value) -> String {
+    const MAX_CHARS: usize = 40;
+    let text = v.to_string();
+    if text.chars().count() <= MAX_CHARS {
+        return text;
+    }
+    let cut: String = text.chars().take(MAX_CHARS).collect();
+    format!("{cut}...")
+}
+
+/// A Task object (2025-11-25 §5, or the extension's flat fields). `taskId` and `status` are
+/// what the executor acts on and must be right, or the reply is malformed. The rest is
+/// advisory (`ttl_key`, `poll_key`, `statusMessage`): a bad value is dropped and named in
+/// `hint_problem`, never a reason to lose a task that was created. `createdAt`/`lastUpdatedAt`
+/// are required by the schema but unused here, so their absence is tolerated; so is a missing
+/// ttl (the Python SDK omits it, §14).
+pub(super) fn parse_task(obj: &Map<String, Value>, ttl_key: &str, poll_key: &str) -> Result<TaskView, String> {
+    let operation_id = required_str(obj, "taskId")?;
+    if operation_id.is_empty() {
+        return Err("task \"taskId\" is empty".into());
+    }
+    let status = required_str(obj, "status")?;
+    let status = wire_status(status).ok_or_else(|| format!("unknown task status {status:?}"))?;
+    let mut problems = Vec::new();
+    let poll_interval_ms = advisory_ms(obj, poll_key, &mut problems);
+    let ttl_ms = advisory_ms(obj, ttl_key, &mut problems);
+    let status_message = advisory_text(obj, "statusMessage", &mut problems);
+    let hint_problem = (!problems.is_empty()).then(|| problems.join("; "));
+    Ok(TaskView { operation_id: operation_id.to_string(), status, poll_interval_ms, ttl_ms, status_message, hint_problem })
 }
 
 pub(super) fn parse_json(body: &[u8]) -> Result<Value, String> {
@@ -82,21 +146,12 @@ pub(super) fn required_str<'a>(obj: &'a Map<String, Value>, key: &str) -> Result
     }
 }
 
-/// `-32602` on `tasks/cancel` means either "unknown id" or "already terminal" (spec §9): the spec
-/// defines no distinct codes, so the message text is all there is (§12). Both SDK spellings are
-/// covered: TS "Cannot cancel task in terminal status: completed", Python "Cannot cancel task in
-/// terminal state 'completed'", and the spec's example "task … is already cancelled".
-pub(super) fn says_terminal(message: &str) -> bool {
-    let m = message.to_ascii_lowercase();
-    m.contains("terminal") || m.contains("cannot cancel") || m.contains("already")
-}
-
 pub(super) fn to_bytes(v: &Value) -> Vec<u8> {
     // Serialising a Value cannot fail (string keys only, no custom Serialize).
     serde_json::to_vec(v).expect("Value serialises")
 }
 
-pub(super) fn type_name(v: &Value) -> &'static str {
+pub(crate) fn type_name(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",
@@ -154,6 +209,156 @@ pub(super) fn parse_reply(body: &[u8]) -> Result<RpcReply, String> {
             None => "response has neither \"result\" nor \"error\"".into(),
         }),
     }
+}
+
+/// The request a response answers. The body's numeric id names it; replies with `id: null` (or
+/// the Python SDK's 404 with `"id": "server-error"`) belong to the exchange the transport tied
+/// the frame to. A body naming one request on the exchange of another is an operating error: it
+/// is a reply to neither (the exchange's own reply is then lost and its timeout handles it).
+pub(super) fn response_rpc_id(msg: &Map<String, Value>, frame: &InFrame) -> Result<u64, String> {
+    match (msg.get("id").and_then(Value::as_u64), frame.request_id) {
+        (Some(body), Some(exchange)) if body != exchange => Err(format!(
+            "response names request {body} but arrived on the exchange of request {exchange}: a reply to neither"
+        )),
+        (Some(id), _) | (None, Some(id)) => Ok(id),
+        (None, None) => Err("response without a numeric id".into()),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Replies whose meaning the code alone does not settle (see `wording`)
+
+/// A JSON-RPC error answering `tools/call`. By its code, `-32700`, `-32600`, `-32601` and
+/// `-32602` (and the adapter's `refused_codes`) mean the request was refused before anything ran:
+/// parse error, invalid request, method not found (the spec's augmentation-mismatch codes, §3,
+/// §9), invalid params (unknown tool, malformed request: server/tools.mdx). Every other code
+/// (`-32603`, application codes) does not say whether the tool ran. The wording table overrides
+/// the code both ways: the TS SDK's `-32602` "Invalid task creation result" comes after the tool
+/// ran (mcp-tasks.md §14), so it is an unknown outcome, never a refusal.
+pub(super) fn call_error(code: i64, message: String, refused_codes: &[i64]) -> Reply {
+    let refused_by_code =
+        matches!(code, PARSE_ERROR | INVALID_REQUEST | METHOD_NOT_FOUND | INVALID_PARAMS) || refused_codes.contains(&code);
+    match wording::error_meaning(code, &message) {
+        Some(Meaning::CallRanNoTask) => Reply::SubmitOutcomeUnknown { reason: format!("{code}: {message}") },
+        Some(Meaning::CallRefused | Meaning::RequestShape) => Reply::SubmitRefused { reason: format!("{code}: {message}") },
+        _ if refused_by_code => Reply::SubmitRefused { reason: format!("{code}: {message}") },
+        _ => Reply::SubmitOutcomeUnknown {
+            reason: format!("{code}: {message} (an error of this code does not say whether the tool ran)"),
+        },
+    }
+}
+
+/// The refusal an `isError` `CallToolResult` carries instead of a JSON-RPC error, if it is one
+/// of the SDKs' refusals (augmentation mismatch, unknown tool: nothing ran). Any other
+/// `isError` result is the tool's own outcome.
+pub(super) fn refusal_in_result(result: &Map<String, Value>) -> Option<String> {
+    if result.get("isError") != Some(&Value::Bool(true)) {
+        return None;
+    }
+    let [block] = result.get("content")?.as_array()?.as_slice() else {
+        return None;
+    };
+    let text = block.get("text").and_then(Value::as_str).filter(|_| block.get("type") == Some(&Value::from("text")))?;
+    (wording::tool_text_meaning(text) == Some(Meaning::CallRefused)).then(|| text.to_string())
+}
+
+/// A JSON-RPC error answering `tasks/cancel`. `-32602` means "unknown task" or "already
+/// terminal" (spec §9) and only the wording table tells which; anything else is an `Error`,
+/// which the core resolves by reading the task's status.
+pub(super) fn cancel_error(code: i64, message: String) -> Reply {
+    match wording::error_meaning(code, &message) {
+        Some(Meaning::CancelTerminal) => Reply::CancelRejectedTerminal { message },
+        Some(Meaning::TaskNotFound) => Reply::NotFound { message },
+        _ => Reply::Error { message: format!("tasks/cancel {code}: {message}") },
+    }
+}
+
+/// A JSON-RPC error answering a task read (`tasks/get`, and `tasks/result` before its own
+/// cases). `-32602` is "unknown or expired task" by the spec's code (§9: MUST), except the
+/// SDKs' complaints about the request's own shape (wording table), which say nothing about it.
+pub(super) fn task_read_error(method: &str, code: i64, message: String) -> Reply {
+    match (code, wording::error_meaning(code, &message)) {
+        (INVALID_PARAMS, Some(Meaning::RequestShape)) => Reply::Error { message: format!("{method} {code}: {message}") },
+        (INVALID_PARAMS, _) => Reply::NotFound { message },
+        _ => Reply::Error { message: format!("{method} {code}: {message}") },
+    }
+}
+
+/// Whether a `-32603` answering `tasks/result` is the TS SDK's "no result stored" (a cancelled
+/// task) rather than the failed request's own error.
+pub(super) fn says_no_result_stored(code: i64, message: &str) -> bool {
+    wording::error_meaning(code, message) == Some(Meaning::NoResultStored)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tool results
+
+/// Checks a `CallToolResult` payload (already without `_meta`) and returns its `isError`;
+/// problems are pushed. `meta` is the result's `_meta`, for a digest the server claims.
+///
+/// An *empty* result, `content: []` with no `structuredContent` and no `isError: true`, is not
+/// verified unless the server's digest vouches for it. The schema allows an empty `content`
+/// array, but nothing in the protocol tells such a result from a result that was never stored:
+/// the Python SDK answers `tasks/result` of a cancelled task with a result holding only
+/// `_meta` (python-mcp-1.30.0/04-cancel-running seq 22), and a relay built on the TS SDK's
+/// types fills a missing `content` with `[]`. Accepting it as "completed, nothing to say" could
+/// mislabel a lost result as an empty success, so the core fetches again and then hands the
+/// call over rather than guessing.
+pub(super) fn check_call_result(payload: &Value, meta: Option<&Value>, digest: &str, problems: &mut Vec<String>) -> bool {
+    let empty_content = match payload.get("content") {
+        Some(Value::Array(blocks)) => {
+            problems.extend(blocks.iter().enumerate().filter_map(|(i, b)| content_block_problem(i, b)));
+            blocks.is_empty()
+        }
+        Some(v) => {
+            problems.push(format!("\"content\" is {}, not an array", type_name(v)));
+            false
+        }
+        None => {
+            problems.push("result has no \"content\"".into());
+            false
+        }
+    };
+    let is_error = match payload.get("isError") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(b)) => *b,
+        Some(v) => {
+            problems.push(format!("\"isError\" is {}, not a boolean", type_name(v)));
+            false
+        }
+    };
+    let vouched = match meta.and_then(|m| m.get(super::META_RESULT_DIGEST)) {
+        None => false,
+        Some(Value::String(claimed)) if claimed == digest => true,
+        Some(Value::String(claimed)) => {
+            problems.push(format!("server digest {claimed} != computed {digest}"));
+            false
+        }
+        Some(v) => {
+            problems.push(format!("server digest is {}, not a string", type_name(v)));
+            false
+        }
+    };
+    let structured = payload.get("structuredContent").is_some_and(Value::is_object);
+    if empty_content && !structured && !is_error && !vouched {
+        problems.push(
+            "empty result (content [] and no structuredContent): not told apart from a result never stored, and no server digest vouches for it"
+                .into(),
+        );
+    }
+    is_error
+}
+
+/// A [`ResultView`] from a checked payload.
+pub(super) fn result_view_of(
+    payload: Value,
+    is_error: bool,
+    related_operation_id: Option<String>,
+    digest: String,
+    problems: Vec<String>,
+) -> ResultView {
+    let problem = (!problems.is_empty()).then(|| problems.join("; "));
+    ResultView { payload, is_error, related_operation_id, digest, verified: problem.is_none(), problem }
 }
 
 pub(super) fn http_status_reply(frame: &InFrame) -> Option<Reply> {

@@ -2,28 +2,27 @@
 //!
 //! The only place that knows this wire format: JSON-RPC error codes, HTTP statuses, the wire
 //! spelling of task statuses and the quirks of the real SDKs (`shared/spec/mcp-tasks.md` §14)
-//! stop here. Every decoder treats server bytes as hostile: no `unwrap` on server data, and
+//! stop here. Message text is read only through [`super::wording`] (exact SDK phrasings). Every decoder treats server bytes as hostile: no `unwrap` on server data, and
 //! anything that does not have the expected shape becomes `Reply::Malformed` with a reason.
 
 use super::jsonrpc::{
-    content_block_problem, has_path, http_status_reply, negotiation_result, opt_field, parse_reply, RpcReply, parse_json, related_task_id, request,
-    required_str, says_terminal, to_bytes, type_name, wire_status, INVALID_PARAMS, METHOD_NOT_FOUND, RELATED_TASK,
+    call_error, cancel_error, check_call_result, has_path, http_status_reply, negotiation_result, parse_json,
+    parse_reply, parse_task, refusal_in_result, related_task_id, request, response_rpc_id, result_view_of,
+    says_no_result_stored, task_read_error, to_bytes, type_name, RpcReply, INVALID_PARAMS, METHOD_NOT_FOUND,
+    RELATED_TASK,
 };
 use serde_json::{json, Map, Value};
 
 use super::{
     Adapter, ApprovalReply, Inbound, InputRequest, Outbound, ProtocolError, Reply, RequestKind, ResultView,
     ServerCapabilities, TaskSupport, TaskView, ToolInfo, EXT_IDEMPOTENCY, META_IDEMPOTENCY_KEY, META_LOOKUP_KEY,
-    META_RESULT_DIGEST, META_SYNC_UPPER_BOUND_MS,
+    META_SYNC_UPPER_BOUND_MS,
 };
 use crate::digest::value_digest;
 use crate::record::{AdapterId, ProtocolStatus};
 use crate::transport::InFrame;
 
 pub const PROTOCOL_VERSION: &str = "2025-11-25";
-
-// JSON-RPC error codes this adapter interprets.
-const INTERNAL_ERROR: i64 = -32603;
 
 pub struct Mcp20251125Adapter {
     client_name: String,
@@ -110,102 +109,61 @@ fn encode_outbound(rpc_id: u64, out: &Outbound) -> Vec<u8> {
 // ---------------------------------------------------------------------------------------------
 // Parsing helpers
 
-/// A `Task` object (spec §5). `createdAt`/`lastUpdatedAt` are required by the schema but unused
-/// here, so their absence is tolerated; a missing `ttl` is the Python SDK quirk (§14).
-fn parse_task(obj: &Map<String, Value>) -> Result<TaskView, String> {
-    let operation_id = required_str(obj, "taskId")?;
-    if operation_id.is_empty() {
-        return Err("task \"taskId\" is empty".into());
-    }
-    let status = required_str(obj, "status")?;
-    let status = wire_status(status).ok_or_else(|| format!("unknown task status {status:?}"))?;
-    Ok(TaskView {
-        operation_id: operation_id.to_string(),
-        status,
-        poll_interval_ms: opt_field(obj, "pollInterval", "a non-negative integer", Value::as_u64)?,
-        ttl_ms: opt_field(obj, "ttl", "a non-negative integer or null", Value::as_u64)?,
-        status_message: opt_field(obj, "statusMessage", "a string", |v| v.as_str().map(str::to_string))?,
-    })
+/// A `Task` object (spec §5): see [`parse_task`].
+fn task(obj: &Map<String, Value>) -> Result<TaskView, String> {
+    parse_task(obj, "ttl", "pollInterval")
 }
 
 /// A `CallToolResult` as a [`ResultView`]: the payload is the result without `_meta`, the digest
-/// is computed here, and `verified` says whether the content is well formed and matches any
-/// digest the server claimed.
+/// is computed here, and `verified` says whether the content is well formed, not empty (see
+/// [`check_call_result`]) and matches any digest the server claimed.
 fn result_view(mut result: Map<String, Value>) -> ResultView {
     let meta = result.remove("_meta");
     let related_operation_id = related_task_id(meta.as_ref());
     let payload = Value::Object(result);
     let digest = value_digest(&payload);
     let mut problems = Vec::new();
-    match payload.get("content") {
-        Some(Value::Array(blocks)) => {
-            problems.extend(blocks.iter().enumerate().filter_map(|(i, b)| content_block_problem(i, b)));
-        }
-        Some(v) => problems.push(format!("\"content\" is {}, not an array", type_name(v))),
-        None => problems.push("result has no \"content\"".into()),
-    }
-    let is_error = match payload.get("isError") {
-        None | Some(Value::Null) => false,
-        Some(Value::Bool(b)) => *b,
-        Some(v) => {
-            problems.push(format!("\"isError\" is {}, not a boolean", type_name(v)));
-            false
-        }
-    };
-    match meta.as_ref().and_then(|m| m.get(META_RESULT_DIGEST)) {
-        None => {}
-        Some(Value::String(claimed)) if *claimed == digest => {}
-        Some(Value::String(claimed)) => problems.push(format!("server digest {claimed} != computed {digest}")),
-        Some(v) => problems.push(format!("server digest is {}, not a string", type_name(v))),
-    }
-    let problem = (!problems.is_empty()).then(|| problems.join("; "));
-    ResultView { payload, is_error, related_operation_id, digest, verified: problem.is_none(), problem }
-}
-
-/// The text of a `CallToolResult`'s text blocks, for a human-readable refusal reason.
-fn result_text(result: &Map<String, Value>) -> String {
-    let texts: Vec<&str> = result
-        .get("content")
-        .and_then(Value::as_array)
-        .map(|blocks| blocks.iter().filter_map(|b| b.get("text").and_then(Value::as_str)).collect())
-        .unwrap_or_default();
-    if texts.is_empty() {
-        "tool result with isError and no text".into()
-    } else {
-        texts.join("\n")
-    }
+    let is_error = check_call_result(&payload, meta.as_ref(), &digest, &mut problems);
+    result_view_of(payload, is_error, related_operation_id, digest, problems)
 }
 
 // ---------------------------------------------------------------------------------------------
 // Reply decoding, per request kind
 
-fn decode_submit(reply: RpcReply) -> Reply {
-    match reply {
-        RpcReply::Error { code, message } => Reply::SubmitRefused { reason: format!("{code}: {message}") },
-        RpcReply::Result(result) => match result.get("task") {
-            Some(Value::Object(task)) => match parse_task(task) {
-                Ok(view) => Reply::Submitted(view),
-                Err(reason) => Reply::Malformed { reason: format!("CreateTaskResult: {reason}") },
-            },
-            Some(v) => Reply::Malformed { reason: format!("CreateTaskResult \"task\" is {}", type_name(v)) },
-            // Real SDKs answer an augmentation mismatch with a tool error result instead of the
-            // JSON-RPC error the spec asks for (§14); no task was created.
-            None if result.get("isError") == Some(&Value::Bool(true)) => {
-                Reply::SubmitRefused { reason: result_text(&result) }
-            }
+/// A `tools/call` answer, with or without `task`: a task handle, a refusal, an unknown
+/// outcome, or the call's own result.
+///
+/// - An error: refused or unknown by its code and the wording table ([`call_error`]).
+/// - `{task}`: the task was created.
+/// - A `CallToolResult` carrying an SDK refusal (`isError` "requires task augmentation",
+///   "does not support task-augmented invocation", unknown tool): nothing ran, refused
+///   ([`refusal_in_result`]). The TS SDK decides augmentation before it runs anything
+///   (McpServer checks taskSupport first), the Python SDK in `validate_task_mode` before the
+///   tool body; neither is a failed run.
+/// - Any other `CallToolResult`, even to a task-augmented call: the server ran the call inline
+///   and this is its outcome. A receiver without task support must ignore `task` and process the
+///   request normally (spec §3), and rmcp 3.11 does exactly that on a 2025-11-25 session
+///   (rmcp-3.11.0/tasks-extension-stdio seq 140/143). Reading it as anything else would let the
+///   core look the call up by key, find no task and run it a second time.
+/// - Anything else is malformed.
+fn decode_call(reply: RpcReply) -> Reply {
+    let result = match reply {
+        RpcReply::Error { code, message } => return call_error(code, message, &[]),
+        RpcReply::Result(result) => result,
+    };
+    match result.get("task") {
+        Some(Value::Object(t)) => match task(t) {
+            Ok(view) => Reply::Submitted(view),
+            Err(reason) => Reply::Malformed { reason: format!("CreateTaskResult: {reason}") },
+        },
+        Some(v) => Reply::Malformed { reason: format!("CreateTaskResult \"task\" is {}", type_name(v)) },
+        None => match refusal_in_result(&result) {
+            Some(reason) => Reply::SubmitRefused { reason },
+            None if result.contains_key("content") => Reply::SyncResult(result_view(result)),
             None => Reply::Malformed {
-                reason: "expected a CreateTaskResult, got a result without \"task\" (call ran synchronously?)".into(),
+                reason: "tools/call answered with neither a CreateTaskResult nor a CallToolResult".into(),
             },
         },
-    }
-}
-
-fn decode_submit_sync(reply: RpcReply) -> Reply {
-    match reply {
-        RpcReply::Error { code, message } => Reply::SubmitRefused { reason: format!("{code}: {message}") },
-        // The server made a task although we did not ask: report it, or the task is orphaned.
-        RpcReply::Result(result) if result.contains_key("task") => decode_submit(RpcReply::Result(result)),
-        RpcReply::Result(result) => Reply::SyncResult(result_view(result)),
     }
 }
 
@@ -224,7 +182,7 @@ fn decode_lookup(reply: RpcReply) -> Reply {
             }
             match tasks.as_slice() {
                 [] => Reply::LookupNotFound,
-                [Value::Object(task)] => match parse_task(task) {
+                [Value::Object(t)] => match task(t) {
                     Ok(view) => Reply::LookupFound(view),
                     Err(reason) => Reply::Malformed { reason: format!("tasks[0]: {reason}") },
                 },
@@ -240,9 +198,8 @@ fn decode_lookup(reply: RpcReply) -> Reply {
 fn decode_poll(reply: RpcReply) -> Reply {
     match reply {
         // Unknown and expired ids share -32602 (spec §9, §12).
-        RpcReply::Error { code: INVALID_PARAMS, message } => Reply::NotFound { message },
-        RpcReply::Error { code, message } => Reply::Error { message: format!("tasks/get {code}: {message}") },
-        RpcReply::Result(result) => match parse_task(&result) {
+        RpcReply::Error { code, message } => task_read_error("tasks/get", code, message),
+        RpcReply::Result(result) => match task(&result) {
             Ok(view) => Reply::Status(view),
             Err(reason) => Reply::Malformed { reason: format!("GetTaskResult: {reason}") },
         },
@@ -251,13 +208,11 @@ fn decode_poll(reply: RpcReply) -> Reply {
 
 fn decode_fetch(reply: RpcReply) -> Reply {
     match reply {
-        RpcReply::Error { code: INVALID_PARAMS, message } => Reply::NotFound { message },
-        // TS SDK quirk for cancelled tasks: -32603 "Task … has no result stored" (§14). -32603 is
-        // also an ordinary internal error, which for a failed task is the original request's error,
-        // so the text decides (the spec gives nothing else to go on).
-        RpcReply::Error { code: INTERNAL_ERROR, message } if message.to_ascii_lowercase().contains("no result") => {
-            Reply::NoResultStored { message }
-        }
+        // TS SDK quirk for cancelled tasks: -32603 "Task … has no result stored" (§14). Any other
+        // -32603 is an ordinary internal error, which for a failed task is the original
+        // request's error: only the exact phrase decides (the spec gives nothing else).
+        RpcReply::Error { code, message } if says_no_result_stored(code, &message) => Reply::NoResultStored { message },
+        RpcReply::Error { code: INVALID_PARAMS, message } => task_read_error("tasks/result", INVALID_PARAMS, message),
         RpcReply::Error { code, message } => Reply::ResultIsError { code, message },
         // Python SDK quirk for cancelled tasks: a result holding only the related-task `_meta`.
         RpcReply::Result(result) if result.keys().all(|k| k == "_meta") => {
@@ -269,12 +224,8 @@ fn decode_fetch(reply: RpcReply) -> Reply {
 
 fn decode_cancel(reply: RpcReply) -> Reply {
     match reply {
-        RpcReply::Error { code: INVALID_PARAMS, message } if says_terminal(&message) => {
-            Reply::CancelRejectedTerminal { message }
-        }
-        RpcReply::Error { code: INVALID_PARAMS, message } => Reply::NotFound { message },
-        RpcReply::Error { code, message } => Reply::Error { message: format!("tasks/cancel {code}: {message}") },
-        RpcReply::Result(result) => match parse_task(&result) {
+        RpcReply::Error { code, message } => cancel_error(code, message),
+        RpcReply::Result(result) => match task(&result) {
             Ok(view) if view.status == ProtocolStatus::Cancelled => Reply::CancelAcknowledged(view),
             // The receiver must be `cancelled` before replying (§7). Another terminal status means
             // the task had already ended: the cancel did not take.
@@ -330,11 +281,9 @@ fn classify_frame(frame: &InFrame) -> Inbound {
     if let Some(msg) =
         object.filter(|m| !m.contains_key("method") && (m.contains_key("result") || m.contains_key("error")))
     {
-        // Error replies with `id: null` (or the Python 404's `"server-error"`) still belong to the
-        // request the transport tied the frame to.
-        return match msg.get("id").and_then(Value::as_u64).or(frame.request_id) {
-            Some(rpc_id) => Inbound::Response { rpc_id },
-            None => Inbound::Malformed { reason: "response without a numeric id".into() },
+        return match response_rpc_id(msg, frame) {
+            Ok(rpc_id) => Inbound::Response { rpc_id },
+            Err(reason) => Inbound::Malformed { reason },
         };
     }
     // An HTTP status reply (202, 404, 429, 503 ...) belongs to its POST, whatever its body.
@@ -476,8 +425,7 @@ impl Adapter for Mcp20251125Adapter {
             Err(reason) => return Reply::Malformed { reason: format!("{}: {reason}", kind.name()) },
         };
         match kind {
-            RequestKind::Submit => decode_submit(reply),
-            RequestKind::SubmitSync => decode_submit_sync(reply),
+            RequestKind::Submit | RequestKind::SubmitSync => decode_call(reply),
             RequestKind::Lookup => decode_lookup(reply),
             RequestKind::Poll => decode_poll(reply),
             RequestKind::Fetch => decode_fetch(reply),
@@ -492,18 +440,5 @@ impl Adapter for Mcp20251125Adapter {
                 },
             },
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn terminal_cancel_texts_of_both_sdks_are_recognised() {
-        assert!(says_terminal("MCP error -32602: Cannot cancel task in terminal status: completed"));
-        assert!(says_terminal("Cannot cancel task in terminal state 'completed'"));
-        assert!(!says_terminal("MCP error -32602: Task not found: does-not-exist-0000"));
-        assert!(!says_terminal("Task not found: c428679a:3dd87b10"));
     }
 }

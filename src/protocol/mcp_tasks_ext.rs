@@ -9,7 +9,8 @@
 //! | the client declares the extension per request in `_meta["io.modelcontextprotocol/clientCapabilities"]`; no `task` param, no `taskSupport` | every tool is [`TaskSupport::Optional`]: the server decides |
 //! | `tools/call` answers `resultType: "task"` with flat Task fields (`ttlMs`, `pollIntervalMs`) | [`Reply::Submitted`] |
 //! | `tools/call` answers a plain `CallToolResult` (the server chose not to create a task) | [`Reply::SyncResult`], verified like a fetched result |
-//! | `-32021` missing required client capability, any other error | [`Reply::SubmitRefused`] |
+//! | `-32021` missing required client capability, `-32700`/`-32600`/`-32601`/`-32602` | [`Reply::SubmitRefused`] (nothing ran) |
+//! | any other `tools/call` error (rmcp returns a tool's own failure as `-32603`) | [`Reply::SubmitOutcomeUnknown`] |
 //! | `tasks/get` inlines `result` / `error` / `inputRequests` | Poll and FetchResult both send `tasks/get` |
 //! | `inputRequests` on an `input_required` task | [`Reply::InputRequests`] (poll and fetch) |
 //! | `tasks/update {taskId, inputResponses}` with an empty ack | InputResponse is a *request* here: [`Reply::Accepted`] |
@@ -32,8 +33,11 @@
 //! - A `CreateTaskResult` carrying `result` / `error` / `inputRequests` (the SEP says a client
 //!   MUST NOT use them) is still a submission: the fields are ignored, the task is not lost.
 //! - `tasks/cancel` answering a Task object instead of the empty ack is still [`Reply::CancelPending`]:
-//!   an ack is never a terminal read. `-32602` with terminal wording is
-//!   [`Reply::CancelRejectedTerminal`], other `-32602` is [`Reply::NotFound`].
+//!   an ack is never a terminal read. A `-32602` is [`Reply::CancelRejectedTerminal`] or
+//!   [`Reply::NotFound`] only in the exact words of [`super::wording`]; otherwise
+//!   [`Reply::Error`], and the core reads the task.
+//! - A task read's `-32602` is [`Reply::NotFound`], except rmcp's complaint about the request's
+//!   `_meta` (rmcp-3.11.0 seq 177), which is about the request, not the task: [`Reply::Error`].
 //! - A `tasks/update` error is [`Reply::Error`] (including `-32602`, which may mean "unknown task"
 //!   as well as "that key is no longer outstanding").
 //! - Server-initiated `elicitation/create` requests do not exist in this era (input is inlined);
@@ -41,8 +45,9 @@
 //! - InputResponse frames carry a `request_id` (see [`McpTasksExtAdapter::encode_frame`]).
 
 use super::jsonrpc::{
-    content_block_problem, has_path, http_status_reply, negotiation_result, opt_field, parse_error_object, parse_reply, RpcReply, parse_json, related_task_id, request,
-    required_str, says_terminal, to_bytes, type_name, wire_status, INVALID_PARAMS, METHOD_NOT_FOUND,
+    call_error, cancel_error, check_call_result, has_path, http_status_reply, negotiation_result, parse_error_object,
+    parse_json, parse_reply, parse_task, refusal_in_result, related_task_id, request, response_rpc_id,
+    result_view_of, task_read_error, to_bytes, type_name, RpcReply, METHOD_NOT_FOUND,
 };
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -51,7 +56,7 @@ use serde_json::{json, Map, Value};
 use super::{
     Adapter, ApprovalReply, Inbound, InputRequest, Outbound, ProtocolError, Reply, RequestKind, ResultView,
     ServerCapabilities, TaskSupport, TaskView, ToolInfo, EXT_IDEMPOTENCY, META_IDEMPOTENCY_KEY, META_LOOKUP_KEY,
-    META_RESULT_DIGEST, META_SYNC_UPPER_BOUND_MS,
+    META_SYNC_UPPER_BOUND_MS,
 };
 use crate::digest::value_digest;
 use crate::record::{AdapterId, ProtocolStatus};
@@ -197,23 +202,10 @@ fn encode_outbound(rpc_id: u64, out: &Outbound) -> Vec<u8> {
 // ---------------------------------------------------------------------------------------------
 // Parsing helpers (the small ones copied from the 2025-11-25 adapter)
 
-/// The flat Task fields of a `CreateTaskResult` or `GetTaskResult`. `ttlMs` is required by the
-/// schema (`null` = unlimited) but its absence is tolerated as unlimited; `createdAt` and
-/// `lastUpdatedAt` are unused here, so their absence is tolerated too.
-fn parse_task(obj: &Map<String, Value>) -> Result<TaskView, String> {
-    let operation_id = required_str(obj, "taskId")?;
-    if operation_id.is_empty() {
-        return Err("task \"taskId\" is empty".into());
-    }
-    let status = required_str(obj, "status")?;
-    let status = wire_status(status).ok_or_else(|| format!("unknown task status {status:?}"))?;
-    Ok(TaskView {
-        operation_id: operation_id.to_string(),
-        status,
-        poll_interval_ms: opt_field(obj, "pollIntervalMs", "a non-negative integer", Value::as_u64)?,
-        ttl_ms: opt_field(obj, "ttlMs", "a non-negative integer or null", Value::as_u64)?,
-        status_message: opt_field(obj, "statusMessage", "a string", |v| v.as_str().map(str::to_string))?,
-    })
+/// The flat Task fields of a `CreateTaskResult` or `GetTaskResult` (see [`parse_task`]);
+/// `ttlMs` `null` means unlimited, its absence is tolerated as unlimited.
+fn task(obj: &Map<String, Value>) -> Result<TaskView, String> {
+    parse_task(obj, "ttlMs", "pollIntervalMs")
 }
 
 /// `resultType` of a result: absent means `"complete"` (results from earlier versions).
@@ -248,29 +240,8 @@ fn result_view(mut result: Map<String, Value>, task_id: Option<&str>) -> ResultV
     };
     let payload = Value::Object(result);
     let digest = value_digest(&payload);
-    match payload.get("content") {
-        Some(Value::Array(blocks)) => {
-            problems.extend(blocks.iter().enumerate().filter_map(|(i, b)| content_block_problem(i, b)));
-        }
-        Some(v) => problems.push(format!("\"content\" is {}, not an array", type_name(v))),
-        None => problems.push("result has no \"content\"".into()),
-    }
-    let is_error = match payload.get("isError") {
-        None | Some(Value::Null) => false,
-        Some(Value::Bool(b)) => *b,
-        Some(v) => {
-            problems.push(format!("\"isError\" is {}, not a boolean", type_name(v)));
-            false
-        }
-    };
-    match meta.as_ref().and_then(|m| m.get(META_RESULT_DIGEST)) {
-        None => {}
-        Some(Value::String(claimed)) if *claimed == digest => {}
-        Some(Value::String(claimed)) => problems.push(format!("server digest {claimed} != computed {digest}")),
-        Some(v) => problems.push(format!("server digest is {}, not a string", type_name(v))),
-    }
-    let problem = (!problems.is_empty()).then(|| problems.join("; "));
-    ResultView { payload, is_error, related_operation_id, digest, verified: problem.is_none(), problem }
+    let is_error = check_call_result(&payload, meta.as_ref(), &digest, &mut problems);
+    result_view_of(payload, is_error, related_operation_id, digest, problems)
 }
 
 /// One `inputRequests` entry as an [`InputRequest`]. Only form elicitation is supported (the
@@ -327,12 +298,8 @@ fn decode_input_requests(task_id: &str, task: &Map<String, Value>) -> Option<Res
 /// A `tools/call` answer: a task handle, a plain result, or a refusal.
 fn decode_call(reply: RpcReply) -> Reply {
     let result = match reply {
-        RpcReply::Error { code: MISSING_REQUIRED_CLIENT_CAPABILITY, message } => {
-            return Reply::SubmitRefused {
-                reason: format!("{MISSING_REQUIRED_CLIENT_CAPABILITY} (missing required client capability): {message}"),
-            };
-        }
-        RpcReply::Error { code, message } => return Reply::SubmitRefused { reason: format!("{code}: {message}") },
+        // -32021 (missing required client capability) is checked before dispatch: refused.
+        RpcReply::Error { code, message } => return call_error(code, message, &[MISSING_REQUIRED_CLIENT_CAPABILITY]),
         RpcReply::Result(result) => result,
     };
     let kind = match result_type(&result) {
@@ -341,12 +308,16 @@ fn decode_call(reply: RpcReply) -> Reply {
     };
     match kind {
         // `result` / `error` / `inputRequests` on a CreateTaskResult are ignored (module docs).
-        "task" => match parse_task(&result) {
+        "task" => match task(&result) {
             Ok(view) => Reply::Submitted(view),
             Err(reason) => Reply::Malformed { reason: format!("CreateTaskResult: {reason}") },
         },
-        // The server chose not to create a task: this is the tool's result.
-        "complete" => Reply::SyncResult(result_view(result, None)),
+        // The server chose not to create a task: this is the tool's result, unless it is one of
+        // the SDKs' refusals sent as a tool result (nothing ran).
+        "complete" => match refusal_in_result(&result) {
+            Some(reason) => Reply::SubmitRefused { reason },
+            None => Reply::SyncResult(result_view(result, None)),
+        },
         "input_required" => Reply::SubmitRefused {
             reason: "the server asked for input before running the call (multi round-trip request, unsupported)".into(),
         },
@@ -370,7 +341,7 @@ fn decode_lookup(reply: RpcReply) -> Reply {
             }
             match tasks.as_slice() {
                 [] => Reply::LookupNotFound,
-                [Value::Object(task)] => match parse_task(task) {
+                [Value::Object(t)] => match task(t) {
                     Ok(view) => Reply::LookupFound(view),
                     Err(reason) => Reply::Malformed { reason: format!("tasks[0]: {reason}") },
                 },
@@ -389,15 +360,7 @@ fn task_read(result: &Map<String, Value>) -> Result<TaskView, String> {
         "complete" => {}
         other => return Err(format!("resultType {other:?}, expected \"complete\"")),
     }
-    parse_task(result)
-}
-
-fn decode_get_error(code: i64, message: String) -> Reply {
-    match code {
-        // Unknown and expired ids share -32602.
-        INVALID_PARAMS => Reply::NotFound { message },
-        _ => Reply::Error { message: format!("tasks/get {code}: {message}") },
-    }
+    task(result)
 }
 
 /// Inlined input requests of an `input_required` read, if any.
@@ -413,7 +376,7 @@ fn input_required_reply(view: &TaskView, result: &Map<String, Value>) -> Option<
 
 fn decode_poll(reply: RpcReply) -> Reply {
     match reply {
-        RpcReply::Error { code, message } => decode_get_error(code, message),
+        RpcReply::Error { code, message } => task_read_error("tasks/get", code, message),
         RpcReply::Result(result) => match task_read(&result) {
             Ok(view) => input_required_reply(&view, &result).unwrap_or(Reply::Status(view)),
             Err(reason) => Reply::Malformed { reason: format!("GetTaskResult: {reason}") },
@@ -423,7 +386,7 @@ fn decode_poll(reply: RpcReply) -> Reply {
 
 fn decode_fetch(reply: RpcReply) -> Reply {
     let mut result = match reply {
-        RpcReply::Error { code, message } => return decode_get_error(code, message),
+        RpcReply::Error { code, message } => return task_read_error("tasks/get", code, message),
         RpcReply::Result(result) => result,
     };
     let view = match task_read(&result) {
@@ -454,11 +417,7 @@ fn decode_fetch(reply: RpcReply) -> Reply {
 
 fn decode_cancel(reply: RpcReply) -> Reply {
     match reply {
-        RpcReply::Error { code: INVALID_PARAMS, message } if says_terminal(&message) => {
-            Reply::CancelRejectedTerminal { message }
-        }
-        RpcReply::Error { code: INVALID_PARAMS, message } => Reply::NotFound { message },
-        RpcReply::Error { code, message } => Reply::Error { message: format!("tasks/cancel {code}: {message}") },
+        RpcReply::Error { code, message } => cancel_error(code, message),
         // An empty ack (or anything else the server put in it) says nothing about the outcome:
         // cancellation is eventually consistent and may end in any terminal status.
         RpcReply::Result(_) => Reply::CancelPending,
@@ -481,10 +440,9 @@ fn classify_frame(frame: &InFrame) -> Inbound {
     if let Some(msg) =
         object.filter(|m| !m.contains_key("method") && (m.contains_key("result") || m.contains_key("error")))
     {
-        // Error replies with `id: null` still belong to the request the transport tied them to.
-        return match msg.get("id").and_then(Value::as_u64).or(frame.request_id) {
-            Some(rpc_id) => Inbound::Response { rpc_id },
-            None => Inbound::Malformed { reason: "response without a numeric id".into() },
+        return match response_rpc_id(msg, frame) {
+            Ok(rpc_id) => Inbound::Response { rpc_id },
+            Err(reason) => Inbound::Malformed { reason },
         };
     }
     // An HTTP status reply (202, 404, 429, 503 ...) belongs to its POST, whatever its body.

@@ -6,6 +6,10 @@ pub mod aip151;
 mod jsonrpc;
 pub mod mcp_2025_11_25;
 pub mod mcp_tasks_ext;
+pub mod wording;
+
+/// "a string", "an object" ...: how error texts name a JSON value's kind.
+pub(crate) use jsonrpc::type_name;
 
 use std::collections::BTreeMap;
 
@@ -105,6 +109,10 @@ pub struct TaskView {
     /// Retention from creation; `None` when unlimited or omitted (a real-SDK quirk).
     pub ttl_ms: Option<u64>,
     pub status_message: Option<String>,
+    /// What was wrong with the advisory fields (`ttl`, `pollInterval`, `statusMessage`), if
+    /// anything: a bad hint is dropped (or read as the integer it equals) and named here, never
+    /// a reason to lose the task. The runner reports it as an observation.
+    pub hint_problem: Option<String>,
 }
 
 /// A fetched result, before verification.
@@ -126,8 +134,14 @@ pub struct ResultView {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Reply {
     Submitted(TaskView),
-    /// The server refused the submission; no operation was created.
+    /// The server refused the submission before running anything; no operation was created.
     SubmitRefused { reason: String },
+    /// The server answered the submission with an error that may come after the tool ran,
+    /// and without a task to follow (the TS SDK's `-32602` "Invalid task creation result" for a
+    /// tool that forbids tasks; an error of a code that does not say whether the call ran).
+    /// Neither a refusal nor a result: a lookup by key cannot find a run that made no task, so
+    /// the core hands the call to manual reconciliation and never submits it again.
+    SubmitOutcomeUnknown { reason: String },
     /// A synchronous call's result.
     SyncResult(ResultView),
     LookupFound(TaskView),
@@ -166,6 +180,7 @@ impl Reply {
         match self {
             Reply::Submitted(_) => "submitted",
             Reply::SubmitRefused { .. } => "submit_refused",
+            Reply::SubmitOutcomeUnknown { .. } => "submit_outcome_unknown",
             Reply::SyncResult(_) => "sync_result",
             Reply::LookupFound(_) => "lookup_found",
             Reply::LookupNotFound => "lookup_not_found",
@@ -184,6 +199,16 @@ impl Reply {
             Reply::CancelRejectedTerminal { .. } => "cancel_rejected_terminal",
             Reply::Error { .. } => "error",
             Reply::Malformed { .. } => "malformed",
+        }
+    }
+
+    /// The advisory-field problem of the task view this reply carries, if any.
+    pub fn hint_problem(&self) -> Option<&str> {
+        match self {
+            Reply::Submitted(v) | Reply::LookupFound(v) | Reply::Status(v) | Reply::CancelAcknowledged(v) => {
+                v.hint_problem.as_deref()
+            }
+            _ => None,
         }
     }
 }

@@ -1,10 +1,11 @@
 //! Dispatch: inputs, frames and timer events become core events for one call node; each step
 //! is committed to the ledger before its commands run.
 
-use super::{ApprovalRequest, CallNode, CrashPoint, Input, NoTaskSupport, Observation, Queued, Runner};
+use super::{ApprovalRequest, CallNode, CrashPoint, Input, NoTaskSupport, Observation, Queued, Runner, APPROVAL_REASKS_MAX};
+use crate::approval;
 use crate::core::{self, Command, Ctx, Event, Outcome};
 use crate::ledger::Write;
-use crate::protocol::{Inbound, TaskSupport};
+use crate::protocol::{ApprovalReply, Inbound, TaskSupport};
 use crate::record::ToolOperation;
 
 impl Runner {
@@ -13,9 +14,7 @@ impl Runner {
             Input::Submit(node) => self.submit(node),
             Input::Cancel { node } => self.handle(&node, Event::CancelClicked),
             Input::Detach { node } => self.handle(&node, Event::CallerDetached),
-            Input::Approval { node, round, schema_digest, reply } => {
-                self.handle(&node, Event::ApprovalReplied { round, schema_digest, reply })
-            }
+            Input::Approval { node, round, schema_digest, reply } => self.approval(node, round, schema_digest, reply),
             Input::RetireAdapter(id) => self.retire(id),
             Input::Shutdown => {}
         }
@@ -67,6 +66,41 @@ impl Runner {
         }
     }
 
+    /// An answer from the approval gate. An accepted answer is checked against the round's
+    /// requested schema before the core sees it: one that does not conform is never sent. The
+    /// refusal is observed and the gate is asked again with the reason (a bounded number of
+    /// times); the round stays open until a conforming answer or its deadline. An answer for
+    /// another round or schema goes to the core, which refuses it as stale.
+    fn approval(&mut self, node: String, round: u32, schema_digest: String, reply: ApprovalReply) {
+        let rec = self.ledger.lock().expect("ledger lock").by_call_node(&node);
+        let current = rec.and_then(|r| Some((r.operation_id.unwrap_or_default(), r.pending_input?)));
+        if let Some((operation_id, p)) = current.filter(|(_, p)| p.round == round && p.schema_digest == schema_digest) {
+            let key = (node.clone(), round);
+            if let Err(reason) = approval::check_answer(&p.requested_schema, &reply) {
+                self.observe(Observation::ApprovalRefused { node: node.clone(), round, reason: reason.clone() });
+                let refusals = self.approval_refusals.entry(key).or_insert(0);
+                *refusals += 1;
+                if *refusals <= APPROVAL_REASKS_MAX {
+                    // A gate that went away cannot answer; the deadline timer declines instead.
+                    let again = ApprovalRequest {
+                        node,
+                        operation_id,
+                        round,
+                        request: p.request,
+                        requested_schema: p.requested_schema,
+                        schema_digest,
+                        deadline_ms: p.deadline_ms,
+                        refused_answer: Some(reason),
+                    };
+                    let _ = self.approvals.send(again);
+                }
+                return;
+            }
+            self.approval_refusals.remove(&key);
+        }
+        self.handle(&node, Event::ApprovalReplied { round, schema_digest, reply })
+    }
+
     pub(super) fn on_frame(&mut self, lane: usize, frame: &crate::transport::InFrame) {
         match self.lanes[lane].adapter.classify(frame) {
             Inbound::Response { rpc_id } => {
@@ -80,6 +114,9 @@ impl Runner {
                     _ => None,
                 };
                 self.observe(Observation::Received { node: p.node.clone(), kind: p.kind.name(), seq: p.seq, reply: reply.name(), retry_after_ms });
+                if let Some(problem) = reply.hint_problem() {
+                    self.observe(Observation::HintIgnored { node: p.node.clone(), kind: p.kind.name(), problem: problem.to_string() });
+                }
                 self.handle(&p.node, Event::Reply { kind: p.kind, seq: p.seq, epoch: p.epoch, reply });
             }
             Inbound::InputRequest(req) => {
@@ -167,10 +204,20 @@ impl Runner {
                 }
                 self.timers.insert((at_ms, node.to_string(), timer));
             }
-            Command::AskApproval { round, operation_id, request, schema_digest, deadline_ms } => {
+            Command::AskApproval { round, operation_id, request, requested_schema, schema_digest, deadline_ms } => {
                 self.observe(Observation::ApprovalAsked { node: node.to_string(), round, deadline_ms });
                 // A gate that went away cannot answer; the deadline timer declines instead.
-                let _ = self.approvals.send(ApprovalRequest { node: node.to_string(), operation_id, round, request, schema_digest, deadline_ms });
+                let ask = ApprovalRequest {
+                    node: node.to_string(),
+                    operation_id,
+                    round,
+                    request,
+                    requested_schema,
+                    schema_digest,
+                    deadline_ms,
+                    refused_answer: None,
+                };
+                let _ = self.approvals.send(ask);
             }
             Command::Accept(spec) => {
                 self.observe(Observation::Accepted { node: node.to_string(), terminal: spec.terminal, result_digest: spec.result_digest.clone() });

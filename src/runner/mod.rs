@@ -91,16 +91,25 @@ pub enum Input {
     Shutdown,
 }
 
-/// A question for the approval gate.
+/// A question for the approval gate. An accepted answer must conform to `requested_schema`
+/// (see [`crate::approval`]); one that does not is not sent, and the gate is asked the same
+/// question again with `refused_answer` saying why, up to [`APPROVAL_REASKS_MAX`] times a round.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ApprovalRequest {
     pub node: String,
     pub operation_id: String,
     pub round: u32,
     pub request: serde_json::Value,
+    pub requested_schema: serde_json::Value,
     pub schema_digest: String,
     pub deadline_ms: u64,
+    /// Why the gate's previous answer to this round was refused; `None` on the first asking.
+    pub refused_answer: Option<String>,
 }
+
+/// How often one round is asked again after a refused answer: a gate that keeps answering
+/// wrong is told a few times, then the round waits for a conforming answer or its deadline.
+pub const APPROVAL_REASKS_MAX: u32 = 3;
 
 /// Checks returned content after acceptance (design.md: the output-validation hook).
 pub trait OutputHook {
@@ -184,6 +193,8 @@ pub struct Runner {
     timer_at: BTreeMap<(String, Timer), u64>,
     queue: VecDeque<Queued>,
     limiter: QpsLimiter,
+    /// Refused answers per (node, round), for [`APPROVAL_REASKS_MAX`].
+    approval_refusals: BTreeMap<(String, u32), u32>,
 }
 
 impl Runner {
@@ -221,6 +232,7 @@ impl Runner {
             timer_at: BTreeMap::new(),
             queue: VecDeque::new(),
             limiter,
+            approval_refusals: BTreeMap::new(),
         }
     }
 

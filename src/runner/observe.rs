@@ -26,6 +26,11 @@ pub enum Observation {
     Reconcile { node: String, reason: String },
     EffectReconciliation { node: String, reason: String },
     ApprovalAsked { node: String, round: u32, deadline_ms: u64 },
+    /// The gate's answer did not conform to the requested schema: not sent; the round stays open.
+    ApprovalRefused { node: String, round: u32, reason: String },
+    /// A reply's advisory fields (ttl, poll interval, status message) were bad: dropped, the
+    /// reply itself was used.
+    HintIgnored { node: String, kind: &'static str, problem: String },
     OutputChecked { node: String, ok: bool, detail: String },
     CallRejected { node: String, reason: String },
     DuplicateCallNode { node: String },

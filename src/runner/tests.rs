@@ -52,6 +52,19 @@ async fn scripted_server(mut rx: mpsc::UnboundedReceiver<crate::transport::OutFr
     }
 }
 
+/// Waits (bounded: 5 s of real time) until the ledger holds a receipt, then shuts the runner
+/// down and checks it stopped for that reason.
+async fn receipt_then_shutdown(ledger: &Arc<Mutex<MemoryLedger>>, inputs: &mpsc::UnboundedSender<Input>, handle: tokio::task::JoinHandle<Exit>) {
+    for _ in 0..1_000 {
+        if ledger.lock().unwrap().receipts().len() == 1 {
+            break;
+        }
+        tokio::time::sleep(tokio::time::Duration::from_millis(5)).await;
+    }
+    inputs.send(Input::Shutdown).unwrap();
+    assert_eq!(handle.await.unwrap(), Exit::Shutdown);
+}
+
 #[test]
 fn runs_on_real_tokio_and_accepts_exactly_once() {
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
@@ -73,15 +86,8 @@ fn runs_on_real_tokio_and_accepts_exactly_once() {
         inputs.send(Input::Submit(node.clone())).unwrap();
         // The same call node again must not start a second operation.
         inputs.send(Input::Submit(node)).unwrap();
-        // Bounded wait in real time: the scripted task completes after three 5 ms polls.
-        for _ in 0..400 {
-            if ledger.lock().unwrap().receipts().len() == 1 {
-                break;
-            }
-            tokio::time::sleep(tokio::time::Duration::from_millis(5)).await;
-        }
-        inputs.send(Input::Shutdown).unwrap();
-        assert_eq!(handle.await.unwrap(), Exit::Shutdown);
+        // The scripted task completes after three 5 ms polls.
+        receipt_then_shutdown(&ledger, &inputs, handle).await;
         let l = ledger.lock().unwrap();
         assert_eq!(l.by_call_node("n1").unwrap().local_state, LocalState::Accepted);
         assert_eq!(l.receipts().len(), 1);
@@ -90,5 +96,109 @@ fn runs_on_real_tokio_and_accepts_exactly_once() {
         let obs = obs.lock().unwrap();
         assert!(obs.iter().any(|o| matches!(o, Observation::DuplicateCallNode { .. })));
         assert!(obs.iter().any(|o| matches!(o, Observation::Negotiated { key_lookup: false, .. })));
+    });
+}
+
+/// What the input-round server saw: the answers that reached it.
+#[derive(Default)]
+struct Answers(Vec<Value>);
+
+/// A server whose task asks one question (`{"ok": boolean}`, required) on the `tasks/result`
+/// stream, like the TS SDK (id 0, related-task `_meta`), and completes once answered.
+async fn input_server(mut rx: mpsc::UnboundedReceiver<crate::transport::OutFrame>, tx: mpsc::UnboundedSender<InFrame>, answers: Arc<Mutex<Answers>>) {
+    let send = |id: &Value, result: Value| {
+        let body = serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": id, "result": result})).unwrap();
+        let _ = tx.send(InFrame { request_id: id.as_u64(), http_status: 200, retry_after_ms: None, body });
+    };
+    let mut held_fetch: Option<Value> = None;
+    while let Some(frame) = rx.recv().await {
+        let msg: Value = serde_json::from_slice(&frame.body).unwrap();
+        let answered = !answers.lock().unwrap().0.is_empty();
+        match (msg["method"].as_str(), msg.get("id").cloned()) {
+            (Some("initialize"), Some(id)) => send(&id, json!({"protocolVersion": "2025-11-25", "serverInfo": {"name": "t", "version": "1"},
+                "capabilities": {"tools": {}, "tasks": {"cancel": {}, "requests": {"tools": {"call": {}}}}}})),
+            (Some("tools/list"), Some(id)) => send(&id, json!({"tools": [{"name": "report", "inputSchema": {"type": "object"}, "execution": {"taskSupport": "required"}}]})),
+            (Some("tools/call"), Some(id)) => send(&id, json!({"task": task("t1", "working")})),
+            (Some("tasks/get"), Some(id)) => send(&id, task("t1", if answered { "completed" } else { "input_required" })),
+            (Some("tasks/result"), Some(id)) if answered => send(&id, json!({"content": [{"type": "text", "text": "ok"}],
+                "_meta": {"io.modelcontextprotocol/related-task": {"taskId": "t1"}}})),
+            (Some("tasks/result"), Some(id)) => {
+                held_fetch = Some(id);
+                let ask = json!({"jsonrpc": "2.0", "id": 0, "method": "elicitation/create", "params": {
+                    "mode": "form", "message": "Approve?",
+                    "requestedSchema": {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]},
+                    "_meta": {"io.modelcontextprotocol/related-task": {"taskId": "t1"}}}});
+                let _ = tx.send(InFrame::message(serde_json::to_vec(&ask).unwrap()));
+            }
+            // Our answer to the elicitation: a response carrying the server's id.
+            (None, Some(_)) => {
+                answers.lock().unwrap().0.push(msg["result"].clone());
+                if let Some(id) = held_fetch.take() {
+                    send(&id, json!({"content": [{"type": "text", "text": "ok"}],
+                        "_meta": {"io.modelcontextprotocol/related-task": {"taskId": "t1"}}}));
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The approval gate gets the requested schema; an accepted answer that does not conform is
+/// never sent: it is observed, the gate is asked again with the reason (at most
+/// `APPROVAL_REASKS_MAX` times), and the round stays open until a conforming answer.
+#[test]
+fn a_nonconforming_approval_is_refused_at_the_gate_and_never_sent() {
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    rt.block_on(async {
+        let (transport, out_rx, in_tx) = ChannelTransport::pair();
+        let answers = Arc::new(Mutex::new(Answers::default()));
+        tokio::spawn(input_server(out_rx, in_tx, answers.clone()));
+        let ledger = Arc::new(Mutex::new(MemoryLedger::new()));
+        let shared: SharedLedger = ledger.clone();
+        let obs = Arc::new(Mutex::new(vec![]));
+        let (approvals, mut gate) = mpsc::unbounded_channel();
+        let mut cfg = RunnerConfig::default();
+        cfg.core.poll = PollPolicy { initial_interval_ms: 5, backoff_multiplier: 1.0, interval_cap_ms: 5, jitter_fraction: 0.1, honor_server_interval: true };
+        cfg.core.approval_timeout_ms = 60_000;
+        cfg.request_timeout_ms = 5_000;
+        let runner = Runner::new(cfg, 1, tokio::time::Instant::now(), Box::new(Mcp20251125Adapter::new()), shared, Box::new(Collect(obs.clone())), approvals, 1, 0);
+        let (inputs, inputs_rx) = mpsc::unbounded_channel();
+        let handle = tokio::spawn(runner.run(transport, inputs_rx));
+        let node = CallNode { id: "n1".into(), tool: "report".into(), arguments: json!({}), submission_key: "k1".into() };
+        inputs.send(Input::Submit(node)).unwrap();
+        let wait = tokio::time::Duration::from_secs(5);
+        let ask = tokio::time::timeout(wait, gate.recv()).await.expect("the gate is asked").expect("open");
+        assert_eq!(ask.requested_schema, json!({"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}));
+        assert_eq!(ask.refused_answer, None);
+        let answer = |content: Value| Input::Approval {
+            node: "n1".into(),
+            round: ask.round,
+            schema_digest: ask.schema_digest.clone(),
+            reply: ApprovalReply::Accept { content },
+        };
+        // A gate that keeps answering wrong: refused every time, told why a bounded number of times.
+        let wrong = [json!({"ok": "yes"}), json!({}), json!({"ok": 1}), json!({"ok": null}), json!({"ok": []})];
+        for content in &wrong {
+            inputs.send(answer(content.clone())).unwrap();
+        }
+        let mut reasks = vec![];
+        for _ in 0..APPROVAL_REASKS_MAX {
+            let again = tokio::time::timeout(wait, gate.recv()).await.expect("asked again").expect("open");
+            assert_eq!((again.round, &again.schema_digest, &again.requested_schema), (ask.round, &ask.schema_digest, &ask.requested_schema));
+            reasks.push(again.refused_answer.expect("the reason comes with the question"));
+        }
+        assert!(reasks[0].contains("/ok") && reasks[0].contains("boolean"), "{}", reasks[0]);
+        assert!(reasks[1].contains("\"ok\" is a required property"), "{}", reasks[1]);
+        inputs.send(answer(json!({"ok": true}))).unwrap();
+        receipt_then_shutdown(&ledger, &inputs, handle).await;
+        assert!(gate.try_recv().is_err(), "asked more than {APPROVAL_REASKS_MAX} times again");
+        assert_eq!(ledger.lock().unwrap().by_call_node("n1").unwrap().local_state, LocalState::Accepted);
+        // Only the conforming answer reached the server.
+        let sent = &answers.lock().unwrap().0;
+        assert_eq!(sent.len(), 1, "{sent:?}");
+        assert_eq!(sent[0]["content"], json!({"ok": true}));
+        let obs = obs.lock().unwrap();
+        let refused = obs.iter().filter(|o| matches!(o, Observation::ApprovalRefused { node, .. } if node == "n1")).count();
+        assert_eq!(refused, wrong.len());
     });
 }
