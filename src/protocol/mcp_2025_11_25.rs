@@ -7,13 +7,13 @@
 
 use super::jsonrpc::{
     content_block_problem, has_path, http_status_reply, negotiation_result, opt_field, parse_reply, RpcReply, parse_json, related_task_id, request,
-    required_str, says_terminal, to_bytes, type_name, wire_status, INVALID_PARAMS, METHOD_NOT_FOUND, RELATED_TASK,
+    required_str, says_terminal, server_answer, server_request, to_bytes, type_name, wire_status, INVALID_PARAMS, METHOD_NOT_FOUND, RELATED_TASK,
 };
 use serde_json::{json, Map, Value};
 
 use super::{
     Adapter, ApprovalReply, Inbound, InputRequest, Outbound, ProtocolError, Reply, RequestKind, ResultView,
-    ServerCapabilities, TaskSupport, TaskView, ToolInfo, EXT_IDEMPOTENCY, META_IDEMPOTENCY_KEY, META_LOOKUP_KEY,
+    ServerAnswer, ServerCapabilities, ServerRequest, TaskSupport, TaskView, ToolInfo, EXT_IDEMPOTENCY, META_IDEMPOTENCY_KEY, META_LOOKUP_KEY,
     META_RESULT_DIGEST, META_SYNC_UPPER_BOUND_MS,
 };
 use crate::digest::value_digest;
@@ -299,20 +299,27 @@ fn input_request(msg: &Map<String, Value>) -> Inbound {
         Some(id @ Value::Number(n)) if n.is_i64() || n.is_u64() => id.clone(),
         _ => return bad("id is not a string or an integer"),
     };
+    // From here the request has an id: it gets an answer whatever else is wrong with it.
+    let invalid = |message: &str| {
+        let answer = ServerAnswer::InvalidParams { message: format!("elicitation/create: {message}") };
+        Inbound::ServerRequest(ServerRequest { id: id.clone(), method: "elicitation/create".into(), answer })
+    };
     let Some(params) = msg.get("params").and_then(Value::as_object) else {
-        return bad("no params object");
+        return invalid("no params object");
     };
     // We declare only form mode; a missing mode is form (older servers, server-everything).
+    // Any other mode (URL) is declined: the gate cannot open a browser, and silence would hang
+    // the server.
     match params.get("mode") {
         None | Some(Value::Null) => {}
         Some(Value::String(m)) if m == "form" => {}
-        Some(m) => return bad(&format!("unsupported mode {m}")),
+        Some(_) => return Inbound::ServerRequest(server_request(&id, "elicitation/create")),
     }
     let Some(message) = params.get("message").and_then(Value::as_str) else {
-        return bad("no string message");
+        return invalid("no string message");
     };
     let Some(schema) = params.get("requestedSchema").filter(|s| s.is_object()) else {
-        return bad("no requestedSchema object");
+        return invalid("no requestedSchema object");
     };
     Inbound::InputRequest(InputRequest {
         server_request_id: id,
@@ -351,7 +358,7 @@ fn classify_frame(frame: &InFrame) -> Inbound {
     };
     match (msg.get("method").and_then(Value::as_str), msg.contains_key("id")) {
         (Some("elicitation/create"), true) => input_request(msg),
-        (Some(m), true) => Inbound::Ignored { what: format!("server request {m}") },
+        (Some(m), true) => Inbound::ServerRequest(server_request(&msg["id"], m)),
         // Status notifications are advisory (§7): the executor keeps polling.
         (Some(m), false) => Inbound::Ignored { what: format!("notification {m}") },
         (None, _) => Inbound::Malformed { reason: "neither a request, a notification nor a response".into() },
@@ -456,6 +463,10 @@ impl Adapter for Mcp20251125Adapter {
 
     fn classify(&self, frame: &InFrame) -> Inbound {
         classify_frame(frame)
+    }
+
+    fn encode_server_answer(&self, request: &ServerRequest) -> Option<Vec<u8>> {
+        Some(server_answer(request))
     }
 
     fn decode_reply(&self, kind: RequestKind, frame: &InFrame) -> Reply {

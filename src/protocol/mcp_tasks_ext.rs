@@ -37,12 +37,13 @@
 //! - A `tasks/update` error is [`Reply::Error`] (including `-32602`, which may mean "unknown task"
 //!   as well as "that key is no longer outstanding").
 //! - Server-initiated `elicitation/create` requests do not exist in this era (input is inlined);
-//!   [`Adapter::classify`] ignores them instead of answering with a `tasks/update`.
+//!   [`Adapter::classify`] makes them a [`ServerRequest`] that is declined (never a `tasks/update`,
+//!   never silence); `ping` gets an empty result, any other server request -32601.
 //! - InputResponse frames carry a `request_id` (see [`McpTasksExtAdapter::encode_frame`]).
 
 use super::jsonrpc::{
     content_block_problem, has_path, http_status_reply, negotiation_result, opt_field, parse_error_object, parse_reply, RpcReply, parse_json, related_task_id, request,
-    required_str, says_terminal, to_bytes, type_name, wire_status, INVALID_PARAMS, METHOD_NOT_FOUND,
+    required_str, says_terminal, server_answer, server_request, to_bytes, type_name, wire_status, INVALID_PARAMS, METHOD_NOT_FOUND,
 };
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -50,7 +51,7 @@ use serde_json::{json, Map, Value};
 
 use super::{
     Adapter, ApprovalReply, Inbound, InputRequest, Outbound, ProtocolError, Reply, RequestKind, ResultView,
-    ServerCapabilities, TaskSupport, TaskView, ToolInfo, EXT_IDEMPOTENCY, META_IDEMPOTENCY_KEY, META_LOOKUP_KEY,
+    ServerCapabilities, ServerRequest, TaskSupport, TaskView, ToolInfo, EXT_IDEMPOTENCY, META_IDEMPOTENCY_KEY, META_LOOKUP_KEY,
     META_RESULT_DIGEST, META_SYNC_UPPER_BOUND_MS,
 };
 use crate::digest::value_digest;
@@ -500,10 +501,9 @@ fn classify_frame(frame: &InFrame) -> Inbound {
         (None, Ok(v)) => return Inbound::Malformed { reason: format!("message is {}, not an object", type_name(v)) },
     };
     match (msg.get("method").and_then(Value::as_str), msg.contains_key("id")) {
-        // Input is inlined in task reads in this era; a server request has nowhere to be answered.
-        (Some(m), true) => {
-            Inbound::Ignored { what: format!("server request {m} (the extension inlines input requests)") }
-        }
+        // Input is inlined in task reads in this era: a server request is answered on its own
+        // (`ping` empty, an elicitation declined, anything else -32601), never left waiting.
+        (Some(m), true) => Inbound::ServerRequest(server_request(&msg["id"], m)),
         // Task notifications are advisory: the executor keeps polling.
         (Some(m), false) => Inbound::Ignored { what: format!("notification {m}") },
         (None, _) => Inbound::Malformed { reason: "neither a request, a notification nor a response".into() },
@@ -621,6 +621,10 @@ impl Adapter for McpTasksExtAdapter {
 
     fn classify(&self, frame: &InFrame) -> Inbound {
         classify_frame(frame)
+    }
+
+    fn encode_server_answer(&self, request: &ServerRequest) -> Option<Vec<u8>> {
+        Some(server_answer(request))
     }
 
     fn decode_reply(&self, kind: RequestKind, frame: &InFrame) -> Reply {

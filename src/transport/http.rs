@@ -1,0 +1,607 @@
+//! MCP Streamable HTTP, client side (protocol revision 2025-11-25, `basic/transports`).
+//!
+//! - Every JSON-RPC message is one POST with `Accept: application/json, text/event-stream`.
+//!   The reply is a JSON body or an SSE stream carrying any number of messages (server requests
+//!   and notifications interleaved with the response); each message becomes one [`InFrame`]
+//!   tagged with the POST's request id.
+//! - `Mcp-Session-Id` from the initialize reply is sent on every later request;
+//!   `MCP-Protocol-Version` on every request after initialize.
+//! - A GET stream carries server-initiated messages; after a drop it is reopened with
+//!   `Last-Event-ID` (bounded consecutive failures). A POST stream cut before its response
+//!   arrived is resumed the same way when the server numbered its events.
+//! - HTTP 404 on a request that carried a session id: the session is gone. The 404 reaches the
+//!   adapter (it is not-found evidence, never a cancel); the transport then re-initializes by
+//!   replaying the runner's own `initialize` and `notifications/initialized`, so later requests
+//!   run on a new session. Tasks bound to the old session may be gone; the core finds that out
+//!   by reading them.
+//! - 429/503 and every other status reach the adapter with `http_status` and `retry_after_ms`.
+//! - Requests are concurrent, except that `initialize`, notifications and responses are sent
+//!   one at a time in order (the server must see `notifications/initialized` before the next
+//!   request).
+//! - Bodies and SSE events over `body_limit_bytes` are dropped (counted in the stats); the
+//!   runner's own deadline then treats the request as lost.
+//!
+//! The transport reads the JSON-RPC envelope (method, id) and nothing else: what a message
+//! means is the adapter's business.
+
+use std::sync::{Arc, Mutex};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tokio::sync::Notify;
+use tokio::task::JoinSet;
+use tokio::time::Duration;
+
+use super::body::{
+    self, error_text, is_event_stream, read_capped, read_sse, retry_after_ms, SseEnd,
+    BODY_LIMIT_BYTES_DEFAULT,
+};
+use super::live::{Deliver, DriverParts, LiveTransport, TransportStats};
+use super::InFrame;
+
+const HEADER_SESSION_ID: &str = "mcp-session-id";
+const HEADER_PROTOCOL_VERSION: &str = "mcp-protocol-version";
+const HEADER_LAST_EVENT_ID: &str = "last-event-id";
+const ACCEPT_POST: &str = "application/json, text/event-stream";
+/// Resumptions of one cut POST stream before the request is left to the runner's deadline.
+const POST_RESUMES_MAX: u32 = 3;
+
+/// How to reach one MCP server over Streamable HTTP.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HttpConfig {
+    /// The MCP endpoint, e.g. `http://127.0.0.1:3000/mcp`.
+    pub url: String,
+    /// Sent as `MCP-Protocol-Version` after initialize.
+    pub protocol_version: String,
+    pub connect_timeout_ms: u64,
+    /// Upper bound on one POST exchange, its SSE stream included. Generous: `tasks/result`
+    /// streams stay open while the approval gate decides.
+    pub request_timeout_ms: u64,
+    /// Cap on one JSON body or one SSE event.
+    pub body_limit_bytes: usize,
+    /// Open the GET stream for server-initiated messages.
+    pub get_stream: bool,
+    /// Delay before reopening a dropped GET stream, unless the server sent `retry:`.
+    pub get_retry_ms: u64,
+    /// Consecutive failed GET attempts before the transport stops trying (until a new session).
+    pub get_failures_max: u32,
+    /// Attempts to re-initialize after a lost session.
+    pub reinit_attempts_max: u32,
+    /// Extra headers on every request (e.g. `Authorization`).
+    pub headers: Vec<(String, String)>,
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        HttpConfig {
+            url: String::new(),
+            protocol_version: "2025-11-25".into(),
+            connect_timeout_ms: 10_000,
+            request_timeout_ms: 300_000,
+            body_limit_bytes: BODY_LIMIT_BYTES_DEFAULT,
+            get_stream: true,
+            get_retry_ms: 1_000,
+            get_failures_max: 20,
+            reinit_attempts_max: 5,
+            headers: Vec::new(),
+        }
+    }
+}
+
+#[derive(Default)]
+struct Session {
+    id: Option<String>,
+    /// Bumped for every new session, so a late 404 from an old one is not taken for the new one.
+    generation: u64,
+    /// A 404 said the session is gone; re-initialize before the next send.
+    lost: bool,
+    /// `notifications/initialized` went out on this session: the GET stream may open.
+    ready: bool,
+    /// The runner's initialize request and initialized notification, replayed on re-init.
+    init: Option<Value>,
+    initialized: Option<Vec<u8>>,
+}
+
+struct Shared {
+    cfg: HttpConfig,
+    client: reqwest::Client,
+    deliver: Deliver,
+    session: Mutex<Session>,
+    changed: Notify,
+}
+
+/// Open a Streamable HTTP transport to `cfg.url`. Nothing is sent until the runner sends.
+/// Must be called inside a tokio runtime.
+pub fn connect(cfg: HttpConfig) -> Result<LiveTransport, String> {
+    reqwest::Url::parse(&cfg.url).map_err(|e| format!("server URL {:?}: {e}", cfg.url))?;
+    let client = body::client(cfg.connect_timeout_ms)?;
+    Ok(LiveTransport::start(move |parts| drive(cfg, client, parts)))
+}
+
+enum Envelope {
+    Initialize(Value),
+    Request,
+    /// A notification or a response: no reply but the HTTP status.
+    Other {
+        initialized: bool,
+    },
+}
+
+fn envelope(body: &[u8]) -> Envelope {
+    let Ok(v) = serde_json::from_slice::<Value>(body) else {
+        return Envelope::Other { initialized: false };
+    };
+    let method = v.get("method").and_then(Value::as_str);
+    let has_id = v.get("id").is_some_and(|id| !id.is_null());
+    match (method, has_id) {
+        (Some("initialize"), true) => Envelope::Initialize(v),
+        (Some(_), true) => Envelope::Request,
+        (m, _) => Envelope::Other {
+            initialized: m == Some("notifications/initialized"),
+        },
+    }
+}
+
+async fn drive(cfg: HttpConfig, client: reqwest::Client, mut parts: DriverParts) {
+    let get_stream = cfg.get_stream;
+    let shared = Arc::new(Shared {
+        cfg,
+        client,
+        deliver: parts.deliver,
+        session: Mutex::default(),
+        changed: Notify::new(),
+    });
+    // Dropping the set (when the transport aborts this task) aborts every exchange in it.
+    let mut set = JoinSet::new();
+    if get_stream {
+        set.spawn(get_loop(shared.clone()));
+    }
+    while let Some(frame) = parts.out.recv().await {
+        while set.try_join_next().is_some() {}
+        if shared.deliver.closed() {
+            return;
+        }
+        if frame.http.is_some() {
+            tracing::warn!(
+                "MCP transport got a plain-HTTP frame; it speaks JSON-RPC only (frame dropped)"
+            );
+            continue;
+        }
+        if shared.session.lock().expect("session lock").lost {
+            reinitialize(&shared).await;
+        }
+        match envelope(&frame.body) {
+            Envelope::Initialize(v) => {
+                shared.session.lock().expect("session lock").init = Some(v);
+                // In order: the session id must be known before the next message goes out.
+                if let Some(resp) = post(&shared, frame.body, true).await {
+                    set.spawn(read_reply(shared.clone(), resp, frame.request_id));
+                }
+            }
+            Envelope::Request => {
+                let shared = shared.clone();
+                set.spawn(async move {
+                    if let Some(resp) = post(&shared, frame.body, false).await {
+                        read_reply(shared, resp, frame.request_id).await;
+                    }
+                });
+            }
+            Envelope::Other { initialized } => {
+                if initialized {
+                    shared.session.lock().expect("session lock").initialized =
+                        Some(frame.body.clone());
+                }
+                if let Some(resp) = post(&shared, frame.body, false).await {
+                    if initialized && resp.status().is_success() {
+                        mark_ready(&shared);
+                    }
+                    set.spawn(read_reply(shared.clone(), resp, frame.request_id));
+                }
+            }
+        }
+    }
+}
+
+fn mark_ready(shared: &Shared) {
+    shared.session.lock().expect("session lock").ready = true;
+    shared.changed.notify_waiters();
+}
+
+/// One POST; the session bookkeeping its headers call for. `None` when it failed below HTTP.
+async fn post(shared: &Shared, body: Vec<u8>, initialize: bool) -> Option<reqwest::Response> {
+    let (session_id, generation) = {
+        let s = shared.session.lock().expect("session lock");
+        (if initialize { None } else { s.id.clone() }, s.generation)
+    };
+    let mut req = shared
+        .client
+        .post(&shared.cfg.url)
+        .header(reqwest::header::ACCEPT, ACCEPT_POST)
+        .header(reqwest::header::CONTENT_TYPE, "application/json")
+        .timeout(Duration::from_millis(shared.cfg.request_timeout_ms))
+        .body(body);
+    if !initialize {
+        req = req.header(HEADER_PROTOCOL_VERSION, &shared.cfg.protocol_version);
+    }
+    if let Some(id) = &session_id {
+        req = req.header(HEADER_SESSION_ID, id);
+    }
+    for (k, v) in &shared.cfg.headers {
+        req = req.header(k, v);
+    }
+    TransportStats::bump(&shared.deliver.stats.requests);
+    let resp = match req.send().await {
+        Ok(resp) => resp,
+        Err(e) => {
+            TransportStats::bump(&shared.deliver.stats.failures);
+            tracing::warn!("POST {} failed: {}", shared.cfg.url, error_text(&e));
+            return None;
+        }
+    };
+    note_session(shared, &resp, initialize, session_id.is_some(), generation);
+    Some(resp)
+}
+
+/// Keep the session id an initialize reply hands out; a 404 on a request that carried the
+/// current session id means that session is gone.
+fn note_session(
+    shared: &Shared,
+    resp: &reqwest::Response,
+    initialize: bool,
+    had_session: bool,
+    generation: u64,
+) {
+    let header = resp
+        .headers()
+        .get(HEADER_SESSION_ID)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let mut s = shared.session.lock().expect("session lock");
+    if initialize && resp.status().is_success() {
+        s.id = header;
+        s.generation += 1;
+        s.lost = false;
+        s.ready = false;
+        TransportStats::bump(&shared.deliver.stats.sessions);
+        drop(s);
+        shared.changed.notify_waiters();
+        return;
+    }
+    if resp.status() == reqwest::StatusCode::NOT_FOUND
+        && had_session
+        && s.generation == generation
+        && !s.lost
+    {
+        s.lost = true;
+        TransportStats::bump(&shared.deliver.stats.sessions_lost);
+        tracing::warn!(
+            "session {} is gone (HTTP 404); re-initializing",
+            s.id.as_deref().unwrap_or("?")
+        );
+    }
+}
+
+/// Whether an SSE message is the response to `request_id`.
+fn answers(data: &str, request_id: Option<u64>) -> bool {
+    let Some(want) = request_id else { return false };
+    let Ok(v) = serde_json::from_str::<Value>(data) else {
+        return false;
+    };
+    v.get("method").is_none() && v.get("id").and_then(Value::as_u64) == Some(want)
+}
+
+/// Deliver what one POST's reply holds.
+async fn read_reply(shared: Arc<Shared>, resp: reqwest::Response, request_id: Option<u64>) {
+    let status = resp.status().as_u16();
+    let retry_after_ms = retry_after_ms(resp.headers());
+    if status == 202 || status == 204 {
+        // A notification or response was accepted; a request answered 202 is the adapter's call.
+        if request_id.is_some() {
+            shared.deliver.frame(InFrame {
+                request_id,
+                http_status: 202,
+                retry_after_ms,
+                body: Vec::new(),
+            });
+        }
+        return;
+    }
+    if (200..300).contains(&status) && is_event_stream(&resp) {
+        let mut last_id = None;
+        let mut answered = false;
+        let end = read_sse(resp, shared.cfg.body_limit_bytes, |ev| {
+            if ev.id.is_some() {
+                last_id = ev.id;
+            }
+            if !ev.data.trim().is_empty() {
+                answered |= answers(&ev.data, request_id);
+                shared.deliver.frame(InFrame {
+                    request_id,
+                    http_status: 200,
+                    retry_after_ms: None,
+                    body: ev.data.into_bytes(),
+                });
+            }
+            !shared.deliver.closed()
+        })
+        .await;
+        note_end(&shared, &end, "POST stream");
+        if !answered && !matches!(end, SseEnd::TooLarge) {
+            if let Some(last_id) = last_id {
+                resume_post_stream(&shared, request_id, last_id).await;
+            }
+        }
+        return;
+    }
+    match read_capped(resp, shared.cfg.body_limit_bytes).await {
+        Ok(body) => {
+            if request_id.is_some() || status >= 300 {
+                shared.deliver.frame(InFrame {
+                    request_id,
+                    http_status: status,
+                    retry_after_ms,
+                    body,
+                });
+            }
+        }
+        Err(e) => {
+            if matches!(e, body::BodyError::TooLarge { .. }) {
+                TransportStats::bump(&shared.deliver.stats.oversize);
+            }
+            tracing::warn!(
+                "reply to request {}: {e}",
+                request_id.map_or("-".into(), |id| id.to_string())
+            );
+        }
+    }
+}
+
+fn note_end(shared: &Shared, end: &SseEnd, what: &str) {
+    match end {
+        SseEnd::Closed => {}
+        SseEnd::Broken(e) => tracing::info!("{what} ended: {e}"),
+        SseEnd::TooLarge => {
+            TransportStats::bump(&shared.deliver.stats.oversize);
+            tracing::warn!(
+                "{what}: an event exceeded the {}-byte cap; stream dropped",
+                shared.cfg.body_limit_bytes
+            );
+        }
+    }
+}
+
+/// A POST stream was cut before its response: ask for the rest with `Last-Event-ID`.
+async fn resume_post_stream(shared: &Shared, request_id: Option<u64>, mut last_id: String) {
+    for _ in 0..POST_RESUMES_MAX {
+        let Some(resp) = get(shared, Some(&last_id)).await else {
+            return;
+        };
+        if !resp.status().is_success() || !is_event_stream(&resp) {
+            return;
+        }
+        TransportStats::bump(&shared.deliver.stats.get_resumptions);
+        let mut answered = false;
+        let end = read_sse(resp, shared.cfg.body_limit_bytes, |ev| {
+            if let Some(id) = ev.id {
+                last_id = id;
+            }
+            if !ev.data.trim().is_empty() {
+                answered |= answers(&ev.data, request_id);
+                shared.deliver.frame(InFrame {
+                    request_id,
+                    http_status: 200,
+                    retry_after_ms: None,
+                    body: ev.data.into_bytes(),
+                });
+            }
+            !answered && !shared.deliver.closed()
+        })
+        .await;
+        note_end(shared, &end, "resumed POST stream");
+        if answered || matches!(end, SseEnd::TooLarge) {
+            return;
+        }
+    }
+}
+
+/// One GET for a stream on the current session.
+async fn get(shared: &Shared, last_event_id: Option<&str>) -> Option<reqwest::Response> {
+    let session_id = shared.session.lock().expect("session lock").id.clone();
+    let mut req = shared
+        .client
+        .get(&shared.cfg.url)
+        .header(reqwest::header::ACCEPT, "text/event-stream")
+        .header(HEADER_PROTOCOL_VERSION, &shared.cfg.protocol_version);
+    if let Some(id) = &session_id {
+        req = req.header(HEADER_SESSION_ID, id);
+    }
+    if let Some(last) = last_event_id {
+        req = req.header(HEADER_LAST_EVENT_ID, last);
+    }
+    for (k, v) in &shared.cfg.headers {
+        req = req.header(k, v);
+    }
+    TransportStats::bump(&shared.deliver.stats.requests);
+    match req.send().await {
+        Ok(resp) => Some(resp),
+        Err(e) => {
+            TransportStats::bump(&shared.deliver.stats.failures);
+            tracing::info!("GET {} failed: {}", shared.cfg.url, error_text(&e));
+            None
+        }
+    }
+}
+
+/// Wait until a session is ready (initialized notification sent); its generation.
+async fn ready_session(shared: &Shared) -> u64 {
+    loop {
+        let notified = shared.changed.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        {
+            let s = shared.session.lock().expect("session lock");
+            if s.ready && !s.lost {
+                return s.generation;
+            }
+        }
+        notified.await;
+    }
+}
+
+/// The standalone GET stream: server-initiated requests and notifications, reopened with
+/// `Last-Event-ID` after a drop, restarted without it on a new session.
+async fn get_loop(shared: Arc<Shared>) {
+    let mut last: Option<(u64, String)> = None;
+    let mut failures = 0u32;
+    let mut stopped_generation = None;
+    loop {
+        let generation = ready_session(&shared).await;
+        if stopped_generation == Some(generation) {
+            // This session offers no stream (405) or kept failing: wait for the next one.
+            let notified = shared.changed.notified();
+            notified.await;
+            continue;
+        }
+        if shared.deliver.closed() {
+            return;
+        }
+        let last_id = last
+            .as_ref()
+            .filter(|(g, _)| *g == generation)
+            .map(|(_, id)| id.clone());
+        let resp = get(&shared, last_id.as_deref()).await;
+        let mut retry_ms = shared.cfg.get_retry_ms;
+        match resp {
+            Some(resp) if resp.status().is_success() && is_event_stream(&resp) => {
+                TransportStats::bump(&shared.deliver.stats.get_streams);
+                if last_id.is_some() {
+                    TransportStats::bump(&shared.deliver.stats.get_resumptions);
+                }
+                failures = 0;
+                let end = read_sse(resp, shared.cfg.body_limit_bytes, |ev| {
+                    if let Some(id) = ev.id {
+                        last = Some((generation, id));
+                    }
+                    if let Some(r) = ev.retry_ms {
+                        retry_ms = r;
+                    }
+                    if !ev.data.trim().is_empty() {
+                        shared.deliver.frame(InFrame::message(ev.data.into_bytes()));
+                    }
+                    !shared.deliver.closed()
+                })
+                .await;
+                note_end(&shared, &end, "GET stream");
+            }
+            Some(resp) if resp.status() == reqwest::StatusCode::METHOD_NOT_ALLOWED => {
+                tracing::info!("server offers no GET stream (HTTP 405)");
+                stopped_generation = Some(generation);
+                continue;
+            }
+            Some(resp) => {
+                let status = resp.status();
+                if status == reqwest::StatusCode::NOT_FOUND {
+                    note_session(&shared, &resp, false, true, generation);
+                }
+                failures += 1;
+                tracing::info!("GET stream refused: HTTP {status}");
+            }
+            None => failures += 1,
+        }
+        if failures >= shared.cfg.get_failures_max {
+            tracing::warn!(
+                "GET stream failed {failures} times in a row; not reopened on this session"
+            );
+            stopped_generation = Some(generation);
+            failures = 0;
+            continue;
+        }
+        tokio::time::sleep(Duration::from_millis(retry_ms)).await;
+    }
+}
+
+/// A new session after a 404: the runner's initialize and initialized notification again, under
+/// ids of the transport's own (their replies are consumed here, never delivered).
+async fn reinitialize(shared: &Arc<Shared>) {
+    let (init, initialized) = {
+        let s = shared.session.lock().expect("session lock");
+        (s.init.clone(), s.initialized.clone())
+    };
+    let Some(mut init) = init else {
+        // Nothing to replay: go on without a session and let the server say what it wants.
+        let mut s = shared.session.lock().expect("session lock");
+        s.lost = false;
+        s.id = None;
+        return;
+    };
+    for attempt in 0..shared.cfg.reinit_attempts_max.max(1) {
+        init["id"] = Value::from(format!("toolop-transport-reinit-{attempt}"));
+        let body = serde_json::to_vec(&init).expect("Value serialises");
+        if let Some(resp) = post(shared, body, true).await {
+            let ok = resp.status().is_success();
+            // The reply is the server's initialize result; the runner negotiated already.
+            let _ = read_capped(resp, shared.cfg.body_limit_bytes).await;
+            if ok {
+                let note = initialized.clone().unwrap_or_else(|| {
+                    br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#.to_vec()
+                });
+                if let Some(resp) = post(shared, note, false).await {
+                    if resp.status().is_success() {
+                        mark_ready(shared);
+                    }
+                }
+                TransportStats::bump(&shared.deliver.stats.reinitializations);
+                return;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100u64 << attempt.min(6))).await;
+    }
+    tracing::warn!(
+        "re-initialization failed {} times; continuing without a session",
+        shared.cfg.reinit_attempts_max
+    );
+    let mut s = shared.session.lock().expect("session lock");
+    s.lost = false;
+    s.id = None;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn envelope_tells_initialize_requests_and_the_rest_apart() {
+        assert!(matches!(
+            envelope(br#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}"#),
+            Envelope::Initialize(_)
+        ));
+        assert!(matches!(
+            envelope(br#"{"jsonrpc":"2.0","id":2,"method":"tasks/get"}"#),
+            Envelope::Request
+        ));
+        assert!(matches!(
+            envelope(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#),
+            Envelope::Other { initialized: true }
+        ));
+        assert!(matches!(
+            envelope(br#"{"jsonrpc":"2.0","id":0,"result":{}}"#),
+            Envelope::Other { initialized: false }
+        ));
+        assert!(matches!(
+            envelope(b"not json"),
+            Envelope::Other { initialized: false }
+        ));
+    }
+
+    #[test]
+    fn a_response_is_recognised_by_its_id_and_not_by_a_request_with_that_id() {
+        assert!(answers(r#"{"jsonrpc":"2.0","id":7,"result":{}}"#, Some(7)));
+        assert!(!answers(
+            r#"{"jsonrpc":"2.0","id":7,"method":"ping"}"#,
+            Some(7)
+        ));
+        assert!(!answers(r#"{"jsonrpc":"2.0","id":8,"result":{}}"#, Some(7)));
+        assert!(!answers(r#"{"jsonrpc":"2.0","id":7,"result":{}}"#, None));
+    }
+}
