@@ -235,7 +235,7 @@ async fn post(shared: &Shared, body: Vec<u8>, initialize: bool) -> Option<reqwes
         Ok(resp) => resp,
         Err(e) => {
             TransportStats::bump(&shared.deliver.stats.failures);
-            tracing::warn!("POST {} failed: {}", shared.cfg.url, error_text(&e));
+            tracing::info!("POST {} failed: {}", shared.cfg.url, error_text(&e));
             return None;
         }
     };
