@@ -123,14 +123,14 @@ pub fn status(store: &LedgerStore, node: Option<&str>, json: bool) -> Result<u8,
         return Ok(EXIT_COMPLETED);
     }
     println!(
-        "{:<28} {:<20} {:<15} {:>5} {:>5} {:<10} SERVER",
+        "{:<36} {:<20} {:<15} {:>5} {:>5} {:<10} SERVER",
         "CALL NODE", "LOCAL STATE", "PROTOCOL", "POLLS", "EPOCH", "RECEIPT"
     );
     for v in &rows {
         let s = |k: &str| v[k].as_str().unwrap_or("-").to_string();
         let receipt = v["receipt"]["terminal_state"].as_str().unwrap_or("-");
         println!(
-            "{:<28} {:<20} {:<15} {:>5} {:>5} {:<10} {}",
+            "{:<36} {:<20} {:<15} {:>5} {:>5} {:<10} {}",
             s("call_node"),
             s("local_state"),
             s("protocol_status"),
