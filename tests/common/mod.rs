@@ -44,7 +44,11 @@ pub struct Peer {
 
 impl Peer {
     pub fn start(sdk: Sdk, flags: &[&str]) -> Peer {
-        let port = free_port();
+        Peer::start_on(sdk, free_port(), flags)
+    }
+
+    /// On a given port (a restart on the same address, as after a server crash).
+    pub fn start_on(sdk: Sdk, port: u16, flags: &[&str]) -> Peer {
         let mut cmd = match sdk {
             Sdk::Ts => {
                 let mut c = Command::new("node");
