@@ -33,6 +33,8 @@ fn ts_server() -> PathBuf {
 pub enum Sdk {
     Ts,
     Python,
+    /// The AIP-151 test service (`tests/peers/python/aip_server.py`).
+    Aip,
 }
 
 /// A peer server process; killed (and reaped) on drop.
@@ -60,6 +62,11 @@ impl Peer {
                 c.arg(root().join("tests/peers/python/server.py"));
                 c
             }
+            Sdk::Aip => {
+                let mut c = Command::new(python());
+                c.arg(root().join("tests/peers/python/aip_server.py"));
+                c
+            }
         };
         cmd.arg("--port").arg(port.to_string()).args(flags).stdout(Stdio::null()).stderr(Stdio::null());
         let child = cmd.spawn().expect("start peer");
@@ -70,6 +77,10 @@ impl Peer {
             std::thread::sleep(Duration::from_millis(50));
         }
         peer
+    }
+
+    pub fn base(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
     }
 
     pub fn url(&self) -> String {
