@@ -460,7 +460,11 @@ async fn get_loop(shared: Arc<Shared>) {
         if stopped_generation == Some(generation) {
             // This session offers no stream (405) or kept failing: wait for the next one.
             let notified = shared.changed.notified();
-            notified.await;
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if shared.session.lock().expect("session lock").generation == generation {
+                notified.await;
+            }
             continue;
         }
         if shared.deliver.closed() {
