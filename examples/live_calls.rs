@@ -14,10 +14,17 @@ use toolop::transport::http::{connect, HttpConfig};
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let url = args.get(1).cloned().unwrap_or_else(|| "http://127.0.0.1:3000/mcp".into());
+    let url = args
+        .get(1)
+        .cloned()
+        .unwrap_or_else(|| "http://127.0.0.1:3000/mcp".into());
     let n: usize = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(100);
     let max_qps: u32 = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(1000);
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
     rt.block_on(async {
         let memory = Arc::new(Mutex::new(MemoryLedger::new()));
         let ledger: SharedLedger = memory.clone();

@@ -10,9 +10,26 @@ use std::time::{Duration, Instant};
 
 use common::{code, run, status, text, wait_status, Peer, Sdk, TempLedger};
 
-fn call(ledger: &TempLedger, peer: &Peer, node: &str, tool: &str, args: &str, extra: &[&str]) -> std::process::Output {
+fn call(
+    ledger: &TempLedger,
+    peer: &Peer,
+    node: &str,
+    tool: &str,
+    args: &str,
+    extra: &[&str],
+) -> std::process::Output {
     let url = peer.url();
-    let mut a = vec!["call", "--server", url.as_str(), "--tool", tool, "--args", args, "--node", node];
+    let mut a = vec![
+        "call",
+        "--server",
+        url.as_str(),
+        "--tool",
+        tool,
+        "--args",
+        args,
+        "--node",
+        node,
+    ];
     a.extend_from_slice(extra);
     run(ledger, &a)
 }
@@ -24,16 +41,31 @@ fn acceptances(ledger: &TempLedger, node: &str) -> usize {
     journal
         .lines()
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter(|v| v["op"] == "commit" && v["write"]["record"]["call_node_id"] == node && !v["write"]["accept"].is_null())
+        .filter(|v| {
+            v["op"] == "commit"
+                && v["write"]["record"]["call_node_id"] == node
+                && !v["write"]["accept"].is_null()
+        })
         .count()
 }
 
 fn completes_with_exit_0(sdk: Sdk, flags: &[&str]) {
     let peer = Peer::start(sdk, flags);
     let ledger = TempLedger::new("complete");
-    let out = call(&ledger, &peer, "n1", "build_report", r#"{"month":"2026-11"}"#, &[]);
+    let out = call(
+        &ledger,
+        &peer,
+        "n1",
+        "build_report",
+        r#"{"month":"2026-11"}"#,
+        &[],
+    );
     assert_eq!(code(&out), 0, "{}", text(&out));
-    assert!(String::from_utf8_lossy(&out.stdout).contains("report for 2026-11"), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("report for 2026-11"),
+        "{}",
+        text(&out)
+    );
     let s = status(&ledger, "n1");
     assert_eq!(s["local_state"], "ACCEPTED");
     assert_eq!(s["protocol_status"], "completed");
@@ -43,7 +75,14 @@ fn completes_with_exit_0(sdk: Sdk, flags: &[&str]) {
     assert_eq!(peer.creations(key), 1, "exactly one task for the key");
     assert_eq!(acceptances(&ledger, "n1"), 1);
     // Calling the same node again returns the same outcome and creates nothing.
-    let again = call(&ledger, &peer, "n1", "build_report", r#"{"month":"2026-11"}"#, &[]);
+    let again = call(
+        &ledger,
+        &peer,
+        "n1",
+        "build_report",
+        r#"{"month":"2026-11"}"#,
+        &[],
+    );
     assert_eq!(code(&again), 0, "{}", text(&again));
     assert_eq!(peer.creations(key), 1);
     assert_eq!(acceptances(&ledger, "n1"), 1);
@@ -77,19 +116,39 @@ fn failures_exit_1_and_say_so() {
     // TS app stores `failed` with an isError result.
     let out = call(&ledger, &ts, "ts-fail", "failing_job", "{}", &[]);
     assert_eq!(code(&out), 1, "{}", text(&out));
-    assert_eq!(status(&ledger, "ts-fail")["receipt"]["terminal_state"], "failed");
+    assert_eq!(
+        status(&ledger, "ts-fail")["receipt"]["terminal_state"],
+        "failed"
+    );
     // isError results: `completed` on the wire, a tool error for the caller (both SDKs).
     for (peer, node) in [(&ts, "ts-err"), (&py, "py-err")] {
         let out = call(&ledger, peer, node, "tool_error", "{}", &[]);
         assert_eq!(code(&out), 1, "{}", text(&out));
-        assert!(String::from_utf8_lossy(&out.stdout).contains("tool reported an error"), "{}", text(&out));
-        assert_eq!(status(&ledger, node)["receipt"]["terminal_state"], "completed");
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains("tool reported an error"),
+            "{}",
+            text(&out)
+        );
+        assert_eq!(
+            status(&ledger, node)["receipt"]["terminal_state"],
+            "completed"
+        );
     }
     // Python: a raised exception ends the task `failed`, and tasks/result then answers an empty
     // result. Whatever the executor makes of it, it is never a success.
-    let out = call(&ledger, &py, "py-fail", "failing_job", "{}", &["--wait-budget-ms", "20000"]);
+    let out = call(
+        &ledger,
+        &py,
+        "py-fail",
+        "failing_job",
+        "{}",
+        &["--wait-budget-ms", "20000"],
+    );
     assert_ne!(code(&out), 0, "{}", text(&out));
-    assert_ne!(status(&ledger, "py-fail")["receipt"]["terminal_state"], "completed");
+    assert_ne!(
+        status(&ledger, "py-fail")["receipt"]["terminal_state"],
+        "completed"
+    );
     // A tool that forbids tasks is refused locally: rejected, exit 1, nothing created.
     let out = call(&ledger, &ts, "ts-echo", "echo", r#"{"text":"x"}"#, &[]);
     assert_eq!(code(&out), 1, "{}", text(&out));
@@ -100,36 +159,116 @@ fn failures_exit_1_and_say_so() {
 fn bad_input_exits_2_with_a_clear_message() {
     let ledger = TempLedger::new("usage");
     for (args, says) in [
-        (vec!["call", "--server", "ftp://x", "--tool", "t"], "expected http://"),
-        (vec!["call", "--server", "http://127.0.0.1:9/mcp", "--tool", "t", "--args", "[1]"], "JSON object"),
-        (vec!["call", "--server", "http://127.0.0.1:9/mcp", "--tool", "t", "--args", "{"], "not JSON"),
-        (vec!["call", "--server", "http://127.0.0.1:9/mcp", "--tool", "t", "--approve", "maybe"], "--approve"),
+        (
+            vec!["call", "--server", "ftp://x", "--tool", "t"],
+            "expected http://",
+        ),
+        (
+            vec![
+                "call",
+                "--server",
+                "http://127.0.0.1:9/mcp",
+                "--tool",
+                "t",
+                "--args",
+                "[1]",
+            ],
+            "JSON object",
+        ),
+        (
+            vec![
+                "call",
+                "--server",
+                "http://127.0.0.1:9/mcp",
+                "--tool",
+                "t",
+                "--args",
+                "{",
+            ],
+            "not JSON",
+        ),
+        (
+            vec![
+                "call",
+                "--server",
+                "http://127.0.0.1:9/mcp",
+                "--tool",
+                "t",
+                "--approve",
+                "maybe",
+            ],
+            "--approve",
+        ),
         (vec!["status", "nope"], "no call node nope"),
         (vec!["cancel", "nope"], "no call node nope"),
-        (vec!["reconcile", "show", "nope"], "not in manual reconciliation"),
+        (
+            vec!["reconcile", "show", "nope"],
+            "not in manual reconciliation",
+        ),
     ] {
         let out = run(&ledger, &args);
         assert_eq!(code(&out), 2, "{args:?}: {}", text(&out));
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains(says), "{args:?}: {err}");
-        assert!(!err.contains("Some(") && !err.contains("{ "), "Debug text in {err}");
+        assert!(
+            !err.contains("Some(") && !err.contains("{ "),
+            "Debug text in {err}"
+        );
     }
 }
 
 #[test]
 fn python_over_stdio_completes() {
     let ledger = TempLedger::new("stdio");
-    let server = format!("stdio:{} {} --stdio", common::python().display(), common::root().join("tests/peers/python/server.py").display());
-    let out = run(&ledger, &["call", "--server", &server, "--tool", "build_report", "--args", r#"{"month":"2026-12"}"#, "--node", "s1"]);
+    let server = format!(
+        "stdio:{} {} --stdio",
+        common::python().display(),
+        common::root()
+            .join("tests/peers/python/server.py")
+            .display()
+    );
+    let out = run(
+        &ledger,
+        &[
+            "call",
+            "--server",
+            &server,
+            "--tool",
+            "build_report",
+            "--args",
+            r#"{"month":"2026-12"}"#,
+            "--node",
+            "s1",
+        ],
+    );
     assert_eq!(code(&out), 0, "{}", text(&out));
-    assert_eq!(status(&ledger, "s1")["payload"]["content"][0]["text"], "report for 2026-12");
+    assert_eq!(
+        status(&ledger, "s1")["payload"]["content"][0]["text"],
+        "report for 2026-12"
+    );
 }
 
-fn spawn_call(ledger: &TempLedger, peer: &Peer, node: &str, tool: &str, args: &str) -> std::process::Child {
+fn spawn_call(
+    ledger: &TempLedger,
+    peer: &Peer,
+    node: &str,
+    tool: &str,
+    args: &str,
+) -> std::process::Child {
     common::toolop()
         .arg("--ledger")
         .arg(ledger.path())
-        .args(["call", "--server", &peer.url(), "--tool", tool, "--args", args, "--node", node])
+        .args([
+            "call",
+            "--server",
+            &peer.url(),
+            "--tool",
+            tool,
+            "--args",
+            args,
+            "--node",
+            node,
+        ])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -168,12 +307,18 @@ fn kill_9_mid_poll_then_resume(sdk: Sdk) {
     let peer = Peer::start(sdk, &[]);
     let ledger = TempLedger::new("kill9");
     let mut child = spawn_call(&ledger, &peer, "k1", "slow_job", r#"{"ms":4000}"#);
-    let s = wait_status(&ledger, "k1", "WORKING with a poll", |s| s["local_state"] == "WORKING" && s["polls"].as_u64() >= Some(1));
+    let s = wait_status(&ledger, "k1", "WORKING with a poll", |s| {
+        s["local_state"] == "WORKING" && s["polls"].as_u64() >= Some(1)
+    });
     let key = s["submission_key"].as_str().unwrap().to_string();
     child.kill().unwrap(); // SIGKILL
     let killed = child.wait().unwrap();
     assert!(!killed.success());
-    assert_eq!(status(&ledger, "k1")["receipt"], serde_json::Value::Null, "killed before the outcome");
+    assert_eq!(
+        status(&ledger, "k1")["receipt"],
+        serde_json::Value::Null,
+        "killed before the outcome"
+    );
     let started = Instant::now();
     let out = run(&ledger, &["resume"]);
     assert_eq!(code(&out), 0, "{}", text(&out));
@@ -186,7 +331,11 @@ fn kill_9_mid_poll_then_resume(sdk: Sdk) {
     // Nothing left: a second resume has nothing to do and exits 0.
     let out = run(&ledger, &["resume"]);
     assert_eq!(code(&out), 0, "{}", text(&out));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("nothing to resume"), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("nothing to resume"),
+        "{}",
+        text(&out)
+    );
 }
 
 #[test]
@@ -208,13 +357,38 @@ fn input_required_is_answered_through_the_gate() {
     std::fs::write(&answer, r#"{"answer":"Ada"}"#).unwrap();
     let accept = format!("accept-file={}", answer.display());
     for (peer, node) in [(&ts, "ts-in"), (&py, "py-in")] {
-        let out = call(&ledger, peer, node, "needs_input", r#"{"question":"name?"}"#, &["--approve", &accept]);
+        let out = call(
+            &ledger,
+            peer,
+            node,
+            "needs_input",
+            r#"{"question":"name?"}"#,
+            &["--approve", &accept],
+        );
         assert_eq!(code(&out), 0, "{}", text(&out));
-        let text = status(&ledger, node)["payload"]["content"][0]["text"].as_str().unwrap().to_string();
-        assert!(text.contains("Ada") && text.contains("accept"), "{node}: {text}");
+        let text = status(&ledger, node)["payload"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert!(
+            text.contains("Ada") && text.contains("accept"),
+            "{node}: {text}"
+        );
     }
     // Declined by default: the server hears "decline", never silence.
-    let out = call(&ledger, &ts, "ts-decline", "needs_input", r#"{"question":"name?"}"#, &[]);
+    let out = call(
+        &ledger,
+        &ts,
+        "ts-decline",
+        "needs_input",
+        r#"{"question":"name?"}"#,
+        &[],
+    );
     assert_eq!(code(&out), 0, "{}", text(&out));
-    assert!(status(&ledger, "ts-decline")["payload"]["content"][0]["text"].as_str().unwrap().contains("action=decline"));
+    assert!(
+        status(&ledger, "ts-decline")["payload"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("action=decline")
+    );
 }

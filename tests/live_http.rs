@@ -19,15 +19,30 @@ use toolop::transport::http::{connect, HttpConfig};
 use toolop::transport::{InFrame, LiveTransport, OutFrame, Transport, TransportStats};
 
 fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap()
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
 }
 
 fn request(id: u64, method: &str, params: Value) -> OutFrame {
-    OutFrame { request_id: Some(id), body: serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})).unwrap(), http: None }
+    OutFrame {
+        request_id: Some(id),
+        body: serde_json::to_vec(
+            &json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}),
+        )
+        .unwrap(),
+        http: None,
+    }
 }
 
 fn notification(method: &str) -> OutFrame {
-    OutFrame { request_id: None, body: serde_json::to_vec(&json!({"jsonrpc": "2.0", "method": method})).unwrap(), http: None }
+    OutFrame {
+        request_id: None,
+        body: serde_json::to_vec(&json!({"jsonrpc": "2.0", "method": method})).unwrap(),
+        http: None,
+    }
 }
 
 /// The next frame tied to request `id`, or `None` within `ms`.
@@ -48,10 +63,23 @@ async fn handshake(t: &mut LiveTransport) {
     assert_eq!(f.http_status, 200);
     assert!(String::from_utf8_lossy(&f.body).contains("protocolVersion"));
     t.send(notification("notifications/initialized")).unwrap();
+    // One round trip: the driver sends in order, so the notification has been taken before any
+    // fault the test arms next.
+    t.send(request(2, "ping", json!({}))).unwrap();
+    assert_eq!(
+        reply_to(t, 2, 10_000)
+            .await
+            .expect("ping answered")
+            .http_status,
+        200
+    );
 }
 
 fn open(peer: &Peer, tweak: impl FnOnce(&mut HttpConfig)) -> LiveTransport {
-    let mut cfg = HttpConfig { url: peer.url(), ..HttpConfig::default() };
+    let mut cfg = HttpConfig {
+        url: peer.url(),
+        ..HttpConfig::default()
+    };
     tweak(&mut cfg);
     connect(cfg).unwrap()
 }
@@ -66,23 +94,36 @@ fn one_session_for_many_requests(sdk: Sdk, flags: &[&str]) {
         let mut t = open(&peer, |_| {});
         handshake(&mut t).await;
         // Concurrent requests; each reply comes back tied to its own POST.
-        for id in 2..6 {
+        for id in 3..7 {
             t.send(request(id, "tools/list", json!({}))).unwrap();
         }
         let mut answered = std::collections::BTreeSet::new();
         while answered.len() < 4 {
-            let f = tokio::time::timeout(Duration::from_secs(10), t.recv()).await.expect("tools/list answered").unwrap();
+            let f = tokio::time::timeout(Duration::from_secs(10), t.recv())
+                .await
+                .expect("tools/list answered")
+                .unwrap();
             let v: Value = serde_json::from_slice(&f.body).unwrap();
-            assert_eq!(Some(v["id"].as_u64().unwrap()), f.request_id, "a reply is tied to its own POST");
-            assert!(v["result"]["tools"].as_array().is_some_and(|a| a.len() >= 6));
+            assert_eq!(
+                Some(v["id"].as_u64().unwrap()),
+                f.request_id,
+                "a reply is tied to its own POST"
+            );
+            assert!(v["result"]["tools"]
+                .as_array()
+                .is_some_and(|a| a.len() >= 6));
             answered.insert(v["id"].as_u64().unwrap());
         }
-        assert_eq!(answered, (2..6).collect());
+        assert_eq!(answered, (3..7).collect());
         assert_eq!(counter(&t.stats().sessions), 1);
         assert_eq!(counter(&t.stats().sessions_lost), 0);
     });
     if sdk == Sdk::Ts {
-        assert_eq!(peer.stats()["sessions_created"], 1, "every request rode the one session");
+        assert_eq!(
+            peer.stats()["sessions_created"],
+            1,
+            "every request rode the one session"
+        );
     }
 }
 
@@ -114,28 +155,48 @@ fn restart(old: Peer, port: u16) -> Peer {
 /// A 404 on the old session reaches the adapter (not-found evidence, never a cancel), and the
 /// transport re-initializes so the next request runs on a new session.
 fn stale_session_is_replaced(sdk: Sdk) {
-    let mut peer = Peer::start(sdk, &[]);
+    let peer = Peer::start(sdk, &[]);
     rt().block_on(async {
         let mut t = open(&peer, |_| {});
         handshake(&mut t).await;
-        match sdk {
-            Sdk::Ts => peer.fault(json!({"drop_sessions": true})),
-            Sdk::Python => {
-                // A restart on the same address: the new process knows no session.
-                let port = peer.port;
-                peer = restart(peer, port);
+        // TS: forget every session; Python: a restart on the same address (the new process
+        // knows no session).
+        let _peer = match sdk {
+            Sdk::Ts => {
+                peer.fault(json!({"drop_sessions": true}));
+                peer
             }
-        }
-        t.send(request(7, "tasks/get", json!({"taskId": "t-1"}))).unwrap();
-        let f = reply_to(&mut t, 7, 10_000).await.expect("the 404 reaches the runner");
+            _ => {
+                let port = peer.port;
+                restart(peer, port)
+            }
+        };
+        t.send(request(7, "tasks/get", json!({"taskId": "t-1"})))
+            .unwrap();
+        let f = reply_to(&mut t, 7, 10_000)
+            .await
+            .expect("the 404 reaches the runner");
         assert_eq!(f.http_status, 404);
         let reply = Mcp20251125Adapter::new().decode_reply(RequestKind::Poll, &f);
-        assert!(matches!(reply, Reply::Error { .. } | Reply::NotFound { .. }), "a lost session is not a cancel: {}", reply.name());
+        assert!(
+            matches!(reply, Reply::Error { .. } | Reply::NotFound { .. }),
+            "a lost session is not a cancel: {}",
+            reply.name()
+        );
         t.send(request(8, "tools/list", json!({}))).unwrap();
-        let f = reply_to(&mut t, 8, 10_000).await.expect("answered on the new session");
+        let f = reply_to(&mut t, 8, 10_000)
+            .await
+            .expect("answered on the new session");
         assert_eq!(f.http_status, 200, "{}", String::from_utf8_lossy(&f.body));
         let s = t.stats();
-        assert_eq!((counter(&s.sessions_lost), counter(&s.reinitializations), counter(&s.sessions)), (1, 1, 2));
+        assert_eq!(
+            (
+                counter(&s.sessions_lost),
+                counter(&s.reinitializations),
+                counter(&s.sessions)
+            ),
+            (1, 1, 2)
+        );
     });
 }
 
@@ -167,7 +228,17 @@ fn get_stream_resumes_with_last_event_id_and_server_requests_are_answered() {
         let stats = t.stats();
         let ledger: SharedLedger = Arc::new(Mutex::new(MemoryLedger::new()));
         let (approvals, _approvals_rx) = tokio::sync::mpsc::unbounded_channel();
-        let runner = Runner::new(RunnerConfig::default(), 1, tokio::time::Instant::now(), Box::new(Mcp20251125Adapter::new()), ledger, Box::new(NullObserver), approvals, 1, 0);
+        let runner = Runner::new(
+            RunnerConfig::default(),
+            1,
+            tokio::time::Instant::now(),
+            Box::new(Mcp20251125Adapter::new()),
+            ledger,
+            Box::new(NullObserver),
+            approvals,
+            1,
+            0,
+        );
         let (inputs, inputs_rx) = tokio::sync::mpsc::unbounded_channel();
         let handle = tokio::spawn(runner.run(t, inputs_rx));
         wait_for("the GET stream", || counter(&stats.get_streams) >= 1).await;
@@ -175,15 +246,33 @@ fn get_stream_resumes_with_last_event_id_and_server_requests_are_answered() {
         peer.fault(json!({"ping": true}));
         wait_for("the ping answered", || peer.stats()["pings_answered"] == 1).await;
         peer.fault(json!({"cut_get": true}));
-        wait_for("the GET stream reopened", || counter(&stats.get_streams) >= 2).await;
+        wait_for("the GET stream reopened", || {
+            counter(&stats.get_streams) >= 2
+        })
+        .await;
         assert!(counter(&stats.get_resumptions) >= 1);
-        let seen = peer.stats()["last_event_ids_seen"].as_array().cloned().unwrap_or_default();
+        let seen = peer.stats()["last_event_ids_seen"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
         assert!(!seen.is_empty(), "the reopened GET carried Last-Event-ID");
         peer.fault(json!({"ping": true}));
-        wait_for("the second ping answered", || peer.stats()["pings_answered"] == 2).await;
+        wait_for("the second ping answered", || {
+            peer.stats()["pings_answered"] == 2
+        })
+        .await;
         peer.fault(json!({"sampling": true}));
-        wait_for("the sampling request answered", || peer.stats()["sampling_errors"].as_array().is_some_and(|a| !a.is_empty())).await;
-        assert_eq!(peer.stats()["sampling_errors"][0], -32601, "sampling/createMessage answered with method not found");
+        wait_for("the sampling request answered", || {
+            peer.stats()["sampling_errors"]
+                .as_array()
+                .is_some_and(|a| !a.is_empty())
+        })
+        .await;
+        assert_eq!(
+            peer.stats()["sampling_errors"][0],
+            -32601,
+            "sampling/createMessage answered with method not found"
+        );
         inputs.send(toolop::runner::Input::Shutdown).unwrap();
         handle.await.unwrap();
     });
@@ -196,18 +285,30 @@ fn rate_limits_and_unavailability_reach_the_adapter_with_retry_after() {
         let mut t = open(&peer, |_| {});
         handshake(&mut t).await;
         peer.fault(json!({"status": 429, "retry_after": "2"}));
-        t.send(request(11, "tasks/get", json!({"taskId": "x"}))).unwrap();
+        t.send(request(11, "tasks/get", json!({"taskId": "x"})))
+            .unwrap();
         let f = reply_to(&mut t, 11, 10_000).await.unwrap();
         assert_eq!((f.http_status, f.retry_after_ms), (429, Some(2000)));
-        assert_eq!(Mcp20251125Adapter::new().decode_reply(RequestKind::Poll, &f), Reply::RateLimited { retry_after_ms: Some(2000) });
+        assert_eq!(
+            Mcp20251125Adapter::new().decode_reply(RequestKind::Poll, &f),
+            Reply::RateLimited {
+                retry_after_ms: Some(2000)
+            }
+        );
         let at = std::time::SystemTime::now() + Duration::from_secs(30);
         peer.fault(json!({"status": 503, "retry_after": httpdate::fmt_http_date(at)}));
-        t.send(request(12, "tasks/get", json!({"taskId": "x"}))).unwrap();
+        t.send(request(12, "tasks/get", json!({"taskId": "x"})))
+            .unwrap();
         let f = reply_to(&mut t, 12, 10_000).await.unwrap();
         assert_eq!(f.http_status, 503);
         let ms = f.retry_after_ms.expect("an HTTP-date Retry-After is read");
         assert!((25_000..=30_000).contains(&ms), "{ms}");
-        assert!(matches!(Mcp20251125Adapter::new().decode_reply(RequestKind::Poll, &f), Reply::Unavailable { retry_after_ms: Some(_) }));
+        assert!(matches!(
+            Mcp20251125Adapter::new().decode_reply(RequestKind::Poll, &f),
+            Reply::Unavailable {
+                retry_after_ms: Some(_)
+            }
+        ));
     });
 }
 
@@ -219,7 +320,10 @@ fn an_oversize_reply_is_dropped_and_the_next_one_arrives() {
         handshake(&mut t).await;
         peer.fault(json!({"oversize_bytes": 3_000_000}));
         t.send(request(21, "tools/list", json!({}))).unwrap();
-        assert!(reply_to(&mut t, 21, 2_000).await.is_none(), "nothing over the cap is delivered");
+        assert!(
+            reply_to(&mut t, 21, 2_000).await.is_none(),
+            "nothing over the cap is delivered"
+        );
         assert_eq!(counter(&t.stats().oversize), 1);
         t.send(request(22, "tools/list", json!({}))).unwrap();
         assert_eq!(reply_to(&mut t, 22, 10_000).await.unwrap().http_status, 200);
@@ -235,6 +339,10 @@ fn a_silent_server_is_bounded_by_the_request_timeout() {
         peer.fault(json!({"delay_ms": 3000}));
         t.send(request(31, "tools/list", json!({}))).unwrap();
         assert!(reply_to(&mut t, 31, 1_500).await.is_none());
-        assert_eq!(counter(&t.stats().failures), 1, "the POST gave up at its timeout");
+        assert_eq!(
+            counter(&t.stats().failures),
+            1,
+            "the POST gave up at its timeout"
+        );
     });
 }

@@ -12,16 +12,27 @@ use toolop::transport::stdio::{spawn, StdioConfig};
 use toolop::transport::{LiveTransport, OutFrame, Transport, TransportStats};
 
 fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap()
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
 }
 
 async fn next(t: &mut LiveTransport) -> Option<Value> {
-    let f = tokio::time::timeout(Duration::from_secs(20), t.recv()).await.expect("a frame or the end")?;
+    let f = tokio::time::timeout(Duration::from_secs(20), t.recv())
+        .await
+        .expect("a frame or the end")?;
     Some(serde_json::from_slice(&f.body).expect("one JSON message per line"))
 }
 
 fn send(t: &mut LiveTransport, v: Value) {
-    t.send(OutFrame { request_id: v["id"].as_u64(), body: serde_json::to_vec(&v).unwrap(), http: None }).unwrap();
+    t.send(OutFrame {
+        request_id: v["id"].as_u64(),
+        body: serde_json::to_vec(&v).unwrap(),
+        http: None,
+    })
+    .unwrap();
 }
 
 #[test]
@@ -33,7 +44,9 @@ fn python_sdk_server_speaks_over_stdio_and_dies_with_the_transport() {
         "sh -c 'echo $$ > {}; exec {} {} --stdio'",
         pid_file.display(),
         common::python().display(),
-        common::root().join("tests/peers/python/server.py").display()
+        common::root()
+            .join("tests/peers/python/server.py")
+            .display()
     );
     rt().block_on(async {
         let mut t = spawn(StdioConfig::from_command_line(&line).unwrap()).unwrap();
@@ -74,12 +87,22 @@ fn an_oversize_line_is_dropped_and_the_end_of_stdout_closes_the_transport() {
         let v = next(&mut t).await.expect("the short line arrives");
         assert_eq!(v["id"], 1);
         assert_eq!(TransportStats::get(&stats.oversize), 1);
-        assert!(next(&mut t).await.is_none(), "stdout closed: the transport is closed");
+        assert!(
+            next(&mut t).await.is_none(),
+            "stdout closed: the transport is closed"
+        );
     });
 }
 
 #[test]
 fn a_command_that_cannot_start_is_a_clear_error() {
-    let e = rt().block_on(async { spawn(StdioConfig::from_command_line("/nonexistent/server --stdio").unwrap()).err().unwrap() });
-    assert!(e.contains("cannot start") && e.contains("/nonexistent/server"), "{e}");
+    let e = rt().block_on(async {
+        spawn(StdioConfig::from_command_line("/nonexistent/server --stdio").unwrap())
+            .err()
+            .unwrap()
+    });
+    assert!(
+        e.contains("cannot start") && e.contains("/nonexistent/server"),
+        "{e}"
+    );
 }

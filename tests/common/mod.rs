@@ -14,18 +14,29 @@ pub fn root() -> PathBuf {
 }
 
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 pub fn python() -> PathBuf {
     let p = root().join("target/peers-venv/bin/python");
-    assert!(p.exists(), "{} missing: run `make peers` first", p.display());
+    assert!(
+        p.exists(),
+        "{} missing: run `make peers` first",
+        p.display()
+    );
     p
 }
 
 fn ts_server() -> PathBuf {
     let dir = root().join("tests/peers/ts");
-    assert!(dir.join("node_modules/@modelcontextprotocol/sdk").exists(), "TypeScript peer not installed: run `make peers` first");
+    assert!(
+        dir.join("node_modules/@modelcontextprotocol/sdk").exists(),
+        "TypeScript peer not installed: run `make peers` first"
+    );
     dir.join("server.mjs")
 }
 
@@ -68,12 +79,19 @@ impl Peer {
                 c
             }
         };
-        cmd.arg("--port").arg(port.to_string()).args(flags).stdout(Stdio::null()).stderr(Stdio::null());
+        cmd.arg("--port")
+            .arg(port.to_string())
+            .args(flags)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
         let child = cmd.spawn().expect("start peer");
         let peer = Peer { child, port, sdk };
         let deadline = Instant::now() + Duration::from_secs(20);
         while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "{sdk:?} peer did not listen on {port} within 20 s");
+            assert!(
+                Instant::now() < deadline,
+                "{sdk:?} peer did not listen on {port} within 20 s"
+            );
             std::thread::sleep(Duration::from_millis(50));
         }
         peer
@@ -98,7 +116,11 @@ impl Peer {
 
     /// Arm a fault on the TypeScript peer (see its header comment).
     pub fn fault(&self, body: serde_json::Value) {
-        assert_eq!(self.sdk, Sdk::Ts, "faults exist on the TypeScript peer only");
+        assert_eq!(
+            self.sdk,
+            Sdk::Ts,
+            "faults exist on the TypeScript peer only"
+        );
         http(self.port, "POST", "/faults", &body.to_string());
     }
 }
@@ -119,7 +141,10 @@ pub fn http(port: u16, method: &str, path: &str, body: &str) -> String {
     let mut out = String::new();
     s.read_to_string(&mut out).unwrap();
     let (head, rest) = out.split_once("\r\n\r\n").unwrap_or((&out, ""));
-    if head.to_ascii_lowercase().contains("transfer-encoding: chunked") {
+    if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
         dechunk(rest)
     } else {
         rest.to_string()
@@ -152,7 +177,11 @@ pub struct TempLedger {
 
 impl TempLedger {
     pub fn new(name: &str) -> TempLedger {
-        let dir = std::env::temp_dir().join(format!("toolop-live-{name}-{}-{}", std::process::id(), free_port()));
+        let dir = std::env::temp_dir().join(format!(
+            "toolop-live-{name}-{}-{}",
+            std::process::id(),
+            free_port()
+        ));
         std::fs::create_dir_all(&dir).unwrap();
         TempLedger { dir }
     }
@@ -174,7 +203,12 @@ impl Drop for TempLedger {
 
 /// `toolop --ledger L ARGS...`, waited for.
 pub fn run(ledger: &TempLedger, args: &[&str]) -> Output {
-    toolop().arg("--ledger").arg(ledger.path()).args(args).output().expect("run toolop")
+    toolop()
+        .arg("--ledger")
+        .arg(ledger.path())
+        .args(args)
+        .output()
+        .expect("run toolop")
 }
 
 pub fn code(out: &Output) -> i32 {
@@ -182,7 +216,11 @@ pub fn code(out: &Output) -> i32 {
 }
 
 pub fn text(out: &Output) -> String {
-    format!("stdout:\n{}\nstderr:\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+    format!(
+        "stdout:\n{}\nstderr:\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
 }
 
 /// `toolop status --json` of one node.
@@ -194,7 +232,12 @@ pub fn status(ledger: &TempLedger, node: &str) -> serde_json::Value {
 }
 
 /// Poll `cond` on the node's status until it holds (bounded).
-pub fn wait_status(ledger: &TempLedger, node: &str, what: &str, cond: impl Fn(&serde_json::Value) -> bool) -> serde_json::Value {
+pub fn wait_status(
+    ledger: &TempLedger,
+    node: &str,
+    what: &str,
+    cond: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let out = run(ledger, &["--json", "status", node]);

@@ -14,7 +14,7 @@
 //   stats {}                   [forbidden] task creations per idempotency key, as JSON text
 //
 // Side endpoints (tests only): GET /stats (the same counts plus transport facts as JSON),
-// POST /faults {status, retry_after, count} (the next `count` MCP POSTs answer `status`),
+// POST /faults {status, retry_after, count} (the next `count` MCP requests answer `status`),
 // {oversize_bytes, count}, {delay_ms, count}, {drop_sessions: true} (forget every session, as
 // a restart would), {cut_get: true} (end open GET streams), {ping: true} / {sampling: true}
 // (send that request to every session; answers are counted in /stats).
@@ -260,7 +260,10 @@ app.post('/faults', (req, res) => {
 app.post('/mcp', async (req, res) => {
   stats.posts += 1;
   const sessionId = req.headers['mcp-session-id'];
-  if (!isInitializeRequest(req.body) && faults.length > 0) {
+  // Faults hit requests only (method and id), never initialize, notifications or responses:
+  // a test arms a fault and knows which request it lands on.
+  const isRequest = req.body?.method !== undefined && req.body?.id !== undefined;
+  if (isRequest && !isInitializeRequest(req.body) && faults.length > 0) {
     const f = faults[0];
     f.count -= 1;
     if (f.count <= 0) faults.shift();
