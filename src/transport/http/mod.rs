@@ -32,6 +32,10 @@ use tokio::sync::Notify;
 use tokio::task::JoinSet;
 use tokio::time::Duration;
 
+mod get;
+
+use get::{get_loop, resume_post_stream};
+
 use super::body::{
     self, error_text, is_event_stream, read_capped, read_sse, retry_after_ms, SseEnd,
     BODY_LIMIT_BYTES_DEFAULT,
@@ -42,6 +46,10 @@ use super::InFrame;
 const HEADER_SESSION_ID: &str = "mcp-session-id";
 const HEADER_PROTOCOL_VERSION: &str = "mcp-protocol-version";
 const HEADER_LAST_EVENT_ID: &str = "last-event-id";
+const HEADER_METHOD: &str = "mcp-method";
+const HEADER_NAME: &str = "mcp-name";
+/// The first protocol revision whose servers route on `Mcp-Method` / `Mcp-Name`.
+const ROUTING_HEADERS_SINCE: &str = "2026-07-28";
 const ACCEPT_POST: &str = "application/json, text/event-stream";
 /// Resumptions of one cut POST stream before the request is left to the runner's deadline.
 const POST_RESUMES_MAX: u32 = 3;
@@ -121,7 +129,8 @@ pub fn connect(cfg: HttpConfig) -> Result<LiveTransport, String> {
 
 enum Envelope {
     Initialize(Value),
-    Request,
+    /// A request, with its `Mcp-Method` / `Mcp-Name` routing headers (protocol 2026-07-28).
+    Request(Vec<(&'static str, String)>),
     /// A notification or a response: no reply but the HTTP status.
     Other {
         initialized: bool,
@@ -136,7 +145,16 @@ fn envelope(body: &[u8]) -> Envelope {
     let has_id = v.get("id").is_some_and(|id| !id.is_null());
     match (method, has_id) {
         (Some("initialize"), true) => Envelope::Initialize(v),
-        (Some(_), true) => Envelope::Request,
+        (Some(m), true) => {
+            // rmcp 3.11 at 2026-07-28 routes on these and answers 400 (-32020) without them;
+            // earlier servers ignore unknown headers. `Mcp-Name`: the tool, or the task.
+            let name = v["params"]["name"]
+                .as_str()
+                .or_else(|| v["params"]["taskId"].as_str());
+            let mut headers = vec![(HEADER_METHOD, m.to_string())];
+            headers.extend(name.map(|n| (HEADER_NAME, n.to_string())));
+            Envelope::Request(headers)
+        }
         (m, _) => Envelope::Other {
             initialized: m == Some("notifications/initialized"),
         },
@@ -175,14 +193,19 @@ async fn drive(cfg: HttpConfig, client: reqwest::Client, mut parts: DriverParts)
             Envelope::Initialize(v) => {
                 shared.session.lock().expect("session lock").init = Some(v);
                 // In order: the session id must be known before the next message goes out.
-                if let Some(resp) = post(&shared, frame.body, true).await {
+                if let Some(resp) = post(&shared, frame.body, true, &[]).await {
                     set.spawn(read_reply(shared.clone(), resp, frame.request_id));
                 }
             }
-            Envelope::Request => {
+            Envelope::Request(headers) => {
                 let shared = shared.clone();
+                let headers = if shared.cfg.protocol_version.as_str() >= ROUTING_HEADERS_SINCE {
+                    headers
+                } else {
+                    Vec::new()
+                };
                 set.spawn(async move {
-                    if let Some(resp) = post(&shared, frame.body, false).await {
+                    if let Some(resp) = post(&shared, frame.body, false, &headers).await {
                         read_reply(shared, resp, frame.request_id).await;
                     }
                 });
@@ -192,7 +215,7 @@ async fn drive(cfg: HttpConfig, client: reqwest::Client, mut parts: DriverParts)
                     shared.session.lock().expect("session lock").initialized =
                         Some(frame.body.clone());
                 }
-                if let Some(resp) = post(&shared, frame.body, false).await {
+                if let Some(resp) = post(&shared, frame.body, false, &[]).await {
                     if initialized && resp.status().is_success() {
                         mark_ready(&shared);
                     }
@@ -209,7 +232,12 @@ fn mark_ready(shared: &Shared) {
 }
 
 /// One POST; the session bookkeeping its headers call for. `None` when it failed below HTTP.
-async fn post(shared: &Shared, body: Vec<u8>, initialize: bool) -> Option<reqwest::Response> {
+async fn post(
+    shared: &Shared,
+    body: Vec<u8>,
+    initialize: bool,
+    extra: &[(&'static str, String)],
+) -> Option<reqwest::Response> {
     let (session_id, generation) = {
         let s = shared.session.lock().expect("session lock");
         (if initialize { None } else { s.id.clone() }, s.generation)
@@ -229,6 +257,9 @@ async fn post(shared: &Shared, body: Vec<u8>, initialize: bool) -> Option<reqwes
     }
     for (k, v) in &shared.cfg.headers {
         req = req.header(k, v);
+    }
+    for (k, v) in extra {
+        req = req.header(*k, v);
     }
     TransportStats::bump(&shared.deliver.stats.requests);
     let resp = match req.send().await {
@@ -371,160 +402,6 @@ fn note_end(shared: &Shared, end: &SseEnd, what: &str) {
     }
 }
 
-/// A POST stream was cut before its response: ask for the rest with `Last-Event-ID`.
-async fn resume_post_stream(shared: &Shared, request_id: Option<u64>, mut last_id: String) {
-    for _ in 0..POST_RESUMES_MAX {
-        let Some(resp) = get(shared, Some(&last_id)).await else {
-            return;
-        };
-        if !resp.status().is_success() || !is_event_stream(&resp) {
-            return;
-        }
-        TransportStats::bump(&shared.deliver.stats.get_resumptions);
-        let mut answered = false;
-        let end = read_sse(resp, shared.cfg.body_limit_bytes, |ev| {
-            if let Some(id) = ev.id {
-                last_id = id;
-            }
-            if !ev.data.trim().is_empty() {
-                answered |= answers(&ev.data, request_id);
-                shared.deliver.frame(InFrame {
-                    request_id,
-                    http_status: 200,
-                    retry_after_ms: None,
-                    body: ev.data.into_bytes(),
-                });
-            }
-            !answered && !shared.deliver.closed()
-        })
-        .await;
-        note_end(shared, &end, "resumed POST stream");
-        if answered || matches!(end, SseEnd::TooLarge) {
-            return;
-        }
-    }
-}
-
-/// One GET for a stream on the current session.
-async fn get(shared: &Shared, last_event_id: Option<&str>) -> Option<reqwest::Response> {
-    let session_id = shared.session.lock().expect("session lock").id.clone();
-    let mut req = shared
-        .client
-        .get(&shared.cfg.url)
-        .header(reqwest::header::ACCEPT, "text/event-stream")
-        .header(HEADER_PROTOCOL_VERSION, &shared.cfg.protocol_version);
-    if let Some(id) = &session_id {
-        req = req.header(HEADER_SESSION_ID, id);
-    }
-    if let Some(last) = last_event_id {
-        req = req.header(HEADER_LAST_EVENT_ID, last);
-    }
-    for (k, v) in &shared.cfg.headers {
-        req = req.header(k, v);
-    }
-    TransportStats::bump(&shared.deliver.stats.requests);
-    match req.send().await {
-        Ok(resp) => Some(resp),
-        Err(e) => {
-            TransportStats::bump(&shared.deliver.stats.failures);
-            tracing::info!("GET {} failed: {}", shared.cfg.url, error_text(&e));
-            None
-        }
-    }
-}
-
-/// Wait until a session is ready (initialized notification sent); its generation.
-async fn ready_session(shared: &Shared) -> u64 {
-    loop {
-        let notified = shared.changed.notified();
-        tokio::pin!(notified);
-        notified.as_mut().enable();
-        {
-            let s = shared.session.lock().expect("session lock");
-            if s.ready && !s.lost {
-                return s.generation;
-            }
-        }
-        notified.await;
-    }
-}
-
-/// The standalone GET stream: server-initiated requests and notifications, reopened with
-/// `Last-Event-ID` after a drop, restarted without it on a new session.
-async fn get_loop(shared: Arc<Shared>) {
-    let mut last: Option<(u64, String)> = None;
-    let mut failures = 0u32;
-    let mut stopped_generation = None;
-    loop {
-        let generation = ready_session(&shared).await;
-        if stopped_generation == Some(generation) {
-            // This session offers no stream (405) or kept failing: wait for the next one.
-            let notified = shared.changed.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            if shared.session.lock().expect("session lock").generation == generation {
-                notified.await;
-            }
-            continue;
-        }
-        if shared.deliver.closed() {
-            return;
-        }
-        let last_id = last
-            .as_ref()
-            .filter(|(g, _)| *g == generation)
-            .map(|(_, id)| id.clone());
-        let resp = get(&shared, last_id.as_deref()).await;
-        let mut retry_ms = shared.cfg.get_retry_ms;
-        match resp {
-            Some(resp) if resp.status().is_success() && is_event_stream(&resp) => {
-                TransportStats::bump(&shared.deliver.stats.get_streams);
-                if last_id.is_some() {
-                    TransportStats::bump(&shared.deliver.stats.get_resumptions);
-                }
-                failures = 0;
-                let end = read_sse(resp, shared.cfg.body_limit_bytes, |ev| {
-                    if let Some(id) = ev.id {
-                        last = Some((generation, id));
-                    }
-                    if let Some(r) = ev.retry_ms {
-                        retry_ms = r;
-                    }
-                    if !ev.data.trim().is_empty() {
-                        shared.deliver.frame(InFrame::message(ev.data.into_bytes()));
-                    }
-                    !shared.deliver.closed()
-                })
-                .await;
-                note_end(&shared, &end, "GET stream");
-            }
-            Some(resp) if resp.status() == reqwest::StatusCode::METHOD_NOT_ALLOWED => {
-                tracing::info!("server offers no GET stream (HTTP 405)");
-                stopped_generation = Some(generation);
-                continue;
-            }
-            Some(resp) => {
-                let status = resp.status();
-                if status == reqwest::StatusCode::NOT_FOUND {
-                    note_session(&shared, &resp, false, true, generation);
-                }
-                failures += 1;
-                tracing::info!("GET stream refused: HTTP {status}");
-            }
-            None => failures += 1,
-        }
-        if failures >= shared.cfg.get_failures_max {
-            tracing::warn!(
-                "GET stream failed {failures} times in a row; not reopened on this session"
-            );
-            stopped_generation = Some(generation);
-            failures = 0;
-            continue;
-        }
-        tokio::time::sleep(Duration::from_millis(retry_ms)).await;
-    }
-}
-
 /// A new session after a 404: the runner's initialize and initialized notification again, under
 /// ids of the transport's own (their replies are consumed here, never delivered).
 async fn reinitialize(shared: &Arc<Shared>) {
@@ -542,7 +419,7 @@ async fn reinitialize(shared: &Arc<Shared>) {
     for attempt in 0..shared.cfg.reinit_attempts_max.max(1) {
         init["id"] = Value::from(format!("toolop-transport-reinit-{attempt}"));
         let body = serde_json::to_vec(&init).expect("Value serialises");
-        if let Some(resp) = post(shared, body, true).await {
+        if let Some(resp) = post(shared, body, true, &[]).await {
             let ok = resp.status().is_success();
             // The reply is the server's initialize result; the runner negotiated already.
             let _ = read_capped(resp, shared.cfg.body_limit_bytes).await;
@@ -550,7 +427,7 @@ async fn reinitialize(shared: &Arc<Shared>) {
                 let note = initialized.clone().unwrap_or_else(|| {
                     br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#.to_vec()
                 });
-                if let Some(resp) = post(shared, note, false).await {
+                if let Some(resp) = post(shared, note, false, &[]).await {
                     if resp.status().is_success() {
                         mark_ready(shared);
                     }
@@ -580,10 +457,23 @@ mod tests {
             envelope(br#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}"#),
             Envelope::Initialize(_)
         ));
-        assert!(matches!(
-            envelope(br#"{"jsonrpc":"2.0","id":2,"method":"tasks/get"}"#),
-            Envelope::Request
-        ));
+        match envelope(br#"{"jsonrpc":"2.0","id":2,"method":"tasks/get","params":{"taskId":"t9"}}"#)
+        {
+            Envelope::Request(h) => assert_eq!(
+                h,
+                vec![
+                    (HEADER_METHOD, "tasks/get".to_string()),
+                    (HEADER_NAME, "t9".to_string())
+                ]
+            ),
+            _ => panic!("a request"),
+        }
+        match envelope(
+            br#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"build_report"}}"#,
+        ) {
+            Envelope::Request(h) => assert_eq!(h[1], (HEADER_NAME, "build_report".to_string())),
+            _ => panic!("a request"),
+        }
         assert!(matches!(
             envelope(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#),
             Envelope::Other { initialized: true }
