@@ -7,44 +7,25 @@ use std::sync::Arc;
 use tokio::time::Duration;
 
 use super::{
-    answers, note_end, note_session, Shared, HEADER_LAST_EVENT_ID, HEADER_PROTOCOL_VERSION,
-    HEADER_SESSION_ID, POST_RESUMES_MAX,
+    note_end, note_session, read_post_events, Shared, HEADER_LAST_EVENT_ID,
+    HEADER_PROTOCOL_VERSION, HEADER_SESSION_ID, POST_RESUMES_MAX,
 };
 use crate::transport::body::{error_text, is_event_stream, read_sse, SseEnd};
 use crate::transport::live::TransportStats;
 use crate::transport::InFrame;
 
 /// A POST stream was cut before its response: ask for the rest with `Last-Event-ID`.
-pub(super) async fn resume_post_stream(
-    shared: &Shared,
-    request_id: Option<u64>,
-    mut last_id: String,
-) {
+pub(super) async fn resume_post_stream(shared: &Shared, request_id: Option<u64>, last_id: String) {
+    let mut last_id = Some(last_id);
     for _ in 0..POST_RESUMES_MAX {
-        let Some(resp) = get(shared, Some(&last_id)).await else {
+        let Some(resp) = get(shared, last_id.as_deref()).await else {
             return;
         };
         if !resp.status().is_success() || !is_event_stream(&resp) {
             return;
         }
         TransportStats::bump(&shared.deliver.stats.get_resumptions);
-        let mut answered = false;
-        let end = read_sse(resp, shared.cfg.body_limit_bytes, |ev| {
-            if let Some(id) = ev.id {
-                last_id = id;
-            }
-            if !ev.data.trim().is_empty() {
-                answered |= answers(&ev.data, request_id);
-                shared.deliver.frame(InFrame {
-                    request_id,
-                    http_status: 200,
-                    retry_after_ms: None,
-                    body: ev.data.into_bytes(),
-                });
-            }
-            !answered && !shared.deliver.closed()
-        })
-        .await;
+        let (end, answered) = read_post_events(shared, resp, request_id, &mut last_id).await;
         note_end(shared, &end, "resumed POST stream");
         if answered || matches!(end, SseEnd::TooLarge) {
             return;

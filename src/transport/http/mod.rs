@@ -322,6 +322,36 @@ fn answers(data: &str, request_id: Option<u64>) -> bool {
     v.get("method").is_none() && v.get("id").and_then(Value::as_u64) == Some(want)
 }
 
+/// The events of a POST's SSE stream (or its resumption), each message delivered tagged with
+/// the POST's request id, until the response to it has come or the stream ends. `last_id`
+/// follows the newest event id. Whether the response came.
+async fn read_post_events(
+    shared: &Shared,
+    resp: reqwest::Response,
+    request_id: Option<u64>,
+    last_id: &mut Option<String>,
+) -> (SseEnd, bool) {
+    let mut answered = false;
+    let end = read_sse(resp, shared.cfg.body_limit_bytes, |ev| {
+        if ev.id.is_some() {
+            *last_id = ev.id;
+        }
+        if !ev.data.trim().is_empty() {
+            answered |= answers(&ev.data, request_id);
+            let frame = InFrame {
+                request_id,
+                http_status: 200,
+                retry_after_ms: None,
+                body: ev.data.into_bytes(),
+            };
+            shared.deliver.frame(frame);
+        }
+        !answered && !shared.deliver.closed()
+    })
+    .await;
+    (end, answered)
+}
+
 /// Deliver what one POST's reply holds.
 async fn read_reply(shared: Arc<Shared>, resp: reqwest::Response, request_id: Option<u64>) {
     let status = resp.status().as_u16();
@@ -340,23 +370,7 @@ async fn read_reply(shared: Arc<Shared>, resp: reqwest::Response, request_id: Op
     }
     if (200..300).contains(&status) && is_event_stream(&resp) {
         let mut last_id = None;
-        let mut answered = false;
-        let end = read_sse(resp, shared.cfg.body_limit_bytes, |ev| {
-            if ev.id.is_some() {
-                last_id = ev.id;
-            }
-            if !ev.data.trim().is_empty() {
-                answered |= answers(&ev.data, request_id);
-                shared.deliver.frame(InFrame {
-                    request_id,
-                    http_status: 200,
-                    retry_after_ms: None,
-                    body: ev.data.into_bytes(),
-                });
-            }
-            !shared.deliver.closed()
-        })
-        .await;
+        let (end, answered) = read_post_events(&shared, resp, request_id, &mut last_id).await;
         note_end(&shared, &end, "POST stream");
         if !answered && !matches!(end, SseEnd::TooLarge) {
             if let Some(last_id) = last_id {
