@@ -153,6 +153,12 @@ fn failures_exit_1_and_say_so() {
     let out = call(&ledger, &ts, "ts-echo", "echo", r#"{"text":"x"}"#, &[]);
     assert_eq!(code(&out), 1, "{}", text(&out));
     assert_eq!(status(&ledger, "ts-echo")["local_state"], "REJECTED");
+    assert!(
+        String::from_utf8_lossy(&out.stdout)
+            .contains("refused before sending: tool has no task support"),
+        "{}",
+        text(&out)
+    );
 }
 
 #[test]

@@ -95,11 +95,27 @@ impl Ledger for Scoped {
     }
 }
 
-/// Observations go to `tracing` (debug) as JSON, never as Debug text.
-struct TraceObserver;
+/// Why call nodes were refused before anything was sent (the record does not say), for the
+/// outcome report of this process.
+type Refusals = Arc<Mutex<BTreeMap<String, String>>>;
+
+/// What the watch loop keeps up to date while runners work.
+struct Watch {
+    progress: Progress,
+    refusals: Refusals,
+}
+
+/// Observations go to `tracing` (debug) as JSON, never as Debug text; refusals are kept.
+struct TraceObserver(Refusals);
 
 impl Observer for TraceObserver {
     fn observe(&mut self, now_ms: u64, obs: Observation) {
+        if let Observation::CallRejected { node, reason } = &obs {
+            self.0
+                .lock()
+                .expect("refusals lock")
+                .insert(node.clone(), reason.clone());
+        }
         if tracing::enabled!(tracing::Level::DEBUG) {
             let text = serde_json::to_string(&obs).unwrap_or_default();
             tracing::debug!("t={now_ms} {text}");
@@ -200,7 +216,10 @@ pub fn call(
         eprintln!("call node {id} on {}", target.describe());
     }
     let nodes: BTreeSet<String> = [id.clone()].into();
-    let mut progress = Progress::new(json);
+    let mut watch = Watch {
+        progress: Progress::new(json),
+        refusals: Refusals::default(),
+    };
     let result = runtime()?.block_on(drive(
         store,
         &target,
@@ -208,10 +227,10 @@ pub fn call(
         submit,
         opts,
         gate,
-        &mut progress,
+        &mut watch,
     ));
-    progress.finish();
-    report(store, &nodes, result.err(), json)
+    watch.progress.finish();
+    report(store, &nodes, result.err(), json, &watch.refusals)
 }
 
 pub fn resume(store: &LedgerStore, opts: &RunOpts, json: bool) -> Result<u8, Failure> {
@@ -238,7 +257,7 @@ pub fn resume(store: &LedgerStore, opts: &RunOpts, json: bool) -> Result<u8, Fai
         if !json {
             eprintln!("nothing to resume");
         }
-        return report(store, &BTreeSet::new(), None, json);
+        return report(store, &BTreeSet::new(), None, json, &Refusals::default());
     }
     let all: BTreeSet<String> = groups.values().flatten().cloned().collect();
     if !json {
@@ -248,7 +267,10 @@ pub fn resume(store: &LedgerStore, opts: &RunOpts, json: bool) -> Result<u8, Fai
             groups.len()
         );
     }
-    let mut progress = Progress::new(json);
+    let mut watch = Watch {
+        progress: Progress::new(json),
+        refusals: Refusals::default(),
+    };
     let rt = runtime()?;
     let mut errors = Vec::new();
     // One target after another keeps the progress display simple; each runner drives all of
@@ -261,17 +283,18 @@ pub fn resume(store: &LedgerStore, opts: &RunOpts, json: bool) -> Result<u8, Fai
             None,
             opts,
             gate.clone(),
-            &mut progress,
+            &mut watch,
         )) {
             errors.push(format!("{}: {e}", target.describe()));
         }
     }
-    progress.finish();
+    watch.progress.finish();
     let mut code = report(
         store,
         &all,
         (!errors.is_empty()).then(|| errors.join("; ")),
         json,
+        &watch.refusals,
     )?;
     if !orphans.is_empty() {
         code = code.max(EXIT_UNFINISHED);
@@ -287,7 +310,7 @@ async fn drive(
     mut submit: Option<CallNode>,
     opts: &RunOpts,
     gate: Gate,
-    progress: &mut Progress,
+    watch: &mut Watch,
 ) -> Result<(), String> {
     let ledger = store.ledger();
     let scoped: SharedLedger = Arc::new(Mutex::new(Scoped {
@@ -312,7 +335,7 @@ async fn drive(
             origin,
             adapter,
             scoped.clone(),
-            Box::new(TraceObserver),
+            Box::new(TraceObserver(watch.refusals.clone())),
             approvals_tx,
             unix_ms(),
             rpc_id_base,
@@ -345,7 +368,7 @@ async fn drive(
                 let l = ledger.lock().expect("ledger lock");
                 nodes.iter().filter_map(|n| l.by_call_node(n)).collect()
             };
-            progress.update(&records);
+            watch.progress.update(&records);
             if submit
                 .as_ref()
                 .is_some_and(|s| records.iter().any(|r| r.call_node_id == s.id))
@@ -457,6 +480,7 @@ fn report(
     nodes: &BTreeSet<String>,
     error: Option<String>,
     json: bool,
+    refusals: &Refusals,
 ) -> Result<u8, Failure> {
     let l = store.ledger();
     let l = l.lock().expect("ledger lock");
@@ -487,6 +511,9 @@ fn report(
                 .map(super::show::payload_text)
             {
                 println!("{text}");
+            }
+            if let Some(reason) = refusals.lock().expect("refusals lock").get(id) {
+                println!("  refused before sending: {reason}");
             }
         }
     }

@@ -31,7 +31,7 @@ impl Runner {
         let tool = caps.tools.get(&node.tool).cloned();
         let task_capable = caps.tasks_tool_call;
         let (tool_version, synchronous, refusal) = match &tool {
-            None => (String::new(), false, Some(format!("server lists no tool {:?}", node.tool))),
+            None => (String::new(), false, Some(format!("server lists no tool \"{}\"", node.tool))),
             Some(t) if task_capable && t.task_support != TaskSupport::Forbidden => (t.descriptor_digest.clone(), false, None),
             Some(t) => match (self.cfg.no_task_support, t.sync_upper_bound_ms) {
                 (NoTaskSupport::RunSync, Some(_)) => (t.descriptor_digest.clone(), true, None),
