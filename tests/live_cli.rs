@@ -398,3 +398,55 @@ fn input_required_is_answered_through_the_gate() {
             .contains("action=decline")
     );
 }
+
+/// A task the server deletes at its ttl while it still runs (both SDKs do this) cannot be
+/// proved: exit 3, the manual reconciliation queue, and an operator's resolution.
+#[test]
+fn a_task_deleted_at_its_ttl_goes_to_manual_reconciliation_and_is_resolved() {
+    let ts = Peer::start(Sdk::Ts, &[]);
+    let py = Peer::start(Sdk::Python, &[]);
+    let ledger = TempLedger::new("ttl");
+    for (peer, node) in [(&ts, "ttl-ts"), (&py, "ttl-py")] {
+        let out = call(&ledger, peer, node, "short_ttl", "{}", &[]);
+        assert_eq!(code(&out), 3, "{}", text(&out));
+        assert_eq!(status(&ledger, node)["local_state"], "UNKNOWN");
+    }
+    let list = run(&ledger, &["--json", "reconcile", "list"]);
+    let v: serde_json::Value = serde_json::from_slice(&list.stdout).unwrap();
+    let queued: Vec<&str> = v["reconciliation_queue"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["call_node_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(queued, ["ttl-ts", "ttl-py"], "in the order they were handed over");
+    let bad = run(
+        &ledger,
+        &["reconcile", "resolve", "ttl-ts", "--outcome", "maybe"],
+    );
+    assert_eq!(code(&bad), 2, "{}", text(&bad));
+    let ok = run(
+        &ledger,
+        &[
+            "reconcile",
+            "resolve",
+            "ttl-ts",
+            "--outcome",
+            "never-ran",
+            "--note",
+            "checked the server log",
+        ],
+    );
+    assert_eq!(code(&ok), 0, "{}", text(&ok));
+    let show = run(&ledger, &["--json", "reconcile", "show", "ttl-ts"]);
+    let v: serde_json::Value = serde_json::from_slice(&show.stdout).unwrap();
+    assert_eq!(v["resolution"]["outcome"], "never-ran");
+    assert_eq!(v["server"], ts.url());
+    let list = run(&ledger, &["--json", "reconcile", "list"]);
+    let v: serde_json::Value = serde_json::from_slice(&list.stdout).unwrap();
+    assert_eq!(
+        v["reconciliation_queue"].as_array().unwrap().len(),
+        1,
+        "only the unresolved item is listed"
+    );
+}
