@@ -419,7 +419,11 @@ fn a_task_deleted_at_its_ttl_goes_to_manual_reconciliation_and_is_resolved() {
         .iter()
         .map(|i| i["call_node_id"].as_str().unwrap())
         .collect();
-    assert_eq!(queued, ["ttl-ts", "ttl-py"], "in the order they were handed over");
+    assert_eq!(
+        queued,
+        ["ttl-ts", "ttl-py"],
+        "in the order they were handed over"
+    );
     let bad = run(
         &ledger,
         &["reconcile", "resolve", "ttl-ts", "--outcome", "maybe"],
@@ -449,4 +453,81 @@ fn a_task_deleted_at_its_ttl_goes_to_manual_reconciliation_and_is_resolved() {
         1,
         "only the unresolved item is listed"
     );
+}
+
+/// `--batch`: many call nodes on one executor, one task per key, the worst outcome as exit code.
+#[test]
+fn a_batch_runs_every_call_once_on_one_executor() {
+    for sdk in [Sdk::Ts, Sdk::Python] {
+        let peer = Peer::start(sdk, &[]);
+        let ledger = TempLedger::new("batch");
+        let file = ledger.dir().join("calls.jsonl");
+        let mut lines = String::from("# twenty reports\n");
+        for i in 0..20 {
+            lines.push_str(&format!("{{\"node\": \"b{i:02}\", \"tool\": \"build_report\", \"args\": {{\"month\": \"m{i}\", \"ms\": 50}}}}\n"));
+        }
+        std::fs::write(&file, &lines).unwrap();
+        let out = run(
+            &ledger,
+            &[
+                "--json",
+                "call",
+                "--server",
+                &peer.url(),
+                "--batch",
+                file.to_str().unwrap(),
+            ],
+        );
+        assert_eq!(code(&out), 0, "{sdk:?}: {}", text(&out));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let nodes = v["call_nodes"].as_array().unwrap();
+        assert_eq!(nodes.len(), 20);
+        for n in nodes {
+            assert_eq!(n["receipt"]["terminal_state"], "completed", "{n}");
+            let node = n["call_node"].as_str().unwrap();
+            assert_eq!(acceptances(&ledger, node), 1);
+        }
+        assert_eq!(
+            peer.stats()["tasks_created"],
+            20,
+            "{sdk:?}: one task per call node"
+        );
+        assert!(peer.stats()["creations"]
+            .as_object()
+            .unwrap()
+            .values()
+            .all(|c| c == 1));
+        // A failing line makes the batch exit 1; a malformed file is refused naming its line.
+        std::fs::write(&file, "{\"tool\": \"tool_error\"}\n").unwrap();
+        assert_eq!(
+            code(&run(
+                &ledger,
+                &[
+                    "call",
+                    "--server",
+                    &peer.url(),
+                    "--batch",
+                    file.to_str().unwrap()
+                ]
+            )),
+            1
+        );
+        std::fs::write(&file, "{\"tool\": \"build_report\"}\n{\"tool\": 3}\n").unwrap();
+        let out = run(
+            &ledger,
+            &[
+                "call",
+                "--server",
+                &peer.url(),
+                "--batch",
+                file.to_str().unwrap(),
+            ],
+        );
+        assert_eq!(code(&out), 2, "{}", text(&out));
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("line 2"),
+            "{}",
+            text(&out)
+        );
+    }
 }

@@ -79,15 +79,19 @@ pub enum Command {
         /// MCP protocol: mcp-2025-11-25 (tasks) or mcp-tasks-ext (the tasks extension).
         #[arg(long, default_value = "mcp-2025-11-25")]
         protocol: String,
-        #[arg(long)]
-        tool: String,
+        #[arg(long, required_unless_present = "batch", conflicts_with = "batch")]
+        tool: Option<String>,
         /// Tool arguments, a JSON object.
-        #[arg(long, default_value = "{}")]
+        #[arg(long, default_value = "{}", conflicts_with = "batch")]
         args: String,
         /// Call node id (default: derived from the time and process). Running `call` again
         /// with the same id resumes that node; it never starts a second operation.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "batch")]
         node: Option<String>,
+        /// Many calls on one executor: a file with one JSON object per line,
+        /// {"node": "n1", "tool": "build_report", "args": {...}} ("node" optional).
+        #[arg(long)]
+        batch: Option<PathBuf>,
         #[command(flatten)]
         run: RunOpts,
     },
@@ -186,6 +190,7 @@ fn run_cli(cli: Cli) -> Result<u8, Failure> {
             tool,
             args,
             node,
+            batch,
             run,
         } => {
             let target = match (server, aip, aip_config) {
@@ -205,12 +210,19 @@ fn run_cli(cli: Cli) -> Result<u8, Failure> {
                 _ => Err("give --server, or --aip with --aip-config".to_string()),
             }
             .map_err(Failure::usage)?;
-            let arguments: serde_json::Value = serde_json::from_str(&args)
-                .map_err(|e| Failure::usage(format!("--args is not JSON: {e}")))?;
-            if !arguments.is_object() {
-                return Err(Failure::usage("--args must be a JSON object"));
-            }
-            run::call(&store, target, tool, arguments, node, &run, cli.json)
+            let wanted = match (batch, tool) {
+                (Some(path), _) => run::read_batch(&path).map_err(Failure::usage)?,
+                (None, Some(tool)) => {
+                    let args: serde_json::Value = serde_json::from_str(&args)
+                        .map_err(|e| Failure::usage(format!("--args is not JSON: {e}")))?;
+                    if !args.is_object() {
+                        return Err(Failure::usage("--args must be a JSON object"));
+                    }
+                    vec![run::Wanted { node, tool, args }]
+                }
+                (None, None) => return Err(Failure::usage("give --tool, or --batch FILE")),
+            };
+            run::call(&store, target, wanted, &run, cli.json)
         }
         Command::Resume { run } => run::resume(&store, &run, cli.json),
         Command::Status { node } => show::status(&store, node.as_deref(), cli.json),

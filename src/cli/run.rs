@@ -165,57 +165,118 @@ fn default_node_id(tool: &str) -> String {
     format!("{tool}-{}-{}", unix_ms(), std::process::id())
 }
 
-pub fn call(
+/// One call the user asked for: `--tool/--args/--node`, or one line of `--batch`.
+#[derive(Clone, Debug, PartialEq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Wanted {
+    pub node: Option<String>,
+    pub tool: String,
+    #[serde(default = "empty_object")]
+    pub args: serde_json::Value,
+}
+
+fn empty_object() -> serde_json::Value {
+    serde_json::json!({})
+}
+
+/// `--batch FILE`: one JSON object per line, `{"node": "n1", "tool": "t", "args": {...}}`
+/// (`node` optional); blank lines and `#` comments skipped.
+pub fn read_batch(path: &std::path::Path) -> Result<Vec<Wanted>, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let w: Wanted = serde_json::from_str(line)
+            .map_err(|e| format!("{} line {}: {e}", path.display(), i + 1))?;
+        if !w.args.is_object() {
+            return Err(format!(
+                "{} line {}: \"args\" must be a JSON object",
+                path.display(),
+                i + 1
+            ));
+        }
+        out.push(w);
+    }
+    if out.is_empty() {
+        return Err(format!("{}: no calls in the file", path.display()));
+    }
+    Ok(out)
+}
+
+/// The call node for `w`: a new one (its target written first), or `None` when the ledger has
+/// it already for the same server, tool and arguments (then it is resumed, never re-created).
+fn prepare(
     store: &LedgerStore,
-    target: Target,
-    tool: String,
-    arguments: serde_json::Value,
-    node: Option<String>,
-    opts: &RunOpts,
-    json: bool,
-) -> Result<u8, Failure> {
-    let gate = Gate::parse(&opts.approve).map_err(Failure::usage)?;
-    let id = node.unwrap_or_else(|| default_node_id(&tool));
+    target: &Target,
+    w: Wanted,
+    index: usize,
+) -> Result<(String, Option<CallNode>), Failure> {
+    let id = w
+        .node
+        .unwrap_or_else(|| format!("{}-{index}", default_node_id(&w.tool)));
     let existing = store
         .ledger()
         .lock()
         .expect("ledger lock")
         .by_call_node(&id);
-    let submit = match existing {
-        Some(rec) => {
-            let stored = store.targets().map_err(Failure::usage)?.get(&id).cloned();
-            if stored.as_ref().is_some_and(|t| *t != target) {
-                return Err(Failure::usage(format!(
-                    "call node {id} exists for another server ({})",
-                    stored.map(|t| t.describe()).unwrap_or_default()
-                )));
-            }
-            if rec.tool_name != tool || rec.request_body != arguments {
-                return Err(Failure::usage(format!("call node {id} exists with another tool or other arguments; pick another --node")));
-            }
-            None
+    if let Some(rec) = existing {
+        let stored = store.targets().map_err(Failure::usage)?.get(&id).cloned();
+        if stored.as_ref().is_some_and(|t| t != target) {
+            let other = stored.map(|t| t.describe()).unwrap_or_default();
+            return Err(Failure::usage(format!(
+                "call node {id} exists for another server ({other})"
+            )));
         }
-        None => {
-            // The target first: whatever happens next, `resume` knows where this node's server is.
-            store.set_target(&id, &target).map_err(Failure::usage)?;
-            let key = format!(
-                "toolop-{}",
-                &crate::digest::sha256_hex(
-                    format!("{id}/{}/{}", unix_ms(), std::process::id()).as_bytes()
-                )[..32]
-            );
-            Some(CallNode {
-                id: id.clone(),
-                tool,
-                arguments,
-                submission_key: key,
-            })
+        if rec.tool_name != w.tool || rec.request_body != w.args {
+            return Err(Failure::usage(format!(
+                "call node {id} exists with another tool or other arguments; pick another node id"
+            )));
         }
-    };
-    if !json {
-        eprintln!("call node {id} on {}", target.describe());
+        return Ok((id, None));
     }
-    let nodes: BTreeSet<String> = [id.clone()].into();
+    // The target first: whatever happens next, `resume` knows where this node's server is.
+    store.set_target(&id, target).map_err(Failure::usage)?;
+    let digest =
+        crate::digest::sha256_hex(format!("{id}/{}/{}", unix_ms(), std::process::id()).as_bytes());
+    let key = format!("toolop-{}", &digest[..32]);
+    Ok((
+        id.clone(),
+        Some(CallNode {
+            id,
+            tool: w.tool,
+            arguments: w.args,
+            submission_key: key,
+        }),
+    ))
+}
+
+pub fn call(
+    store: &LedgerStore,
+    target: Target,
+    wanted: Vec<Wanted>,
+    opts: &RunOpts,
+    json: bool,
+) -> Result<u8, Failure> {
+    let gate = Gate::parse(&opts.approve).map_err(Failure::usage)?;
+    let mut nodes = BTreeSet::new();
+    let mut submit = Vec::new();
+    for (i, w) in wanted.into_iter().enumerate() {
+        let (id, node) = prepare(store, &target, w, i)?;
+        if !nodes.insert(id.clone()) {
+            return Err(Failure::usage(format!("call node {id} is named twice")));
+        }
+        submit.extend(node);
+    }
+    if !json {
+        let first = nodes.iter().next().cloned().unwrap_or_default();
+        match nodes.len() {
+            1 => eprintln!("call node {first} on {}", target.describe()),
+            n => eprintln!("{n} call nodes on {}", target.describe()),
+        }
+    }
     let mut watch = Watch {
         progress: Progress::new(json),
         refusals: Refusals::default(),
@@ -280,7 +341,7 @@ pub fn resume(store: &LedgerStore, opts: &RunOpts, json: bool) -> Result<u8, Fai
             store,
             &target,
             nodes,
-            None,
+            Vec::new(),
             opts,
             gate.clone(),
             &mut watch,
@@ -307,7 +368,7 @@ async fn drive(
     store: &LedgerStore,
     target: &Target,
     nodes: BTreeSet<String>,
-    mut submit: Option<CallNode>,
+    mut submit: Vec<CallNode>,
     opts: &RunOpts,
     gate: Gate,
     watch: &mut Watch,
@@ -345,7 +406,8 @@ async fn drive(
             approvals_rx,
             inputs_tx.clone(),
         ));
-        if let Some(node) = &submit {
+        // Submitted again after a restart only if the ledger still has no record of it.
+        for node in &submit {
             let _ = inputs_tx.send(Input::Submit(node.clone()));
         }
         let mut handle = tokio::spawn(runner.run(transport, inputs_rx));
@@ -369,12 +431,7 @@ async fn drive(
                 nodes.iter().filter_map(|n| l.by_call_node(n)).collect()
             };
             watch.progress.update(&records);
-            if submit
-                .as_ref()
-                .is_some_and(|s| records.iter().any(|r| r.call_node_id == s.id))
-            {
-                submit = None;
-            }
+            submit.retain(|s| !records.iter().any(|r| r.call_node_id == s.id));
             take_cancel_clicks(&ledger, &nodes, &inputs_tx);
             if records.len() == nodes.len() && records.iter().all(|r| r.local_state.is_final()) {
                 let _ = inputs_tx.send(Input::Shutdown);
