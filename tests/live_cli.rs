@@ -309,8 +309,8 @@ fn python_cancel_from_a_second_process_wins() {
 
 /// kill -9 of `toolop call` while it polls, then `toolop resume` with no flags: one receipt,
 /// one task on the server for the key.
-fn kill_9_mid_poll_then_resume(sdk: Sdk) {
-    let peer = Peer::start(sdk, &[]);
+fn kill_9_mid_poll_then_resume(sdk: Sdk, flags: &[&str]) {
+    let peer = Peer::start(sdk, flags);
     let ledger = TempLedger::new("kill9");
     let mut child = spawn_call(&ledger, &peer, "k1", "slow_job", r#"{"ms":4000}"#);
     let s = wait_status(&ledger, "k1", "WORKING with a poll", |s| {
@@ -334,6 +334,13 @@ fn kill_9_mid_poll_then_resume(sdk: Sdk) {
     assert_eq!(acceptances(&ledger, "k1"), 1, "exactly one receipt");
     assert_eq!(peer.creations(&key), 1, "exactly one task for the key");
     assert_eq!(peer.stats()["tasks_created"], 1);
+    if sdk == Sdk::Ts {
+        assert_eq!(
+            peer.stats()["sessions_created"],
+            1,
+            "resume continued on the kept session"
+        );
+    }
     // Nothing left: a second resume has nothing to do and exits 0.
     let out = run(&ledger, &["resume"]);
     assert_eq!(code(&out), 0, "{}", text(&out));
@@ -346,12 +353,24 @@ fn kill_9_mid_poll_then_resume(sdk: Sdk) {
 
 #[test]
 fn ts_kill_9_mid_poll_then_resume_gives_one_receipt_and_one_task() {
-    kill_9_mid_poll_then_resume(Sdk::Ts);
+    kill_9_mid_poll_then_resume(Sdk::Ts, &[]);
 }
 
 #[test]
 fn python_kill_9_mid_poll_then_resume_gives_one_receipt_and_one_task() {
-    kill_9_mid_poll_then_resume(Sdk::Python);
+    kill_9_mid_poll_then_resume(Sdk::Python, &[]);
+}
+
+/// With the SDKs' default task stores a task is visible only to the session that created it:
+/// `resume` continues on the kept session instead of opening a new one.
+#[test]
+fn ts_session_scoped_tasks_survive_kill_9_on_the_kept_session() {
+    kill_9_mid_poll_then_resume(Sdk::Ts, &["--session-scoped"]);
+}
+
+#[test]
+fn python_session_scoped_tasks_survive_kill_9_on_the_kept_session() {
+    kill_9_mid_poll_then_resume(Sdk::Python, &["--session-scoped"]);
 }
 
 #[test]

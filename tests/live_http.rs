@@ -157,7 +157,9 @@ fn restart(old: Peer, port: u16) -> Peer {
 fn stale_session_is_replaced(sdk: Sdk) {
     let peer = Peer::start(sdk, &[]);
     rt().block_on(async {
-        let mut t = open(&peer, |_| {});
+        // No GET stream: its reconnect could meet the 404 first (then the POST below would
+        // already run on the new session). Here the POST must be the one that finds out.
+        let mut t = open(&peer, |c| c.get_stream = false);
         handshake(&mut t).await;
         // TS: forget every session; Python: a restart on the same address (the new process
         // knows no session).
@@ -345,4 +347,59 @@ fn a_silent_server_is_bounded_by_the_request_timeout() {
             "the POST gave up at its timeout"
         );
     });
+}
+
+/// A kept session answers the runner's initialize without a round trip and carries on; when
+/// the server has forgotten it, the first request meets a 404 and a new session follows.
+#[test]
+fn a_kept_session_is_reused_and_replaced_when_the_server_forgot_it() {
+    let peer = Peer::start(Sdk::Ts, &[]);
+    rt().block_on(async {
+        let (mut t, handle) = toolop::transport::http::connect_keeping(HttpConfig {
+            url: peer.url(),
+            ..HttpConfig::default()
+        })
+        .unwrap();
+        handshake(&mut t).await;
+        let kept = handle.lock().unwrap().clone().expect("the session is kept");
+        assert!(kept.initialize_reply.contains("protocolVersion"));
+        drop(t);
+        let resume = |kept: toolop::transport::http::KeptSession| HttpConfig {
+            url: peer.url(),
+            resume: Some(kept),
+            ..HttpConfig::default()
+        };
+        let (mut t, handle) =
+            toolop::transport::http::connect_keeping(resume(kept.clone())).unwrap();
+        handshake(&mut t).await;
+        assert_eq!(
+            peer.stats()["sessions_created"],
+            1,
+            "initialize answered from the kept session"
+        );
+        assert_eq!(handle.lock().unwrap().as_ref(), Some(&kept));
+        drop(t);
+        peer.fault(json!({"drop_sessions": true}));
+        let (mut t, handle) =
+            toolop::transport::http::connect_keeping(resume(kept.clone())).unwrap();
+        handshake_expecting_404(&mut t).await;
+        t.send(request(9, "tools/list", json!({}))).unwrap();
+        assert_eq!(reply_to(&mut t, 9, 10_000).await.unwrap().http_status, 200);
+        assert_eq!(peer.stats()["sessions_created"], 2);
+        let now = handle.lock().unwrap().clone().unwrap();
+        assert_ne!(
+            now.session_id, kept.session_id,
+            "the new session is the one kept now"
+        );
+    });
+}
+
+/// As [`handshake`], on a kept session the server forgot: the first request is a 404.
+async fn handshake_expecting_404(t: &mut LiveTransport) {
+    let params = json!({"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}});
+    t.send(request(1, "initialize", params)).unwrap();
+    assert_eq!(reply_to(t, 1, 10_000).await.unwrap().http_status, 200);
+    t.send(notification("notifications/initialized")).unwrap();
+    t.send(request(2, "ping", json!({}))).unwrap();
+    assert_eq!(reply_to(t, 2, 10_000).await.unwrap().http_status, 404);
 }

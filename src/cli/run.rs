@@ -23,6 +23,7 @@ use crate::record::{LocalState, TerminalState, ToolOperation};
 use crate::runner::{
     CallNode, Exit, Input, Observation, Observer, Runner, RunnerConfig, SharedLedger,
 };
+use crate::transport::http::{KeptSession, SessionHandle};
 
 /// The executor epoch of the CLI. Rollback (an epoch bump) is an operator action the CLI does
 /// not offer yet.
@@ -385,7 +386,9 @@ async fn drive(
         Instant::now() + Duration::from_millis(opts.wait_budget_ms.saturating_add(60_000));
     let mut restarts = 0;
     loop {
-        let (adapter, transport) = target.connect(opts.request_timeout_ms)?;
+        let kept = store.kept_session(target)?;
+        let mut last_kept = kept.clone();
+        let (adapter, transport, session) = target.connect(opts.request_timeout_ms, kept)?;
         let (approvals_tx, approvals_rx) = mpsc::unbounded_channel();
         let (inputs_tx, inputs_rx) = mpsc::unbounded_channel();
         // Ids apart across incarnations and below 2^40 (the extension adapter's own ids start there).
@@ -431,6 +434,7 @@ async fn drive(
                 nodes.iter().filter_map(|n| l.by_call_node(n)).collect()
             };
             watch.progress.update(&records);
+            keep_session(store, target, session.as_ref(), &mut last_kept);
             submit.retain(|s| !records.iter().any(|r| r.call_node_id == s.id));
             take_cancel_clicks(&ledger, &nodes, &inputs_tx);
             if records.len() == nodes.len() && records.iter().all(|r| r.local_state.is_final()) {
@@ -441,6 +445,7 @@ async fn drive(
             }
         };
         gate_task.abort();
+        keep_session(store, target, session.as_ref(), &mut last_kept);
         let all_final = {
             let l = ledger.lock().expect("ledger lock");
             nodes
@@ -477,6 +482,25 @@ async fn drive(
                 }
                 tokio::time::sleep(Duration::from_millis(200u64 << restarts.min(5))).await;
             }
+        }
+    }
+}
+
+/// Persist the session the transport holds when it changed, so `resume` continues on it (a
+/// server that scopes tasks to sessions shows them to that session only).
+fn keep_session(
+    store: &LedgerStore,
+    target: &Target,
+    handle: Option<&SessionHandle>,
+    last: &mut Option<KeptSession>,
+) {
+    let Some(current) = handle.and_then(|h| h.lock().expect("session lock").clone()) else {
+        return;
+    };
+    if last.as_ref() != Some(&current) {
+        match store.keep_session(target, &current) {
+            Ok(()) => *last = Some(current),
+            Err(e) => tracing::warn!("cannot keep the session: {e}"),
         }
     }
 }

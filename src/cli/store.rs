@@ -22,6 +22,7 @@ use crate::ledger::{
 };
 use crate::record::{TerminalState, ToolOperation};
 use crate::runner::SharedLedger;
+use crate::transport::http::KeptSession;
 
 /// One journal line of the interim ledger.
 #[derive(Serialize, Deserialize)]
@@ -263,6 +264,11 @@ enum SideEntry {
     Resolve {
         resolution: Resolution,
     },
+    /// The MCP session a target last had, so a later process can continue on it.
+    Session {
+        target: Target,
+        session: KeptSession,
+    },
 }
 
 #[derive(Default)]
@@ -270,6 +276,7 @@ struct Side {
     origin_unix_ms: Option<u64>,
     targets: BTreeMap<String, Target>,
     resolutions: BTreeMap<String, Resolution>,
+    sessions: BTreeMap<Target, KeptSession>,
 }
 
 /// The ledger plus the side table, as the CLI uses them.
@@ -367,6 +374,26 @@ impl LedgerStore {
         self.append_side(SideEntry::Resolve { resolution })
     }
 
+    /// The session `target` last had (its server may have forgotten it since).
+    pub fn kept_session(&self, target: &Target) -> Result<Option<KeptSession>, String> {
+        self.refresh_side()?;
+        Ok(self
+            .side
+            .lock()
+            .expect("side lock")
+            .1
+            .sessions
+            .get(target)
+            .cloned())
+    }
+
+    pub fn keep_session(&self, target: &Target, session: &KeptSession) -> Result<(), String> {
+        self.append_side(SideEntry::Session {
+            target: target.clone(),
+            session: session.clone(),
+        })
+    }
+
     pub fn resolutions(&self) -> Result<BTreeMap<String, Resolution>, String> {
         self.refresh_side()?;
         Ok(self.side.lock().expect("side lock").1.resolutions.clone())
@@ -385,6 +412,9 @@ fn apply_side(side: &mut Side, line: &str, path: &Path) -> Result<(), String> {
             target,
         } => {
             side.targets.entry(call_node_id).or_insert(target);
+        }
+        SideEntry::Session { target, session } => {
+            side.sessions.insert(target, session);
         }
         SideEntry::Resolve { resolution } => {
             side.resolutions

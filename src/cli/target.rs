@@ -11,9 +11,16 @@ use crate::protocol::mcp_tasks_ext::McpTasksExtAdapter;
 use crate::protocol::Adapter;
 use crate::record::AdapterId;
 use crate::transport::aip_http::AipHttpConfig;
-use crate::transport::http::HttpConfig;
+use crate::transport::http::{HttpConfig, KeptSession, SessionHandle};
 use crate::transport::stdio::StdioConfig;
 use crate::transport::LiveTransport;
+
+/// An adapter, its connected transport, and (MCP over HTTP) a handle on the session it holds.
+pub type Connection = (
+    Box<dyn Adapter + Send>,
+    LiveTransport,
+    Option<SessionHandle>,
+);
 
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
@@ -63,10 +70,13 @@ impl Target {
     }
 
     /// The adapter and a connected transport. Must be called inside a tokio runtime.
+    /// `kept`: the session an earlier process had with this MCP server, tried first. The
+    /// handle says which session the transport holds now (MCP over HTTP only).
     pub fn connect(
         &self,
         request_timeout_ms: u64,
-    ) -> Result<(Box<dyn Adapter + Send>, LiveTransport), String> {
+        kept: Option<KeptSession>,
+    ) -> Result<Connection, String> {
         match self {
             Target::Mcp { url, protocol } => {
                 let adapter = mcp_adapter(*protocol)?;
@@ -74,16 +84,17 @@ impl Target {
                 let cfg = HttpConfig {
                     url: url.clone(),
                     protocol_version: version.into(),
+                    resume: kept,
                     ..HttpConfig::default()
                 };
-                Ok((adapter, crate::transport::http::connect(cfg)?))
+                let (transport, handle) = crate::transport::http::connect_keeping(cfg)?;
+                Ok((adapter, transport, Some(handle)))
             }
             Target::Stdio { command, protocol } => {
                 let adapter = mcp_adapter(*protocol)?;
-                Ok((
-                    adapter,
-                    crate::transport::stdio::spawn(StdioConfig::from_command_line(command)?)?,
-                ))
+                let transport =
+                    crate::transport::stdio::spawn(StdioConfig::from_command_line(command)?)?;
+                Ok((adapter, transport, None))
             }
             Target::Aip {
                 base_url,
@@ -98,10 +109,8 @@ impl Target {
                 if let Some(auth) = &file.auth {
                     cfg.headers.push(auth.header()?);
                 }
-                Ok((
-                    Box::new(Aip151Adapter::new(file.adapter_config())),
-                    crate::transport::aip_http::connect(cfg)?,
-                ))
+                let adapter = Box::new(Aip151Adapter::new(file.adapter_config()));
+                Ok((adapter, crate::transport::aip_http::connect(cfg)?, None))
             }
         }
     }

@@ -6,9 +6,10 @@ use std::sync::Arc;
 
 use tokio::time::Duration;
 
+use super::reply::{note_end, read_post_events};
 use super::{
-    note_end, note_session, read_post_events, Shared, HEADER_LAST_EVENT_ID,
-    HEADER_PROTOCOL_VERSION, HEADER_SESSION_ID, POST_RESUMES_MAX,
+    note_session, Shared, HEADER_LAST_EVENT_ID, HEADER_PROTOCOL_VERSION, HEADER_SESSION_ID,
+    POST_RESUMES_MAX,
 };
 use crate::transport::body::{error_text, is_event_stream, read_sse, SseEnd};
 use crate::transport::live::TransportStats;
@@ -25,7 +26,7 @@ pub(super) async fn resume_post_stream(shared: &Shared, request_id: Option<u64>,
             return;
         }
         TransportStats::bump(&shared.deliver.stats.get_resumptions);
-        let (end, answered) = read_post_events(shared, resp, request_id, &mut last_id).await;
+        let (end, answered) = read_post_events(shared, resp, request_id, &mut last_id, false).await;
         note_end(shared, &end, "resumed POST stream");
         if answered || matches!(end, SseEnd::TooLarge) {
             return;

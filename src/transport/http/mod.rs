@@ -33,13 +33,16 @@ use tokio::task::JoinSet;
 use tokio::time::Duration;
 
 mod get;
+mod reply;
+mod session;
 
-use get::{get_loop, resume_post_stream};
+use get::get_loop;
+#[cfg(test)]
+use reply::answers;
+use reply::read_reply;
+use session::{kept_reply, reinitialize};
 
-use super::body::{
-    self, error_text, is_event_stream, read_capped, read_sse, retry_after_ms, SseEnd,
-    BODY_LIMIT_BYTES_DEFAULT,
-};
+use super::body::{self, error_text, BODY_LIMIT_BYTES_DEFAULT};
 use super::live::{Deliver, DriverParts, LiveTransport, TransportStats};
 use super::InFrame;
 
@@ -78,7 +81,23 @@ pub struct HttpConfig {
     pub reinit_attempts_max: u32,
     /// Extra headers on every request (e.g. `Authorization`).
     pub headers: Vec<(String, String)>,
+    /// A session an earlier process established (`toolop resume`): the runner's initialize is
+    /// answered from it instead of opening a new session, so tasks a server scopes to its
+    /// session stay visible. A server that no longer knows it answers 404: a new session then.
+    #[serde(skip)]
+    pub resume: Option<KeptSession>,
 }
+
+/// A session worth keeping across processes: its id and the initialize reply it got.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct KeptSession {
+    pub session_id: String,
+    /// The JSON-RPC response to initialize, as the server sent it.
+    pub initialize_reply: String,
+}
+
+/// The transport's current session, for the caller to persist.
+pub type SessionHandle = Arc<Mutex<Option<KeptSession>>>;
 
 impl Default for HttpConfig {
     fn default() -> Self {
@@ -93,6 +112,7 @@ impl Default for HttpConfig {
             get_failures_max: 20,
             reinit_attempts_max: 5,
             headers: Vec::new(),
+            resume: None,
         }
     }
 }
@@ -117,14 +137,26 @@ struct Shared {
     deliver: Deliver,
     session: Mutex<Session>,
     changed: Notify,
+    kept: SessionHandle,
 }
 
 /// Open a Streamable HTTP transport to `cfg.url`. Nothing is sent until the runner sends.
 /// Must be called inside a tokio runtime.
 pub fn connect(cfg: HttpConfig) -> Result<LiveTransport, String> {
+    connect_keeping(cfg).map(|(t, _)| t)
+}
+
+/// As [`connect`], plus a handle on the session the transport holds (to keep it for a later
+/// process: see [`HttpConfig::resume`]).
+pub fn connect_keeping(cfg: HttpConfig) -> Result<(LiveTransport, SessionHandle), String> {
     reqwest::Url::parse(&cfg.url).map_err(|e| format!("server URL {:?}: {e}", cfg.url))?;
     let client = body::client(cfg.connect_timeout_ms)?;
-    Ok(LiveTransport::start(move |parts| drive(cfg, client, parts)))
+    let kept: SessionHandle = Arc::new(Mutex::new(cfg.resume.clone()));
+    let handle = kept.clone();
+    Ok((
+        LiveTransport::start(move |parts| drive(cfg, client, kept, parts)),
+        handle,
+    ))
 }
 
 enum Envelope {
@@ -161,15 +193,30 @@ fn envelope(body: &[u8]) -> Envelope {
     }
 }
 
-async fn drive(cfg: HttpConfig, client: reqwest::Client, mut parts: DriverParts) {
+async fn drive(
+    cfg: HttpConfig,
+    client: reqwest::Client,
+    kept: SessionHandle,
+    mut parts: DriverParts,
+) {
     let get_stream = cfg.get_stream;
+    // A kept session is live until the server says otherwise; its initialized notification
+    // went out in the process that opened it.
+    let mut answer_locally = cfg.resume.clone().filter(|k| !k.session_id.is_empty());
+    let mut swallow_initialized = false;
     let shared = Arc::new(Shared {
         cfg,
         client,
         deliver: parts.deliver,
         session: Mutex::default(),
         changed: Notify::new(),
+        kept,
     });
+    if let Some(k) = &answer_locally {
+        let mut s = shared.session.lock().expect("session lock");
+        s.id = Some(k.session_id.clone());
+        s.generation = 1;
+    }
     // Dropping the set (when the transport aborts this task) aborts every exchange in it.
     let mut set = JoinSet::new();
     if get_stream {
@@ -191,10 +238,22 @@ async fn drive(cfg: HttpConfig, client: reqwest::Client, mut parts: DriverParts)
         }
         match envelope(&frame.body) {
             Envelope::Initialize(v) => {
+                let local = answer_locally.take().and_then(|k| kept_reply(&k, &v));
                 shared.session.lock().expect("session lock").init = Some(v);
+                if let Some(body) = local {
+                    swallow_initialized = true;
+                    let reply = InFrame {
+                        request_id: frame.request_id,
+                        http_status: 200,
+                        retry_after_ms: None,
+                        body,
+                    };
+                    shared.deliver.frame(reply);
+                    continue;
+                }
                 // In order: the session id must be known before the next message goes out.
                 if let Some(resp) = post(&shared, frame.body, true, &[]).await {
-                    set.spawn(read_reply(shared.clone(), resp, frame.request_id));
+                    set.spawn(read_reply(shared.clone(), resp, frame.request_id, true));
                 }
             }
             Envelope::Request(headers) => {
@@ -206,7 +265,7 @@ async fn drive(cfg: HttpConfig, client: reqwest::Client, mut parts: DriverParts)
                 };
                 set.spawn(async move {
                     if let Some(resp) = post(&shared, frame.body, false, &headers).await {
-                        read_reply(shared, resp, frame.request_id).await;
+                        read_reply(shared, resp, frame.request_id, false).await;
                     }
                 });
             }
@@ -214,12 +273,16 @@ async fn drive(cfg: HttpConfig, client: reqwest::Client, mut parts: DriverParts)
                 if initialized {
                     shared.session.lock().expect("session lock").initialized =
                         Some(frame.body.clone());
+                    if std::mem::take(&mut swallow_initialized) {
+                        mark_ready(&shared);
+                        continue;
+                    }
                 }
                 if let Some(resp) = post(&shared, frame.body, false, &[]).await {
                     if initialized && resp.status().is_success() {
                         mark_ready(&shared);
                     }
-                    set.spawn(read_reply(shared.clone(), resp, frame.request_id));
+                    set.spawn(read_reply(shared.clone(), resp, frame.request_id, false));
                 }
             }
         }
@@ -311,154 +374,6 @@ fn note_session(
             s.id.as_deref().unwrap_or("?")
         );
     }
-}
-
-/// Whether an SSE message is the response to `request_id`.
-fn answers(data: &str, request_id: Option<u64>) -> bool {
-    let Some(want) = request_id else { return false };
-    let Ok(v) = serde_json::from_str::<Value>(data) else {
-        return false;
-    };
-    v.get("method").is_none() && v.get("id").and_then(Value::as_u64) == Some(want)
-}
-
-/// The events of a POST's SSE stream (or its resumption), each message delivered tagged with
-/// the POST's request id, until the response to it has come or the stream ends. `last_id`
-/// follows the newest event id. Whether the response came.
-async fn read_post_events(
-    shared: &Shared,
-    resp: reqwest::Response,
-    request_id: Option<u64>,
-    last_id: &mut Option<String>,
-) -> (SseEnd, bool) {
-    let mut answered = false;
-    let end = read_sse(resp, shared.cfg.body_limit_bytes, |ev| {
-        if ev.id.is_some() {
-            *last_id = ev.id;
-        }
-        if !ev.data.trim().is_empty() {
-            answered |= answers(&ev.data, request_id);
-            let frame = InFrame {
-                request_id,
-                http_status: 200,
-                retry_after_ms: None,
-                body: ev.data.into_bytes(),
-            };
-            shared.deliver.frame(frame);
-        }
-        !answered && !shared.deliver.closed()
-    })
-    .await;
-    (end, answered)
-}
-
-/// Deliver what one POST's reply holds.
-async fn read_reply(shared: Arc<Shared>, resp: reqwest::Response, request_id: Option<u64>) {
-    let status = resp.status().as_u16();
-    let retry_after_ms = retry_after_ms(resp.headers());
-    if status == 202 || status == 204 {
-        // A notification or response was accepted; a request answered 202 is the adapter's call.
-        if request_id.is_some() {
-            shared.deliver.frame(InFrame {
-                request_id,
-                http_status: 202,
-                retry_after_ms,
-                body: Vec::new(),
-            });
-        }
-        return;
-    }
-    if (200..300).contains(&status) && is_event_stream(&resp) {
-        let mut last_id = None;
-        let (end, answered) = read_post_events(&shared, resp, request_id, &mut last_id).await;
-        note_end(&shared, &end, "POST stream");
-        if !answered && !matches!(end, SseEnd::TooLarge) {
-            if let Some(last_id) = last_id {
-                resume_post_stream(&shared, request_id, last_id).await;
-            }
-        }
-        return;
-    }
-    match read_capped(resp, shared.cfg.body_limit_bytes).await {
-        Ok(body) => {
-            if request_id.is_some() || status >= 300 {
-                shared.deliver.frame(InFrame {
-                    request_id,
-                    http_status: status,
-                    retry_after_ms,
-                    body,
-                });
-            }
-        }
-        Err(e) => {
-            if matches!(e, body::BodyError::TooLarge { .. }) {
-                TransportStats::bump(&shared.deliver.stats.oversize);
-            }
-            tracing::warn!(
-                "reply to request {}: {e}",
-                request_id.map_or("-".into(), |id| id.to_string())
-            );
-        }
-    }
-}
-
-fn note_end(shared: &Shared, end: &SseEnd, what: &str) {
-    match end {
-        SseEnd::Closed => {}
-        SseEnd::Broken(e) => tracing::info!("{what} ended: {e}"),
-        SseEnd::TooLarge => {
-            TransportStats::bump(&shared.deliver.stats.oversize);
-            tracing::warn!(
-                "{what}: an event exceeded the {}-byte cap; stream dropped",
-                shared.cfg.body_limit_bytes
-            );
-        }
-    }
-}
-
-/// A new session after a 404: the runner's initialize and initialized notification again, under
-/// ids of the transport's own (their replies are consumed here, never delivered).
-async fn reinitialize(shared: &Arc<Shared>) {
-    let (init, initialized) = {
-        let s = shared.session.lock().expect("session lock");
-        (s.init.clone(), s.initialized.clone())
-    };
-    let Some(mut init) = init else {
-        // Nothing to replay: go on without a session and let the server say what it wants.
-        let mut s = shared.session.lock().expect("session lock");
-        s.lost = false;
-        s.id = None;
-        return;
-    };
-    for attempt in 0..shared.cfg.reinit_attempts_max.max(1) {
-        init["id"] = Value::from(format!("toolop-transport-reinit-{attempt}"));
-        let body = serde_json::to_vec(&init).expect("Value serialises");
-        if let Some(resp) = post(shared, body, true, &[]).await {
-            let ok = resp.status().is_success();
-            // The reply is the server's initialize result; the runner negotiated already.
-            let _ = read_capped(resp, shared.cfg.body_limit_bytes).await;
-            if ok {
-                let note = initialized.clone().unwrap_or_else(|| {
-                    br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#.to_vec()
-                });
-                if let Some(resp) = post(shared, note, false, &[]).await {
-                    if resp.status().is_success() {
-                        mark_ready(shared);
-                    }
-                }
-                TransportStats::bump(&shared.deliver.stats.reinitializations);
-                return;
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(100u64 << attempt.min(6))).await;
-    }
-    tracing::warn!(
-        "re-initialization failed {} times; continuing without a session",
-        shared.cfg.reinit_attempts_max
-    );
-    let mut s = shared.session.lock().expect("session lock");
-    s.lost = false;
-    s.id = None;
 }
 
 #[cfg(test)]
