@@ -5,8 +5,6 @@
 
 mod common;
 
-use std::process::Stdio;
-
 use common::{code, run, status, text, wait_status, Peer, Sdk, TempLedger};
 
 fn config() -> String {
@@ -73,27 +71,24 @@ fn aip_operations_complete_fail_and_count_one_creation_per_key() {
 fn aip_cancel_and_kill_9_then_resume() {
     let peer = Peer::start(Sdk::Aip, &[]);
     let ledger = TempLedger::new("aip-kill");
+    let (base, cfg) = (peer.base(), config());
     let spawn = |node: &str, args: &str| {
-        common::toolop()
-            .arg("--ledger")
-            .arg(ledger.path())
-            .args([
+        common::spawn(
+            &ledger,
+            &[
                 "call",
                 "--aip",
-                &peer.base(),
+                &base,
                 "--aip-config",
-                &config(),
+                &cfg,
                 "--tool",
                 "slow_job",
                 "--args",
                 args,
                 "--node",
                 node,
-            ])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap()
+            ],
+        )
     };
     let child = spawn("c1", r#"{"ms":20000}"#);
     wait_status(&ledger, "c1", "WORKING", |s| s["local_state"] == "WORKING");

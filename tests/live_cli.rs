@@ -5,7 +5,6 @@
 
 mod common;
 
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use common::{code, run, status, text, wait_status, Peer, Sdk, TempLedger};
@@ -261,24 +260,13 @@ fn spawn_call(
     tool: &str,
     args: &str,
 ) -> std::process::Child {
-    common::toolop()
-        .arg("--ledger")
-        .arg(ledger.path())
-        .args([
-            "call",
-            "--server",
-            &peer.url(),
-            "--tool",
-            tool,
-            "--args",
-            args,
-            "--node",
-            node,
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
+    let url = peer.url();
+    common::spawn(
+        ledger,
+        &[
+            "call", "--server", &url, "--tool", tool, "--args", args, "--node", node,
+        ],
+    )
 }
 
 fn cancel_from_a_second_process(sdk: Sdk) {

@@ -6,6 +6,8 @@
 
 mod common;
 
+use common::rt;
+
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -17,14 +19,6 @@ use toolop::protocol::{Adapter, Reply, RequestKind};
 use toolop::runner::{NullObserver, Runner, RunnerConfig, SharedLedger};
 use toolop::transport::http::{connect, HttpConfig};
 use toolop::transport::{InFrame, LiveTransport, OutFrame, Transport, TransportStats};
-
-fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
 
 fn request(id: u64, method: &str, params: Value) -> OutFrame {
     OutFrame {

@@ -5,19 +5,13 @@
 
 mod common;
 
+use common::rt;
+
 use std::time::Duration;
 
 use serde_json::{json, Value};
 use toolop::transport::stdio::{spawn, StdioConfig};
 use toolop::transport::{LiveTransport, OutFrame, Transport, TransportStats};
-
-fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
 
 async fn next(t: &mut LiveTransport) -> Option<Value> {
     let f = tokio::time::timeout(Duration::from_secs(20), t.recv())

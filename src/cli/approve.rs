@@ -32,7 +32,7 @@ impl Gate {
                     Ok(Gate::AcceptFile(PathBuf::from(path)))
                 }
                 _ => Err(format!(
-                    "--approve {other:?}: expected decline, accept-file=FILE or prompt"
+                    "--approve \"{other}\": expected decline, accept-file=FILE or prompt"
                 )),
             },
         }

@@ -136,7 +136,7 @@ pub fn parse_protocol(s: &str) -> Result<AdapterId, String> {
         "mcp-2025-11-25" => Ok(AdapterId::Mcp20251125),
         "mcp-tasks-ext" => Ok(AdapterId::McpTasksExt),
         other => Err(format!(
-            "--protocol {other:?}: expected mcp-2025-11-25 or mcp-tasks-ext"
+            "--protocol \"{other}\": expected mcp-2025-11-25 or mcp-tasks-ext"
         )),
     }
 }
@@ -201,7 +201,7 @@ fn run_cli(cli: Cli) -> Result<u8, Failure> {
                 (None, Some(base), Some(cfg)) => {
                     target::AipFile::load(&cfg).map_err(Failure::usage)?;
                     reqwest::Url::parse(&base)
-                        .map_err(|e| format!("--aip {base:?}: {e}"))
+                        .map_err(|e| format!("--aip \"{base}\": {e}"))
                         .map(|_| target::Target::Aip {
                             base_url: base,
                             config_path: std::fs::canonicalize(&cfg).unwrap_or(cfg),

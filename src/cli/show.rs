@@ -257,7 +257,7 @@ pub fn reconcile(store: &LedgerStore, action: ReconcileAction, json: bool) -> Re
         } => {
             if !OUTCOMES.contains(&outcome.as_str()) {
                 return Err(Failure::usage(format!(
-                    "--outcome {outcome:?}: expected one of {}",
+                    "--outcome \"{outcome}\": expected one of {}",
                     OUTCOMES.join(", ")
                 )));
             }

@@ -50,14 +50,14 @@ impl Target {
             });
         }
         if server.starts_with("http://") || server.starts_with("https://") {
-            reqwest::Url::parse(server).map_err(|e| format!("--server {server:?}: {e}"))?;
+            reqwest::Url::parse(server).map_err(|e| format!("--server \"{server}\": {e}"))?;
             return Ok(Target::Mcp {
                 url: server.to_string(),
                 protocol,
             });
         }
         Err(format!(
-            "--server {server:?}: expected http://..., https://... or stdio:COMMAND"
+            "--server \"{server}\": expected http://..., https://... or stdio:COMMAND"
         ))
     }
 

@@ -38,7 +38,7 @@ impl Default for AipHttpConfig {
 /// Open a transport to `cfg.base_url`. Must be called inside a tokio runtime.
 pub fn connect(cfg: AipHttpConfig) -> Result<LiveTransport, String> {
     reqwest::Url::parse(&cfg.base_url)
-        .map_err(|e| format!("AIP base URL {:?}: {e}", cfg.base_url))?;
+        .map_err(|e| format!("AIP base URL \"{}\": {e}", cfg.base_url))?;
     let client = body::client(cfg.connect_timeout_ms)?;
     Ok(LiveTransport::start(move |parts| drive(cfg, client, parts)))
 }
@@ -76,7 +76,7 @@ async fn exchange(cfg: AipHttpConfig, client: reqwest::Client, deliver: Deliver,
     let target = frame.http.expect("filtered by the driver");
     let Ok(method) = reqwest::Method::from_bytes(target.method.as_bytes()) else {
         tracing::warn!(
-            "AIP frame with an invalid HTTP method {:?}: not sent",
+            "AIP frame with an invalid HTTP method \"{}\": not sent",
             target.method
         );
         return;

@@ -23,7 +23,8 @@ pub struct StdioConfig {
 impl StdioConfig {
     /// Split a command line the way a POSIX shell would (quotes, escapes), without a shell.
     pub fn from_command_line(line: &str) -> Result<StdioConfig, String> {
-        let argv = shell_words::split(line).map_err(|e| format!("stdio command {line:?}: {e}"))?;
+        let argv =
+            shell_words::split(line).map_err(|e| format!("stdio command \"{line}\": {e}"))?;
         if argv.is_empty() {
             return Err("stdio command is empty".into());
         }
@@ -43,7 +44,7 @@ pub fn spawn(cfg: StdioConfig) -> Result<LiveTransport, String> {
         .stderr(Stdio::piped())
         .kill_on_drop(true)
         .spawn()
-        .map_err(|e| format!("cannot start {:?}: {e}", cfg.argv[0]))?;
+        .map_err(|e| format!("cannot start \"{}\": {e}", cfg.argv[0]))?;
     let program = cfg.argv[0].clone();
     let limit = cfg.line_limit_bytes;
     Ok(LiveTransport::start(move |parts| {

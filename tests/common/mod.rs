@@ -164,6 +164,27 @@ fn dechunk(mut s: &str) -> String {
     out
 }
 
+/// A real multi-threaded tokio runtime, as production uses.
+pub fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// `toolop --ledger L ARGS...` started in the background (for kill -9 and second processes).
+pub fn spawn(ledger: &TempLedger, args: &[&str]) -> Child {
+    toolop()
+        .arg("--ledger")
+        .arg(ledger.path())
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start toolop")
+}
+
 pub fn toolop() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_toolop"));
     c.env("CI", "true").env_remove("RUST_LOG");

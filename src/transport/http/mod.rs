@@ -149,7 +149,7 @@ pub fn connect(cfg: HttpConfig) -> Result<LiveTransport, String> {
 /// As [`connect`], plus a handle on the session the transport holds (to keep it for a later
 /// process: see [`HttpConfig::resume`]).
 pub fn connect_keeping(cfg: HttpConfig) -> Result<(LiveTransport, SessionHandle), String> {
-    reqwest::Url::parse(&cfg.url).map_err(|e| format!("server URL {:?}: {e}", cfg.url))?;
+    reqwest::Url::parse(&cfg.url).map_err(|e| format!("server URL \"{}\": {e}", cfg.url))?;
     let client = body::client(cfg.connect_timeout_ms)?;
     let kept: SessionHandle = Arc::new(Mutex::new(cfg.resume.clone()));
     let handle = kept.clone();
