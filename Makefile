@@ -8,7 +8,9 @@ SEED ?= 42
 SERIES ?= 10000
 JOBS ?= 2
 
-.PHONY: gate gate-ci canary run replay shrink bench mutants mutants-ci tune test build
+.PHONY: gate gate-ci canary run replay shrink bench mutants mutants-ci tune test build peers peer-ts peer-python
+
+PEERS_VENV := target/peers-venv
 
 # The release gate: 10,000 seeded series of the default set, every invariant, every gate.
 gate:
@@ -51,6 +53,25 @@ build:
 	cargo build --release
 	$(SIM_ENV) cargo build --release -p toolop-sim
 
-test:
+# Interop peers: the official SDK servers the live tests start (npm and PyPI, from the lock files).
+peers: target/peers-ts.stamp target/peers-python.stamp
+
+target/peers-ts.stamp: tests/peers/ts/package.json tests/peers/ts/package-lock.json
+	cd tests/peers/ts && npm ci --no-audit --no-fund --loglevel=error
+	mkdir -p target && touch $@
+
+target/peers-python.stamp: tests/peers/python/requirements.txt
+	python3 -m venv $(PEERS_VENV)
+	$(PEERS_VENV)/bin/pip install --quiet --disable-pip-version-check -r tests/peers/python/requirements.txt
+	mkdir -p target && touch $@
+
+# The README example's server: the TypeScript peer on port 3000.
+peer-ts: target/peers-ts.stamp
+	node tests/peers/ts/server.mjs --port 3000
+
+peer-python: target/peers-python.stamp
+	$(PEERS_VENV)/bin/python tests/peers/python/server.py --port 3001
+
+test: peers
 	cargo test -p toolop
 	$(SIM_ENV) cargo test --release -p toolop-sim

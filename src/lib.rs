@@ -17,3 +17,6 @@ pub mod core;
 pub mod ledger;
 /// The async shell on tokio (madsim's tokio in the simulator): ledger first, then sends.
 pub mod runner;
+/// The live CLI `toolop` (call, resume, status, reconcile, cancel); real processes only.
+#[cfg(not(madsim))]
+pub mod cli;

@@ -650,9 +650,14 @@ fn classifies_real_inbound_frames() {
     assert_eq!(a.classify(&f), Inbound::Response { rpc_id: 3 });
     assert_eq!(a.decode_reply(RequestKind::Poll, &f).name(), "error");
 
-    // Other server requests and odd bodies.
+    // Other server requests get an answer (a ping an empty result); odd bodies.
     let ping = br#"{"jsonrpc":"2.0","id":5,"method":"ping"}"#;
-    assert!(matches!(a.classify(&InFrame::message(ping.to_vec())), Inbound::Ignored { .. }));
+    match a.classify(&InFrame::message(ping.to_vec())) {
+        Inbound::ServerRequest(req) => {
+            assert_eq!((req.id, req.method.as_str(), req.answer), (json!(5), "ping", toolop::protocol::ServerAnswer::Empty));
+        }
+        other => panic!("{other:?}"),
+    }
     let progress = br#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":1,"progress":2}}"#;
     assert!(matches!(a.classify(&InFrame::message(progress.to_vec())), Inbound::Ignored { .. }));
     assert!(matches!(a.classify(&InFrame::message(Vec::new())), Inbound::Ignored { .. }));

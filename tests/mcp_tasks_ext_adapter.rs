@@ -841,9 +841,13 @@ fn classifies_inbound_frames() {
         Inbound::Ignored { what } => assert!(what.contains("notifications/tasks"), "{what}"),
         other => panic!("{other:?}"),
     }
-    // No server-to-client requests in this era: an elicitation request is not an input request.
+    // No server-to-client input requests in this era: an elicitation request is not an input
+    // request, and it is declined rather than left unanswered.
     let elicit = with(with(approval_request("?"), "jsonrpc", json!("2.0")), "id", json!(0));
-    assert!(matches!(a.classify(&m(elicit)), Inbound::Ignored { .. }));
+    match a.classify(&m(elicit)) {
+        Inbound::ServerRequest(req) => assert_eq!(req.answer, toolop::protocol::ServerAnswer::DeclineElicitation),
+        other => panic!("{other:?}"),
+    }
     assert!(matches!(a.classify(&InFrame::message(Vec::new())), Inbound::Ignored { .. }));
     assert!(matches!(a.classify(&InFrame::message(b"[1]".to_vec())), Inbound::Malformed { .. }));
     assert!(matches!(a.classify(&InFrame::message(b"{".to_vec())), Inbound::Malformed { .. }));

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use super::{EffectItem, Ledger, LedgerError, OutboxEntry, OutboxStatus, ReconcileItem, Receipt, Write};
+use super::{CancelRequest, EffectItem, Ledger, LedgerError, OutboxEntry, OutboxStatus, ReconcileItem, Receipt, Write};
 use crate::core::AcceptSpec;
 use crate::record::{LocalState, TerminalState, ToolOperation};
 
@@ -16,6 +16,7 @@ pub struct MemoryLedger {
     outbox: Vec<OutboxEntry>,
     reconcile: Vec<ReconcileItem>,
     effects: Vec<EffectItem>,
+    cancels: BTreeMap<String, CancelRequest>,
 }
 
 impl MemoryLedger {
@@ -197,5 +198,22 @@ impl Ledger for MemoryLedger {
 
     fn effect_reconciliations(&self) -> Vec<EffectItem> {
         self.effects.clone()
+    }
+
+    fn request_cancel(&mut self, call_node_id: &str, at_ms: u64) -> Result<(), LedgerError> {
+        if !self.records.contains_key(call_node_id) {
+            return Err(LedgerError::UnknownCallNode(call_node_id.to_string()));
+        }
+        self.cancels.entry(call_node_id.to_string()).or_insert(CancelRequest { call_node_id: call_node_id.to_string(), at_ms });
+        Ok(())
+    }
+
+    fn cancel_requests(&self) -> Vec<CancelRequest> {
+        self.cancels.values().cloned().collect()
+    }
+
+    fn take_cancel_request(&mut self, call_node_id: &str) -> Result<(), LedgerError> {
+        self.cancels.remove(call_node_id);
+        Ok(())
     }
 }

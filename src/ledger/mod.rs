@@ -62,6 +62,14 @@ pub struct EffectItem {
     pub at_ms: u64,
 }
 
+/// A cancel click written to the ledger by someone other than the executor running the call
+/// node (`toolop cancel` from another process); the executor picks it up and takes it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CancelRequest {
+    pub call_node_id: String,
+    pub at_ms: u64,
+}
+
 /// One transaction: the record at `expected_version` becomes `record`, plus side records.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Write {
@@ -120,6 +128,12 @@ pub trait Ledger {
     fn outbox(&self) -> Vec<OutboxEntry>;
     fn reconciliation_queue(&self) -> Vec<ReconcileItem>;
     fn effect_reconciliations(&self) -> Vec<EffectItem>;
+    /// Record a cancel click for a call node (refused for an unknown one). Idempotent.
+    fn request_cancel(&mut self, call_node_id: &str, at_ms: u64) -> Result<(), LedgerError>;
+    /// Cancel clicks not yet taken, ordered by call node id.
+    fn cancel_requests(&self) -> Vec<CancelRequest>;
+    /// The executor has turned the click into a cancel event; taking an absent one is a no-op.
+    fn take_cancel_request(&mut self, call_node_id: &str) -> Result<(), LedgerError>;
 
     /// The outbox entry of one call node, if it has one.
     fn outbox_entry(&self, call_node_id: &str) -> Option<OutboxEntry> {

@@ -141,3 +141,16 @@ fn lookups_by_operation_and_key_and_reconciliation_queue() {
     assert_eq!(l.effect_reconciliations().len(), 1);
     assert!(l.in_flight().is_empty());
 }
+
+#[test]
+fn cancel_requests_are_kept_until_taken_and_only_for_known_call_nodes() {
+    let mut l = MemoryLedger::new();
+    assert!(matches!(l.request_cancel("nope", 1), Err(LedgerError::UnknownCallNode(_))));
+    l.insert(rec("n1")).unwrap();
+    l.request_cancel("n1", 5).unwrap();
+    l.request_cancel("n1", 9).unwrap();
+    assert_eq!(l.cancel_requests(), vec![super::CancelRequest { call_node_id: "n1".into(), at_ms: 5 }]);
+    l.take_cancel_request("n1").unwrap();
+    assert!(l.cancel_requests().is_empty());
+    l.take_cancel_request("n1").unwrap();
+}

@@ -361,6 +361,31 @@ pub(super) fn result_view_of(
     ResultView { payload, is_error, related_operation_id, digest, verified: problem.is_none(), problem }
 }
 
+/// How a server request other than a task's elicitation is answered: `ping` with an empty
+/// result, an elicitation we cannot route declined, anything else `-32601`.
+pub(super) fn server_request(id: &Value, method: &str) -> super::ServerRequest {
+    let answer = match method {
+        "ping" => super::ServerAnswer::Empty,
+        "elicitation/create" => super::ServerAnswer::DeclineElicitation,
+        _ => super::ServerAnswer::MethodNotFound,
+    };
+    super::ServerRequest { id: id.clone(), method: method.to_string(), answer }
+}
+
+/// The JSON-RPC response to a server request.
+pub(super) fn server_answer(req: &super::ServerRequest) -> Vec<u8> {
+    use super::ServerAnswer;
+    let body = match &req.answer {
+        ServerAnswer::Empty => json!({"jsonrpc": "2.0", "id": req.id, "result": {}}),
+        ServerAnswer::DeclineElicitation => json!({"jsonrpc": "2.0", "id": req.id, "result": {"action": "decline"}}),
+        ServerAnswer::MethodNotFound => json!({"jsonrpc": "2.0", "id": req.id,
+            "error": {"code": METHOD_NOT_FOUND, "message": format!("Method not found: {} (toolop does not serve it)", req.method)}}),
+        ServerAnswer::InvalidParams { message } => json!({"jsonrpc": "2.0", "id": req.id,
+            "error": {"code": INVALID_PARAMS, "message": message}}),
+    };
+    to_bytes(&body)
+}
+
 pub(super) fn http_status_reply(frame: &InFrame) -> Option<Reply> {
     let detail = || match parse_reply(&frame.body) {
         Ok(RpcReply::Error { code, message }) => format!(" (server said {code}: {message})"),

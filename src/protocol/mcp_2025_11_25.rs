@@ -6,17 +6,17 @@
 //! anything that does not have the expected shape becomes `Reply::Malformed` with a reason.
 
 use super::jsonrpc::{
-    call_error, cancel_error, check_call_result, has_path, http_status_reply, negotiation_result, parse_json,
-    parse_reply, parse_task, refusal_in_result, related_task_id, request, response_rpc_id, result_view_of,
-    says_no_result_stored, task_read_error, to_bytes, type_name, RpcReply, INVALID_PARAMS, METHOD_NOT_FOUND,
-    RELATED_TASK,
+    call_error, cancel_error, check_call_result, has_path, http_status_reply, negotiation_result,
+    parse_json, parse_reply, parse_task, refusal_in_result, related_task_id, request,
+    response_rpc_id, result_view_of, says_no_result_stored, server_answer, server_request,
+    task_read_error, to_bytes, type_name, RpcReply, INVALID_PARAMS, METHOD_NOT_FOUND, RELATED_TASK,
 };
 use serde_json::{json, Map, Value};
 
 use super::{
-    Adapter, ApprovalReply, Inbound, InputRequest, Outbound, ProtocolError, Reply, RequestKind, ResultView,
-    ServerCapabilities, TaskSupport, TaskView, ToolInfo, EXT_IDEMPOTENCY, META_IDEMPOTENCY_KEY, META_LOOKUP_KEY,
-    META_SYNC_UPPER_BOUND_MS,
+    Adapter, ApprovalReply, Inbound, InputRequest, Outbound, ProtocolError, Reply, RequestKind,
+    ResultView, ServerAnswer, ServerCapabilities, ServerRequest, TaskSupport, TaskView, ToolInfo,
+    EXT_IDEMPOTENCY, META_IDEMPOTENCY_KEY, META_LOOKUP_KEY, META_SYNC_UPPER_BOUND_MS,
 };
 use crate::digest::value_digest;
 use crate::record::{AdapterId, ProtocolStatus};
@@ -36,7 +36,10 @@ impl Mcp20251125Adapter {
 
     /// The `clientInfo` sent in `initialize`.
     pub fn with_client_info(name: &str, version: &str) -> Self {
-        Mcp20251125Adapter { client_name: name.to_string(), client_version: version.to_string() }
+        Mcp20251125Adapter {
+            client_name: name.to_string(),
+            client_version: version.to_string(),
+        }
     }
 }
 
@@ -69,7 +72,12 @@ fn related_task_meta(operation_id: &str) -> Value {
 
 fn encode_outbound(rpc_id: u64, out: &Outbound) -> Vec<u8> {
     match out {
-        Outbound::Submit { key, tool, arguments, ttl_ms } => {
+        Outbound::Submit {
+            key,
+            tool,
+            arguments,
+            ttl_ms,
+        } => {
             let mut params = call_params(key, tool, arguments);
             let task = match ttl_ms {
                 Some(ttl) => json!({ "ttl": ttl }),
@@ -78,15 +86,35 @@ fn encode_outbound(rpc_id: u64, out: &Outbound) -> Vec<u8> {
             params.insert("task".into(), task);
             request(rpc_id, "tools/call", Value::Object(params))
         }
-        Outbound::SubmitSync { key, tool, arguments } => {
-            request(rpc_id, "tools/call", Value::Object(call_params(key, tool, arguments)))
+        Outbound::SubmitSync {
+            key,
+            tool,
+            arguments,
+        } => request(
+            rpc_id,
+            "tools/call",
+            Value::Object(call_params(key, tool, arguments)),
+        ),
+        Outbound::LookupByKey { key } => request(
+            rpc_id,
+            "tasks/list",
+            json!({ "_meta": { META_LOOKUP_KEY: key } }),
+        ),
+        Outbound::Poll { operation_id } => {
+            request(rpc_id, "tasks/get", json!({ "taskId": operation_id }))
         }
-        Outbound::LookupByKey { key } => request(rpc_id, "tasks/list", json!({ "_meta": { META_LOOKUP_KEY: key } })),
-        Outbound::Poll { operation_id } => request(rpc_id, "tasks/get", json!({ "taskId": operation_id })),
-        Outbound::FetchResult { operation_id } => request(rpc_id, "tasks/result", json!({ "taskId": operation_id })),
+        Outbound::FetchResult { operation_id } => {
+            request(rpc_id, "tasks/result", json!({ "taskId": operation_id }))
+        }
         // Always `tasks/cancel`: spec §7 forbids `notifications/cancelled` for tasks.
-        Outbound::Cancel { operation_id } => request(rpc_id, "tasks/cancel", json!({ "taskId": operation_id })),
-        Outbound::InputResponse { operation_id, server_request_id, reply } => {
+        Outbound::Cancel { operation_id } => {
+            request(rpc_id, "tasks/cancel", json!({ "taskId": operation_id }))
+        }
+        Outbound::InputResponse {
+            operation_id,
+            server_request_id,
+            reply,
+        } => {
             let (action, content) = match reply {
                 // ElicitResult.content must be an object; anything else is sent as no content.
                 ApprovalReply::Accept { content } => ("accept", content.as_object()),
@@ -154,14 +182,19 @@ fn decode_call(reply: RpcReply) -> Reply {
     match result.get("task") {
         Some(Value::Object(t)) => match task(t) {
             Ok(view) => Reply::Submitted(view),
-            Err(reason) => Reply::Malformed { reason: format!("CreateTaskResult: {reason}") },
+            Err(reason) => Reply::Malformed {
+                reason: format!("CreateTaskResult: {reason}"),
+            },
         },
-        Some(v) => Reply::Malformed { reason: format!("CreateTaskResult \"task\" is {}", type_name(v)) },
+        Some(v) => Reply::Malformed {
+            reason: format!("CreateTaskResult \"task\" is {}", type_name(v)),
+        },
         None => match refusal_in_result(&result) {
             Some(reason) => Reply::SubmitRefused { reason },
             None if result.contains_key("content") => Reply::SyncResult(result_view(result)),
             None => Reply::Malformed {
-                reason: "tools/call answered with neither a CreateTaskResult nor a CallToolResult".into(),
+                reason: "tools/call answered with neither a CreateTaskResult nor a CallToolResult"
+                    .into(),
             },
         },
     }
@@ -169,27 +202,43 @@ fn decode_call(reply: RpcReply) -> Reply {
 
 fn decode_lookup(reply: RpcReply) -> Reply {
     match reply {
-        RpcReply::Error { code: METHOD_NOT_FOUND, .. } => Reply::LookupUnsupported,
-        RpcReply::Error { code, message } => Reply::Error { message: format!("tasks/list {code}: {message}") },
+        RpcReply::Error {
+            code: METHOD_NOT_FOUND,
+            ..
+        } => Reply::LookupUnsupported,
+        RpcReply::Error { code, message } => Reply::Error {
+            message: format!("tasks/list {code}: {message}"),
+        },
         RpcReply::Result(result) => {
             let Some(tasks) = result.get("tasks").and_then(Value::as_array) else {
-                return Reply::Malformed { reason: "ListTasksResult without a \"tasks\" array".into() };
+                return Reply::Malformed {
+                    reason: "ListTasksResult without a \"tasks\" array".into(),
+                };
             };
             // A filtered list holds at most one task on one page; more, or a next page, means the
             // server ignored the key filter and the answer proves nothing.
             if result.get("nextCursor").is_some_and(|c| !c.is_null()) {
-                return Reply::Malformed { reason: "lookup answered with a paginated list: key filter ignored".into() };
+                return Reply::Malformed {
+                    reason: "lookup answered with a paginated list: key filter ignored".into(),
+                };
             }
             match tasks.as_slice() {
                 [] => Reply::LookupNotFound,
                 [Value::Object(t)] => match task(t) {
                     Ok(view) => Reply::LookupFound(view),
-                    Err(reason) => Reply::Malformed { reason: format!("tasks[0]: {reason}") },
+                    Err(reason) => Reply::Malformed {
+                        reason: format!("tasks[0]: {reason}"),
+                    },
                 },
-                [v] => Reply::Malformed { reason: format!("tasks[0] is {}", type_name(v)) },
-                many => {
-                    Reply::Malformed { reason: format!("lookup by key returned {} tasks: filter ignored", many.len()) }
-                }
+                [v] => Reply::Malformed {
+                    reason: format!("tasks[0] is {}", type_name(v)),
+                },
+                many => Reply::Malformed {
+                    reason: format!(
+                        "lookup by key returned {} tasks: filter ignored",
+                        many.len()
+                    ),
+                },
             }
         }
     }
@@ -201,7 +250,9 @@ fn decode_poll(reply: RpcReply) -> Reply {
         RpcReply::Error { code, message } => task_read_error("tasks/get", code, message),
         RpcReply::Result(result) => match task(&result) {
             Ok(view) => Reply::Status(view),
-            Err(reason) => Reply::Malformed { reason: format!("GetTaskResult: {reason}") },
+            Err(reason) => Reply::Malformed {
+                reason: format!("GetTaskResult: {reason}"),
+            },
         },
     }
 }
@@ -211,13 +262,18 @@ fn decode_fetch(reply: RpcReply) -> Reply {
         // TS SDK quirk for cancelled tasks: -32603 "Task … has no result stored" (§14). Any other
         // -32603 is an ordinary internal error, which for a failed task is the original
         // request's error: only the exact phrase decides (the spec gives nothing else).
-        RpcReply::Error { code, message } if says_no_result_stored(code, &message) => Reply::NoResultStored { message },
-        RpcReply::Error { code: INVALID_PARAMS, message } => task_read_error("tasks/result", INVALID_PARAMS, message),
+        RpcReply::Error { code, message } if says_no_result_stored(code, &message) => {
+            Reply::NoResultStored { message }
+        }
+        RpcReply::Error {
+            code: INVALID_PARAMS,
+            message,
+        } => task_read_error("tasks/result", INVALID_PARAMS, message),
         RpcReply::Error { code, message } => Reply::ResultIsError { code, message },
         // Python SDK quirk for cancelled tasks: a result holding only the related-task `_meta`.
-        RpcReply::Result(result) if result.keys().all(|k| k == "_meta") => {
-            Reply::NoResultStored { message: "empty result (only _meta): no result stored".into() }
-        }
+        RpcReply::Result(result) if result.keys().all(|k| k == "_meta") => Reply::NoResultStored {
+            message: "empty result (only _meta): no result stored".into(),
+        },
         RpcReply::Result(result) => Reply::Result(result_view(result)),
     }
 }
@@ -232,10 +288,12 @@ fn decode_cancel(reply: RpcReply) -> Reply {
             Ok(view) if view.status.is_terminal() => Reply::CancelRejectedTerminal {
                 message: format!("cancel answered with terminal status {:?}", view.status),
             },
-            Ok(view) => {
-                Reply::Malformed { reason: format!("cancel answered with non-terminal status {:?}", view.status) }
-            }
-            Err(reason) => Reply::Malformed { reason: format!("CancelTaskResult: {reason}") },
+            Ok(view) => Reply::Malformed {
+                reason: format!("cancel answered with non-terminal status {:?}", view.status),
+            },
+            Err(reason) => Reply::Malformed {
+                reason: format!("CancelTaskResult: {reason}"),
+            },
         },
     }
 }
@@ -244,26 +302,41 @@ fn decode_cancel(reply: RpcReply) -> Reply {
 // Inbound classification
 
 fn input_request(msg: &Map<String, Value>) -> Inbound {
-    let bad = |reason: &str| Inbound::Malformed { reason: format!("elicitation/create: {reason}") };
+    let bad = |reason: &str| Inbound::Malformed {
+        reason: format!("elicitation/create: {reason}"),
+    };
     let id = match msg.get("id") {
         Some(id @ Value::String(_)) => id.clone(),
         Some(id @ Value::Number(n)) if n.is_i64() || n.is_u64() => id.clone(),
         _ => return bad("id is not a string or an integer"),
     };
+    // From here the request has an id: it gets an answer whatever else is wrong with it.
+    let invalid = |message: &str| {
+        let answer = ServerAnswer::InvalidParams {
+            message: format!("elicitation/create: {message}"),
+        };
+        Inbound::ServerRequest(ServerRequest {
+            id: id.clone(),
+            method: "elicitation/create".into(),
+            answer,
+        })
+    };
     let Some(params) = msg.get("params").and_then(Value::as_object) else {
-        return bad("no params object");
+        return invalid("no params object");
     };
     // We declare only form mode; a missing mode is form (older servers, server-everything).
+    // Any other mode (URL) is declined: the gate cannot open a browser, and silence would hang
+    // the server.
     match params.get("mode") {
         None | Some(Value::Null) => {}
         Some(Value::String(m)) if m == "form" => {}
-        Some(m) => return bad(&format!("unsupported mode {m}")),
+        Some(_) => return Inbound::ServerRequest(server_request(&id, "elicitation/create")),
     }
     let Some(message) = params.get("message").and_then(Value::as_str) else {
-        return bad("no string message");
+        return invalid("no string message");
     };
     let Some(schema) = params.get("requestedSchema").filter(|s| s.is_object()) else {
-        return bad("no requestedSchema object");
+        return invalid("no requestedSchema object");
     };
     Inbound::InputRequest(InputRequest {
         server_request_id: id,
@@ -278,9 +351,9 @@ fn input_request(msg: &Map<String, Value>) -> Inbound {
 fn classify_frame(frame: &InFrame) -> Inbound {
     let parsed = parse_json(&frame.body);
     let object = parsed.as_ref().ok().and_then(Value::as_object);
-    if let Some(msg) =
-        object.filter(|m| !m.contains_key("method") && (m.contains_key("result") || m.contains_key("error")))
-    {
+    if let Some(msg) = object.filter(|m| {
+        !m.contains_key("method") && (m.contains_key("result") || m.contains_key("error"))
+    }) {
         return match response_rpc_id(msg, frame) {
             Ok(rpc_id) => Inbound::Response { rpc_id },
             Err(reason) => Inbound::Malformed { reason },
@@ -293,17 +366,34 @@ fn classify_frame(frame: &InFrame) -> Inbound {
     let msg = match (object, &parsed) {
         (Some(msg), _) => msg,
         _ if frame.body.iter().all(u8::is_ascii_whitespace) => {
-            return Inbound::Ignored { what: format!("empty body (HTTP {})", frame.http_status) };
+            return Inbound::Ignored {
+                what: format!("empty body (HTTP {})", frame.http_status),
+            };
         }
-        (None, Err(reason)) => return Inbound::Malformed { reason: reason.clone() },
-        (None, Ok(v)) => return Inbound::Malformed { reason: format!("message is {}, not an object", type_name(v)) },
+        (None, Err(reason)) => {
+            return Inbound::Malformed {
+                reason: reason.clone(),
+            }
+        }
+        (None, Ok(v)) => {
+            return Inbound::Malformed {
+                reason: format!("message is {}, not an object", type_name(v)),
+            }
+        }
     };
-    match (msg.get("method").and_then(Value::as_str), msg.contains_key("id")) {
+    match (
+        msg.get("method").and_then(Value::as_str),
+        msg.contains_key("id"),
+    ) {
         (Some("elicitation/create"), true) => input_request(msg),
-        (Some(m), true) => Inbound::Ignored { what: format!("server request {m}") },
+        (Some(m), true) => Inbound::ServerRequest(server_request(&msg["id"], m)),
         // Status notifications are advisory (§7): the executor keeps polling.
-        (Some(m), false) => Inbound::Ignored { what: format!("notification {m}") },
-        (None, _) => Inbound::Malformed { reason: "neither a request, a notification nor a response".into() },
+        (Some(m), false) => Inbound::Ignored {
+            what: format!("notification {m}"),
+        },
+        (None, _) => Inbound::Malformed {
+            reason: "neither a request, a notification nor a response".into(),
+        },
     }
 }
 
@@ -311,8 +401,13 @@ fn classify_frame(frame: &InFrame) -> Inbound {
 // Negotiation
 
 fn parse_tool(i: usize, tool: &Value) -> Result<ToolInfo, String> {
-    let obj = tool.as_object().ok_or_else(|| format!("tools[{i}] is {}", type_name(tool)))?;
-    let name = obj.get("name").and_then(Value::as_str).ok_or_else(|| format!("tools[{i}] has no string name"))?;
+    let obj = tool
+        .as_object()
+        .ok_or_else(|| format!("tools[{i}] is {}", type_name(tool)))?;
+    let name = obj
+        .get("name")
+        .and_then(Value::as_str)
+        .ok_or_else(|| format!("tools[{i}] has no string name"))?;
     let task_support = match obj.get("execution") {
         None | Some(Value::Null) => None,
         Some(Value::Object(exec)) => exec.get("taskSupport"),
@@ -325,13 +420,22 @@ fn parse_tool(i: usize, tool: &Value) -> Result<ToolInfo, String> {
         Some(Value::String(s)) if s == "required" => TaskSupport::Required,
         Some(v) => return Err(format!("tool {name}: unknown taskSupport {v}")),
     };
-    let sync_upper_bound_ms = match obj.get("_meta").and_then(|m| m.get(META_SYNC_UPPER_BOUND_MS)) {
-        None | Some(Value::Null) => None,
-        Some(v) => {
-            Some(v.as_u64().ok_or_else(|| format!("tool {name}: {META_SYNC_UPPER_BOUND_MS} is not an integer"))?)
-        }
-    };
-    Ok(ToolInfo { name: name.to_string(), task_support, sync_upper_bound_ms, descriptor_digest: value_digest(tool) })
+    let sync_upper_bound_ms =
+        match obj
+            .get("_meta")
+            .and_then(|m| m.get(META_SYNC_UPPER_BOUND_MS))
+        {
+            None | Some(Value::Null) => None,
+            Some(v) => Some(v.as_u64().ok_or_else(|| {
+                format!("tool {name}: {META_SYNC_UPPER_BOUND_MS} is not an integer")
+            })?),
+        };
+    Ok(ToolInfo {
+        name: name.to_string(),
+        task_support,
+        sync_upper_bound_ms,
+        descriptor_digest: value_digest(tool),
+    })
 }
 
 impl Adapter for Mcp20251125Adapter {
@@ -350,7 +454,9 @@ impl Adapter for Mcp20251125Adapter {
     }
 
     fn encode_initialized(&self) -> Option<Vec<u8>> {
-        Some(to_bytes(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"})))
+        Some(to_bytes(
+            &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        ))
     }
 
     fn encode_list_tools(&self, rpc_id: u64, cursor: Option<&str>) -> Vec<u8> {
@@ -366,12 +472,24 @@ impl Adapter for Mcp20251125Adapter {
         // A server that does not speak our version answers with another one (§2): not ours.
         match result.get("protocolVersion").and_then(Value::as_str) {
             Some(PROTOCOL_VERSION) => {}
-            Some(v) => return Err(ProtocolError(format!("server speaks protocol {v}, not {PROTOCOL_VERSION}"))),
-            None => return Err(ProtocolError("initialize result without a string protocolVersion".into())),
+            Some(v) => {
+                return Err(ProtocolError(format!(
+                    "server speaks protocol {v}, not {PROTOCOL_VERSION}"
+                )))
+            }
+            None => {
+                return Err(ProtocolError(
+                    "initialize result without a string protocolVersion".into(),
+                ))
+            }
         }
         let caps = match result.get("capabilities") {
             Some(c @ Value::Object(_)) => c,
-            _ => return Err(ProtocolError("initialize result without a capabilities object".into())),
+            _ => {
+                return Err(ProtocolError(
+                    "initialize result without a capabilities object".into(),
+                ))
+            }
         };
         Ok(ServerCapabilities {
             protocol_version: PROTOCOL_VERSION.to_string(),
@@ -384,13 +502,20 @@ impl Adapter for Mcp20251125Adapter {
         })
     }
 
-    fn decode_list_tools(&self, frame: &InFrame) -> Result<(Vec<ToolInfo>, Option<String>), ProtocolError> {
+    fn decode_list_tools(
+        &self,
+        frame: &InFrame,
+    ) -> Result<(Vec<ToolInfo>, Option<String>), ProtocolError> {
         let result = negotiation_result(frame, "tools/list")?;
         let tools = result
             .get("tools")
             .and_then(Value::as_array)
             .ok_or_else(|| ProtocolError("tools/list result without a tools array".into()))?;
-        let tools = tools.iter().enumerate().map(|(i, t)| parse_tool(i, t)).collect::<Result<Vec<_>, _>>();
+        let tools = tools
+            .iter()
+            .enumerate()
+            .map(|(i, t)| parse_tool(i, t))
+            .collect::<Result<Vec<_>, _>>();
         let next = match result.get("nextCursor") {
             None | Some(Value::Null) => None,
             Some(Value::String(c)) => Some(c.clone()),
@@ -407,6 +532,10 @@ impl Adapter for Mcp20251125Adapter {
         classify_frame(frame)
     }
 
+    fn encode_server_answer(&self, request: &ServerRequest) -> Option<Vec<u8>> {
+        Some(server_answer(request))
+    }
+
     fn decode_reply(&self, kind: RequestKind, frame: &InFrame) -> Reply {
         if let Some(reply) = http_status_reply(frame) {
             return reply;
@@ -414,15 +543,19 @@ impl Adapter for Mcp20251125Adapter {
         if kind == RequestKind::InputResponse {
             // Our answer to an elicitation is a response; HTTP says 202 and nothing more is due.
             return match parse_reply(&frame.body) {
-                Ok(RpcReply::Error { code, message }) => {
-                    Reply::Error { message: format!("input response {code}: {message}") }
-                }
+                Ok(RpcReply::Error { code, message }) => Reply::Error {
+                    message: format!("input response {code}: {message}"),
+                },
                 _ => Reply::Accepted,
             };
         }
         let reply = match parse_reply(&frame.body) {
             Ok(reply) => reply,
-            Err(reason) => return Reply::Malformed { reason: format!("{}: {reason}", kind.name()) },
+            Err(reason) => {
+                return Reply::Malformed {
+                    reason: format!("{}: {reason}", kind.name()),
+                }
+            }
         };
         match kind {
             RequestKind::Submit | RequestKind::SubmitSync => decode_call(reply),
@@ -431,14 +564,19 @@ impl Adapter for Mcp20251125Adapter {
             RequestKind::Fetch => decode_fetch(reply),
             RequestKind::Cancel => decode_cancel(reply),
             // Negotiation replies have their own decoders; only their errors fit a `Reply`.
-            RequestKind::Initialize | RequestKind::ListTools | RequestKind::InputResponse => match reply {
-                RpcReply::Error { code, message } => {
-                    Reply::Error { message: format!("{} {code}: {message}", kind.name()) }
+            RequestKind::Initialize | RequestKind::ListTools | RequestKind::InputResponse => {
+                match reply {
+                    RpcReply::Error { code, message } => Reply::Error {
+                        message: format!("{} {code}: {message}", kind.name()),
+                    },
+                    RpcReply::Result(_) => Reply::Malformed {
+                        reason: format!(
+                            "{} replies are decoded by decode_initialize / decode_list_tools",
+                            kind.name()
+                        ),
+                    },
                 }
-                RpcReply::Result(_) => Reply::Malformed {
-                    reason: format!("{} replies are decoded by decode_initialize / decode_list_tools", kind.name()),
-                },
-            },
+            }
         }
     }
 }

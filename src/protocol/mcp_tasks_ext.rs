@@ -41,22 +41,24 @@
 //! - A `tasks/update` error is [`Reply::Error`] (including `-32602`, which may mean "unknown task"
 //!   as well as "that key is no longer outstanding").
 //! - Server-initiated `elicitation/create` requests do not exist in this era (input is inlined);
-//!   [`Adapter::classify`] ignores them instead of answering with a `tasks/update`.
+//!   [`Adapter::classify`] makes them a [`ServerRequest`] that is declined (never a `tasks/update`,
+//!   never silence); `ping` gets an empty result, any other server request -32601.
 //! - InputResponse frames carry a `request_id` (see [`McpTasksExtAdapter::encode_frame`]).
 
 use super::jsonrpc::{
-    call_error, cancel_error, check_call_result, has_path, http_status_reply, negotiation_result, parse_error_object,
-    parse_json, parse_reply, parse_task, refusal_in_result, related_task_id, request, response_rpc_id,
-    result_view_of, task_read_error, to_bytes, type_name, RpcReply, METHOD_NOT_FOUND,
+    call_error, cancel_error, check_call_result, has_path, http_status_reply, negotiation_result,
+    parse_error_object, parse_json, parse_reply, parse_task, refusal_in_result, related_task_id,
+    request, response_rpc_id, result_view_of, server_answer, server_request, task_read_error,
+    to_bytes, type_name, RpcReply, METHOD_NOT_FOUND,
 };
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde_json::{json, Map, Value};
 
 use super::{
-    Adapter, ApprovalReply, Inbound, InputRequest, Outbound, ProtocolError, Reply, RequestKind, ResultView,
-    ServerCapabilities, TaskSupport, TaskView, ToolInfo, EXT_IDEMPOTENCY, META_IDEMPOTENCY_KEY, META_LOOKUP_KEY,
-    META_SYNC_UPPER_BOUND_MS,
+    Adapter, ApprovalReply, Inbound, InputRequest, Outbound, ProtocolError, Reply, RequestKind,
+    ResultView, ServerCapabilities, ServerRequest, TaskSupport, TaskView, ToolInfo,
+    EXT_IDEMPOTENCY, META_IDEMPOTENCY_KEY, META_LOOKUP_KEY, META_SYNC_UPPER_BOUND_MS,
 };
 use crate::digest::value_digest;
 use crate::record::{AdapterId, ProtocolStatus};
@@ -113,7 +115,11 @@ impl Default for McpTasksExtAdapter {
 /// The per-request `_meta` of 2026-07-28: protocol version and client capabilities. With
 /// `tasks`, the capabilities declare the extension (the server may then answer with a task).
 fn request_meta(tasks: bool) -> Map<String, Value> {
-    let caps = if tasks { json!({ "extensions": { EXTENSION_ID: {} } }) } else { json!({}) };
+    let caps = if tasks {
+        json!({ "extensions": { EXTENSION_ID: {} } })
+    } else {
+        json!({})
+    };
     let mut meta = Map::new();
     meta.insert(META_PROTOCOL_VERSION.into(), Value::from(PROTOCOL_VERSION));
     meta.insert(META_CLIENT_CAPABILITIES.into(), caps);
@@ -169,12 +175,25 @@ fn elicit_result(reply: &ApprovalReply) -> Value {
 fn encode_outbound(rpc_id: u64, out: &Outbound) -> Vec<u8> {
     match out {
         // No requested ttl in the extension (module docs).
-        Outbound::Submit { key, tool, arguments, ttl_ms: _ } => {
-            request(rpc_id, "tools/call", call_params(key, tool, arguments, true))
-        }
-        Outbound::SubmitSync { key, tool, arguments } => {
-            request(rpc_id, "tools/call", call_params(key, tool, arguments, false))
-        }
+        Outbound::Submit {
+            key,
+            tool,
+            arguments,
+            ttl_ms: _,
+        } => request(
+            rpc_id,
+            "tools/call",
+            call_params(key, tool, arguments, true),
+        ),
+        Outbound::SubmitSync {
+            key,
+            tool,
+            arguments,
+        } => request(
+            rpc_id,
+            "tools/call",
+            call_params(key, tool, arguments, false),
+        ),
         // The extension removed tasks/list; a server that still answers it with the lookup-key
         // filter is used, one that does not says -32601 (→ LookupUnsupported).
         Outbound::LookupByKey { key } => {
@@ -185,8 +204,14 @@ fn encode_outbound(rpc_id: u64, out: &Outbound) -> Vec<u8> {
         Outbound::Poll { operation_id } | Outbound::FetchResult { operation_id } => {
             request(rpc_id, "tasks/get", task_params(operation_id))
         }
-        Outbound::Cancel { operation_id } => request(rpc_id, "tasks/cancel", task_params(operation_id)),
-        Outbound::InputResponse { operation_id, server_request_id, reply } => {
+        Outbound::Cancel { operation_id } => {
+            request(rpc_id, "tasks/cancel", task_params(operation_id))
+        }
+        Outbound::InputResponse {
+            operation_id,
+            server_request_id,
+            reply,
+        } => {
             let mut responses = Map::new();
             responses.insert(input_key(server_request_id), elicit_result(reply));
             let params = json!({
@@ -232,7 +257,9 @@ fn result_view(mut result: Map<String, Value>, task_id: Option<&str>) -> ResultV
     let claimed_owner = related_task_id(meta.as_ref());
     let related_operation_id = match (task_id, claimed_owner) {
         (Some(owner), Some(claimed)) if claimed != owner => {
-            problems.push(format!("result of task {owner} claims to belong to task {claimed}"));
+            problems.push(format!(
+                "result of task {owner} claims to belong to task {claimed}"
+            ));
             Some(owner.to_string())
         }
         (Some(owner), _) => Some(owner.to_string()),
@@ -283,12 +310,22 @@ fn input_request(task_id: &str, key: &str, entry: &Value) -> Result<InputRequest
 
 /// The `inputRequests` of an `input_required` task read, in key order; `None` when the task
 /// carries none (or an empty map): then it is a plain status.
-fn decode_input_requests(task_id: &str, task: &Map<String, Value>) -> Option<Result<Vec<InputRequest>, String>> {
+fn decode_input_requests(
+    task_id: &str,
+    task: &Map<String, Value>,
+) -> Option<Result<Vec<InputRequest>, String>> {
     match task.get("inputRequests") {
         None | Some(Value::Null) => None,
         Some(Value::Object(m)) if m.is_empty() => None,
-        Some(Value::Object(m)) => Some(m.iter().map(|(k, v)| input_request(task_id, k, v)).collect()),
-        Some(v) => Some(Err(format!("\"inputRequests\" is {}, not an object", type_name(v)))),
+        Some(Value::Object(m)) => Some(
+            m.iter()
+                .map(|(k, v)| input_request(task_id, k, v))
+                .collect(),
+        ),
+        Some(v) => Some(Err(format!(
+            "\"inputRequests\" is {}, not an object",
+            type_name(v)
+        ))),
     }
 }
 
@@ -299,12 +336,18 @@ fn decode_input_requests(task_id: &str, task: &Map<String, Value>) -> Option<Res
 fn decode_call(reply: RpcReply) -> Reply {
     let result = match reply {
         // -32021 (missing required client capability) is checked before dispatch: refused.
-        RpcReply::Error { code, message } => return call_error(code, message, &[MISSING_REQUIRED_CLIENT_CAPABILITY]),
+        RpcReply::Error { code, message } => {
+            return call_error(code, message, &[MISSING_REQUIRED_CLIENT_CAPABILITY])
+        }
         RpcReply::Result(result) => result,
     };
     let kind = match result_type(&result) {
         Ok(kind) => kind,
-        Err(reason) => return Reply::Malformed { reason: format!("tools/call: {reason}") },
+        Err(reason) => {
+            return Reply::Malformed {
+                reason: format!("tools/call: {reason}"),
+            }
+        }
     };
     match kind {
         // `result` / `error` / `inputRequests` on a CreateTaskResult are ignored (module docs).
@@ -328,27 +371,43 @@ fn decode_call(reply: RpcReply) -> Reply {
 fn decode_lookup(reply: RpcReply) -> Reply {
     match reply {
         // The extension has no tasks/list: the expected answer.
-        RpcReply::Error { code: METHOD_NOT_FOUND, .. } => Reply::LookupUnsupported,
-        RpcReply::Error { code, message } => Reply::Error { message: format!("tasks/list {code}: {message}") },
+        RpcReply::Error {
+            code: METHOD_NOT_FOUND,
+            ..
+        } => Reply::LookupUnsupported,
+        RpcReply::Error { code, message } => Reply::Error {
+            message: format!("tasks/list {code}: {message}"),
+        },
         RpcReply::Result(result) => {
             let Some(tasks) = result.get("tasks").and_then(Value::as_array) else {
-                return Reply::Malformed { reason: "tasks/list result without a \"tasks\" array".into() };
+                return Reply::Malformed {
+                    reason: "tasks/list result without a \"tasks\" array".into(),
+                };
             };
             // A filtered list holds at most one task on one page; more, or a next page, means the
             // server ignored the key filter and the answer proves nothing.
             if result.get("nextCursor").is_some_and(|c| !c.is_null()) {
-                return Reply::Malformed { reason: "lookup answered with a paginated list: key filter ignored".into() };
+                return Reply::Malformed {
+                    reason: "lookup answered with a paginated list: key filter ignored".into(),
+                };
             }
             match tasks.as_slice() {
                 [] => Reply::LookupNotFound,
                 [Value::Object(t)] => match task(t) {
                     Ok(view) => Reply::LookupFound(view),
-                    Err(reason) => Reply::Malformed { reason: format!("tasks[0]: {reason}") },
+                    Err(reason) => Reply::Malformed {
+                        reason: format!("tasks[0]: {reason}"),
+                    },
                 },
-                [v] => Reply::Malformed { reason: format!("tasks[0] is {}", type_name(v)) },
-                many => {
-                    Reply::Malformed { reason: format!("lookup by key returned {} tasks: filter ignored", many.len()) }
-                }
+                [v] => Reply::Malformed {
+                    reason: format!("tasks[0] is {}", type_name(v)),
+                },
+                many => Reply::Malformed {
+                    reason: format!(
+                        "lookup by key returned {} tasks: filter ignored",
+                        many.len()
+                    ),
+                },
             }
         }
     }
@@ -370,7 +429,9 @@ fn input_required_reply(view: &TaskView, result: &Map<String, Value>) -> Option<
     }
     Some(match decode_input_requests(&view.operation_id, result)? {
         Ok(requests) => Reply::InputRequests(requests),
-        Err(reason) => Reply::Malformed { reason: format!("GetTaskResult: {reason}") },
+        Err(reason) => Reply::Malformed {
+            reason: format!("GetTaskResult: {reason}"),
+        },
     })
 }
 
@@ -379,7 +440,9 @@ fn decode_poll(reply: RpcReply) -> Reply {
         RpcReply::Error { code, message } => task_read_error("tasks/get", code, message),
         RpcReply::Result(result) => match task_read(&result) {
             Ok(view) => input_required_reply(&view, &result).unwrap_or(Reply::Status(view)),
-            Err(reason) => Reply::Malformed { reason: format!("GetTaskResult: {reason}") },
+            Err(reason) => Reply::Malformed {
+                reason: format!("GetTaskResult: {reason}"),
+            },
         },
     }
 }
@@ -391,25 +454,44 @@ fn decode_fetch(reply: RpcReply) -> Reply {
     };
     let view = match task_read(&result) {
         Ok(view) => view,
-        Err(reason) => return Reply::Malformed { reason: format!("GetTaskResult: {reason}") },
+        Err(reason) => {
+            return Reply::Malformed {
+                reason: format!("GetTaskResult: {reason}"),
+            }
+        }
     };
     match view.status {
         ProtocolStatus::Completed => match result.remove("result") {
-            Some(Value::Object(inner)) => Reply::Result(result_view(inner, Some(&view.operation_id))),
-            Some(v) => Reply::Malformed { reason: format!("completed task: \"result\" is {}", type_name(&v)) },
-            None => Reply::Malformed { reason: "completed task without an inlined \"result\"".into() },
+            Some(Value::Object(inner)) => {
+                Reply::Result(result_view(inner, Some(&view.operation_id)))
+            }
+            Some(v) => Reply::Malformed {
+                reason: format!("completed task: \"result\" is {}", type_name(&v)),
+            },
+            None => Reply::Malformed {
+                reason: "completed task without an inlined \"result\"".into(),
+            },
         },
         // `failed` is a JSON-RPC error only; the error is the original request's.
         ProtocolStatus::Failed => match result.get("error") {
             Some(Value::Object(err)) => match parse_error_object(err) {
                 Ok((code, message)) => Reply::ResultIsError { code, message },
-                Err(reason) => Reply::Malformed { reason: format!("failed task: {reason}") },
+                Err(reason) => Reply::Malformed {
+                    reason: format!("failed task: {reason}"),
+                },
             },
-            Some(v) => Reply::Malformed { reason: format!("failed task: \"error\" is {}", type_name(v)) },
-            None => Reply::Malformed { reason: "failed task without an inlined \"error\"".into() },
+            Some(v) => Reply::Malformed {
+                reason: format!("failed task: \"error\" is {}", type_name(v)),
+            },
+            None => Reply::Malformed {
+                reason: "failed task without an inlined \"error\"".into(),
+            },
         },
         ProtocolStatus::Cancelled => Reply::NoResultStored {
-            message: view.status_message.clone().unwrap_or_else(|| "task cancelled: no result".into()),
+            message: view
+                .status_message
+                .clone()
+                .unwrap_or_else(|| "task cancelled: no result".into()),
         },
         _ => input_required_reply(&view, &result).unwrap_or(Reply::Status(view)),
     }
@@ -426,7 +508,9 @@ fn decode_cancel(reply: RpcReply) -> Reply {
 
 fn decode_update(reply: RpcReply) -> Reply {
     match reply {
-        RpcReply::Error { code, message } => Reply::Error { message: format!("tasks/update {code}: {message}") },
+        RpcReply::Error { code, message } => Reply::Error {
+            message: format!("tasks/update {code}: {message}"),
+        },
         RpcReply::Result(_) => Reply::Accepted,
     }
 }
@@ -437,9 +521,9 @@ fn decode_update(reply: RpcReply) -> Reply {
 fn classify_frame(frame: &InFrame) -> Inbound {
     let parsed = parse_json(&frame.body);
     let object = parsed.as_ref().ok().and_then(Value::as_object);
-    if let Some(msg) =
-        object.filter(|m| !m.contains_key("method") && (m.contains_key("result") || m.contains_key("error")))
-    {
+    if let Some(msg) = object.filter(|m| {
+        !m.contains_key("method") && (m.contains_key("result") || m.contains_key("error"))
+    }) {
         return match response_rpc_id(msg, frame) {
             Ok(rpc_id) => Inbound::Response { rpc_id },
             Err(reason) => Inbound::Malformed { reason },
@@ -452,19 +536,35 @@ fn classify_frame(frame: &InFrame) -> Inbound {
     let msg = match (object, &parsed) {
         (Some(msg), _) => msg,
         _ if frame.body.iter().all(u8::is_ascii_whitespace) => {
-            return Inbound::Ignored { what: format!("empty body (HTTP {})", frame.http_status) };
+            return Inbound::Ignored {
+                what: format!("empty body (HTTP {})", frame.http_status),
+            };
         }
-        (None, Err(reason)) => return Inbound::Malformed { reason: reason.clone() },
-        (None, Ok(v)) => return Inbound::Malformed { reason: format!("message is {}, not an object", type_name(v)) },
+        (None, Err(reason)) => {
+            return Inbound::Malformed {
+                reason: reason.clone(),
+            }
+        }
+        (None, Ok(v)) => {
+            return Inbound::Malformed {
+                reason: format!("message is {}, not an object", type_name(v)),
+            }
+        }
     };
-    match (msg.get("method").and_then(Value::as_str), msg.contains_key("id")) {
-        // Input is inlined in task reads in this era; a server request has nowhere to be answered.
-        (Some(m), true) => {
-            Inbound::Ignored { what: format!("server request {m} (the extension inlines input requests)") }
-        }
+    match (
+        msg.get("method").and_then(Value::as_str),
+        msg.contains_key("id"),
+    ) {
+        // Input is inlined in task reads in this era: a server request is answered on its own
+        // (`ping` empty, an elicitation declined, anything else -32601), never left waiting.
+        (Some(m), true) => Inbound::ServerRequest(server_request(&msg["id"], m)),
         // Task notifications are advisory: the executor keeps polling.
-        (Some(m), false) => Inbound::Ignored { what: format!("notification {m}") },
-        (None, _) => Inbound::Malformed { reason: "neither a request, a notification nor a response".into() },
+        (Some(m), false) => Inbound::Ignored {
+            what: format!("notification {m}"),
+        },
+        (None, _) => Inbound::Malformed {
+            reason: "neither a request, a notification nor a response".into(),
+        },
     }
 }
 
@@ -474,14 +574,23 @@ fn classify_frame(frame: &InFrame) -> Inbound {
 /// A tool descriptor. There is no `taskSupport` handshake in the extension: every tool is
 /// optional and the server decides per request (an `execution` member is ignored).
 fn parse_tool(i: usize, tool: &Value) -> Result<ToolInfo, String> {
-    let obj = tool.as_object().ok_or_else(|| format!("tools[{i}] is {}", type_name(tool)))?;
-    let name = obj.get("name").and_then(Value::as_str).ok_or_else(|| format!("tools[{i}] has no string name"))?;
-    let sync_upper_bound_ms = match obj.get("_meta").and_then(|m| m.get(META_SYNC_UPPER_BOUND_MS)) {
-        None | Some(Value::Null) => None,
-        Some(v) => {
-            Some(v.as_u64().ok_or_else(|| format!("tool {name}: {META_SYNC_UPPER_BOUND_MS} is not an integer"))?)
-        }
-    };
+    let obj = tool
+        .as_object()
+        .ok_or_else(|| format!("tools[{i}] is {}", type_name(tool)))?;
+    let name = obj
+        .get("name")
+        .and_then(Value::as_str)
+        .ok_or_else(|| format!("tools[{i}] has no string name"))?;
+    let sync_upper_bound_ms =
+        match obj
+            .get("_meta")
+            .and_then(|m| m.get(META_SYNC_UPPER_BOUND_MS))
+        {
+            None | Some(Value::Null) => None,
+            Some(v) => Some(v.as_u64().ok_or_else(|| {
+                format!("tool {name}: {META_SYNC_UPPER_BOUND_MS} is not an integer")
+            })?),
+        };
     Ok(ToolInfo {
         name: name.to_string(),
         task_support: TaskSupport::Optional,
@@ -505,7 +614,9 @@ impl Adapter for McpTasksExtAdapter {
     }
 
     fn encode_initialized(&self) -> Option<Vec<u8>> {
-        Some(to_bytes(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"})))
+        Some(to_bytes(
+            &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        ))
     }
 
     fn encode_list_tools(&self, rpc_id: u64, cursor: Option<&str>) -> Vec<u8> {
@@ -521,12 +632,24 @@ impl Adapter for McpTasksExtAdapter {
         let result = negotiation_result(frame, "initialize")?;
         match result.get("protocolVersion").and_then(Value::as_str) {
             Some(PROTOCOL_VERSION) => {}
-            Some(v) => return Err(ProtocolError(format!("server speaks protocol {v}, not {PROTOCOL_VERSION}"))),
-            None => return Err(ProtocolError("initialize result without a string protocolVersion".into())),
+            Some(v) => {
+                return Err(ProtocolError(format!(
+                    "server speaks protocol {v}, not {PROTOCOL_VERSION}"
+                )))
+            }
+            None => {
+                return Err(ProtocolError(
+                    "initialize result without a string protocolVersion".into(),
+                ))
+            }
         }
         let caps = match result.get("capabilities") {
             Some(c @ Value::Object(_)) => c,
-            _ => return Err(ProtocolError("initialize result without a capabilities object".into())),
+            _ => {
+                return Err(ProtocolError(
+                    "initialize result without a capabilities object".into(),
+                ))
+            }
         };
         let tasks = has_path(caps, &["extensions", EXTENSION_ID]);
         Ok(ServerCapabilities {
@@ -541,13 +664,20 @@ impl Adapter for McpTasksExtAdapter {
         })
     }
 
-    fn decode_list_tools(&self, frame: &InFrame) -> Result<(Vec<ToolInfo>, Option<String>), ProtocolError> {
+    fn decode_list_tools(
+        &self,
+        frame: &InFrame,
+    ) -> Result<(Vec<ToolInfo>, Option<String>), ProtocolError> {
         let result = negotiation_result(frame, "tools/list")?;
         let tools = result
             .get("tools")
             .and_then(Value::as_array)
             .ok_or_else(|| ProtocolError("tools/list result without a tools array".into()))?;
-        let tools = tools.iter().enumerate().map(|(i, t)| parse_tool(i, t)).collect::<Result<Vec<_>, _>>();
+        let tools = tools
+            .iter()
+            .enumerate()
+            .map(|(i, t)| parse_tool(i, t))
+            .collect::<Result<Vec<_>, _>>();
         let next = match result.get("nextCursor") {
             None | Some(Value::Null) => None,
             Some(Value::String(c)) => Some(c.clone()),
@@ -567,18 +697,28 @@ impl Adapter for McpTasksExtAdapter {
     /// so two updates in flight never share an id.
     fn encode_frame(&self, rpc_id: u64, out: &Outbound) -> OutFrame {
         let rpc_id = match out {
-            Outbound::InputResponse { .. } if rpc_id == 0 => self.minted.fetch_add(1, Ordering::Relaxed),
+            Outbound::InputResponse { .. } if rpc_id == 0 => {
+                self.minted.fetch_add(1, Ordering::Relaxed)
+            }
             _ => rpc_id,
         };
         let request_id = match out {
             Outbound::InputResponse { .. } => Some(rpc_id),
             _ => out.kind().expects_reply().then_some(rpc_id),
         };
-        OutFrame { request_id, body: self.encode(rpc_id, out), http: None }
+        OutFrame {
+            request_id,
+            body: self.encode(rpc_id, out),
+            http: None,
+        }
     }
 
     fn classify(&self, frame: &InFrame) -> Inbound {
         classify_frame(frame)
+    }
+
+    fn encode_server_answer(&self, request: &ServerRequest) -> Option<Vec<u8>> {
+        Some(server_answer(request))
     }
 
     fn decode_reply(&self, kind: RequestKind, frame: &InFrame) -> Reply {
@@ -587,7 +727,11 @@ impl Adapter for McpTasksExtAdapter {
         }
         let reply = match parse_reply(&frame.body) {
             Ok(reply) => reply,
-            Err(reason) => return Reply::Malformed { reason: format!("{}: {reason}", kind.name()) },
+            Err(reason) => {
+                return Reply::Malformed {
+                    reason: format!("{}: {reason}", kind.name()),
+                }
+            }
         };
         match kind {
             RequestKind::Submit | RequestKind::SubmitSync => decode_call(reply),
@@ -598,11 +742,14 @@ impl Adapter for McpTasksExtAdapter {
             RequestKind::InputResponse => decode_update(reply),
             // Negotiation replies have their own decoders; only their errors fit a `Reply`.
             RequestKind::Initialize | RequestKind::ListTools => match reply {
-                RpcReply::Error { code, message } => {
-                    Reply::Error { message: format!("{} {code}: {message}", kind.name()) }
-                }
+                RpcReply::Error { code, message } => Reply::Error {
+                    message: format!("{} {code}: {message}", kind.name()),
+                },
                 RpcReply::Result(_) => Reply::Malformed {
-                    reason: format!("{} replies are decoded by decode_initialize / decode_list_tools", kind.name()),
+                    reason: format!(
+                        "{} replies are decoded by decode_initialize / decode_list_tools",
+                        kind.name()
+                    ),
                 },
             },
         }

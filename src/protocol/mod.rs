@@ -224,12 +224,48 @@ pub struct InputRequest {
     pub raw: serde_json::Value,
 }
 
+/// A request from the server that is not a task's input request. Every one gets an answer:
+/// a server left waiting hangs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ServerRequest {
+    /// The server's JSON-RPC id, echoed verbatim.
+    pub id: serde_json::Value,
+    pub method: String,
+    pub answer: ServerAnswer,
+}
+
+/// What the executor answers to a [`ServerRequest`] (README, "Requests from the server").
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ServerAnswer {
+    /// An empty result (`ping`).
+    Empty,
+    /// An elicitation the approval gate cannot serve (URL mode; no task of ours): declined.
+    DeclineElicitation,
+    /// A method the executor does not serve (`sampling/createMessage`, `roots/list`, ...).
+    MethodNotFound,
+    /// A request of a method we serve, with parameters we cannot read.
+    InvalidParams { message: String },
+}
+
+impl ServerAnswer {
+    pub fn name(&self) -> &'static str {
+        match self {
+            ServerAnswer::Empty => "empty_result",
+            ServerAnswer::DeclineElicitation => "decline",
+            ServerAnswer::MethodNotFound => "method_not_found",
+            ServerAnswer::InvalidParams { .. } => "invalid_params",
+        }
+    }
+}
+
 /// What an inbound frame is, before it is matched to a pending request.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Inbound {
     /// A reply to our request `rpc_id` (from the JSON-RPC id or the transport correlation).
     Response { rpc_id: u64 },
     InputRequest(InputRequest),
+    /// A server request the runner answers at once with [`Adapter::encode_server_answer`].
+    ServerRequest(ServerRequest),
     /// A notification or server request we do not act on (status notifications are advisory).
     Ignored { what: String },
     Malformed { reason: String },
@@ -300,6 +336,10 @@ pub trait Adapter {
         None
     }
     fn classify(&self, frame: &InFrame) -> Inbound;
+    /// The bytes answering a server request; `None` for protocols without server requests.
+    fn encode_server_answer(&self, _request: &ServerRequest) -> Option<Vec<u8>> {
+        None
+    }
     /// Decode the reply to a request of `kind`. Never panics: bad input is `Reply::Malformed`.
     fn decode_reply(&self, kind: RequestKind, frame: &InFrame) -> Reply;
 }

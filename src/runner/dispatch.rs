@@ -5,7 +5,7 @@ use super::{ApprovalRequest, CallNode, CrashPoint, Input, NoTaskSupport, Observa
 use crate::approval;
 use crate::core::{self, Command, Ctx, Event, Outcome};
 use crate::ledger::Write;
-use crate::protocol::{ApprovalReply, Inbound, TaskSupport};
+use crate::protocol::{ApprovalReply, Inbound, ServerAnswer, ServerRequest, TaskSupport};
 use crate::record::ToolOperation;
 
 impl Runner {
@@ -30,7 +30,7 @@ impl Runner {
         let tool = caps.tools.get(&node.tool).cloned();
         let task_capable = caps.tasks_tool_call;
         let (tool_version, synchronous, refusal) = match &tool {
-            None => (String::new(), false, Some(format!("server lists no tool {:?}", node.tool))),
+            None => (String::new(), false, Some(format!("server lists no tool \"{}\"", node.tool))),
             Some(t) if task_capable && t.task_support != TaskSupport::Forbidden => (t.descriptor_digest.clone(), false, None),
             Some(t) => match (self.cfg.no_task_support, t.sync_upper_bound_ms) {
                 (NoTaskSupport::RunSync, Some(_)) => (t.descriptor_digest.clone(), true, None),
@@ -123,11 +123,26 @@ impl Runner {
                 let owner = req.related_operation_id.as_deref().and_then(|op| self.ledger.lock().expect("ledger lock").by_operation_id(op));
                 match owner {
                     Some(rec) => self.handle(&rec.call_node_id, Event::InputRequested(req)),
-                    None => self.observe(Observation::Unrouted { what: format!("input request for unknown operation {:?}", req.related_operation_id) }),
+                    None => {
+                        let op = req.related_operation_id.as_deref().unwrap_or("(none)");
+                        self.observe(Observation::Unrouted { what: format!("input request for unknown operation {op}") });
+                        // No call node of ours asked for this: decline rather than leave the server waiting.
+                        let decline = ServerRequest { id: req.server_request_id, method: "elicitation/create".into(), answer: ServerAnswer::DeclineElicitation };
+                        self.answer_server_request(lane, decline);
+                    }
                 }
             }
+            Inbound::ServerRequest(req) => self.answer_server_request(lane, req),
             Inbound::Ignored { .. } => {}
             Inbound::Malformed { reason } => self.observe(Observation::Malformed { reason }),
+        }
+    }
+
+    /// Queue the answer to a server request (sent by the next flush, ahead of the QPS queue).
+    pub(super) fn answer_server_request(&mut self, lane: usize, req: ServerRequest) {
+        self.observe(Observation::ServerRequestAnswered { method: req.method.clone(), answer: req.answer.name() });
+        if let Some(body) = self.lanes[lane].adapter.encode_server_answer(&req) {
+            self.answers.push_back((lane, body));
         }
     }
 

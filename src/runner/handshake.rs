@@ -4,7 +4,7 @@
 use tokio::time::Duration;
 
 use super::Runner;
-use crate::protocol::ServerCapabilities;
+use crate::protocol::{Inbound, ServerCapabilities};
 use crate::transport::{InFrame, OutFrame, Transport};
 
 /// Pages of tools/list we follow before deciding the server is looping.
@@ -72,13 +72,19 @@ async fn exchange<T: Transport>(r: &mut Runner, lane: usize, t: &mut T, id: u64,
             biased;
             frame = t.recv() => match frame {
                 None => return Err("disconnected during the handshake".into()),
-                Some(f) => {
-                    if let crate::protocol::Inbound::Response { rpc_id } = r.lanes[lane].adapter.classify(&f) {
-                        if rpc_id == id {
-                            return Ok(Some(f));
+                Some(f) => match r.lanes[lane].adapter.classify(&f) {
+                    Inbound::Response { rpc_id } if rpc_id == id => return Ok(Some(f)),
+                    // A ping (or any request) during negotiation is answered now: the server may
+                    // wait for it before it answers us.
+                    Inbound::ServerRequest(req) => {
+                        r.observe(super::Observation::ServerRequestAnswered { method: req.method.clone(), answer: req.answer.name() });
+                        if let Some(body) = r.lanes[lane].adapter.encode_server_answer(&req) {
+                            let answer = OutFrame { request_id: None, body, http: None };
+                            t.send(answer).map_err(|_| "disconnected during the handshake".to_string())?;
                         }
                     }
-                }
+                    _ => {}
+                },
             },
             _ = sleep => return Ok(None),
         }

@@ -192,6 +192,9 @@ pub struct Runner {
     timers: BTreeSet<(u64, String, Timer)>,
     timer_at: BTreeMap<(String, Timer), u64>,
     queue: VecDeque<Queued>,
+    /// Answers to server requests (lane, bytes): sent before the queue and outside the QPS
+    /// limiter, because they are responses, not load, and a server may hang until it has them.
+    answers: VecDeque<(usize, Vec<u8>)>,
     limiter: QpsLimiter,
     /// Refused answers per (node, round), for [`APPROVAL_REASKS_MAX`].
     approval_refusals: BTreeMap<(String, u32), u32>,
@@ -231,6 +234,7 @@ impl Runner {
             timers: BTreeSet::new(),
             timer_at: BTreeMap::new(),
             queue: VecDeque::new(),
+            answers: VecDeque::new(),
             limiter,
             approval_refusals: BTreeMap::new(),
         }
@@ -380,6 +384,12 @@ impl Runner {
     /// Send what the limiter admits now; the rest waits for its slot.
     fn flush<T: Transport>(&mut self, transports: &mut [T]) -> Result<(), Exit> {
         let now = self.now_ms();
+        while let Some((lane, body)) = self.answers.pop_front() {
+            if transports[lane].send(crate::transport::OutFrame { request_id: None, body, http: None }).is_err() {
+                self.fail_all_pending();
+                return Err(Exit::Disconnected);
+            }
+        }
         #[cfg(feature = "mutations")]
         let unlimited = self.cfg.core.mutated(crate::core::mutation::Mutation::NoQpsLimiter);
         #[cfg(not(feature = "mutations"))]

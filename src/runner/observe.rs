@@ -37,6 +37,8 @@ pub enum Observation {
     AdapterRetired { adapter: &'static str },
     /// A retired adapter has no in-flight operation left.
     AdapterDrained { adapter: &'static str },
+    /// A request from the server (not a task's input request) and what it was answered.
+    ServerRequestAnswered { method: String, answer: &'static str },
     /// A frame nobody was waiting for (late reply to a forgotten request, unknown operation).
     Unrouted { what: String },
     Malformed { reason: String },

@@ -202,3 +202,56 @@ fn a_nonconforming_approval_is_refused_at_the_gate_and_never_sent() {
         assert_eq!(refused, wrong.len());
     });
 }
+
+/// Every server request gets an answer, on the channel transport as on the live ones: `ping`
+/// an empty result, URL-mode elicitation and elicitation for no call node of ours declined,
+/// sampling and roots -32601, an unreadable elicitation -32602. Silence hangs a real server.
+#[test]
+fn every_server_request_is_answered() {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        let (transport, mut out_rx, in_tx) = ChannelTransport::pair();
+        let ledger: SharedLedger = Arc::new(Mutex::new(MemoryLedger::new()));
+        let (approvals, _approvals_rx) = mpsc::unbounded_channel();
+        let obs = Arc::new(Mutex::new(vec![]));
+        let runner = Runner::new(RunnerConfig::default(), 1, tokio::time::Instant::now(), Box::new(Mcp20251125Adapter::new()), ledger, Box::new(Collect(obs.clone())), approvals, 1, 0);
+        let (inputs, inputs_rx) = mpsc::unbounded_channel();
+        let handle = tokio::spawn(runner.run(transport, inputs_rx));
+        let reply = |id: Value, result: Value| InFrame::message(serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": id, "result": result})).unwrap());
+        let request = |id: Value, method: &str, params: Value| InFrame::message(serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})).unwrap());
+        // A ping during the handshake is answered before initialize is.
+        let init = out_rx.recv().await.unwrap();
+        let init_id: Value = serde_json::from_slice::<Value>(&init.body).unwrap()["id"].clone();
+        in_tx.send(request(json!("early"), "ping", json!({}))).unwrap();
+        let early: Value = serde_json::from_slice(&out_rx.recv().await.unwrap().body).unwrap();
+        assert_eq!(early, json!({"jsonrpc": "2.0", "id": "early", "result": {}}));
+        in_tx.send(reply(init_id, json!({"protocolVersion": "2025-11-25", "capabilities": {"tools": {}}, "serverInfo": {"name": "s", "version": "1"}}))).unwrap();
+        let _initialized = out_rx.recv().await.unwrap();
+        let list = out_rx.recv().await.unwrap();
+        let list_id = serde_json::from_slice::<Value>(&list.body).unwrap()["id"].clone();
+        in_tx.send(reply(list_id, json!({"tools": []}))).unwrap();
+        let cases = [
+            (request(json!(1), "ping", json!({})), json!({"result": {}})),
+            (request(json!(2), "sampling/createMessage", json!({"messages": [], "maxTokens": 1})), json!({"error": -32601})),
+            (request(json!(3), "roots/list", json!({})), json!({"error": -32601})),
+            (request(json!(4), "elicitation/create", json!({"mode": "url", "message": "open", "url": "https://x", "elicitationId": "e"})), json!({"result": {"action": "decline"}})),
+            (request(json!(5), "elicitation/create", json!({"message": "m", "requestedSchema": {"type": "object"},
+                "_meta": {"io.modelcontextprotocol/related-task": {"taskId": "not-ours"}}})), json!({"result": {"action": "decline"}})),
+            (request(json!(6), "elicitation/create", json!({"message": 7})), json!({"error": -32602})),
+        ];
+        for (frame, want) in cases {
+            let id = serde_json::from_slice::<Value>(&frame.body).unwrap()["id"].clone();
+            in_tx.send(frame).unwrap();
+            let got: Value = serde_json::from_slice(&out_rx.recv().await.unwrap().body).unwrap();
+            assert_eq!(got["id"], id);
+            match (&want["result"], &want["error"]) {
+                (Value::Null, code) => assert_eq!(&got["error"]["code"], code, "{got}"),
+                (result, _) => assert_eq!(&got["result"], result, "{got}"),
+            }
+        }
+        inputs.send(Input::Shutdown).unwrap();
+        assert_eq!(handle.await.unwrap(), Exit::Shutdown);
+        let answered = obs.lock().unwrap().iter().filter(|o| matches!(o, Observation::ServerRequestAnswered { .. })).count();
+        assert_eq!(answered, 7);
+    });
+}

@@ -1,11 +1,30 @@
 //! Transport: protocol messages as bytes, both directions. The executor never sees sockets;
-//! the simulator plugs a fault layer in here, production plugs in HTTP.
+//! the simulator plugs a fault layer in here (`channel`), production plugs in MCP Streamable
+//! HTTP (`http`), plain HTTP/JSON for AIP-151 (`aip_http`) or a child process (`stdio`).
 //!
 //! A frame may carry transport-level facts an HTTP exchange has (status, Retry-After) and the
 //! JSON-RPC id of the request it answers (an HTTP response belongs to its POST). Only protocol
 //! adapters read those fields.
+//!
+//! The live transports run their I/O in spawned tasks that feed the receive channel, so
+//! `send` stays synchronous and the runner's loop is the same on every transport. They build
+//! only outside `--cfg madsim`: the simulator never opens a socket.
 
-use tokio::sync::mpsc;
+#[cfg(not(madsim))]
+pub mod aip_http;
+#[cfg(not(madsim))]
+mod body;
+mod channel;
+#[cfg(not(madsim))]
+pub mod http;
+#[cfg(not(madsim))]
+mod live;
+#[cfg(not(madsim))]
+pub mod stdio;
+
+pub use channel::ChannelTransport;
+#[cfg(not(madsim))]
+pub use live::{LiveTransport, TransportStats};
 
 /// A message the executor sends.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -39,7 +58,12 @@ pub struct InFrame {
 
 impl InFrame {
     pub fn message(body: Vec<u8>) -> InFrame {
-        InFrame { request_id: None, http_status: 200, retry_after_ms: None, body }
+        InFrame {
+            request_id: None,
+            http_status: 200,
+            retry_after_ms: None,
+            body,
+        }
     }
 }
 
@@ -55,30 +79,4 @@ pub trait Transport {
     fn send(&mut self, frame: OutFrame) -> Result<(), TransportError>;
     /// Next inbound frame; `None` when the connection is closed for good.
     async fn recv(&mut self) -> Option<InFrame>;
-}
-
-/// A transport over two unbounded channels: the simulator's link and the HTTP bridge both
-/// speak to the executor through one of these.
-pub struct ChannelTransport {
-    pub tx: mpsc::UnboundedSender<OutFrame>,
-    pub rx: mpsc::UnboundedReceiver<InFrame>,
-}
-
-impl ChannelTransport {
-    /// A transport plus the far ends: (executor side, frames the executor sent, sender of frames to it).
-    pub fn pair() -> (ChannelTransport, mpsc::UnboundedReceiver<OutFrame>, mpsc::UnboundedSender<InFrame>) {
-        let (out_tx, out_rx) = mpsc::unbounded_channel();
-        let (in_tx, in_rx) = mpsc::unbounded_channel();
-        (ChannelTransport { tx: out_tx, rx: in_rx }, out_rx, in_tx)
-    }
-}
-
-impl Transport for ChannelTransport {
-    fn send(&mut self, frame: OutFrame) -> Result<(), TransportError> {
-        self.tx.send(frame).map_err(|_| TransportError::Disconnected)
-    }
-
-    async fn recv(&mut self) -> Option<InFrame> {
-        self.rx.recv().await
-    }
 }

@@ -1,0 +1,98 @@
+//! Sessions across failures: a kept session answers the runner's initialize in a later process,
+//! and a session the server lost (404) is replaced by replaying the runner's own initialize.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+use tokio::time::Duration;
+
+use super::{mark_ready, post, KeptSession, Shared};
+use crate::transport::body::{is_event_stream, read_capped, read_sse};
+use crate::transport::live::TransportStats;
+
+/// Remember the session the initialize reply `reply` opened.
+pub(super) fn keep(shared: &Shared, reply: &[u8]) {
+    let id = shared.session.lock().expect("session lock").id.clone();
+    if let (Some(session_id), Ok(initialize_reply)) = (id, std::str::from_utf8(reply)) {
+        let kept = KeptSession {
+            session_id,
+            initialize_reply: initialize_reply.to_string(),
+        };
+        *shared.kept.lock().expect("kept lock") = Some(kept);
+    }
+}
+
+/// The runner's initialize, answered from a kept session: its reply with the runner's id.
+pub(super) fn kept_reply(kept: &KeptSession, init: &Value) -> Option<Vec<u8>> {
+    let mut reply: Value = serde_json::from_str(&kept.initialize_reply).ok()?;
+    reply.get("result")?;
+    reply["id"] = init.get("id")?.clone();
+    serde_json::to_vec(&reply).ok()
+}
+
+/// The first response message of a reply, JSON body or SSE stream.
+async fn first_response(shared: &Shared, resp: reqwest::Response) -> Option<Vec<u8>> {
+    if !is_event_stream(&resp) {
+        return read_capped(resp, shared.cfg.body_limit_bytes).await.ok();
+    }
+    let mut found = None;
+    read_sse(resp, shared.cfg.body_limit_bytes, |ev| {
+        let is_response = serde_json::from_str::<Value>(&ev.data).is_ok_and(|v| {
+            v.get("method").is_none() && (v.get("result").is_some() || v.get("error").is_some())
+        });
+        if is_response {
+            found = Some(ev.data.into_bytes());
+        }
+        found.is_none()
+    })
+    .await;
+    found
+}
+
+/// A new session after a 404: the runner's initialize and initialized notification again, under
+/// ids of the transport's own (their replies are consumed here, never delivered).
+pub(super) async fn reinitialize(shared: &Arc<Shared>) {
+    let (init, initialized) = {
+        let s = shared.session.lock().expect("session lock");
+        (s.init.clone(), s.initialized.clone())
+    };
+    let Some(mut init) = init else {
+        // Nothing to replay: go on without a session and let the server say what it wants.
+        let mut s = shared.session.lock().expect("session lock");
+        s.lost = false;
+        s.id = None;
+        return;
+    };
+    for attempt in 0..shared.cfg.reinit_attempts_max.max(1) {
+        init["id"] = Value::from(format!("toolop-transport-reinit-{attempt}"));
+        let body = serde_json::to_vec(&init).expect("Value serialises");
+        if let Some(resp) = post(shared, body, true, &[]).await {
+            let ok = resp.status().is_success();
+            // The reply is the server's initialize result: kept, never delivered (the runner
+            // negotiated already).
+            if let Some(reply) = first_response(shared, resp).await {
+                keep(shared, &reply);
+            }
+            if ok {
+                let note = initialized.clone().unwrap_or_else(|| {
+                    br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#.to_vec()
+                });
+                if let Some(resp) = post(shared, note, false, &[]).await {
+                    if resp.status().is_success() {
+                        mark_ready(shared);
+                    }
+                }
+                TransportStats::bump(&shared.deliver.stats.reinitializations);
+                return;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100u64 << attempt.min(6))).await;
+    }
+    tracing::warn!(
+        "re-initialization failed {} times; continuing without a session",
+        shared.cfg.reinit_attempts_max
+    );
+    let mut s = shared.session.lock().expect("session lock");
+    s.lost = false;
+    s.id = None;
+}

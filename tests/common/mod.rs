@@ -1,0 +1,274 @@
+//! Shared by the live tests: real peer servers on free 127.0.0.1 ports (stopped on drop), the
+//! `toolop` binary, and a tiny HTTP client for the peers' side endpoints.
+
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+pub fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+pub fn python() -> PathBuf {
+    let p = root().join("target/peers-venv/bin/python");
+    assert!(
+        p.exists(),
+        "{} missing: run `make peers` first",
+        p.display()
+    );
+    p
+}
+
+fn ts_server() -> PathBuf {
+    let dir = root().join("tests/peers/ts");
+    assert!(
+        dir.join("node_modules/@modelcontextprotocol/sdk").exists(),
+        "TypeScript peer not installed: run `make peers` first"
+    );
+    dir.join("server.mjs")
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sdk {
+    Ts,
+    Python,
+    /// The AIP-151 test service (`tests/peers/python/aip_server.py`).
+    Aip,
+}
+
+/// A peer server process; killed (and reaped) on drop.
+pub struct Peer {
+    child: Child,
+    pub port: u16,
+    pub sdk: Sdk,
+}
+
+impl Peer {
+    pub fn start(sdk: Sdk, flags: &[&str]) -> Peer {
+        Peer::start_on(sdk, free_port(), flags)
+    }
+
+    /// On a given port (a restart on the same address, as after a server crash).
+    pub fn start_on(sdk: Sdk, port: u16, flags: &[&str]) -> Peer {
+        let mut cmd = match sdk {
+            Sdk::Ts => {
+                let mut c = Command::new("node");
+                c.arg(ts_server());
+                c
+            }
+            Sdk::Python => {
+                let mut c = Command::new(python());
+                c.arg(root().join("tests/peers/python/server.py"));
+                c
+            }
+            Sdk::Aip => {
+                let mut c = Command::new(python());
+                c.arg(root().join("tests/peers/python/aip_server.py"));
+                c
+            }
+        };
+        cmd.arg("--port")
+            .arg(port.to_string())
+            .args(flags)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        let child = cmd.spawn().expect("start peer");
+        let peer = Peer { child, port, sdk };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "{sdk:?} peer did not listen on {port} within 20 s"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        peer
+    }
+
+    pub fn base(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}/mcp", self.port)
+    }
+
+    pub fn stats(&self) -> serde_json::Value {
+        serde_json::from_str(&http(self.port, "GET", "/stats", "")).expect("stats JSON")
+    }
+
+    /// Task creations the server counted for one idempotency key.
+    pub fn creations(&self, key: &str) -> u64 {
+        self.stats()["creations"][key].as_u64().unwrap_or(0)
+    }
+
+    /// Arm a fault on the TypeScript peer (see its header comment).
+    pub fn fault(&self, body: serde_json::Value) {
+        assert_eq!(
+            self.sdk,
+            Sdk::Ts,
+            "faults exist on the TypeScript peer only"
+        );
+        http(self.port, "POST", "/faults", &body.to_string());
+    }
+}
+
+impl Drop for Peer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// One HTTP/1.1 exchange on a fresh connection; the body of the reply.
+pub fn http(port: u16, method: &str, path: &str, body: &str) -> String {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let req = format!("{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len());
+    s.write_all(req.as_bytes()).unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    let (head, rest) = out.split_once("\r\n\r\n").unwrap_or((&out, ""));
+    if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
+        dechunk(rest)
+    } else {
+        rest.to_string()
+    }
+}
+
+fn dechunk(mut s: &str) -> String {
+    let mut out = String::new();
+    while let Some((size, rest)) = s.split_once("\r\n") {
+        let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+        if n == 0 {
+            break;
+        }
+        out.push_str(&rest[..n]);
+        s = &rest[n + 2..];
+    }
+    out
+}
+
+/// A real multi-threaded tokio runtime, as production uses.
+pub fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// `toolop --ledger L ARGS...` started in the background (for kill -9 and second processes).
+pub fn spawn(ledger: &TempLedger, args: &[&str]) -> Child {
+    toolop()
+        .arg("--ledger")
+        .arg(ledger.path())
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start toolop")
+}
+
+pub fn toolop() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_toolop"));
+    c.env("CI", "true").env_remove("RUST_LOG");
+    c
+}
+
+/// A fresh ledger path in its own temporary directory.
+pub struct TempLedger {
+    dir: PathBuf,
+}
+
+impl TempLedger {
+    pub fn new(name: &str) -> TempLedger {
+        let dir = std::env::temp_dir().join(format!(
+            "toolop-live-{name}-{}-{}",
+            std::process::id(),
+            free_port()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        TempLedger { dir }
+    }
+
+    pub fn path(&self) -> PathBuf {
+        self.dir.join("toolop.db")
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+}
+
+impl Drop for TempLedger {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// `toolop --ledger L ARGS...`, waited for.
+pub fn run(ledger: &TempLedger, args: &[&str]) -> Output {
+    toolop()
+        .arg("--ledger")
+        .arg(ledger.path())
+        .args(args)
+        .output()
+        .expect("run toolop")
+}
+
+pub fn code(out: &Output) -> i32 {
+    out.status.code().unwrap_or(-1)
+}
+
+pub fn text(out: &Output) -> String {
+    format!(
+        "stdout:\n{}\nstderr:\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// `toolop status --json` of one node.
+pub fn status(ledger: &TempLedger, node: &str) -> serde_json::Value {
+    let out = run(ledger, &["--json", "status", node]);
+    assert_eq!(code(&out), 0, "{}", text(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    v["call_nodes"][0].clone()
+}
+
+/// Poll `cond` on the node's status until it holds (bounded).
+pub fn wait_status(
+    ledger: &TempLedger,
+    node: &str,
+    what: &str,
+    cond: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let out = run(ledger, &["--json", "status", node]);
+        if code(&out) == 0 {
+            let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+            if cond(&v["call_nodes"][0]) {
+                return v["call_nodes"][0].clone();
+            }
+        }
+        assert!(Instant::now() < deadline, "{node} never reached: {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
