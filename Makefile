@@ -8,7 +8,7 @@ SEED ?= 42
 SERIES ?= 10000
 JOBS ?= 2
 
-.PHONY: gate gate-ci canary run replay shrink bench mutants mutants-ci tune test build
+.PHONY: gate gate-ci canary run replay shrink bench mutants mutants-ci tune test build peers-rmcp test-peers-rmcp
 
 # The release gate: 10,000 seeded series of the default set, every invariant, every gate.
 gate:
@@ -54,3 +54,17 @@ build:
 test:
 	cargo test -p toolop
 	$(SIM_ENV) cargo test --release -p toolop-sim
+
+# The rmcp interop peer (tests/peers/rmcp): its own workspace and lock file, its own target dir.
+# Binary: target/peers/rmcp/release/toolop-rmcp-peer (see tests/peers/rmcp/README.md).
+PEERS_RMCP := CARGO_TARGET_DIR=target/peers/rmcp cargo
+PEERS_RMCP_MANIFEST := --locked --release --manifest-path tests/peers/rmcp/Cargo.toml
+
+# --all-targets: the binary and the tests are built with one feature set (the test-only
+# dependencies change tokio's and hyper's features), so test-peers-rmcp rebuilds nothing.
+peers-rmcp:
+	$(PEERS_RMCP) build --all-targets $(PEERS_RMCP_MANIFEST)
+
+# The peer's own tests: the rmcp transcript replayed against it, its record, stdio and HTTP.
+test-peers-rmcp:
+	$(PEERS_RMCP) test $(PEERS_RMCP_MANIFEST)
