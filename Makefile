@@ -53,6 +53,7 @@ build:
 
 test:
 	cargo test -p toolop
+	cargo test -p toolop-fault-proxy
 	$(SIM_ENV) cargo test --release -p toolop-sim
 
 # The rmcp interop peer (tests/peers/rmcp): its own workspace and lock file, its own target dir.
