@@ -175,11 +175,13 @@ async fn run(
         return "dropped";
     }
     loop {
+        // Upstream before client: a body that has ended (an empty 202, say) counts as passed
+        // even when the client has already hung up on it.
         let frame = tokio::select! {
             biased;
-            () = client_gone(tx) => return "client_gone",
             () = tokio::time::sleep_until(pump.deadline) => return pump.abort("stream_max", record).await,
             frame = tokio::time::timeout(idle, upstream.frame()) => frame,
+            () = client_gone(tx) => return "client_gone",
         };
         let data = match frame {
             Err(_) => return pump.abort("stream_idle", record).await,

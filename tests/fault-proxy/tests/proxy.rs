@@ -110,6 +110,22 @@ async fn without_faults_bodies_pass_byte_for_byte() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 
+    let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let got = send(
+        &c,
+        post(&format!("{}/note", p.base), note.to_string().into_bytes()),
+    )
+    .await;
+    assert_eq!((got.status, got.body.len()), (Some(202), 0));
+    let note_line = p.log.line(4).await;
+    assert_eq!(
+        (
+            note_line["rpc_method"].as_str(),
+            note_line["outcome"].as_str()
+        ),
+        (Some("notifications/initialized"), Some("passed"))
+    );
+
     let first = p.log.line(0).await;
     assert_eq!(first["fault"], "none");
     assert_eq!(first["rpc_method"], "tools/call");

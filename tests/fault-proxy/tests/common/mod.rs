@@ -102,6 +102,8 @@ async fn serve(req: Request<Incoming>, seen: Arc<Seen>) -> Result<Response<UpBod
             resp.header("content-type", "application/json")
                 .body(full(json_body(&id)))
         }
+        // A notification's answer: 202, empty body.
+        ("/note", false) => resp.status(202).body(full(Vec::new())),
         ("/big", false) => resp
             .header("content-type", "application/json")
             .body(full(vec![b' '; 4096])),
