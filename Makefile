@@ -57,9 +57,11 @@ test:
 	$(SIM_ENV) cargo test --release -p toolop-sim
 
 # The rmcp interop peer (tests/peers/rmcp): its own workspace and lock file, its own target dir.
-# Binary: target/peers/rmcp/release/toolop-rmcp-peer (see tests/peers/rmcp/README.md).
+# Binary: target/peers/rmcp/debug/toolop-rmcp-peer (see tests/peers/rmcp/README.md); an
+# unoptimised build (half the CPU of --release); PEERS_RMCP_FLAGS=--release for target/.../release.
+PEERS_RMCP_FLAGS ?=
 PEERS_RMCP := CARGO_TARGET_DIR=target/peers/rmcp cargo
-PEERS_RMCP_MANIFEST := --locked --release --manifest-path tests/peers/rmcp/Cargo.toml
+PEERS_RMCP_MANIFEST := --locked $(PEERS_RMCP_FLAGS) --manifest-path tests/peers/rmcp/Cargo.toml
 
 # --all-targets: the binary and the tests are built with one feature set (the test-only
 # dependencies change tokio's and hyper's features), so test-peers-rmcp rebuilds nothing.
