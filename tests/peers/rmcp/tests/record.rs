@@ -319,12 +319,31 @@ async fn an_initialize_for_2026_07_28_is_answered_2025_11_25() {
     );
     peer.send(&json!({ "jsonrpc": "2.0", "method": "notifications/initialized" }))
         .await;
-    let id = start(
-        &mut peer,
-        "slow_sum",
-        json!({"a": 1, "b": 1, "delay_ms": 10}),
-        None,
-    )
-    .await;
-    poll_until(&mut peer, &id, &["completed"]).await;
+    // The adapter's own shapes (src/protocol/mcp_tasks_ext.rs): 2026-07-28 per-request _meta
+    // on every request, the idempotency key beside it.
+    let meta = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": tasks_caps(),
+    });
+    let mut call_meta = meta.clone();
+    call_meta["io.toolop/idempotency-key"] = json!("adapter-key");
+    let params = json!({"name": "slow_sum", "arguments": {"a": 1, "b": 1, "delay_ms": 10}, "_meta": call_meta});
+    let id = task_id(&peer.request("tools/call", params).await);
+    let deadline = tokio::time::Instant::now() + common::WAIT;
+    loop {
+        let poll = peer
+            .request("tasks/get", json!({"taskId": id, "_meta": meta}))
+            .await;
+        assert_eq!(poll["result"]["resultType"], "complete", "{poll}");
+        if poll["result"]["status"] == "completed" {
+            assert_eq!(poll["result"]["result"]["content"][0]["text"], "2");
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{poll}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        stats(&mut peer).await["tasksCreatedByKey"],
+        json!({"adapter-key": 1})
+    );
 }
