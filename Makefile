@@ -8,7 +8,7 @@ SEED ?= 42
 SERIES ?= 10000
 JOBS ?= 2
 
-.PHONY: gate gate-ci canary run replay shrink bench mutants mutants-ci tune test build peers peer-ts peer-python
+.PHONY: gate gate-ci canary run replay shrink bench mutants mutants-ci tune test build peers peer-ts peer-python peers-rmcp test-peers-rmcp
 
 PEERS_VENV := target/peers-venv
 
@@ -74,4 +74,21 @@ peer-python: target/peers-python.stamp
 
 test: peers
 	cargo test -p toolop
+	cargo test -p toolop-fault-proxy
 	$(SIM_ENV) cargo test --release -p toolop-sim
+
+# The rmcp interop peer (tests/peers/rmcp): its own workspace and lock file, its own target dir.
+# Binary: target/peers/rmcp/debug/toolop-rmcp-peer (see tests/peers/rmcp/README.md); an
+# unoptimised build (half the CPU of --release); PEERS_RMCP_FLAGS=--release for target/.../release.
+PEERS_RMCP_FLAGS ?=
+PEERS_RMCP := CARGO_TARGET_DIR=target/peers/rmcp cargo
+PEERS_RMCP_MANIFEST := --locked $(PEERS_RMCP_FLAGS) --manifest-path tests/peers/rmcp/Cargo.toml
+
+# --all-targets: the binary and the tests are built with one feature set (the test-only
+# dependencies change tokio's and hyper's features), so test-peers-rmcp rebuilds nothing.
+peers-rmcp:
+	$(PEERS_RMCP) build --all-targets $(PEERS_RMCP_MANIFEST)
+
+# The peer's own tests: the rmcp transcript replayed against it, its record, stdio and HTTP.
+test-peers-rmcp:
+	$(PEERS_RMCP) test $(PEERS_RMCP_MANIFEST)
