@@ -6,9 +6,12 @@ use std::time::Instant;
 
 use clap::{Parser, Subcommand};
 use toolop_sim::scenario::Scenario;
-use toolop_sim::sweep::{self, Loaded};
-use toolop_sim::faults::Schedule;
-use toolop_sim::{bench, checkers, gates, report, shrink, summary, timeline, world};
+use toolop_sim::campaign::sweep::{self, Loaded};
+use toolop_sim::series::faults::Schedule;
+use toolop_sim::campaign::{bench, shrink};
+use toolop_sim::judge::{checkers, gates};
+use toolop_sim::report::{self, summary, timeline};
+use toolop_sim::series;
 
 #[derive(Parser)]
 #[command(name = "toolop-sim", about = "Deterministic simulation harness for the toolop executor")]
@@ -92,7 +95,7 @@ enum Cmd {
     /// bare madsim runtime doing a comparable number of timer and message events.
     /// Run the gate against planted anti-patterns; exit 1 if any survives.
     Mutants {
-        #[arg(long, num_args = 1.., default_values_t = toolop_sim::mutants::DEFAULT_SET.map(String::from))]
+        #[arg(long, num_args = 1.., default_values_t = toolop_sim::campaign::mutants::DEFAULT_SET.map(String::from))]
         scenario: Vec<String>,
         /// Series budget per mutation.
         #[arg(long, default_value_t = 2_000)]
@@ -101,7 +104,7 @@ enum Cmd {
         jobs: usize,
     },
     /// Evaluate a grid of executor poll settings on the same seeds; recommend one for a latency target.
-    Tune(toolop_sim::tune::TuneArgs),
+    Tune(toolop_sim::campaign::tune::TuneArgs),
     Bench {
         #[arg(long, num_args = 1.., required = true)]
         scenario: Vec<PathBuf>,
@@ -123,7 +126,7 @@ fn main() -> ExitCode {
         Cmd::Gate { scenario, series, jobs, start_seed, run, reports } => gate(&scenario, series, jobs, start_seed, &run, &reports),
         Cmd::Bench { scenario, series, jobs } => bench_cmd(&scenario, series, jobs),
         Cmd::Mutants { scenario, series, jobs } => mutants_cmd(&scenario.iter().map(PathBuf::from).collect::<Vec<_>>(), series, jobs),
-        Cmd::Tune(args) => toolop_sim::tune::main_tune(args),
+        Cmd::Tune(args) => toolop_sim::campaign::tune::main_tune(args),
     }
 }
 
@@ -163,8 +166,8 @@ fn run(path: &Path, seed: u64, reports: &Path) -> ExitCode {
         Ok(s) => s,
         Err(code) => return code,
     };
-    print!("{}", world::draw_params(&sc, seed).render());
-    let result = match world::run_series(&sc, seed) {
+    print!("{}", series::draw_params(&sc, seed).render());
+    let result = match series::run_series(&sc, seed) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("error: {e}");
@@ -214,14 +217,14 @@ fn replay(path: &Path, seed: u64, schedule: Option<&Schedule>, reports: &Path, v
         Err(code) => return code,
     };
     sc.executor.core.mutation = mutation;
-    let params = match world::params_with(&sc, seed, schedule) {
+    let params = match series::params_with(&sc, seed, schedule) {
         Ok(p) => p,
         Err(e) => {
             eprintln!("error: {e}");
             return ExitCode::from(2);
         }
     };
-    let result = match world::run_series_with(&sc, seed, schedule) {
+    let result = match series::run_series_with(&sc, seed, schedule) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("error: {e}");
@@ -412,9 +415,9 @@ fn mutants_cmd(paths: &[PathBuf], series: u64, jobs: usize) -> ExitCode {
         Err(code) => return code,
     };
     println!("mutants: {} mutations, up to {series} series each over {}", toolop::core::mutation::Mutation::ALL.len(), paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "));
-    let base = toolop_sim::mutants::baseline(&scenarios, series, jobs);
-    let results: Vec<_> = toolop::core::mutation::Mutation::ALL.iter().map(|&m| toolop_sim::mutants::hunt(&scenarios, m, series, jobs)).collect();
-    print!("{}", toolop_sim::mutants::table(&results, &base));
+    let base = toolop_sim::campaign::mutants::baseline(&scenarios, series, jobs);
+    let results: Vec<_> = toolop::core::mutation::Mutation::ALL.iter().map(|&m| toolop_sim::campaign::mutants::hunt(&scenarios, m, series, jobs)).collect();
+    print!("{}", toolop_sim::campaign::mutants::table(&results, &base));
     for r in results.iter().filter(|r| r.caught()) {
         if let Some((_, seed, file)) = &r.first_failure {
             println!("  {}: toolop-sim replay --scenario {file} --seed {seed} --mutation {}", r.mutation.name(), r.mutation.name());

@@ -7,7 +7,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 use toolop::runner::RunnerConfig;
 
-use crate::faults::FaultKind;
+use crate::series::faults::FaultKind;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

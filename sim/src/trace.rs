@@ -10,7 +10,7 @@ use toolop::record::LocalState;
 use toolop::runner::Observation;
 
 use crate::fake::mcp::GroundTruth;
-use crate::faults::FaultKind;
+use crate::series::faults::FaultKind;
 
 /// One thing that happened in a series, at simulated time `t_ms`.
 #[derive(Clone, Debug, PartialEq, Serialize)]

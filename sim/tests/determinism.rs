@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::Command;
 
 use toolop_sim::scenario::Scenario;
-use toolop_sim::world::{self, run_series};
+use toolop_sim::series::{self, run_series};
 
 fn smoke() -> Scenario {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scenarios/smoke.toml");
@@ -61,8 +61,8 @@ fn madsim_determinism_check_passes() {
         madsim::runtime::Runtime::check_determinism(seed, madsim::Config::default(), || async {
             let sc = smoke();
             let seed = madsim::runtime::Handle::current().seed();
-            let params = world::draw_params(&sc, seed);
-            let r = world::world_main(sc, params).await;
+            let params = series::draw_params(&sc, seed);
+            let r = series::world_main(sc, params).await;
             assert!(!r.trace.events.is_empty());
         });
     }
@@ -74,7 +74,7 @@ fn every_series_settles_and_records_a_receipt_or_reconciliation() {
     for seed in 0..30u64 {
         let r = run_series(&sc, seed).unwrap();
         assert_eq!(r.end_reason, "all call nodes settled", "seed {seed}: replay: toolop-sim run --scenario scenarios/smoke.toml --seed {seed}");
-        let nodes = toolop_sim::summary::nodes(&r.trace);
+        let nodes = toolop_sim::report::summary::nodes(&r.trace);
         assert_eq!(nodes.len(), r.params.nodes.len());
         for (id, n) in nodes {
             assert!(n.terminal.is_some() || n.reconcile.is_some(), "seed {seed} node {id} has neither receipt nor reconciliation");

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use toolop_sim::scenario::Scenario;
-use toolop_sim::world::run_series;
+use toolop_sim::series::run_series;
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")

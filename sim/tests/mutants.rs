@@ -6,13 +6,13 @@
 use std::path::PathBuf;
 
 use toolop::core::mutation::Mutation;
-use toolop_sim::mutants;
+use toolop_sim::campaign::mutants;
 use toolop_sim::scenario::Scenario;
-use toolop_sim::sweep::Loaded;
+use toolop_sim::campaign::sweep::Loaded;
 
 fn default_set() -> Vec<Loaded> {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
-    toolop_sim::mutants::DEFAULT_SET
+    toolop_sim::campaign::mutants::DEFAULT_SET
         .iter()
         .map(|f| Loaded { file: PathBuf::from(f), scenario: Scenario::load(&root.join(f)).unwrap() })
         .collect()

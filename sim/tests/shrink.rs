@@ -5,11 +5,11 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-use toolop_sim::checkers;
-use toolop_sim::faults::Schedule;
+use toolop_sim::judge::checkers;
+use toolop_sim::series::faults::Schedule;
 use toolop_sim::scenario::Scenario;
-use toolop_sim::shrink;
-use toolop_sim::world::{self, run_series, run_series_with};
+use toolop_sim::campaign::shrink;
+use toolop_sim::series::{self, run_series, run_series_with};
 
 const CANARY: &str = "scenarios/canary_must_fail.toml";
 
@@ -41,7 +41,7 @@ fn a_recorded_schedule_replays_to_the_same_trace_hash() {
         for seed in seeds {
             let r = run_series(&sc, seed).unwrap();
             fired += r.firings.len();
-            let schedule = world::schedule_of(rel, &r, &sc);
+            let schedule = series::schedule_of(rel, &r, &sc);
             // Through the file form, as `replay --schedule` reads it.
             let schedule = Schedule::from_toml(&schedule.to_toml().unwrap()).unwrap();
             let again = run_series_with(&sc, seed, Some(&schedule)).unwrap();
@@ -57,7 +57,7 @@ fn an_empty_schedule_fires_nothing() {
     let sc = load("scenarios/mcp_faults.toml");
     let r = run_series(&sc, 1).unwrap();
     assert!(!r.firings.is_empty());
-    let empty = Schedule { firings: vec![], ..world::schedule_of("x", &r, &sc) };
+    let empty = Schedule { firings: vec![], ..series::schedule_of("x", &r, &sc) };
     let again = run_series_with(&sc, 1, Some(&empty)).unwrap();
     assert!(again.firings.is_empty());
     assert!(!again.trace.events.iter().any(|e| matches!(&e.what, toolop_sim::trace::What::Fault { decision, .. } if *decision > 0)));

@@ -6,10 +6,10 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use toolop_sim::gates;
+use toolop_sim::judge::gates;
 use toolop_sim::scenario::Scenario;
-use toolop_sim::sweep::{self, Loaded};
-use toolop_sim::tune::{self, Candidate, TuneArgs, TuneError};
+use toolop_sim::campaign::sweep::{self, Loaded};
+use toolop_sim::campaign::tune::{self, Candidate, TuneArgs, TuneError};
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")

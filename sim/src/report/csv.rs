@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use crate::gates::{SeriesRow, SweepReport};
+use crate::judge::gates::{SeriesRow, SweepReport};
 
 /// The columns of `series.csv`, in order.
 pub const HEADER: [&str; 16] = [
@@ -90,7 +90,7 @@ pub fn parse_counts(cell: &str) -> BTreeMap<String, u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::faults::FaultKind;
+    use crate::series::faults::FaultKind;
     use crate::report::sample_report;
 
     #[test]

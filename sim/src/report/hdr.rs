@@ -6,8 +6,8 @@ use std::fmt::Write as _;
 
 use hdrhistogram::Histogram;
 
-use crate::gates::SweepReport;
-use crate::metrics::SeriesMetrics;
+use crate::judge::gates::SweepReport;
+use crate::judge::metrics::SeriesMetrics;
 
 /// Significant decimal digits kept by every histogram here.
 pub const SIGFIG: u8 = 3;

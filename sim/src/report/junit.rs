@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 
 use super::{seed_range, text::failing_list};
-use crate::gates::SweepReport;
+use crate::judge::gates::SweepReport;
 
 /// The suite's name.
 pub const SUITE: &str = "toolop-sim gate";

@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 
 use super::{coverage_grids, seed_range, wall_time, Cell};
-use crate::gates::SweepReport;
+use crate::judge::gates::SweepReport;
 
 /// The Markdown summary: a title with PASS/FAIL, the run (name, seed range, series count, wall
 /// time), the gate table, one coverage matrix per protocol (reachable cells under
@@ -155,7 +155,7 @@ mod tests {
         assert!(md.contains("| all | `coverage \"cells\" <min>` | \\>= 2 \\& reachable | 5/6 | ✅ PASS |"), "{md}");
         assert!(md.contains("| Fault | `SUBMITTING` | `WORKING` | `FETCHING_RESULT` |"), "{md}");
         assert!(md.contains("| `lost_request` | 3 | **⚠ 1** | **⚠ 0** |"), "{md}");
-        assert!(md.contains(&format!("| `{}` | · | 4 | · |", crate::faults::FaultKind::Poll429.name())), "{md}");
+        assert!(md.contains(&format!("| `{}` | · | 4 | · |", crate::series::faults::FaultKind::Poll429.name())), "{md}");
         assert!(md.contains("### mcp (2 reachable cell(s) below minimum)"), "{md}");
         assert!(md.contains("`cargo run -p toolop-sim -- run scenarios/smoke.toml --seed 101`"), "{md}");
         assert!(md.contains("- seed 101 of `scenarios/smoke.toml`: at\\_most\\_one\\_receipt: two receipts \\<a\\&b\\>"), "{md}");

@@ -17,8 +17,8 @@ use std::path::{Path, PathBuf};
 
 use toolop::record::LocalState;
 
-use crate::faults::FaultKind;
-use crate::gates::SweepReport;
+use crate::series::faults::FaultKind;
+use crate::judge::gates::SweepReport;
 
 pub mod csv;
 pub mod hdr;
@@ -26,6 +26,10 @@ pub mod junit;
 pub mod markdown;
 pub mod progress;
 pub mod text;
+/// A readable per-node summary of one series.
+pub mod summary;
+/// A readable timeline of one trace, for replay.
+pub mod timeline;
 
 pub use self::hdr::{hgrm, percentile, percentiles, Percentiles};
 pub use self::junit::junit_xml;
@@ -155,9 +159,9 @@ fn coverage_grids(r: &SweepReport) -> Vec<CoverageGrid> {
 pub(crate) fn sample_report() -> SweepReport {
     use std::collections::BTreeMap;
 
-    use crate::checkers::Violation;
-    use crate::gates::{FailingSeed, GateRow, SeriesRow};
-    use crate::metrics::SeriesMetrics;
+    use crate::judge::checkers::Violation;
+    use crate::judge::gates::{FailingSeed, GateRow, SeriesRow};
+    use crate::judge::metrics::SeriesMetrics;
 
     let metrics = |faults: &[(FaultKind, u32)], cancel: &[u64], e2e: &[u64], polls: &[u64]| SeriesMetrics {
         call_nodes: 5,

@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 
 use super::{coverage_grids, seed_range, Cell};
-use crate::gates::SweepReport;
+use crate::judge::gates::SweepReport;
 
 /// The gate rows as a fixed-width table: PROTOCOL, GATE, THRESHOLD, MEASURED, VERDICT
 /// (PASS/FAIL), then a line with the overall verdict.

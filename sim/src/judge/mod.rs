@@ -1,0 +1,8 @@
+//! Judges: everything that reads a trace (or the rows of many) and says whether it is good.
+
+/// Always-properties over a trace, one checker per invariant.
+pub mod checkers;
+/// Per-series measurements from the trace.
+pub mod metrics;
+/// Gates over a sweep, and the sweep's result types.
+pub mod gates;
