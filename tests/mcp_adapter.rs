@@ -1153,3 +1153,22 @@ proptest! {
         prop_assert_eq!(view.status.is_terminal(), !matches!(status, "working" | "input_required"));
     }
 }
+
+/// A POST's response answers that POST. A body whose JSON-RPC id names another of our requests
+/// (a broken server or proxy: the reply-to-other-exchange fault) is routed by the transport and
+/// refused as malformed, so it cannot hand one call node another node's task.
+#[test]
+fn a_reply_whose_body_names_another_request_is_refused_not_rerouted() {
+    let a = adapter();
+    let body = br#"{"jsonrpc":"2.0","id":7,"result":{"task":{"taskId":"t-other","status":"working","createdAt":"2026-12-01T00:00:00Z","lastUpdatedAt":"2026-12-01T00:00:00Z","ttl":60000,"pollInterval":1000}}}"#;
+    let f = frame(200, Some(8), None, body);
+    assert_eq!(a.classify(&f), Inbound::Response { rpc_id: 8 });
+    match a.decode_reply(RequestKind::Submit, &f) {
+        Reply::Malformed { reason } => assert!(reason.contains("names request 7") && reason.contains("request 8"), "{reason}"),
+        other => panic!("{other:?}"),
+    }
+    // The same body on its own request decodes; without a transport correlation (stdio) the
+    // body's id is all there is.
+    assert_eq!(a.decode_reply(RequestKind::Submit, &frame(200, Some(7), None, body)).name(), "submitted");
+    assert_eq!(a.classify(&frame(200, None, None, body)), Inbound::Response { rpc_id: 7 });
+}

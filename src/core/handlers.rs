@@ -95,6 +95,8 @@ impl<'a> Machine<'a> {
     }
 
     /// Hand the item to manual reconciliation, from any non-final state.
+    // "to" as in "go to UNKNOWN": a transition, not a conversion.
+    #[allow(clippy::wrong_self_convention)]
     fn to_unknown(&mut self, reason: &str) -> R {
         if self.rec.local_state == S::Submitting {
             self.go(S::SubmissionUnknown)?;

@@ -133,12 +133,28 @@ pub(super) fn parse_error_object(err: &Map<String, Value>) -> Result<(i64, Strin
 }
 
 pub(super) fn parse_reply(body: &[u8]) -> Result<RpcReply, String> {
+    parse_reply_to(body, None)
+}
+
+/// The reply in `frame`, which the transport tied to our request `frame.request_id`. Over HTTP a
+/// POST's response answers that POST: a body whose id names another of our requests is a broken
+/// reply (a server or proxy fault), never a reason to believe it answers the other request.
+pub(super) fn parse_frame_reply(frame: &InFrame) -> Result<RpcReply, String> {
+    parse_reply_to(&frame.body, frame.request_id)
+}
+
+fn parse_reply_to(body: &[u8], transport_id: Option<u64>) -> Result<RpcReply, String> {
     let v = parse_json(body)?;
     let Value::Object(mut obj) = v else {
         return Err(format!("JSON-RPC message is not an object but {}", type_name(&v)));
     };
     if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
         return Err("missing or wrong \"jsonrpc\": \"2.0\"".into());
+    }
+    if let (Some(t), Some(b)) = (transport_id, obj.get("id").and_then(Value::as_u64)) {
+        if t != b {
+            return Err(format!("the reply's body names request {b}, but it is the response to request {t}"));
+        }
     }
     match (obj.remove("result"), obj.remove("error")) {
         (Some(Value::Object(result)), None) => Ok(RpcReply::Result(result)),

@@ -6,7 +6,7 @@
 //! anything that does not have the expected shape becomes `Reply::Malformed` with a reason.
 
 use super::jsonrpc::{
-    content_block_problem, has_path, http_status_reply, negotiation_result, opt_field, parse_reply, RpcReply, parse_json, related_task_id, request,
+    content_block_problem, has_path, http_status_reply, negotiation_result, opt_field, parse_frame_reply, parse_reply, RpcReply, parse_json, related_task_id, request,
     required_str, says_terminal, to_bytes, type_name, wire_status, INVALID_PARAMS, METHOD_NOT_FOUND, RELATED_TASK,
 };
 use serde_json::{json, Map, Value};
@@ -332,7 +332,9 @@ fn classify_frame(frame: &InFrame) -> Inbound {
     {
         // Error replies with `id: null` (or the Python 404's `"server-error"`) still belong to the
         // request the transport tied the frame to.
-        return match msg.get("id").and_then(Value::as_u64).or(frame.request_id) {
+        // The transport's correlation first: a POST's response answers that POST, whatever id
+        // its body names (decoding then refuses a body that names another request).
+        return match frame.request_id.or(msg.get("id").and_then(Value::as_u64)) {
             Some(rpc_id) => Inbound::Response { rpc_id },
             None => Inbound::Malformed { reason: "response without a numeric id".into() },
         };
@@ -471,7 +473,7 @@ impl Adapter for Mcp20251125Adapter {
                 _ => Reply::Accepted,
             };
         }
-        let reply = match parse_reply(&frame.body) {
+        let reply = match parse_frame_reply(frame) {
             Ok(reply) => reply,
             Err(reason) => return Reply::Malformed { reason: format!("{}: {reason}", kind.name()) },
         };

@@ -41,7 +41,7 @@
 //! - InputResponse frames carry a `request_id` (see [`McpTasksExtAdapter::encode_frame`]).
 
 use super::jsonrpc::{
-    content_block_problem, has_path, http_status_reply, negotiation_result, opt_field, parse_error_object, parse_reply, RpcReply, parse_json, related_task_id, request,
+    content_block_problem, has_path, http_status_reply, negotiation_result, opt_field, parse_error_object, parse_frame_reply, RpcReply, parse_json, related_task_id, request,
     required_str, says_terminal, to_bytes, type_name, wire_status, INVALID_PARAMS, METHOD_NOT_FOUND,
 };
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -482,7 +482,9 @@ fn classify_frame(frame: &InFrame) -> Inbound {
         object.filter(|m| !m.contains_key("method") && (m.contains_key("result") || m.contains_key("error")))
     {
         // Error replies with `id: null` still belong to the request the transport tied them to.
-        return match msg.get("id").and_then(Value::as_u64).or(frame.request_id) {
+        // The transport's correlation first: a POST's response answers that POST, whatever id
+        // its body names (decoding then refuses a body that names another request).
+        return match frame.request_id.or(msg.get("id").and_then(Value::as_u64)) {
             Some(rpc_id) => Inbound::Response { rpc_id },
             None => Inbound::Malformed { reason: "response without a numeric id".into() },
         };
@@ -627,7 +629,7 @@ impl Adapter for McpTasksExtAdapter {
         if let Some(reply) = http_status_reply(frame) {
             return reply;
         }
-        let reply = match parse_reply(&frame.body) {
+        let reply = match parse_frame_reply(frame) {
             Ok(reply) => reply,
             Err(reason) => return Reply::Malformed { reason: format!("{}: {reason}", kind.name()) },
         };
