@@ -5,20 +5,105 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
+use toolop::protocol::TaskSupport;
+use toolop::record::AdapterId;
 use toolop::runner::RunnerConfig;
 
-use crate::series::faults::FaultKind;
+use crate::series::faults::{catalogue, FaultKind};
+
+/// The protocols a lane can speak: the executor's adapter and the fake server's codec.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum Protocol {
+    /// MCP 2025-11-25 with Tasks (SEP-1686).
+    #[serde(rename = "mcp-2025-11-25")]
+    Mcp20251125,
+    /// The MCP tasks extension `io.modelcontextprotocol/tasks` (SEP-2663, 2026-07-28).
+    #[serde(rename = "mcp-tasks-ext")]
+    McpTasksExt,
+    /// Google AIP-151 long-running operations over HTTP/JSON.
+    #[serde(rename = "aip-151")]
+    Aip151,
+}
+
+impl Protocol {
+    pub const ALL: [Protocol; 3] = [Protocol::Mcp20251125, Protocol::McpTasksExt, Protocol::Aip151];
+
+    /// The name scenario files, reports and traces use.
+    pub fn name(self) -> &'static str {
+        match self {
+            Protocol::Mcp20251125 => "mcp-2025-11-25",
+            Protocol::McpTasksExt => "mcp-tasks-ext",
+            Protocol::Aip151 => "aip-151",
+        }
+    }
+
+    /// The executor adapter that speaks it.
+    pub fn adapter_id(self) -> AdapterId {
+        match self {
+            Protocol::Mcp20251125 => AdapterId::Mcp20251125,
+            Protocol::McpTasksExt => AdapterId::McpTasksExt,
+            Protocol::Aip151 => AdapterId::Aip151,
+        }
+    }
+
+    /// The server profiles its fake can imitate; the first is the default.
+    pub fn profiles(self) -> &'static [ServerProfile] {
+        match self {
+            Protocol::Mcp20251125 => &[ServerProfile::SpecStrict, ServerProfile::TsSdk, ServerProfile::PythonSdk],
+            Protocol::McpTasksExt => &[ServerProfile::SpecStrict],
+            Protocol::Aip151 => &[ServerProfile::CancelDoneOk, ServerProfile::CancelDoneFailedPrecondition, ServerProfile::CancelDoneNotFound],
+        }
+    }
+}
+
+impl std::fmt::Display for Protocol {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Which real server a fake imitates where its protocol leaves room ([`Protocol::profiles`]
+/// says which apply to which protocol).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ServerProfile {
+    /// The protocol text read strictly.
+    SpecStrict,
+    /// MCP: `@modelcontextprotocol/sdk@1.32.2`.
+    TsSdk,
+    /// MCP: `mcp==1.30.0`.
+    PythonSdk,
+    /// AIP-151: CancelOperation on a done operation answers `200 {}`.
+    CancelDoneOk,
+    /// AIP-151: ... answers `400 FAILED_PRECONDITION`.
+    CancelDoneFailedPrecondition,
+    /// AIP-151: ... answers `404 NOT_FOUND`.
+    CancelDoneNotFound,
+}
+
+impl ServerProfile {
+    pub fn name(self) -> &'static str {
+        match self {
+            ServerProfile::SpecStrict => "spec-strict",
+            ServerProfile::TsSdk => "ts-sdk",
+            ServerProfile::PythonSdk => "python-sdk",
+            ServerProfile::CancelDoneOk => "cancel-done-ok",
+            ServerProfile::CancelDoneFailedPrecondition => "cancel-done-failed-precondition",
+            ServerProfile::CancelDoneNotFound => "cancel-done-not-found",
+        }
+    }
+}
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Scenario {
     pub name: String,
     #[serde(default = "default_protocol")]
-    pub protocol: String,
-    /// A second protocol version the executor speaks at the same time (its own lane and server):
-    /// `executor.launch` sends a fraction of new work there.
+    pub protocol: Protocol,
+    /// A second protocol version the executor speaks at the same time (its own lane and server,
+    /// with that protocol's first profile): `executor.launch` sends a fraction of new work there.
     #[serde(default)]
-    pub successor: Option<String>,
+    pub successor: Option<Protocol>,
     /// When the operator retires the primary adapter: no new work on it from then on.
     #[serde(default)]
     pub retire_primary_at_ms: Option<u64>,
@@ -79,6 +164,11 @@ impl FaultsSpec {
     pub fn max_rates(&self) -> BTreeMap<FaultKind, f64> {
         self.rates.iter().filter_map(|(n, &r)| FaultKind::from_name(n).map(|f| (f, r))).collect()
     }
+
+    /// Whether `f` may fire in this scenario (a positive rate).
+    pub fn enabled(&self, f: FaultKind) -> bool {
+        self.max_rates().get(&f).is_some_and(|&r| r > 0.0)
+    }
 }
 
 /// Gate thresholds over a sweep. Defaults are the release bar of design.md section 4.
@@ -115,11 +205,9 @@ impl Default for GatesSpec {
     }
 }
 
-fn default_protocol() -> String {
-    "mcp-2025-11-25".into()
+fn default_protocol() -> Protocol {
+    Protocol::Mcp20251125
 }
-
-pub const PROTOCOLS: [&str; 3] = ["mcp-2025-11-25", "mcp-tasks-ext", "aip-151"];
 
 /// The AIP-151 service: URL templates (configuration, never guessed) and its behaviour.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -154,8 +242,8 @@ impl Default for AipSpec {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ServerSpec {
-    /// Profiles the seed draws from: "spec-strict", "ts-sdk", "python-sdk".
-    pub profiles: Vec<String>,
+    /// Profiles the seed draws from; each must be one of the protocol's ([`Protocol::profiles`]).
+    pub profiles: Vec<ServerProfile>,
     /// The toolop extensions (idempotency key, lookup by key, result digest): drawn with this probability.
     #[serde(default = "one")]
     pub toolop_extensions_rate: f64,
@@ -203,9 +291,9 @@ fn default_spread() -> u64 {
 #[serde(deny_unknown_fields)]
 pub struct ToolSpec {
     pub name: String,
-    /// "required", "optional", "forbidden", or absent (= forbidden).
+    /// `required`, `optional`, `forbidden`, or absent (= forbidden).
     #[serde(default)]
-    pub task_support: Option<String>,
+    pub task_support: Option<TaskSupport>,
     #[serde(default)]
     pub sync_upper_bound_ms: Option<u64>,
     #[serde(default = "one_u32")]
@@ -274,8 +362,6 @@ impl Default for Limits {
     }
 }
 
-pub const PROFILES: [&str; 3] = ["spec-strict", "ts-sdk", "python-sdk"];
-pub const TASK_SUPPORT: [&str; 3] = ["required", "optional", "forbidden"];
 
 /// A scenario problem: which file, which field, what is wrong.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -294,6 +380,13 @@ impl std::fmt::Display for ScenarioError {
 impl std::error::Error for ScenarioError {}
 
 impl Scenario {
+    /// The protocols of the scenario's lanes, in lane order: the primary, then the successor.
+    pub fn lanes(&self) -> Vec<Protocol> {
+        let mut out = vec![self.protocol];
+        out.extend(self.successor);
+        out
+    }
+
     pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
         let file = path.display().to_string();
         let text = std::fs::read_to_string(path)
@@ -318,13 +411,8 @@ impl Scenario {
 
     fn validate(&self) -> Result<(), (String, String)> {
         let bad = |f: &str, p: String| Err((f.to_string(), p));
-        if !PROTOCOLS.contains(&self.protocol.as_str()) {
-            return bad("protocol", format!("unknown protocol {:?}; known: {PROTOCOLS:?}", self.protocol));
-        }
-        if let Some(p) = &self.successor {
-            if !PROTOCOLS.contains(&p.as_str()) || *p == self.protocol {
-                return bad("successor", format!("{p:?} must be another protocol of {PROTOCOLS:?}"));
-            }
+        if self.successor == Some(self.protocol) {
+            return bad("successor", format!("{} is the primary protocol already; a successor must be another one", self.protocol));
         }
         if self.retire_primary_at_ms.is_some() && self.successor.is_none() {
             return bad("retire_primary_at_ms", "retiring the only adapter leaves nothing to run new work".into());
@@ -341,8 +429,9 @@ impl Scenario {
             return bad("server.profiles", "needs at least one profile".into());
         }
         for p in &self.server.profiles {
-            if !PROFILES.contains(&p.as_str()) {
-                return bad("server.profiles", format!("unknown profile {p:?}; known: {PROFILES:?}"));
+            if !self.protocol.profiles().contains(p) {
+                let known: Vec<&str> = self.protocol.profiles().iter().map(|p| p.name()).collect();
+                return bad("server.profiles", format!("{} is not a profile of {}; its profiles: {}", p.name(), self.protocol, known.join(", ")));
             }
         }
         rate("server.toolop_extensions_rate", self.server.toolop_extensions_rate)?;
@@ -356,11 +445,6 @@ impl Scenario {
         }
         for (i, t) in self.workload.tools.iter().enumerate() {
             let f = |name: &str| format!("workload.tools[{i}].{name}");
-            if let Some(ts) = &t.task_support {
-                if !TASK_SUPPORT.contains(&ts.as_str()) {
-                    return bad(&f("task_support"), format!("unknown {ts:?}; known: {TASK_SUPPORT:?}"));
-                }
-            }
             if t.weight == 0 {
                 return bad(&f("weight"), "must be positive".into());
             }
@@ -395,11 +479,17 @@ impl Scenario {
         rate("executor.core.poll.jitter_fraction", p.jitter_fraction)?;
         for (name, &r) in &self.faults.rates {
             let field = format!("faults.rates.{name}");
-            if FaultKind::from_name(name).is_none() {
+            let Some(fault) = FaultKind::from_name(name) else {
                 let known: Vec<String> = FaultKind::ALL.iter().map(|f| f.name()).collect();
                 return bad(&field, format!("unknown fault {name:?}; known: {}", known.join(", ")));
-            }
+            };
             rate(&field, r)?;
+            for p in self.lanes() {
+                if !catalogue::expresses(p, fault) {
+                    let can: Vec<String> = catalogue::row(p).iter().map(|c| c.fault.name()).collect();
+                    return bad(&field, format!("{} cannot express {name}; it can express: {}", p, can.join(", ")));
+                }
+            }
         }
         rate("faults.swarm_enable_rate", self.faults.swarm_enable_rate)?;
         range("faults.restart_delay_ms", self.faults.restart_delay_ms)?;
@@ -480,13 +570,20 @@ duration_ms = [100, 200]
     fn good_file_parses_with_defaults() {
         let s = Scenario::parse("x.toml", GOOD).unwrap();
         assert_eq!(s.executor.max_qps, 20);
-        assert_eq!(s.protocol, "mcp-2025-11-25");
+        assert_eq!(s.protocol, Protocol::Mcp20251125);
     }
 
     #[test]
     fn bad_files_name_file_field_and_problem() {
         check(&GOOD.replace("[1, 2]", "[3, 2]"), "workload.call_nodes", "min <= max");
-        check(&GOOD.replace("\"ts-sdk\"", "\"go-sdk\""), "server.profiles", "unknown profile");
+        check(&GOOD.replace("\"ts-sdk\"", "\"go-sdk\""), "server.profiles", "unknown variant `go-sdk`");
+        check(&GOOD.replace("name = \"t\"", "name = \"t\"\nprotocol = \"mcp-2024\""), "protocol", "unknown variant `mcp-2024`");
+        check(&GOOD.replace("name = \"t\"", "name = \"t\"\nprotocol = \"aip-151\""), "server.profiles", "ts-sdk is not a profile of aip-151");
+        check(&GOOD.replace("\"required\"", "\"always\""), "workload.tools.task_support", "unknown variant `always`");
+        let aip = GOOD.replace("name = \"t\"", "name = \"t\"\nprotocol = \"aip-151\"").replace("\"ts-sdk\"", "\"cancel-done-ok\"");
+        check(&format!("{aip}\n[faults.rates]\napproval_replay = 0.1\n"), "faults.rates.approval_replay", "aip-151 cannot express approval_replay");
+        check(&format!("{aip}\n[faults.rates]\nreply_to_other_exchange = 0.1\n"), "faults.rates.reply_to_other_exchange", "aip-151 cannot express");
+        assert!(Scenario::parse("x.toml", &format!("{aip}\n[faults.rates]\nlate_duplicate_reply = 0.1\n")).is_ok());
         check(&GOOD.replace("duration_ms = [100, 200]", "duration_ms = [100, 200]\ninput_rate = 1.5"), "workload.tools[0].input_rate", "outside [0, 1]");
         check(&GOOD.replace("name = \"report\"", "name = \"report\"\ncolour = 1"), "workload.tools.colour", "unknown field");
         check(&GOOD.replace("call_nodes = [1, 2]", "call_nodes = \"many\""), "workload.call_nodes", "invalid type");

@@ -54,7 +54,7 @@ fn default_set_passes_and_reports_parse_and_replay_matches_the_sweep() {
 #[test]
 fn the_canary_must_fail_the_gate() {
     let reports = tmp("canary");
-    let out = sim(&["gate", "--scenario", "scenarios/canary_must_fail.toml", "--series", "60", "--reports", reports.to_str().unwrap()]);
+    let out = sim(&["gate", "--scenario", "scenarios/canary_must_fail.toml", "--series", "100", "--reports", reports.to_str().unwrap()]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "the canary passed the gate:\n{stdout}");
     let failing: Vec<&str> = stdout.lines().filter(|l| l.trim_end().ends_with("FAIL")).collect();

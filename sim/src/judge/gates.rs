@@ -7,7 +7,9 @@ use toolop::record::LocalState;
 
 use crate::judge::checkers::Violation;
 use crate::series::faults::FaultKind;
+use crate::judge::coverage::{self, ProtocolCoverage};
 use crate::judge::metrics::SeriesMetrics;
+use crate::scenario::Protocol;
 use crate::campaign::sweep::{replay_command, Loaded};
 
 /// One series of a sweep.
@@ -56,8 +58,9 @@ pub struct SweepReport {
     pub gates: Vec<GateRow>,
     /// Hits per (protocol, fault, state) over the sweep.
     pub coverage: BTreeMap<(String, FaultKind, LocalState), u64>,
-    /// Cells the catalogue declares reachable.
-    pub reachable: Vec<(FaultKind, LocalState)>,
+    /// Per protocol of the set: the catalogue's declared cells and which must be hit. The
+    /// coverage gate and the coverage matrices both read this.
+    pub coverage_plan: Vec<ProtocolCoverage>,
     pub coverage_min_hits: u64,
     pub failing: Vec<FailingSeed>,
     pub wall_ms: u64,
@@ -78,10 +81,10 @@ fn row(protocol: &str, gate: &str, threshold: String, measured: String, pass: bo
 /// group's scenarios asks for it.
 pub fn evaluate(scenarios: &[Loaded], rows: Vec<SeriesRow>, run: &str, start_seed: u64, wall_ms: u64) -> SweepReport {
     // Protocols in order of first appearance, each once.
-    let mut protocols: Vec<String> = vec![];
+    let mut protocols: Vec<Protocol> = vec![];
     for l in scenarios {
         if !protocols.contains(&l.scenario.protocol) {
-            protocols.push(l.scenario.protocol.clone());
+            protocols.push(l.scenario.protocol);
         }
     }
     let mut gates = vec![];
@@ -91,11 +94,12 @@ pub fn evaluate(scenarios: &[Loaded], rows: Vec<SeriesRow>, run: &str, start_see
             *coverage.entry((r.protocol.clone(), f, s)).or_default() += u64::from(n);
         }
     }
-    let mut reachable = vec![];
+    let mut coverage_plan = vec![];
     let mut coverage_min_hits = 0;
-    for p in &protocols {
+    for &protocol in &protocols {
+        let p = &protocol.name().to_string();
         let group: Vec<&SeriesRow> = rows.iter().filter(|r| &r.protocol == p).collect();
-        let first = scenarios.iter().find(|l| &l.scenario.protocol == p).expect("protocol came from a scenario");
+        let first = scenarios.iter().find(|l| l.scenario.protocol == protocol).expect("protocol came from a scenario");
         let g = &first.scenario.gates;
         let sum = |f: &dyn Fn(&SeriesRow) -> u64| group.iter().map(|r| f(r)).sum::<u64>();
         let divergences = sum(&|r| u64::from(r.metrics.divergences));
@@ -121,28 +125,14 @@ pub fn evaluate(scenarios: &[Loaded], rows: Vec<SeriesRow>, run: &str, start_see
         gates.push(row(p, "receipts_per_call_node", format!("<= {}", g.max_receipts_per_node), if extra == 0 { "1".into() } else { format!("{extra} extra") }, extra == 0));
         let violations = sum(&|r| r.violations.len() as u64);
         gates.push(row(p, "checker_violations", "0".into(), violations.to_string(), violations == 0));
-        let wants_coverage: Vec<&Loaded> = scenarios.iter().filter(|l| &l.scenario.protocol == p && l.scenario.gates.coverage).collect();
-        if !wants_coverage.is_empty() {
-            let min = wants_coverage.iter().map(|l| l.scenario.gates.coverage_min_hits).max().unwrap_or(1);
-            coverage_min_hits = coverage_min_hits.max(min);
-            let enabled: Vec<FaultKind> = FaultKind::ALL
-                .into_iter()
-                .filter(|f| wants_coverage.iter().any(|l| l.scenario.faults.max_rates().get(f).is_some_and(|&r| r > 0.0) || natural(*f, &l.scenario)))
-                .collect();
-            let cells: Vec<(FaultKind, LocalState)> = enabled.iter().flat_map(|&f| f.reachable().iter().map(move |&s| (f, s))).collect();
-            let missing: Vec<String> = cells
-                .iter()
-                .filter(|(f, s)| coverage.get(&(p.clone(), *f, *s)).copied().unwrap_or(0) < min)
-                .map(|(f, s)| format!("{}@{}", f.name(), s.name()))
-                .collect();
-            let measured = if missing.is_empty() { format!("{} cells hit", cells.len()) } else { format!("missing {}", missing.join(", ")) };
-            gates.push(row(p, "coverage", format!("every reachable cell >= {min}"), measured, missing.is_empty()));
-            for c in cells {
-                if !reachable.contains(&c) {
-                    reachable.push(c);
-                }
-            }
+        let plan = coverage::of_protocol(scenarios, protocol);
+        if plan.gated {
+            coverage_min_hits = coverage_min_hits.max(plan.min_hits);
+            let missing: Vec<String> = plan.missing(&coverage).iter().map(|c| format!("{}@{}", c.fault.name(), c.state.name())).collect();
+            let measured = if missing.is_empty() { format!("{} cells hit", plan.required()) } else { format!("missing {}", missing.join(", ")) };
+            gates.push(row(p, "coverage", format!("every reachable cell >= {}", plan.min_hits), measured, missing.is_empty()));
         }
+        coverage_plan.push(plan);
     }
     let failing = rows
         .iter()
@@ -154,18 +144,7 @@ pub fn evaluate(scenarios: &[Loaded], rows: Vec<SeriesRow>, run: &str, start_see
             replay: replay_command(std::path::Path::new(&r.scenario_file), r.seed),
         })
         .collect();
-    SweepReport { run: run.into(), start_seed, series: rows.len() as u64, rows, gates, coverage, reachable, coverage_min_hits, failing, wall_ms }
-}
-
-/// Faults that happen without an injection rate of their own: expiry follows from a short ttl,
-/// old-epoch messages from a rollback.
-fn natural(f: FaultKind, sc: &crate::scenario::Scenario) -> bool {
-    let on = |k: FaultKind| sc.faults.max_rates().get(&k).is_some_and(|&r| r > 0.0);
-    match f {
-        FaultKind::NotFoundAfterExpiry => on(FaultKind::ServerDeletesRunningTask),
-        FaultKind::OldEpochMessage => on(FaultKind::Rollback),
-        _ => false,
-    }
+    SweepReport { run: run.into(), start_seed, series: rows.len() as u64, rows, gates, coverage, coverage_plan, coverage_min_hits, failing, wall_ms }
 }
 
 fn fmt_opt(v: Option<u64>) -> String {

@@ -10,7 +10,7 @@ use toolop::runner::Observation;
 use crate::judge::checkers::view::{caller_times, node_task, observations, settle_times, View};
 use crate::judge::checkers::{at_most_one_receipt, no_divergence, no_second_operation, outbox_traceable, poll_rate_within_bound, settles_within_bound};
 use crate::series::faults::FaultKind;
-use crate::trace::{Trace, What};
+use crate::trace::{CallerAction, Trace, What};
 
 /// What one series measured. Durations in simulated milliseconds.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -64,7 +64,7 @@ pub struct SeriesMetrics {
 /// receipts, liveness) stay at zero or empty for a trace without `Begin` or `Final`; such a
 /// trace is reported by `checkers::check_all` as `trace_incomplete`.
 pub fn measure(trace: &Trace) -> SeriesMetrics {
-    let submitted = caller_times(trace, "submit");
+    let submitted = caller_times(trace, CallerAction::Submit);
     let settled = settle_times(trace);
     let mut m = SeriesMetrics {
         call_nodes: trace
@@ -98,7 +98,7 @@ pub fn measure(trace: &Trace) -> SeriesMetrics {
             m.end_to_end_ms.push(t.saturating_sub(*submitted_ms));
         }
     }
-    for (node, clicked_ms) in caller_times(trace, "cancel") {
+    for (node, clicked_ms) in caller_times(trace, CallerAction::Cancel) {
         if let Some((t, _)) = settled.get(&node).filter(|(t, _)| *t >= clicked_ms) {
             let known = outcome_known_after(trace, &node, clicked_ms).unwrap_or(*t).min(*t);
             m.cancel_confirmation_ms.push(known - clicked_ms);
@@ -201,7 +201,7 @@ fn measure_final(v: &View, submitted: &BTreeMap<String, u64>, m: &mut SeriesMetr
 mod tests {
     use super::*;
     use crate::judge::checkers::testkit::{all_paths, SETTLED};
-    use crate::fake::mcp::TaskStatus;
+    use crate::fake::truth::TaskStatus;
     use toolop::record::TerminalState;
 
     #[test]

@@ -6,3 +6,5 @@ pub mod checkers;
 pub mod metrics;
 /// Gates over a sweep, and the sweep's result types.
 pub mod gates;
+/// Which (fault, state) cells a sweep must hit, per protocol: read by the gate and the reports.
+pub mod coverage;

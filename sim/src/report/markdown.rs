@@ -52,7 +52,7 @@ pub fn summary_markdown(r: &SweepReport) -> String {
     let _ = writeln!(
         out,
         "Fault firings per executor local state. **⚠ n**: reachable cell with fewer than {} hits; \
-         ·: cell the catalogue does not declare reachable.\n",
+         off: declared, but its fault was not enabled; ·: cell the catalogue does not declare.\n",
         r.coverage_min_hits
     );
     let grids = coverage_grids(r);
@@ -79,6 +79,8 @@ pub fn summary_markdown(r: &SweepReport) -> String {
                 let cell = match *cell {
                     Cell::Reachable { hits, below_min: true } => format!("**⚠ {hits}**"),
                     Cell::Reachable { hits, below_min: false } => hits.to_string(),
+                    Cell::Off { hits: 0 } => "off".into(),
+                    Cell::Off { hits } => format!("off {hits}"),
                     Cell::Unreachable { hits: 0 } => "·".into(),
                     Cell::Unreachable { hits } => hits.to_string(),
                 };

@@ -82,55 +82,53 @@ fn wall_time(ms: u64) -> String {
 /// One cell of the coverage matrix.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Cell {
-    /// The catalogue declares the cell reachable; `below_min` when it got fewer hits than the
-    /// sweep's `coverage_min_hits`.
+    /// The catalogue declares the cell and the sweep must hit it (its fault was enabled);
+    /// `below_min` when it got fewer hits than the protocol's minimum: the coverage gate fails.
     Reachable { hits: u64, below_min: bool },
-    /// Not declared reachable (hits shown only when, unexpectedly, there are some).
+    /// Declared, but its fault was off in every coverage-gated scenario of the protocol.
+    Off { hits: u64 },
+    /// Not declared (hits shown only when, unexpectedly, there are some).
     Unreachable { hits: u64 },
 }
 
 /// The coverage matrix of one protocol: rows are faults, columns the local states that appear in
-/// the catalogue's reachable cells.
+/// any protocol's declared cells.
 #[derive(Clone, Debug)]
 struct CoverageGrid {
     protocol: String,
+    /// Hits each required cell needs.
+    min_hits: u64,
     states: Vec<LocalState>,
     rows: Vec<(FaultKind, Vec<Cell>)>,
 }
 
 impl CoverageGrid {
     fn below_min(&self) -> usize {
-        self.rows
-            .iter()
-            .flat_map(|(_, cells)| cells)
-            .filter(|c| matches!(c, Cell::Reachable { below_min: true, .. }))
-            .count()
+        self.rows.iter().flat_map(|(_, cells)| cells).filter(|c| matches!(c, Cell::Reachable { below_min: true, .. })).count()
     }
 }
 
-/// One grid per protocol (protocols of the coverage map and of the rows, sorted). Columns: the
-/// states named in `r.reachable`, in [`LocalState::ALL`] order. Rows: the faults named in
-/// `r.reachable` or hit in this protocol, in [`FaultKind::ALL`] order.
+/// One grid per protocol of the coverage plan (then any other protocol with rows or hits, in
+/// name order). Columns: the states of every plan's declared cells, in [`LocalState::ALL`]
+/// order. Rows: the faults the protocol's catalogue row declares, then any other fault that hit,
+/// in [`FaultKind::ALL`] order. The cells are the plan's, the same the coverage gate judges.
 fn coverage_grids(r: &SweepReport) -> Vec<CoverageGrid> {
-    let reachable: BTreeSet<(FaultKind, LocalState)> = r.reachable.iter().copied().collect();
     let states: Vec<LocalState> =
-        LocalState::ALL.into_iter().filter(|s| reachable.iter().any(|(_, rs)| rs == s)).collect();
-    let protocols: BTreeSet<&str> = r
-        .coverage
-        .keys()
-        .map(|(p, _, _)| p.as_str())
-        .chain(r.rows.iter().map(|row| row.protocol.as_str()))
-        .collect();
+        LocalState::ALL.into_iter().filter(|s| r.coverage_plan.iter().any(|p| p.cells.iter().any(|c| c.state == *s))).collect();
+    let mut protocols: Vec<&str> = r.coverage_plan.iter().map(|p| p.protocol.as_str()).collect();
+    let others: BTreeSet<&str> = r.coverage.keys().map(|(p, _, _)| p.as_str()).chain(r.rows.iter().map(|row| row.protocol.as_str())).collect();
+    protocols.extend(others.into_iter().filter(|p| !r.coverage_plan.iter().any(|c| c.protocol == *p)));
     protocols
         .into_iter()
         .map(|protocol| {
-            let hits = |f: FaultKind, s: LocalState| {
-                r.coverage.get(&(protocol.to_string(), f, s)).copied().unwrap_or(0)
-            };
+            let plan = r.coverage_plan.iter().find(|p| p.protocol == protocol);
+            let hits = |f: FaultKind, s: LocalState| r.coverage.get(&(protocol.to_string(), f, s)).copied().unwrap_or(0);
+            let declared = |f: FaultKind, s: LocalState| plan.and_then(|p| p.cells.iter().find(|c| c.fault == f && c.state == s));
+            let min = plan.map_or(r.coverage_min_hits.max(1), |p| p.min_hits);
             let rows = FaultKind::ALL
                 .into_iter()
                 .filter(|&f| {
-                    reachable.iter().any(|&(rf, _)| rf == f)
+                    plan.is_some_and(|p| p.cells.iter().any(|c| c.fault == f))
                         || r.coverage.iter().any(|((p, rf, _), &n)| p == protocol && *rf == f && n > 0)
                 })
                 .map(|f| {
@@ -138,17 +136,17 @@ fn coverage_grids(r: &SweepReport) -> Vec<CoverageGrid> {
                         .iter()
                         .map(|&s| {
                             let hits = hits(f, s);
-                            if reachable.contains(&(f, s)) {
-                                Cell::Reachable { hits, below_min: hits < r.coverage_min_hits }
-                            } else {
-                                Cell::Unreachable { hits }
+                            match declared(f, s) {
+                                Some(c) if c.required => Cell::Reachable { hits, below_min: hits < min },
+                                Some(_) => Cell::Off { hits },
+                                None => Cell::Unreachable { hits },
                             }
                         })
                         .collect();
                     (f, cells)
                 })
                 .collect();
-            CoverageGrid { protocol: protocol.to_string(), states: states.clone(), rows }
+            CoverageGrid { protocol: protocol.to_string(), min_hits: min, states: states.clone(), rows }
         })
         .collect()
 }
@@ -214,10 +212,33 @@ pub(crate) fn sample_report() -> SweepReport {
     coverage.insert(("mcp".to_string(), FaultKind::LostRequest, LocalState::Working), 1);
     coverage.insert(("mcp".to_string(), FaultKind::Poll429, LocalState::Working), 4);
     coverage.insert(("aip151".to_string(), FaultKind::Poll429, LocalState::Working), 2);
-    let reachable = [FaultKind::LostRequest, FaultKind::Poll429]
-        .into_iter()
-        .flat_map(|f| f.reachable().iter().map(move |&s| (f, s)))
-        .collect();
+    use crate::judge::coverage::{DeclaredCell, ProtocolCoverage};
+    let cell = |fault, state, required| DeclaredCell { fault, state, required };
+    let coverage_plan = vec![
+        ProtocolCoverage {
+            protocol: "mcp".into(),
+            cells: vec![
+                cell(FaultKind::LostRequest, LocalState::Submitting, true),
+                cell(FaultKind::LostRequest, LocalState::Working, true),
+                cell(FaultKind::LostRequest, LocalState::FetchingResult, true),
+                cell(FaultKind::Poll429, LocalState::Working, true),
+                cell(FaultKind::CancelAckLost, LocalState::Working, false),
+            ],
+            gated: true,
+            min_hits: 2,
+        },
+        ProtocolCoverage {
+            protocol: "aip151".into(),
+            cells: vec![
+                cell(FaultKind::LostRequest, LocalState::Submitting, true),
+                cell(FaultKind::LostRequest, LocalState::Working, true),
+                cell(FaultKind::LostRequest, LocalState::FetchingResult, true),
+                cell(FaultKind::Poll429, LocalState::Working, true),
+            ],
+            gated: true,
+            min_hits: 2,
+        },
+    ];
     SweepReport {
         run: "sample".into(),
         start_seed: 100,
@@ -225,7 +246,7 @@ pub(crate) fn sample_report() -> SweepReport {
         rows,
         gates,
         coverage,
-        reachable,
+        coverage_plan,
         coverage_min_hits: 2,
         failing: vec![FailingSeed {
             scenario_file: "scenarios/smoke.toml".into(),
@@ -268,16 +289,22 @@ mod tests {
     fn coverage_grid_marks_cells() {
         let r = sample_report();
         let grids = coverage_grids(&r);
-        assert_eq!(grids.iter().map(|g| g.protocol.as_str()).collect::<Vec<_>>(), ["aip151", "mcp"]);
-        let mcp = &grids[1];
+        assert_eq!(grids.iter().map(|g| g.protocol.as_str()).collect::<Vec<_>>(), ["mcp", "aip151"]);
+        let mcp = &grids[0];
         assert_eq!(mcp.states, [LocalState::Submitting, LocalState::Working, LocalState::FetchingResult]);
         let (f, cells) = &mcp.rows[0];
         assert_eq!(*f, FaultKind::LostRequest);
         assert_eq!(cells[0], Cell::Reachable { hits: 3, below_min: false });
         assert_eq!(cells[1], Cell::Reachable { hits: 1, below_min: true });
         let (f, cells) = &mcp.rows[1];
+        assert_eq!(*f, FaultKind::CancelAckLost);
+        assert_eq!(cells[1], Cell::Off { hits: 0 });
+        let (f, cells) = &mcp.rows[2];
         assert_eq!(*f, FaultKind::Poll429);
         assert_eq!(cells[0], Cell::Unreachable { hits: 0 });
+        // The cells the gate would call missing are the ones the grid marks.
+        let missing = r.coverage_plan[0].missing(&r.coverage);
+        assert_eq!(missing.len(), mcp.below_min());
         assert_eq!(seed_range(&r), "seeds 100..=102");
         assert_eq!(wall_time(12_345), "12.345 s");
     }

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use toolop::record::LocalState;
 use toolop::runner::Observation;
 
-use crate::trace::{Trace, What};
+use crate::trace::{CallerAction, Trace, What};
 
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct NodeSummary {
@@ -22,7 +22,7 @@ pub fn nodes(trace: &Trace) -> BTreeMap<String, NodeSummary> {
     let mut out: BTreeMap<String, NodeSummary> = BTreeMap::new();
     for e in &trace.events {
         match &e.what {
-            What::Caller { action, node } if action == "submit" => {
+            What::Caller { action: CallerAction::Submit, node } => {
                 let n = out.entry(node.clone()).or_default();
                 n.submitted_at_ms = Some(e.t_ms);
                 n.path = vec![LocalState::Submitting];

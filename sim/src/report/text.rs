@@ -49,10 +49,10 @@ pub fn coverage_table(r: &SweepReport) -> String {
         }
         let _ = writeln!(
             out,
-            "coverage {}: {} reachable cell(s) below {} hits (n! below minimum, · unreachable)",
+            "coverage {}: {} reachable cell(s) below {} hits (n! below minimum, off: fault not enabled, · not declared)",
             grid.protocol,
             grid.below_min(),
-            r.coverage_min_hits
+            grid.min_hits
         );
         let mut headers = vec!["FAULT"];
         headers.extend(grid.states.iter().map(|s| s.name()));
@@ -64,6 +64,8 @@ pub fn coverage_table(r: &SweepReport) -> String {
                 row.extend(cells.iter().map(|c| match *c {
                     Cell::Reachable { hits, below_min: true } => format!("{hits}!"),
                     Cell::Reachable { hits, below_min: false } => hits.to_string(),
+                    Cell::Off { hits: 0 } => "off".into(),
+                    Cell::Off { hits } => format!("off {hits}"),
                     Cell::Unreachable { hits: 0 } => "·".into(),
                     Cell::Unreachable { hits } => hits.to_string(),
                 }));

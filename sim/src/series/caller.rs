@@ -8,7 +8,7 @@ use toolop::ledger::Ledger;
 use toolop::runner::{CallNode, Input};
 
 use super::World;
-use crate::trace::What;
+use crate::trace::{CallerAction, What};
 
 pub(super) async fn drive(world: &Arc<World>) -> String {
     let mut plan: Vec<(u64, u8, Input)> = vec![];
@@ -19,6 +19,7 @@ pub(super) async fn drive(world: &Arc<World>) -> String {
             arguments: n.script.to_arguments(),
             submission_key: format!("{}:{}:{}", world.params.scenario, world.params.seed, n.id),
         };
+        world.directory.lock().expect("directory lock").insert(node.submission_key.clone(), n.id.clone());
         plan.push((n.submit_at_ms, 0, Input::Submit(node)));
         if let Some(t) = n.cancel_at_ms {
             plan.push((t, 1, Input::Cancel { node: n.id.clone() }));
@@ -27,29 +28,29 @@ pub(super) async fn drive(world: &Arc<World>) -> String {
             plan.push((t, 2, Input::Detach { node: n.id.clone() }));
         }
     }
-    if let (Some(t), Some(id)) = (world.sc.retire_primary_at_ms, primary_adapter(world)) {
-        plan.push((t, 3, Input::RetireAdapter(id)));
+    if let Some(t) = world.sc.retire_primary_at_ms {
+        plan.push((t, 3, Input::RetireAdapter(world.sc.protocol.adapter_id())));
     }
-    plan.sort_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
+    plan.sort_by_key(|a| (a.0, a.1));
     for (at, _, input) in plan {
         tokio::time::sleep_until(world.origin + Duration::from_millis(at)).await;
         let (action, node) = match &input {
             Input::Submit(n) => {
                 world.submitted.lock().expect("caller lock").push(n.clone());
-                ("submit", n.id.clone())
+                (CallerAction::Submit, n.id.clone())
             }
             Input::Cancel { node } => {
                 world.cancelled.lock().expect("caller lock").push(node.clone());
-                ("cancel", node.clone())
+                (CallerAction::Cancel, node.clone())
             }
-            Input::Detach { node } => ("detach", node.clone()),
+            Input::Detach { node } => (CallerAction::Detach, node.clone()),
             Input::RetireAdapter(id) => {
                 *world.retired.lock().expect("caller lock") = Some(*id);
-                ("retire", id.name().to_string())
+                (CallerAction::Retire, id.name().to_string())
             }
-            _ => ("other", String::new()),
+            Input::Approval { .. } | Input::Shutdown => unreachable!("the caller's plan holds submissions, cancels, detaches and retirements only"),
         };
-        world.push(What::Caller { action: action.into(), node });
+        world.push(What::Caller { action, node });
         world.send_input(input);
     }
     let limit_ms = world.sc.limits.sim_time_ms;
@@ -71,15 +72,6 @@ pub(super) async fn drive(world: &Arc<World>) -> String {
 
 /// After an executor restart the caller repeats what the dead process may not have taken in:
 /// submissions the ledger never saw, cancels it never recorded. The ledger makes both idempotent.
-fn primary_adapter(world: &World) -> Option<toolop::record::AdapterId> {
-    match world.sc.protocol.as_str() {
-        "aip-151" => Some(toolop::record::AdapterId::Aip151),
-        "mcp-tasks-ext" => Some(toolop::record::AdapterId::McpTasksExt),
-        "mcp-2025-11-25" => Some(toolop::record::AdapterId::Mcp20251125),
-        _ => None,
-    }
-}
-
 pub(super) fn retry_after_restart(world: &World) {
     // A retirement is an operator's standing order: a restarted executor hears it again first.
     if let Some(id) = *world.retired.lock().expect("caller lock") {
@@ -90,14 +82,14 @@ pub(super) fn retry_after_restart(world: &World) {
     for node in submitted {
         let rec = world.ledger.lock().expect("ledger lock").by_call_node(&node.id);
         if rec.is_none() {
-            world.push(What::Caller { action: "resubmit".into(), node: node.id.clone() });
+            world.push(What::Caller { action: CallerAction::Resubmit, node: node.id.clone() });
             world.send_input(Input::Submit(node));
         }
     }
     for node in cancelled {
         let rec = world.ledger.lock().expect("ledger lock").by_call_node(&node);
         if rec.is_some_and(|r| !r.local_state.is_final() && r.cancel_generation == 0 && !r.cancel_wanted) {
-            world.push(What::Caller { action: "recancel".into(), node: node.clone() });
+            world.push(What::Caller { action: CallerAction::Recancel, node: node.clone() });
             world.send_input(Input::Cancel { node });
         }
     }

@@ -6,18 +6,20 @@ use std::sync::Arc;
 
 use tokio::sync::mpsc;
 use tokio::time::Duration;
-use toolop::ledger::Ledger;
 use toolop::runner::{ApprovalRequest, CrashPoint, CrashPoints, Exit, Input, Observation, Observer, Runner, SharedLedger};
 
 use super::{caller, World};
 use crate::series::faults::FaultKind;
-use crate::series::net::{Net, LANES_MAX};
-use crate::trace::What;
+use crate::series::net::Net;
+use crate::trace::{FaultDetail, What, WorldAction};
+
+/// Lanes a connection id can name: connection ids are `incarnation * LANES_MAX + lane`.
+const LANES_MAX: u32 = 10;
 
 /// Restarts a series may see before the world gives up on the executor (a bound on the loop).
 const INCARNATIONS_MAX: u32 = 500;
 
-/// Trace observer of one incarnation; also notes old-epoch messages for the coverage matrix.
+/// Trace observer of one executor process.
 struct SimObserver {
     world: Arc<World>,
     epoch: u64,
@@ -26,14 +28,7 @@ struct SimObserver {
 
 impl Observer for SimObserver {
     fn observe(&mut self, now_ms: u64, obs: Observation) {
-        let stale = match &obs {
-            Observation::Rejected { node, reason, .. } if reason.starts_with("StaleEpoch") => Some(node.clone()),
-            _ => None,
-        };
         self.world.trace.lock().expect("trace lock").push(now_ms, What::Exec { epoch: self.epoch, incarnation: self.incarnation, obs });
-        if let Some(node) = stale {
-            self.world.record_fault(0, FaultKind::OldEpochMessage, Some(&node), format!("epoch {} message after takeover", self.epoch));
-        }
     }
 }
 
@@ -44,12 +39,7 @@ struct SimCrash {
 
 impl CrashPoints for SimCrash {
     fn crash_here(&mut self, point: CrashPoint, node: &str) -> bool {
-        let now = self.world.now_ms();
-        let Some(decision) = self.world.plan.lock().expect("plan lock").fire(FaultKind::ExecutorCrash, now) else {
-            return false;
-        };
-        self.world.record_fault(decision, FaultKind::ExecutorCrash, Some(node), format!("{point:?}"));
-        true
+        self.world.fire(0, FaultKind::ExecutorCrash, Some(node), FaultDetail::Crash { point }).is_some()
     }
 }
 
@@ -61,15 +51,15 @@ fn start(
     approvals: mpsc::UnboundedSender<ApprovalRequest>,
 ) -> tokio::task::JoinHandle<Exit> {
     // One connection per lane: connection ids say incarnation and lane.
-    let protocols = super::servers::lane_protocols(&world.sc);
-    let transports: Vec<_> = (0..protocols.len()).map(|lane| Net::connect(&world.net, incarnation * LANES_MAX + lane as u32)).collect();
+    let protocols = world.sc.lanes();
+    let transports: Vec<_> = (0..protocols.len()).map(|lane| Net::connect(&world.net, incarnation * LANES_MAX + lane as u32, lane, epoch)).collect();
     let ledger: SharedLedger = world.ledger.clone();
     let observer = SimObserver { world: world.clone(), epoch, incarnation };
     let runner = Runner::new(
         world.sc.executor.clone(),
         epoch,
         world.origin,
-        super::servers::adapter(&world.sc, &protocols[0]),
+        super::lanes::adapter(&world.sc, protocols[0]),
         ledger,
         Box::new(observer),
         approvals,
@@ -77,7 +67,7 @@ fn start(
         u64::from(incarnation) * 1_000_000_000,
     )
     .with_crash_points(Box::new(SimCrash { world: world.clone() }));
-    let runner = protocols[1..].iter().fold(runner, |r, p| r.with_lane(super::servers::adapter(&world.sc, p)));
+    let runner = protocols[1..].iter().fold(runner, |r, p| r.with_lane(super::lanes::adapter(&world.sc, *p)));
     tokio::spawn(runner.run_lanes(transports, inputs))
 }
 
@@ -106,14 +96,14 @@ pub(super) async fn supervise(world: Arc<World>, inputs: mpsc::UnboundedReceiver
                 let exit = match exit {
                     Ok(e) => e,
                     Err(e) => {
-                        world.push(What::World { action: "executor_task_failed".into(), detail: e.to_string() });
+                        world.push(What::World { action: WorldAction::ExecutorTaskFailed { error: e.to_string() } });
                         return;
                     }
                 };
                 if matches!(exit, Exit::Shutdown | Exit::EventLimit) {
                     return;
                 }
-                world.push(What::World { action: "executor_down".into(), detail: format!("incarnation {incarnation}: {exit:?}") });
+                world.push(What::World { action: WorldAction::ExecutorDown { incarnation, exit: exit_name(&exit) } });
                 for lane in 0..LANES_MAX {
                     world.net.lock().expect("net lock").disconnect(incarnation * LANES_MAX + lane);
                 }
@@ -122,24 +112,26 @@ pub(super) async fn supervise(world: Arc<World>, inputs: mpsc::UnboundedReceiver
                 let delay = world.plan.lock().expect("plan lock").draw(lo, hi);
                 tokio::time::sleep(Duration::from_millis(delay)).await;
                 incarnation += 1;
-                world.push(What::World { action: "executor_restart".into(), detail: format!("incarnation {incarnation} epoch {epoch}") });
+                world.push(What::World { action: WorldAction::ExecutorRestart { incarnation, epoch } });
                 current = start(&world, epoch, incarnation, rx, approvals.clone());
                 caller::retry_after_restart(&world);
             }
             _ = rollback, if rollback_at.is_some() => {
                 rollback_at = None;
-                // One firing per item the new epoch takes over: the state each one was in.
-                let in_flight: Vec<String> = world.ledger.lock().expect("ledger lock").in_flight().into_iter().map(|r| r.call_node_id).collect();
+                // One firing per item the new epoch takes over (the trace shows it in flight): the
+                // state each one was in.
+                let in_flight = world.trace.lock().expect("trace lock").in_flight();
+                let epochs = FaultDetail::Epochs { from: epoch, to: epoch + 1 };
                 if in_flight.is_empty() {
-                    world.record_fault(0, FaultKind::Rollback, None, format!("epoch {} -> {}", epoch, epoch + 1));
+                    world.record_fault(0, FaultKind::Rollback, None, epochs.clone());
                 }
                 for node in &in_flight {
-                    world.record_fault(0, FaultKind::Rollback, Some(node), format!("epoch {} -> {}", epoch, epoch + 1));
+                    world.record_fault(0, FaultKind::Rollback, Some(node), epochs.clone());
                 }
                 let (old_tx, rx) = new_channel(&world);
                 epoch += 1;
                 incarnation += 1;
-                world.push(What::World { action: "rollback".into(), detail: format!("incarnation {incarnation} epoch {epoch} takes over") });
+                world.push(What::World { action: WorldAction::Rollback { incarnation, epoch } });
                 let old = std::mem::replace(&mut current, start(&world, epoch, incarnation, rx, approvals.clone()));
                 caller::retry_after_restart(&world);
                 // The old incarnation lingers, then stops; its writes and replies are refused.
@@ -150,17 +142,22 @@ pub(super) async fn supervise(world: Arc<World>, inputs: mpsc::UnboundedReceiver
                     tokio::time::sleep(Duration::from_millis(overlap)).await;
                     let _ = old_tx.send(Input::Shutdown);
                     let _ = old.await;
-                    w.push(What::World { action: "old_epoch_stopped".into(), detail: String::new() });
+                    w.push(What::World { action: WorldAction::OldEpochStopped { epoch: epoch - 1 } });
                 });
             }
         }
     }
-    world.push(What::World { action: "incarnation_limit".into(), detail: INCARNATIONS_MAX.to_string() });
+    world.push(What::World { action: WorldAction::IncarnationLimit { limit: INCARNATIONS_MAX } });
 }
 
-impl World {
-    /// Record a fault firing with the executor state it met.
-    pub fn record_fault(&self, decision: u64, fault: FaultKind, node: Option<&str>, detail: String) {
-        self.push(crate::series::faults::fault_event(&self.ledger, decision, fault, node, detail));
+/// How an executor process ended, in words.
+fn exit_name(exit: &Exit) -> String {
+    match exit {
+        Exit::Crashed(CrashPoint::AfterCommitBeforeSend) => "crashed after a commit, before its sends".into(),
+        Exit::Crashed(CrashPoint::AfterReplyBeforeCommit) => "crashed after a reply, before its commit".into(),
+        Exit::Shutdown => "shut down".into(),
+        Exit::Disconnected => "connection dropped".into(),
+        Exit::HandshakeFailed(reason) => format!("handshake failed: {reason}"),
+        Exit::EventLimit => "event limit".into(),
     }
 }

@@ -1,220 +1,41 @@
-//! One series: (scenario, seed) -> world -> trace. The world holds the executor (the real
-//! `toolop` runner), the fake server, the network, the approval agent and the caller, all
-//! inside one madsim runtime on one fresh OS thread. Everything random comes from the seed.
+//! One series: (scenario, seed) -> world -> trace. The world holds the executor processes (the
+//! real `toolop` runner), the fake servers, the network with its fault rules, the approval agent
+//! and the caller, all inside one madsim runtime on one fresh OS thread. Everything random comes
+//! from the seed.
+//!
+//! Rooms: `params` (what the seed draws), `lanes` (adapter and fake server per protocol),
+//! `net` (links and network fault rules), `server` (the fake server's actor and the server-side
+//! faults), `executor` (executor processes: start, crash, restart, rollback), `caller`,
+//! `approval`, `faults` (catalogue, plan, schedules).
 
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
-use rand::{Rng, SeedableRng};
+use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
-use serde::Serialize;
 use tokio::sync::mpsc;
 use tokio::time::{Duration, Instant};
 use toolop::ledger::{Ledger, MemoryLedger};
 use toolop::runner::{CallNode, Input};
 
-mod actors;
+mod approval;
 mod caller;
 mod executor;
-mod servers;
+mod lanes;
+mod params;
+mod server;
 /// The simulated network, where every exchange gets a verdict from the fault rules.
 pub mod net;
 /// The fault catalogue, swarm-drawn profiles, the plan of decisions, schedules.
 pub mod faults;
 
-use crate::fake::mcp::{FakeMcpServer, Profile, ScriptOutcome, ServerConfig, TaskScript};
-use crate::series::faults::{FaultKind, FaultPlan, FaultProfile, Firing, PlanMode, Schedule, SharedPlan};
-use crate::series::net::{Net, NetCtx, SharedNet};
+pub use params::{draw_params, params_with, schedule_of, NodeParams, Params};
+
+use crate::fake::truth::GroundTruth;
 use crate::scenario::Scenario;
-use crate::trace::{SharedTrace, Trace, What};
-
-/// Everything the seed drew for one series, printed in one block at the start.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct Params {
-    pub scenario: String,
-    pub seed: u64,
-    pub profile: String,
-    pub toolop_extensions: bool,
-    pub latency_ms: [u64; 2],
-    pub nodes: Vec<NodeParams>,
-    pub server_seed: u64,
-    pub net_seed: u64,
-    pub approval_seed: u64,
-    pub jitter_seed: u64,
-    pub faults: FaultProfile,
-    /// Server maximum ttl for this series (shortened when running tasks are to be deleted).
-    pub server_max_ttl_ms: Option<u64>,
-    /// When an operator rolls the executor back (a new epoch takes over), if at all.
-    pub rollback_at_ms: Option<u64>,
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct NodeParams {
-    pub id: String,
-    pub tool: String,
-    pub script: TaskScript,
-    pub submit_at_ms: u64,
-    pub cancel_at_ms: Option<u64>,
-    pub detach_at_ms: Option<u64>,
-}
-
-fn profile_of(name: &str) -> Profile {
-    match name {
-        "ts-sdk" => Profile::TsSdk,
-        "python-sdk" => Profile::PythonSdk,
-        _ => Profile::SpecStrict,
-    }
-}
-
-fn draw_in(rng: &mut ChaCha8Rng, [lo, hi]: [u64; 2]) -> u64 {
-    rng.gen_range(lo..=hi)
-}
-
-/// Draw every parameter of the series from its seed, in a fixed order.
-pub fn draw_params(sc: &Scenario, seed: u64) -> Params {
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let profile = sc.server.profiles[rng.gen_range(0..sc.server.profiles.len())].clone();
-    let toolop_extensions = rng.gen_bool(sc.server.toolop_extensions_rate);
-    let n = rng.gen_range(sc.workload.call_nodes[0]..=sc.workload.call_nodes[1]);
-    let total_weight: u32 = sc.workload.tools.iter().map(|t| t.weight).sum();
-    let mut nodes = Vec::with_capacity(n as usize);
-    for i in 0..n {
-        let mut pick = rng.gen_range(0..total_weight);
-        let tool = sc.workload.tools.iter().find(|t| {
-            if pick < t.weight {
-                true
-            } else {
-                pick -= t.weight;
-                false
-            }
-        });
-        let tool = tool.expect("weights sum covers the draw");
-        let duration_ms = draw_in(&mut rng, tool.duration_ms);
-        let roll: f64 = rng.gen();
-        let outcome = if roll < tool.fail_rate {
-            ScriptOutcome::Failed
-        } else if roll < tool.fail_rate + tool.tool_error_rate {
-            ScriptOutcome::ToolError
-        } else {
-            ScriptOutcome::Completed
-        };
-        let mut input_at_ms = vec![];
-        if duration_ms > 1 && rng.gen_bool(tool.input_rate) {
-            for _ in 0..rng.gen_range(1..=2) {
-                input_at_ms.push(rng.gen_range(0..duration_ms));
-            }
-            input_at_ms.sort_unstable();
-            input_at_ms.dedup();
-        }
-        let blocks = rng.gen_range(tool.blocks[0]..=tool.blocks[1]);
-        let id = format!("n{i:03}");
-        let script = TaskScript { call_node: id.clone(), duration_ms, outcome, text: format!("result of {id}"), input_at_ms, blocks };
-        let submit_at_ms = rng.gen_range(0..=sc.workload.start_spread_ms);
-        let caller = &sc.workload.caller;
-        let cancel_at_ms = rng.gen_bool(caller.cancel_rate).then(|| submit_at_ms + draw_in(&mut rng, caller.cancel_after_ms));
-        let detach_at_ms = rng.gen_bool(caller.detach_rate).then(|| submit_at_ms + draw_in(&mut rng, caller.cancel_after_ms));
-        nodes.push(NodeParams { id, tool: tool.name.clone(), script, submit_at_ms, cancel_at_ms, detach_at_ms });
-    }
-    let server_seed = rng.gen();
-    let net_seed = rng.gen();
-    let approval_seed = rng.gen();
-    let jitter_seed = rng.gen();
-    let faults = FaultProfile::draw(&sc.faults.max_rates(), sc.faults.swarm_enable_rate, &mut rng);
-    let short_ttl = draw_in(&mut rng, sc.faults.short_ttl_ms);
-    let server_max_ttl_ms = if faults.rate(FaultKind::ServerDeletesRunningTask) > 0.0 { Some(short_ttl) } else { sc.server.max_ttl_ms };
-    let rollback_roll: f64 = rng.gen();
-    let rollback_t = rng.gen_range(0..=sc.faults.safety_window_ms.max(1));
-    let rollback_at_ms = (rollback_roll < faults.rate(FaultKind::Rollback)).then_some(rollback_t);
-    Params {
-        scenario: sc.name.clone(),
-        seed,
-        profile,
-        toolop_extensions,
-        latency_ms: sc.network.latency_ms,
-        nodes,
-        server_seed,
-        net_seed,
-        approval_seed,
-        jitter_seed,
-        faults,
-        server_max_ttl_ms,
-        rollback_at_ms,
-    }
-}
-
-/// The parameters a schedule runs with: what the seed drew, with the schedule's node filter,
-/// rollback and short-ttl switches applied. Without a schedule, exactly [`draw_params`].
-pub fn params_with(sc: &Scenario, seed: u64, schedule: Option<&Schedule>) -> Result<Params, String> {
-    let mut p = draw_params(sc, seed);
-    let Some(s) = schedule else { return Ok(p) };
-    if let Some(keep) = &s.nodes {
-        if let Some(bad) = keep.iter().find(|id| !p.nodes.iter().any(|n| &&n.id == id)) {
-            let ids: Vec<&str> = p.nodes.iter().map(|n| n.id.as_str()).collect();
-            return Err(format!("schedule keeps call node {bad}, which seed {seed} did not draw (it drew {})", ids.join(" ")));
-        }
-        p.nodes.retain(|n| keep.contains(&n.id));
-    }
-    p.rollback_at_ms = match (s.rollback, s.rollback_at_ms.or(p.rollback_at_ms)) {
-        (false, _) => None,
-        (true, Some(t)) => Some(t),
-        (true, None) => return Err(format!("schedule: rollback = true needs rollback_at_ms (seed {seed} drew no rollback)")),
-    };
-    let drawn_short = (p.faults.rate(FaultKind::ServerDeletesRunningTask) > 0.0).then_some(p.server_max_ttl_ms).flatten();
-    p.server_max_ttl_ms = match (s.server_deletes_running_task, s.short_ttl_ms.or(drawn_short)) {
-        (false, _) => sc.server.max_ttl_ms,
-        (true, Some(t)) => Some(t),
-        (true, None) => {
-            return Err(format!("schedule: server_deletes_running_task = true needs short_ttl_ms (seed {seed} drew no short ttl)"))
-        }
-    };
-    Ok(p)
-}
-
-/// The schedule a finished series ran: every firing, the rollback and short-ttl switches as
-/// they were, every node kept. Replayed unmodified it reproduces the series byte for byte.
-pub fn schedule_of(scenario_file: &str, r: &SeriesResult, sc: &Scenario) -> Schedule {
-    let drawn = draw_params(sc, r.params.seed);
-    let short = r.params.server_max_ttl_ms != sc.server.max_ttl_ms;
-    Schedule {
-        scenario: scenario_file.to_string(),
-        seed: r.params.seed,
-        checker: None,
-        rollback: r.params.rollback_at_ms.is_some(),
-        rollback_at_ms: r.params.rollback_at_ms.or(drawn.rollback_at_ms),
-        server_deletes_running_task: short,
-        short_ttl_ms: if short { r.params.server_max_ttl_ms } else { None },
-        nodes: Some(r.params.nodes.iter().map(|n| n.id.clone()).collect()),
-        shrunk_from: None,
-        firings: r.firings.clone(),
-    }
-}
-
-impl Params {
-    /// The parameter block printed before a series runs.
-    pub fn render(&self) -> String {
-        let mut s = format!(
-            "series scenario={} seed={}\n  server profile={} toolop_extensions={} max_ttl_ms={:?} latency_ms={:?}\n  faults: {}\n  rollback_at_ms={:?}\n  sub-seeds server={} net={} approval={} jitter={}\n",
-            self.scenario,
-            self.seed,
-            self.profile,
-            self.toolop_extensions,
-            self.server_max_ttl_ms,
-            self.latency_ms,
-            self.faults.render(),
-            self.rollback_at_ms,
-            self.server_seed,
-            self.net_seed,
-            self.approval_seed,
-            self.jitter_seed
-        );
-        for n in &self.nodes {
-            s.push_str(&format!(
-                "  {} tool={} submit_at={}ms duration={}ms outcome={:?} inputs_at={:?} blocks={} cancel_at={:?} detach_at={:?}\n",
-                n.id, n.tool, n.submit_at_ms, n.script.duration_ms, n.script.outcome, n.script.input_at_ms, n.script.blocks, n.cancel_at_ms, n.detach_at_ms
-            ));
-        }
-        s
-    }
-}
+use crate::series::faults::{catalogue, FaultKind, FaultPlan, Firing, PlanMode, Schedule, SharedPlan};
+use crate::series::net::{Net, NetCtx, SharedDirectory, SharedNet, SharedServer};
+use crate::trace::{FaultDetail, SharedTrace, Trace, What};
 
 /// What one series produced.
 #[derive(Clone, Debug)]
@@ -227,7 +48,7 @@ pub struct SeriesResult {
     /// Every fault firing, in order: the series' own schedule.
     pub firings: Vec<Firing>,
     /// Decision points (asks) per fault kind, fired or not.
-    pub asks: std::collections::BTreeMap<FaultKind, u64>,
+    pub asks: BTreeMap<FaultKind, u64>,
 }
 
 /// Run one series on a fresh OS thread (determinism rule: one thread per series).
@@ -279,11 +100,16 @@ pub(crate) struct World {
     pub params: Params,
     pub origin: Instant,
     pub trace: SharedTrace,
+    /// The executors' shared ledger. Only executor processes and the caller's restart logic
+    /// read it; the network and the fault rules never do.
     pub ledger: Arc<Mutex<MemoryLedger>>,
     pub net: SharedNet,
     /// The fake server of each lane (one per protocol the executor speaks).
-    pub servers: Vec<Arc<Mutex<Box<dyn crate::fake::server::SimServer>>>>,
+    pub servers: Vec<SharedServer>,
     pub plan: SharedPlan,
+    /// Submission key -> call node: what the caller submitted, for attributing exchanges that
+    /// name a key the server never saw.
+    pub directory: SharedDirectory,
     /// The current executor's input channel: callers and the approval agent send here.
     pub inputs: Mutex<mpsc::UnboundedSender<Input>>,
     /// What the caller has done so far, so it can retry after an executor restart.
@@ -300,12 +126,13 @@ impl World {
     fn defuse(&self) {
         self.net.lock().expect("net lock").shutdown();
         *self.ledger.lock().expect("ledger lock") = MemoryLedger::new();
-        let empty = ServerConfig::new(Profile::SpecStrict, vec![]);
-        for s in &self.servers {
-            *s.lock().expect("server lock") = Box::new(FakeMcpServer::new(empty.clone(), ChaCha8Rng::seed_from_u64(0)));
+        for (lane, s) in self.servers.iter().enumerate() {
+            let protocol = self.sc.lanes()[lane];
+            *s.lock().expect("server lock") = lanes::server(&self.sc, &self.params, protocol, lane);
         }
         *self.inputs.lock().expect("inputs lock") = mpsc::unbounded_channel().0;
         self.submitted.lock().expect("caller lock").clear();
+        self.directory.lock().expect("directory lock").clear();
     }
 
     pub fn now_ms(&self) -> u64 {
@@ -326,8 +153,38 @@ impl World {
         let (records, done) = self.ledger.lock().expect("ledger lock").settled_count();
         records == self.params.nodes.len() && done == records
     }
-}
 
+    /// Record a fault firing with the executor state the trace shows for `node`.
+    pub fn record_fault(&self, decision: u64, fault: FaultKind, node: Option<&str>, detail: FaultDetail) {
+        let now = self.now_ms();
+        let mut trace = self.trace.lock().expect("trace lock");
+        let state = node.and_then(|n| trace.state_of(n));
+        trace.push(now, What::Fault { decision, fault, node: node.map(String::from), state, detail });
+    }
+
+    /// Whether `fault` fires now, on a lane whose protocol can express it; not recorded.
+    pub fn ask(&self, lane: usize, fault: FaultKind) -> Option<u64> {
+        if !catalogue::expresses(self.sc.lanes()[lane], fault) {
+            return None;
+        }
+        let now = self.now_ms();
+        self.plan.lock().expect("plan lock").fire(fault, now)
+    }
+
+    /// [`World::ask`], and a firing is recorded.
+    pub fn fire(&self, lane: usize, fault: FaultKind, node: Option<&str>, detail: FaultDetail) -> Option<u64> {
+        let decision = self.ask(lane, fault)?;
+        self.record_fault(decision, fault, node, detail);
+        Some(decision)
+    }
+
+    /// A fault that follows from another (no decision of its own), on a lane that can express it.
+    pub fn note(&self, lane: usize, fault: FaultKind, node: Option<&str>, detail: FaultDetail) {
+        if catalogue::expresses(self.sc.lanes()[lane], fault) {
+            self.record_fault(0, fault, node, detail);
+        }
+    }
+}
 
 /// The world of one series, to be run inside a madsim runtime seeded with `params.seed`.
 pub async fn world_main(sc: Scenario, params: Params) -> SeriesResult {
@@ -346,7 +203,7 @@ pub async fn world_main_with(sc: Scenario, params: Params, mode: PlanMode) -> Se
         What::Begin {
             scenario: params.scenario.clone(),
             seed: params.seed,
-            protocol: sc.protocol.clone(),
+            protocol: sc.protocol,
             call_nodes: params.nodes.len() as u32,
             max_qps: sc.gates.max_qps.unwrap_or(sc.executor.max_qps),
             safety_window_ms: safety,
@@ -354,16 +211,18 @@ pub async fn world_main_with(sc: Scenario, params: Params, mode: PlanMode) -> Se
             faults: params.faults.render(),
         },
     );
-    let protocols = servers::lane_protocols(&sc);
-    let server_list: Vec<Arc<Mutex<Box<dyn crate::fake::server::SimServer>>>> =
-        protocols.iter().enumerate().map(|(lane, p)| Arc::new(Mutex::new(servers::server(&sc, &params, p, lane)))).collect();
+    let protocols = sc.lanes();
+    let servers: Vec<SharedServer> =
+        protocols.iter().enumerate().map(|(lane, &p)| Arc::new(Mutex::new(lanes::server(&sc, &params, p, lane)))).collect();
     let ledger = Arc::new(Mutex::new(MemoryLedger::new()));
+    let directory: SharedDirectory = Arc::new(Mutex::new(BTreeMap::new()));
     let (srv_txs, srv_rxs): (Vec<_>, Vec<_>) = protocols.iter().map(|_| mpsc::unbounded_channel()).unzip();
     let ctx = NetCtx {
         trace: trace.clone(),
         plan: plan.clone(),
-        ledger: ledger.clone(),
-        servers: server_list.clone(),
+        servers: servers.clone(),
+        lanes: protocols.clone(),
+        directory: directory.clone(),
         origin,
         latency_ms: params.latency_ms,
         request_timeout_ms: sc.executor.request_timeout_ms,
@@ -377,25 +236,26 @@ pub async fn world_main_with(sc: Scenario, params: Params, mode: PlanMode) -> Se
         trace,
         ledger,
         net,
-        servers: server_list,
+        servers,
         plan,
+        directory,
         inputs: Mutex::new(inputs_tx),
         submitted: Mutex::new(vec![]),
         cancelled: Mutex::new(vec![]),
         retired: Mutex::new(None),
     });
     for (lane, rx) in srv_rxs.into_iter().enumerate() {
-        tokio::spawn(actors::serve(world.clone(), lane, rx));
+        tokio::spawn(server::serve(world.clone(), lane, rx));
     }
     let (approvals_tx, approvals_rx) = mpsc::unbounded_channel();
-    tokio::spawn(actors::approval_agent(world.clone(), approvals_rx));
+    tokio::spawn(approval::agent(world.clone(), approvals_rx));
     let supervisor = tokio::spawn(executor::supervise(world.clone(), inputs_rx, approvals_tx));
     let end_reason = caller::drive(&world).await;
     world.send_input(Input::Shutdown);
     // The supervisor ends once its executor has seen the shutdown; bounded either way.
     let _ = tokio::time::timeout(Duration::from_secs(5), supervisor).await;
     let snapshot = world.ledger.lock().expect("ledger lock").snapshot();
-    let truth = servers::merged_truth(world.servers.iter().map(|s| s.lock().expect("server lock").truth().clone()).collect());
+    let truth = GroundTruth::merge(world.servers.iter().map(|s| s.lock().expect("server lock").truth().clone()));
     world.push(What::Final { ledger: snapshot, truth });
     world.push(What::End { reason: end_reason.clone() });
     let end_ms = world.now_ms();

@@ -4,13 +4,61 @@
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use serde_json::{json, Value};
-use toolop::digest::value_digest;
 use toolop::protocol::aip151::{Aip151Adapter, Aip151Config};
 use toolop::protocol::{Adapter, Outbound, Reply, RequestKind};
 use toolop::record::ProtocolStatus;
 use toolop::transport::{HttpTarget, InFrame, OutFrame};
 
 use super::*;
+use crate::fake::script::ScriptOutcome;
+use crate::fake::truth::{payload_digest, TaskStatus, TaskTruth, WorkEnd};
+use crate::fake::FakeServer;
+
+/// The service's settings in one place, as the tests vary them; built with the routes of the
+/// adapter's configuration so that the adapter and the fake agree on paths.
+#[derive(Clone, Debug)]
+struct AipServerConfig {
+    api: Aip151Config,
+    name_prefix: String,
+    toolop_extensions: bool,
+    list_supported: bool,
+    delete_supported: bool,
+    cancel_on_done: CancelOnDone,
+    cancel_delay_ms: (u64, u64),
+    preempt_rate: f64,
+    retention_after_done_ms: Option<u64>,
+}
+
+impl AipServerConfig {
+    fn new(api: Aip151Config) -> AipServerConfig {
+        AipServerConfig {
+            api,
+            name_prefix: "projects/p/locations/l/operations".into(),
+            toolop_extensions: true,
+            list_supported: true,
+            delete_supported: true,
+            cancel_on_done: CancelOnDone::Ok,
+            cancel_delay_ms: (0, 200),
+            preempt_rate: 0.0,
+            retention_after_done_ms: None,
+        }
+    }
+
+    fn server(&self, rng: ChaCha8Rng) -> FakeServer {
+        let a = &self.api;
+        let mut c = AipConfig::new(&a.submit_path, &a.operation_path, &a.operations_collection, a.tools.clone());
+        c.name_prefix = self.name_prefix.clone();
+        c.dedupe_window_ms = a.dedupe_window_ms;
+        c.cancel_supported = a.cancel_supported;
+        c.toolop_extensions = self.toolop_extensions;
+        c.list_supported = self.list_supported;
+        c.delete_supported = self.delete_supported;
+        c.cancel_on_done = self.cancel_on_done;
+        c.cancel_delay_ms = self.cancel_delay_ms;
+        c.retention_after_done_ms = self.retention_after_done_ms;
+        server(c, None, self.preempt_rate, rng)
+    }
+}
 
 fn api() -> Aip151Config {
     Aip151Config {
@@ -33,7 +81,7 @@ fn script(node: &str, duration_ms: u64, outcome: ScriptOutcome) -> TaskScript {
 
 /// A test client speaking plain HTTP to the fake, with fresh correlation ids.
 struct Drv {
-    s: FakeAipServer,
+    s: FakeServer,
     now: u64,
     next_id: u64,
 }
@@ -44,12 +92,12 @@ impl Drv {
     }
 
     fn seeded(cfg: AipServerConfig, seed: u64) -> Drv {
-        Drv { s: FakeAipServer::new(cfg, ChaCha8Rng::seed_from_u64(seed)), now: 0, next_id: 1 }
+        Drv { s: cfg.server(ChaCha8Rng::seed_from_u64(seed)), now: 0, next_id: 1 }
     }
 
     fn to(&mut self, t: u64) {
         self.now = t;
-        assert!(self.s.advance(t).is_empty(), "AIP has no server push");
+        assert!(self.s.advance_frames(t).is_empty(), "AIP has no server push");
     }
 
     fn send(&mut self, method: &str, path: &str, body: &[u8]) -> (u16, Value) {
@@ -129,13 +177,13 @@ fn an_operation_runs_for_its_duration_then_carries_its_response() {
     let response = &op["response"];
     assert_eq!(response["@type"], RESPONSE_TYPE);
     assert_eq!(response["content"][0]["text"], "n1 ok");
-    assert_eq!(op["metadata"][METADATA_RESULT_DIGEST], json!(value_digest(response)));
+    assert_eq!(op["metadata"][METADATA_RESULT_DIGEST], json!(payload_digest(response)));
     let t = d.truth(&name);
     assert_eq!(t.call_node, "n1");
     assert_eq!(t.tool, "build");
     assert_eq!(t.idempotency_key.as_deref(), Some("k-1"));
     assert_eq!((t.status, t.terminal_status, t.terminal_at_ms), (TaskStatus::Completed, Some(TaskStatus::Completed), Some(1_000)));
-    assert_eq!(t.result_digest, Some(value_digest(response)));
+    assert_eq!(t.result_digest, Some(payload_digest(response)));
     assert_eq!(t.side_effects, 1);
     assert_eq!(t.work_end, Some(WorkEnd::Finished(ScriptOutcome::Completed)));
     assert_eq!(d.s.truth().tasks_created_per_call_node["n1"], 1);
@@ -158,8 +206,8 @@ fn a_zero_duration_operation_is_done_on_the_first_response() {
 fn each_script_outcome_ends_the_operation_its_own_way() {
     let mut d = Drv::new(cfg());
     let cases = [
-        (ScriptOutcome::Failed, Some(FAILED_CODE), TaskStatus::Failed, 1),
-        (ScriptOutcome::ToolError, Some(TOOL_ERROR_CODE), TaskStatus::Failed, 0),
+        (ScriptOutcome::Failed, Some(INTERNAL), TaskStatus::Failed, 1),
+        (ScriptOutcome::ToolError, Some(FAILED_PRECONDITION), TaskStatus::Failed, 0),
         (ScriptOutcome::DoneWithoutResult, None, TaskStatus::DoneWithoutResult, 1),
     ];
     for (i, (outcome, code, status, effects)) in cases.into_iter().enumerate() {
@@ -359,7 +407,7 @@ fn preemption_ends_the_configured_fraction_aborted() {
         let names: Vec<String> =
             (0..40).map(|i| name_of(&d.submit("build", None, &script(&format!("p{i}"), 1_000, ScriptOutcome::Completed)).1)).collect();
         d.to(1_000);
-        names.iter().filter(|n| d.get(n).1["error"]["code"] == json!(code::ABORTED)).count()
+        names.iter().filter(|n| d.get(n).1["error"]["code"] == json!(ABORTED)).count()
     };
     assert_eq!(run(0.0), 0);
     assert_eq!(run(1.0), 40);
@@ -505,7 +553,7 @@ fn equal_seeds_give_identical_replies_and_truth() {
 }
 
 /// One exchange: the adapter encodes, the fake answers, the adapter decodes.
-fn call(adapter: &Aip151Adapter, s: &mut FakeAipServer, now: u64, kind: RequestKind, out: Outbound) -> Reply {
+fn call(adapter: &Aip151Adapter, s: &mut FakeServer, now: u64, kind: RequestKind, out: Outbound) -> Reply {
     let frames: Vec<InFrame> = s.handle(now, adapter.encode_frame(9, &out));
     assert_eq!(frames.len(), 1);
     assert_eq!(frames[0].request_id, Some(9));
@@ -522,7 +570,7 @@ fn the_adapter_and_the_fake_agree_end_to_end() {
         (ScriptOutcome::DoneWithoutResult, ProtocolStatus::DoneWithoutResult, "no_result_stored"),
     ];
     for (i, (outcome, status, fetched)) in cases.into_iter().enumerate() {
-        let mut s = FakeAipServer::new(cfg(), ChaCha8Rng::seed_from_u64(i as u64));
+        let mut s = cfg().server(ChaCha8Rng::seed_from_u64(i as u64));
         let node = format!("e{i}");
         let arguments = script(&node, 1_000, outcome).to_arguments();
         let submit = Outbound::Submit { key: format!("key-{i}"), tool: "build".into(), arguments, ttl_ms: None };
@@ -550,7 +598,7 @@ fn the_adapter_and_the_fake_agree_end_to_end() {
     // A cancel that wins, read through the adapter.
     let mut c = cfg();
     c.cancel_delay_ms = (10, 10);
-    let mut s = FakeAipServer::new(c, ChaCha8Rng::seed_from_u64(1));
+    let mut s = c.server(ChaCha8Rng::seed_from_u64(1));
     let submit = Outbound::Submit {
         key: "kc".into(),
         tool: "build".into(),
@@ -567,7 +615,7 @@ fn the_adapter_and_the_fake_agree_end_to_end() {
     let mut a = api();
     a.cancel_supported = false;
     let adapter = Aip151Adapter::new(a.clone());
-    let mut s = FakeAipServer::new(AipServerConfig::new(a), ChaCha8Rng::seed_from_u64(1));
+    let mut s = AipServerConfig::new(a).server(ChaCha8Rng::seed_from_u64(1));
     let out = Outbound::Cancel { operation_id: "projects/p/locations/l/operations/op-x".into() };
     let r = adapter.decode_reply(RequestKind::Cancel, &s.handle(0, adapter.encode_frame(1, &out))[0]);
     assert!(matches!(r, Reply::Error { ref message } if message.starts_with("UNIMPLEMENTED")), "{r:?}");

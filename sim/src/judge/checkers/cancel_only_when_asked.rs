@@ -8,7 +8,7 @@ use toolop::runner::Observation;
 
 use super::view::{judge, View};
 use super::Violation;
-use crate::trace::{Trace, What};
+use crate::trace::{CallerAction, Trace, What};
 
 pub const NAME: &str = "cancel_only_when_asked";
 
@@ -24,10 +24,10 @@ pub fn violations(v: &View) -> Vec<Violation> {
     // Trace order, not time: the caller's event is written before its input reaches the executor.
     for e in &v.trace.events {
         match &e.what {
-            What::Caller { action, node } if action == "cancel" || action == "recancel" => {
+            What::Caller { action: CallerAction::Cancel | CallerAction::Recancel, node } => {
                 asked.insert(node);
             }
-            What::Caller { action, node } if action == "detach" => {
+            What::Caller { action: CallerAction::Detach, node } => {
                 detached.insert(node);
             }
             What::Exec { obs: Observation::Sent { node, kind: "cancel", .. }, epoch, incarnation }
@@ -57,14 +57,14 @@ mod tests {
         // A cancel repeated by a restarted executor after the caller's re-cancel is asked for.
         let mut b = Tb::new();
         b.cancel_path("n1", 0);
-        b.exec(1, 2).at(9_000).caller("recancel", "n1").sent("n1", "cancel");
+        b.exec(1, 2).at(9_000).caller(crate::trace::CallerAction::Recancel, "n1").sent("n1", "cancel");
         assert_eq!(check(&b.build(SETTLED)), vec![]);
     }
 
     #[test]
     fn a_detach_treated_as_a_cancel_is_caught() {
         let mut b = happy("n1", 0);
-        b.at(500).caller("detach", "n1").sent("n1", "cancel");
+        b.at(500).caller(crate::trace::CallerAction::Detach, "n1").sent("n1", "cancel");
         b.at(600).sent("n1", "cancel");
         let v = check(&b.build(SETTLED));
         assert_eq!(v.len(), 1, "one violation per node: {v:?}");
@@ -75,7 +75,7 @@ mod tests {
     fn a_cancel_sent_before_the_click_is_caught() {
         let mut b = happy("n1", 0);
         b.at(500).sent("n1", "cancel");
-        b.at(600).caller("cancel", "n1");
+        b.at(600).caller(crate::trace::CallerAction::Cancel, "n1");
         assert_eq!(check(&b.build(SETTLED)).len(), 1);
     }
 }

@@ -106,7 +106,7 @@ mod tests {
         b.accepted("n1", TerminalState::Completed, Some("d-n1"));
         b.record("n1", Accepted, Some("t-n1"));
         b.receipt("n1", Some("t-n1"), TerminalState::Completed, Some("d-n1"));
-        b.task("t-n1", "n1", Some(crate::fake::mcp::TaskStatus::Completed), Some("d-n1"), Some(900));
+        b.task("t-n1", "n1", Some(crate::fake::truth::TaskStatus::Completed), Some("d-n1"), Some(900));
         let v = check(&b.build(SETTLED));
         assert_eq!(v.len(), 1, "{v:?}");
         assert!(v[0].detail.contains("poll"), "{v:?}");

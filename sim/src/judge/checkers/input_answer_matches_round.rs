@@ -23,7 +23,8 @@ use toolop::runner::Observation;
 
 use super::view::{judge, observations, View};
 use super::Violation;
-use crate::trace::{Trace, What};
+use crate::fake::truth::AnswerAction;
+use crate::trace::{ApprovalAction, Trace, What};
 
 pub const NAME: &str = "input_answer_matches_round";
 
@@ -47,43 +48,44 @@ pub fn violations(v: &View) -> Vec<Violation> {
         }
     }
     // Per (node, round): (time, action) of the agent's answers (replays are not answers).
-    let mut given: BTreeMap<(&str, u32), Vec<(u64, &str)>> = BTreeMap::new();
+    let mut given: BTreeMap<(&str, u32), Vec<(u64, ApprovalAction)>> = BTreeMap::new();
     for e in &v.trace.events {
         if let What::Approval { node, round, action } = &e.what {
-            given.entry((node.as_str(), *round)).or_default().push((e.t_ms, action.as_str()));
+            given.entry((node.as_str(), *round)).or_default().push((e.t_ms, *action));
         }
     }
     for (task_id, task) in &v.truth.tasks {
         for r in &task.input_rounds {
-            let (Some(action), Some(at)) = (r.action.as_deref(), r.answered_at_ms) else { continue };
+            let (Some(action), Some(at)) = (r.action, r.answered_at_ms) else { continue };
             let meant_for = r.answer_meant_for.as_ref().and_then(|t| v.truth.tasks.get(t));
             let node = meant_for.unwrap_or(task).call_node.as_str();
-            if !matches!(action, "accept" | "decline" | "cancel") {
+            if action == AnswerAction::Error {
                 continue;
             }
+            let action_name = action.name();
             let bad = |detail: String| Violation { checker: NAME, node: Some(node.to_string()), detail };
             let what = match &r.answer_meant_for {
-                Some(other) => format!("task {task_id} round {} answered {action} at {at} ms (an answer meant for task {other})", r.round),
-                None => format!("task {task_id} round {} answered {action} at {at} ms", r.round),
+                Some(other) => format!("task {task_id} round {} answered {action_name} at {at} ms (an answer meant for task {other})", r.round),
+                None => format!("task {task_id} round {} answered {action_name} at {at} ms", r.round),
             };
             let Some(&(_, round, deadline_ms)) = asked.get(node).and_then(|a| a.iter().rev().find(|(t, _, _)| *t <= at)) else {
                 out.push(bad(format!("{what}, but the executor never asked for approval")));
                 continue;
             };
-            let agent = |want: &str| given.get(&(node, round)).is_some_and(|g| g.iter().any(|(t, a)| *t <= at && *a == want));
+            let agent = |want: ApprovalAction| given.get(&(node, round)).is_some_and(|g| g.iter().any(|(t, a)| *t <= at && *a == want));
             match action {
-                "accept" if !agent("accept") => {
+                AnswerAction::Accept if !agent(ApprovalAction::Accept) => {
                     out.push(bad(format!("{what}, but the agent did not accept round {round} (the round then asked)")))
                 }
-                "accept" if r.content.as_ref() != Some(&agent_accept_content(round)) => out.push(bad(format!(
+                AnswerAction::Accept if r.content.as_ref() != Some(&agent_accept_content(round)) => out.push(bad(format!(
                     "{what} with content {}, not the agent's answer to round {round} ({})",
                     r.content.as_ref().map_or("none".to_string(), Value::to_string),
                     agent_accept_content(round)
                 ))),
-                "decline" if !agent("decline") && at < deadline_ms => out.push(bad(format!(
+                AnswerAction::Decline if !agent(ApprovalAction::Decline) && at < deadline_ms => out.push(bad(format!(
                     "{what}, but the agent did not decline round {round} and its deadline is {deadline_ms} ms"
                 ))),
-                "cancel" if !agent("cancel") => out.push(bad(format!("{what}, but the agent did not cancel round {round}"))),
+                AnswerAction::Cancel if !agent(ApprovalAction::Cancel) => out.push(bad(format!("{what}, but the agent did not cancel round {round}"))),
                 _ => {}
             }
         }
@@ -95,18 +97,17 @@ pub fn violations(v: &View) -> Vec<Violation> {
 mod tests {
     use super::*;
     use crate::judge::checkers::testkit::{assert_clean, Tb, SETTLED};
-    use crate::fake::mcp::InputRoundTruth;
+    use crate::fake::truth::InputRoundTruth;
     use crate::series::faults::FaultKind;
     use toolop::record::LocalState::*;
 
     fn round(n: u32, at: u64, action: &str, content: Option<Value>) -> InputRoundTruth {
         InputRoundTruth {
             round: n,
-            request_id: json!(n),
             asked_at_ms: at.saturating_sub(500),
             deliveries: 1,
             answered_at_ms: Some(at),
-            action: Some(action.into()),
+            action: Some(crate::fake::truth::AnswerAction::from_word(Some(action))),
             content,
             answer_meant_for: None,
             abandoned_at_ms: None,
@@ -119,11 +120,11 @@ mod tests {
         let mut b = Tb::new();
         b.happy_path("n1", 0);
         b.at(100).obs(Observation::ApprovalAsked { node: "n1".into(), round: 1, deadline_ms: 60_100 });
-        b.at(300).push(What::Approval { node: "n1".into(), round: 1, action: "accept".into() });
+        b.at(300).push(What::Approval { node: "n1".into(), round: 1, action: crate::trace::ApprovalAction::Accept });
         b.at(500).obs(Observation::ApprovalAsked { node: "n1".into(), round: 2, deadline_ms: 60_500 });
-        b.at(700).push(What::Approval { node: "n1".into(), round: 2, action: "decline".into() });
+        b.at(700).push(What::Approval { node: "n1".into(), round: 2, action: crate::trace::ApprovalAction::Decline });
         b.at(800).obs(Observation::ApprovalAsked { node: "n1".into(), round: 3, deadline_ms: 60_800 });
-        b.at(810).push(What::Approval { node: "n1".into(), round: 3, action: "silent".into() });
+        b.at(810).push(What::Approval { node: "n1".into(), round: 3, action: crate::trace::ApprovalAction::Silent });
         let rounds = vec![round(1, 320, "accept", Some(agent_accept_content(1))), round(2, 720, "decline", None), round(3, 60_820, "decline", None)];
         b.truth.tasks.get_mut("t-n1").expect("happy path task").input_rounds = rounds;
         b
@@ -146,7 +147,7 @@ mod tests {
         // Round 2 is asked; the agent's round-1 answer arrives again and is forwarded for it.
         let mut b = two_rounds();
         b.at(600).fault(FaultKind::ApprovalReplay, Some("n1"), Some(InputRequired));
-        b.push(What::Approval { node: "n1".into(), round: 1, action: "replay_accept".into() });
+        b.push(What::Approval { node: "n1".into(), round: 1, action: crate::trace::ApprovalAction::ReplayAccept });
         b.truth.tasks.get_mut("t-n1").expect("task").input_rounds[1] = round(2, 620, "accept", Some(agent_accept_content(1)));
         let v = check(&b.build(SETTLED));
         assert_eq!(v.len(), 1, "{v:?}");
@@ -173,7 +174,7 @@ mod tests {
         let mut b = two_rounds();
         b.happy_path("n2", 0);
         b.at(900).obs(Observation::ApprovalAsked { node: "n2".into(), round: 1, deadline_ms: 60_900 });
-        b.at(950).push(What::Approval { node: "n2".into(), round: 1, action: "accept".into() });
+        b.at(950).push(What::Approval { node: "n2".into(), round: 1, action: crate::trace::ApprovalAction::Accept });
         let mut r = round(2, 960, "accept", Some(agent_accept_content(1)));
         r.answer_meant_for = Some("t-n2".into());
         b.truth.tasks.get_mut("t-n1").expect("task").input_rounds[1] = r.clone();

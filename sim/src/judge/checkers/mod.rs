@@ -173,7 +173,7 @@ mod tests {
         reversed.events.reverse();
         let mut odd = full.clone();
         odd.events.push(TraceEvent { t_ms: 0, what: What::Exec { epoch: 0, incarnation: 0, obs: toolop::runner::Observation::Moved { node: String::new(), event: String::new(), path: vec![], version: 0 } } });
-        odd.events.push(TraceEvent { t_ms: u64::MAX, what: What::Caller { action: "submit".into(), node: "ghost".into() } });
+        odd.events.push(TraceEvent { t_ms: u64::MAX, what: What::Caller { action: crate::trace::CallerAction::Submit, node: "ghost".into() } });
         for trace in [reversed, odd, Trace::default()] {
             let _ = check_all(&trace);
             let _ = crate::judge::metrics::measure(&trace);

@@ -71,18 +71,18 @@ mod tests {
         b.at(0).submit("n1").sent("n1", "submit");
         b.at(10).recv("n1", "submit", "submitted").moved("n1", &[Submitting, Working]);
         b.at(1_000).obs(Observation::Stayed { node: "n1".into(), event: "timer:poll_due".into() });
-        b.at(2_000).push(What::World { action: "rollback".into(), detail: "incarnation 2 epoch 2 takes over".into() });
+        b.at(2_000).push(What::World { action: crate::trace::WorldAction::Rollback { incarnation: 2, epoch: 2 } });
         b.exec(2, 2).at(2_050).obs(Observation::Stayed { node: "n1".into(), event: "resume".into() });
         b.exec(1, 1).at(2_060).sent("n1", "poll");
         b.at(2_100).recv("n1", "poll", "status");
-        b.obs(Observation::Rejected { node: "n1".into(), event: "reply:poll:status".into(), reason: "StaleEpoch".into() });
+        b.obs(Observation::Rejected { node: "n1".into(), event: "reply:poll:status".into(), reason: toolop::core::Rejection::StaleEpoch { event_epoch: 1, record_epoch: 2 } });
         b.exec(2, 2).at(3_000).sent("n1", "poll");
         b.at(3_010).recv("n1", "poll", "status").moved("n1", &[Working, TerminalObserved, FetchingResult]).sent("n1", "fetch");
         b.at(3_020).recv("n1", "fetch", "result").moved("n1", &[FetchingResult, Accepted]);
         b.accepted("n1", TerminalState::Completed, Some("d-n1"));
         b.record("n1", Accepted, Some("t-n1"));
         b.receipt("n1", Some("t-n1"), TerminalState::Completed, Some("d-n1"));
-        b.task("t-n1", "n1", Some(crate::fake::mcp::TaskStatus::Completed), Some("d-n1"), Some(2_900));
+        b.task("t-n1", "n1", Some(crate::fake::truth::TaskStatus::Completed), Some("d-n1"), Some(2_900));
         b
     }
 

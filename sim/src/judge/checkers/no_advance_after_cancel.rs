@@ -11,7 +11,7 @@ use toolop::runner::Observation;
 
 use super::view::{judge, node_task, observations, View};
 use super::Violation;
-use crate::fake::mcp::TaskStatus;
+use crate::fake::truth::TaskStatus;
 use crate::trace::Trace;
 
 pub const NAME: &str = "no_advance_after_cancel";

@@ -51,11 +51,11 @@ pub fn violations(v: &View) -> Vec<Violation> {
             Observation::Received { node, kind, reply, .. } if LICENSING_REPLIES.contains(&(*kind, *reply)) => {
                 waiting.insert((exec, node.as_str()), reply_event(kind, reply));
             }
-            Observation::Moved { node, event, .. } | Observation::Stayed { node, event } => {
-                if waiting.remove(&(exec, node.as_str())).is_some_and(|e| e == *event) {
-                    if let Some(proved) = submitted.get_mut(node.as_str()) {
-                        *proved = true;
-                    }
+            Observation::Moved { node, event, .. } | Observation::Stayed { node, event }
+                if waiting.remove(&(exec, node.as_str())).is_some_and(|e| e == *event) =>
+            {
+                if let Some(proved) = submitted.get_mut(node.as_str()) {
+                    *proved = true;
                 }
             }
             Observation::Rejected { node, .. } | Observation::Refused { node, .. } | Observation::LedgerRefused { node, .. } => {
@@ -122,7 +122,7 @@ mod tests {
         assert_eq!(check(&b.build(SETTLED)).len(), 1);
         let mut b = timed_out();
         b.recv("n1", "lookup", "lookup_not_found");
-        b.obs(Observation::Rejected { node: "n1".into(), event: "reply:lookup:lookup_not_found".into(), reason: "StaleEpoch".into() });
+        b.obs(Observation::Rejected { node: "n1".into(), event: "reply:lookup:lookup_not_found".into(), reason: toolop::core::Rejection::StaleEpoch { event_epoch: 1, record_epoch: 2 } });
         b.at(10_040).sent("n1", "submit");
         assert_eq!(check(&b.build(SETTLED)).len(), 1);
     }

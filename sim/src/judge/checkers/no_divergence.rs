@@ -10,7 +10,8 @@ use toolop::record::TerminalState;
 
 use super::view::{judge, View};
 use super::Violation;
-use crate::fake::mcp::{ScriptOutcome, TaskStatus};
+use crate::fake::script::ScriptOutcome;
+use crate::fake::truth::TaskStatus;
 use crate::trace::Trace;
 
 pub const NAME: &str = "no_divergence";

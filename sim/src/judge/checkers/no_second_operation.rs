@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use super::view::{judge, View};
 use super::Violation;
-use crate::fake::mcp::GroundTruth;
+use crate::fake::truth::GroundTruth;
 use crate::trace::Trace;
 
 pub const NAME: &str = "no_second_operation";
@@ -49,7 +49,7 @@ fn operations_per_node(truth: &GroundTruth) -> BTreeMap<&str, (u32, u32)> {
 mod tests {
     use super::*;
     use crate::judge::checkers::testkit::{all_paths, assert_clean, SETTLED};
-    use crate::fake::mcp::ScriptOutcome;
+    use crate::fake::script::ScriptOutcome;
 
     #[test]
     fn clean_traces_pass() {

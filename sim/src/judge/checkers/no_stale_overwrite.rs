@@ -108,7 +108,7 @@ mod tests {
     fn clean_traces_pass() {
         assert_clean(check);
         let mut b = reordered();
-        b.obs(Observation::Rejected { node: "n1".into(), event: "reply:poll:status".into(), reason: "StaleAnswer".into() });
+        b.obs(Observation::Rejected { node: "n1".into(), event: "reply:poll:status".into(), reason: toolop::core::Rejection::StaleAnswer { seq: 3, applied_seq: 4 } });
         assert_eq!(check(&b.build(SETTLED)), vec![]);
         // A final record may note a late answer without changing.
         let mut b = reordered();

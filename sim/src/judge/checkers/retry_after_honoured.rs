@@ -134,7 +134,7 @@ mod tests {
         let mut b = happy("n1", 0);
         b.at(2_000).obs(Observation::Sent { node: "n1".into(), kind: "poll", seq: 3, rpc_id: None });
         b.at(2_010).obs(Observation::Received { node: "n1".into(), kind: "poll", seq: 3, reply: "rate_limited", retry_after_ms: Some(5_000) });
-        b.obs(Observation::Rejected { node: "n1".into(), event: "reply:poll:rate_limited".into(), reason: "StaleEpoch".into() });
+        b.obs(Observation::Rejected { node: "n1".into(), event: "reply:poll:rate_limited".into(), reason: toolop::core::Rejection::StaleEpoch { event_epoch: 1, record_epoch: 2 } });
         poll_at(&mut b, 3_000, 4);
         assert_eq!(check(&b.build(SETTLED)), vec![]);
     }

@@ -7,7 +7,7 @@
 
 use super::view::{caller_times, judge, settle_times, View};
 use super::Violation;
-use crate::trace::Trace;
+use crate::trace::{CallerAction, Trace};
 
 pub const NAME: &str = "settles_within_bound";
 
@@ -21,7 +21,7 @@ pub fn check(trace: &Trace) -> Vec<Violation> {
 pub fn violations(v: &View) -> Vec<Violation> {
     let settled = settle_times(v.trace);
     let mut out = vec![];
-    for (node, submitted_ms) in caller_times(v.trace, "submit") {
+    for (node, submitted_ms) in caller_times(v.trace, CallerAction::Submit) {
         let deadline_ms = v.safety_window_ms.saturating_add(v.liveness_bound_ms).max(submitted_ms.saturating_add(v.liveness_bound_ms));
         let problem = match (v.record(&node), settled.get(&node)) {
             (None, _) => Some("submitted but has no ledger record".to_string()),

@@ -7,9 +7,10 @@ use toolop::record::{AdapterId, LocalState, TerminalState, ToolOperation};
 use toolop::runner::Observation;
 
 use super::Violation;
-use crate::fake::mcp::{GroundTruth, ScriptOutcome, SyncRunKind, SyncRunTruth, TaskStatus, TaskTruth};
+use crate::fake::script::ScriptOutcome;
+use crate::fake::truth::{GroundTruth, SyncRunKind, SyncRunTruth, TaskStatus, TaskTruth};
 use crate::series::faults::FaultKind;
-use crate::trace::{Trace, TraceEvent, What};
+use crate::trace::{CallerAction, FaultDetail, Trace, TraceEvent, What};
 
 use LocalState::*;
 
@@ -65,13 +66,13 @@ impl Tb {
         self.push(What::Exec { epoch, incarnation, obs })
     }
 
-    pub fn caller(&mut self, action: &str, node: &str) -> &mut Tb {
-        self.push(What::Caller { action: action.into(), node: node.into() })
+    pub fn caller(&mut self, action: CallerAction, node: &str) -> &mut Tb {
+        self.push(What::Caller { action, node: node.into() })
     }
 
     pub fn submit(&mut self, node: &str) -> &mut Tb {
         self.call_nodes += 1;
-        self.caller("submit", node)
+        self.caller(CallerAction::Submit, node)
     }
 
     pub fn sent(&mut self, node: &str, kind: &'static str) -> &mut Tb {
@@ -91,7 +92,7 @@ impl Tb {
     }
 
     pub fn fault(&mut self, fault: FaultKind, node: Option<&str>, state: Option<LocalState>) -> &mut Tb {
-        self.push(What::Fault { decision: 0, fault, node: node.map(String::from), state, detail: String::new() })
+        self.push(What::Fault { decision: 0, fault, node: node.map(String::from), state, detail: FaultDetail::None })
     }
 
     /// A final ledger record; returns it for tweaks.
@@ -200,7 +201,7 @@ impl Tb {
         let op = format!("t-{n}");
         self.at(t0).submit(n).sent(n, "submit");
         self.at(t0 + 10).recv(n, "submit", "submitted").moved(n, &[Submitting, Working]);
-        self.at(t0 + 3_000).caller("cancel", n).moved(n, &[Working, CancelRequested]).sent(n, "cancel");
+        self.at(t0 + 3_000).caller(crate::trace::CallerAction::Cancel, n).moved(n, &[Working, CancelRequested]).sent(n, "cancel");
         self.at(t0 + 3_040).recv(n, "cancel", "cancel_ack").moved(n, &[CancelRequested, CancelledAccepted]);
         self.accepted(n, TerminalState::Cancelled, None);
         self.record(n, CancelledAccepted, Some(&op)).cancel_generation = 1;
@@ -257,7 +258,7 @@ impl Tb {
                 What::Begin {
                     scenario: "test".into(),
                     seed: 1,
-                    protocol: "mcp".into(),
+                    protocol: crate::scenario::Protocol::Mcp20251125,
                     call_nodes: self.call_nodes,
                     max_qps: self.max_qps,
                     safety_window_ms: self.safety_window_ms,

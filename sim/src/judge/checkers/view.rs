@@ -8,8 +8,8 @@ use toolop::ledger::LedgerSnapshot;
 use toolop::record::{LocalState, ToolOperation};
 use toolop::runner::Observation;
 
-use crate::fake::mcp::{GroundTruth, TaskTruth};
-use crate::trace::{Trace, What};
+use crate::fake::truth::{GroundTruth, TaskTruth};
+use crate::trace::{CallerAction, Trace, What};
 
 use super::Violation;
 
@@ -118,12 +118,12 @@ pub fn observations(trace: &Trace) -> impl Iterator<Item = (u64, ExecId, &Observ
     })
 }
 
-/// First time the caller did `action` ("submit", "cancel", "detach") per node.
-pub fn caller_times(trace: &Trace, action: &str) -> BTreeMap<String, u64> {
+/// First time the caller did `action` per node.
+pub fn caller_times(trace: &Trace, action: CallerAction) -> BTreeMap<String, u64> {
     let mut out = BTreeMap::new();
     for e in &trace.events {
         if let What::Caller { action: a, node } = &e.what {
-            if a == action {
+            if *a == action {
                 out.entry(node.clone()).or_insert(e.t_ms);
             }
         }

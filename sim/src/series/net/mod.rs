@@ -1,381 +1,334 @@
-//! The simulated network between executor incarnations and the fake server. Every frame passes
-//! the fault layer here (lost, delayed past a newer reply, truncated, rewritten, answered by a
-//! "replica" with 404/429/503, connection dropped), with no change on either side.
+//! The simulated network between executor processes and the fake servers, with the fault layer
+//! on it. The network carries frames but never reads them: each lane's codec decodes a request
+//! as it enters (into a neutral exchange the rules judge), and encodes each reply as it leaves
+//! (after the rules' neutral edits). Fault rules ([`rules`]) return a [`Verdict`] per leg.
+//!
+//! Attribution: the call node of an exchange comes from the world's own knowledge (the fake
+//! service knows which node a task belongs to from the script it was submitted with; the caller
+//! registered which node a submission key belongs to), and the executor state a fault met from
+//! the trace. The network never reads the executor's ledger.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
-use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio::time::{Duration, Instant};
-use toolop::ledger::{Ledger, MemoryLedger};
-use toolop::protocol::{META_IDEMPOTENCY_KEY, META_LOOKUP_KEY, META_RESULT_DIGEST};
 use toolop::transport::{InFrame, OutFrame, Transport, TransportError};
 
-use crate::fake::server::SimServer;
-use crate::series::faults::{FaultKind, SharedPlan};
-use crate::trace::{Dir, SharedTrace, What};
+use crate::fake::codec::{Ask, CallId, Decoded, ExchangeKind, Response};
+use crate::fake::FakeServer;
+use crate::scenario::Protocol;
+use crate::series::faults::{catalogue, FaultKind, SharedPlan};
+use crate::trace::{Dir, FaultDetail, NetVerdict, SharedTrace, What};
 
-const RELATED_TASK: &str = "io.modelcontextprotocol/related-task";
+pub mod rules;
 
-/// What a request was, so its reply can be judged by the same layer.
-#[derive(Clone, Debug)]
-struct Sent {
-    method: String,
-    node: Option<String>,
-    task_id: Option<String>,
-    /// A plain-HTTP (AIP-151) exchange rather than JSON-RPC.
-    http: bool,
-}
+pub use rules::Verdict;
 
-/// Handles the network needs to judge frames.
+pub type SharedServer = Arc<Mutex<FakeServer>>;
+/// Submission key -> call node, as the caller submitted them.
+pub type SharedDirectory = Arc<Mutex<BTreeMap<String, String>>>;
+
+/// Handles the network needs.
 pub struct NetCtx {
     pub trace: SharedTrace,
     pub plan: SharedPlan,
-    pub ledger: Arc<Mutex<MemoryLedger>>,
-    /// One server per lane; connection `c` speaks to lane `c % LANES_MAX`.
-    pub servers: Vec<Arc<Mutex<Box<dyn SimServer>>>>,
+    /// One server per lane.
+    pub servers: Vec<SharedServer>,
+    /// The protocol of each lane.
+    pub lanes: Vec<Protocol>,
+    pub directory: SharedDirectory,
     pub origin: Instant,
     pub latency_ms: [u64; 2],
-    /// The executor's request timeout: a poll reply held longer than this arrives out of order.
+    /// The executor's request timeout: a reply held longer than this arrives out of order.
     pub request_timeout_ms: u64,
 }
 
-/// The network: one server inbox, one inbox per open executor connection.
+/// A request on its way to a server.
+pub struct Delivery {
+    pub conn: u32,
+    pub decoded: Decoded,
+    pub node: Option<String>,
+}
+
+/// One open connection: which lane, which executor process.
+struct Conn {
+    tx: mpsc::UnboundedSender<InFrame>,
+    lane: usize,
+    epoch: u64,
+}
+
+/// A request waiting for its reply.
+#[derive(Clone, Debug)]
+struct Inflight {
+    conn: u32,
+    exchange: ExchangeKind,
+    node: Option<String>,
+    /// The task the request named, if it named one.
+    task: Option<String>,
+}
+
+/// A reply delivered, kept to be delivered again late (the late-duplicate fault).
+#[derive(Clone, Debug)]
+struct Past {
+    conn: u32,
+    epoch: u64,
+    exchange: ExchangeKind,
+    frame: InFrame,
+}
+
+/// Replies kept per call node for late duplicates.
+const HISTORY_PER_NODE: usize = 2;
+
+/// The network: one server inbox per lane, one inbox per open executor connection.
 pub struct Net {
     ctx: NetCtx,
     /// One inbox per server lane; empty once the series is over (see [`Net::shutdown`]).
-    to_server: Vec<mpsc::UnboundedSender<(u32, OutFrame)>>,
-    connections: BTreeMap<u32, mpsc::UnboundedSender<InFrame>>,
-    sent: BTreeMap<(u32, u64), Sent>,
-    task_ids: Vec<String>,
+    to_server: Vec<mpsc::UnboundedSender<Delivery>>,
+    conns: BTreeMap<u32, Conn>,
+    /// The newest execution epoch that has connected.
+    newest_epoch: u64,
+    inflight: BTreeMap<(usize, CallId), Inflight>,
+    history: BTreeMap<String, Vec<Past>>,
+    /// What each lane's protocol can express.
+    expressible: Vec<BTreeSet<FaultKind>>,
 }
 
 pub type SharedNet = Arc<Mutex<Net>>;
 
-/// Lanes a connection id can name: connection ids are `incarnation * LANES_MAX + lane`.
-pub const LANES_MAX: u32 = 10;
-
-pub fn lane_of(conn: u32) -> usize {
-    (conn % LANES_MAX) as usize
-}
-
-/// What an AIP-151 (plain HTTP) request is, in the JSON-RPC method names the fault layer uses.
-fn aip_method(http: &toolop::transport::HttpTarget) -> &'static str {
-    match (http.method.as_str(), http.path.ends_with(":cancel"), http.path.contains("?filter=")) {
-        ("POST", true, _) => "tasks/cancel",
-        ("POST", false, _) => "tools/call",
-        ("GET", _, true) => "tasks/list",
-        ("GET", _, false) => "tasks/get",
-        _ => "(other)",
-    }
-}
-
-fn parse(body: &[u8]) -> Value {
-    serde_json::from_slice(body).unwrap_or(Value::Null)
-}
-
-/// A 404 as a gateway in front of an AIP-151 service would send it (google.rpc.Status body).
-fn http_not_found(rpc_id: u64) -> InFrame {
-    let body = serde_json::json!({"error": {"code": 404, "message": "operation not found", "status": "NOT_FOUND"}});
-    InFrame { request_id: Some(rpc_id), http_status: 404, retry_after_ms: None, body: body.to_string().into_bytes() }
-}
-
-fn error_frame(rpc_id: u64, code: i64, message: &str) -> InFrame {
-    let body = serde_json::json!({"jsonrpc": "2.0", "id": rpc_id, "error": {"code": code, "message": message}});
-    InFrame { request_id: Some(rpc_id), http_status: 200, retry_after_ms: None, body: body.to_string().into_bytes() }
-}
-
-/// Replace every `taskId` string in a message (the related-task `_meta` included).
-fn rewrite_task_ids(v: &mut Value, to: &str) {
-    match v {
-        Value::Object(m) => {
-            for (k, x) in m.iter_mut() {
-                if k == "taskId" && x.is_string() {
-                    *x = Value::String(to.to_string());
-                } else {
-                    rewrite_task_ids(x, to);
-                }
-            }
-        }
-        Value::Array(a) => a.iter_mut().for_each(|x| rewrite_task_ids(x, to)),
-        _ => {}
-    }
-}
-
-/// Drop the last content block of a `tasks/result` reply, keeping `_meta` (the server's result
-/// digest included) as sent. Only for a result that carries the server's digest, so the cut is
-/// detectable; returns whether a block was dropped.
-fn drop_last_content_block(msg: &mut Value) -> bool {
-    let Some(result) = msg.get_mut("result") else {
-        return false;
-    };
-    if !result["_meta"][META_RESULT_DIGEST].is_string() {
-        return false;
-    }
-    match result.get_mut("content").and_then(Value::as_array_mut) {
-        Some(blocks) => blocks.pop().is_some(),
-        None => false,
-    }
-}
-
 impl Net {
-    pub fn new(ctx: NetCtx, to_server: Vec<mpsc::UnboundedSender<(u32, OutFrame)>>) -> Net {
-        Net { ctx, to_server, connections: BTreeMap::new(), sent: BTreeMap::new(), task_ids: vec![] }
-    }
-
-    fn server(&self, conn: u32) -> &Arc<Mutex<Box<dyn SimServer>>> {
-        let lane = lane_of(conn).min(self.ctx.servers.len().saturating_sub(1));
-        &self.ctx.servers[lane]
+    pub fn new(ctx: NetCtx, to_server: Vec<mpsc::UnboundedSender<Delivery>>) -> Net {
+        let expressible = ctx.lanes.iter().map(|&p| catalogue::row(p).iter().map(|c| c.fault).collect()).collect();
+        Net { ctx, to_server, conns: BTreeMap::new(), newest_epoch: 0, inflight: BTreeMap::new(), history: BTreeMap::new(), expressible }
     }
 
     /// Drop every channel end the network holds. Tasks still parked on those channels when a
     /// series ends hold the world through their wakers; without this the cycle leaks the world.
     pub fn shutdown(&mut self) {
         self.to_server.clear();
-        self.connections.clear();
-        self.sent.clear();
-        self.task_ids.clear();
+        self.conns.clear();
+        self.inflight.clear();
+        self.history.clear();
     }
 
     fn now_ms(&self) -> u64 {
         Instant::now().duration_since(self.ctx.origin).as_millis() as u64
     }
 
-    fn latency(&mut self) -> u64 {
-        let [lo, hi] = self.ctx.latency_ms;
+    fn draw(&self, lo: u64, hi: u64) -> u64 {
         self.ctx.plan.lock().expect("plan lock").draw(lo, hi)
     }
 
-    fn fire(&mut self, fault: FaultKind, node: Option<&str>, detail: String) -> bool {
+    fn latency(&self) -> u64 {
+        let [lo, hi] = self.ctx.latency_ms;
+        self.draw(lo, hi)
+    }
+
+    /// Whether `fault` fires now on `lane` (never, if the lane's protocol cannot express it);
+    /// a firing is recorded with the state the trace shows for `node`.
+    fn fire(&self, lane: usize, fault: FaultKind, node: Option<&str>, detail: FaultDetail) -> bool {
+        self.fire_with(lane, fault, node, |_| detail)
+    }
+
+    /// [`Net::fire`], with the detail worked out (and its shape drawn) only once it fires.
+    fn fire_with(&self, lane: usize, fault: FaultKind, node: Option<&str>, detail: impl FnOnce(&Net) -> FaultDetail) -> bool {
+        if !self.expressible[lane].contains(&fault) {
+            return false;
+        }
         let now = self.now_ms();
         let Some(decision) = self.ctx.plan.lock().expect("plan lock").fire(fault, now) else {
             return false;
         };
+        let detail = detail(self);
         self.record_fault(decision, fault, node, detail);
         true
     }
 
-    /// Record a fault firing with the executor state it met.
-    pub fn record_fault(&self, decision: u64, fault: FaultKind, node: Option<&str>, detail: String) {
-        let what = crate::series::faults::fault_event(&self.ctx.ledger, decision, fault, node, detail);
+    fn record_fault(&self, decision: u64, fault: FaultKind, node: Option<&str>, detail: FaultDetail) {
         let now = self.now_ms();
+        let mut trace = self.ctx.trace.lock().expect("trace lock");
+        let state = node.and_then(|n| trace.state_of(n));
+        trace.push(now, What::Fault { decision, fault, node: node.map(String::from), state, detail });
+    }
+
+    fn record(&self, dir: Dir, exchange: ExchangeKind, node: Option<&str>, request_id: Option<u64>, bytes: usize, verdict: NetVerdict) {
+        let now = self.now_ms();
+        let what = What::Net { dir, exchange, node: node.map(String::from), request_id, bytes, verdict };
         self.ctx.trace.lock().expect("trace lock").push(now, what);
     }
 
-    fn record(&self, dir: Dir, request_id: Option<u64>, bytes: usize, verdict: &str) {
-        let now = self.now_ms();
-        self.ctx.trace.lock().expect("trace lock").push(now, What::Net { dir, request_id, bytes, verdict: verdict.to_string() });
-    }
-
-    /// Open a connection for a new executor incarnation.
-    pub fn connect(net: &SharedNet, conn: u32) -> SimTransport {
+    /// Open connection `conn` to `lane` for an executor process of `epoch`.
+    pub fn connect(net: &SharedNet, conn: u32, lane: usize, epoch: u64) -> SimTransport {
         let (tx, rx) = mpsc::unbounded_channel();
-        net.lock().expect("net lock").connections.insert(conn, tx);
+        let mut n = net.lock().expect("net lock");
+        n.newest_epoch = n.newest_epoch.max(epoch);
+        n.conns.insert(conn, Conn { tx, lane, epoch });
         SimTransport { net: net.clone(), conn, rx }
     }
 
     /// Close a connection: frames in flight to it are lost, as on a real dropped socket.
     pub fn disconnect(&mut self, conn: u32) {
-        self.connections.remove(&conn);
+        self.conns.remove(&conn);
     }
 
     /// The newest open connection of a lane: where its server sends what it initiates.
     pub fn latest_connection(&self, lane: usize) -> Option<u32> {
-        self.connections.keys().rev().find(|&&c| lane_of(c) == lane).copied()
+        self.conns.iter().rev().find(|(_, c)| c.lane == lane).map(|(&id, _)| id)
     }
 
-    fn classify_request(&self, frame: &OutFrame, msg: &Value) -> Sent {
-        let (method, task_id, key) = match &frame.http {
-            // AIP-151 over HTTP: the operation name is in the path, the key is the requestId.
-            Some(http) => {
-                let method = aip_method(http);
-                let path = http.path.split('?').next().unwrap_or_default();
-                let name = path.trim_end_matches(":cancel").trim_start_matches('/').split_once('/').map(|(_, rest)| rest.to_string());
-                let task_id = if matches!(method, "tasks/get" | "tasks/cancel") { name } else { None };
-                (method.to_string(), task_id, msg["requestId"].as_str().map(String::from))
-            }
-            None => {
-                let params = &msg["params"];
-                let task_id = params["taskId"]
-                    .as_str()
-                    .or_else(|| msg["result"]["_meta"][RELATED_TASK]["taskId"].as_str())
-                    .map(String::from);
-                let key = params["_meta"][META_IDEMPOTENCY_KEY].as_str().or_else(|| params["_meta"][META_LOOKUP_KEY].as_str()).map(String::from);
-                (msg["method"].as_str().unwrap_or("(response)").to_string(), task_id, key)
-            }
-        };
-        let key = key.as_deref();
-        let http = frame.http.is_some();
-        let l = self.ctx.ledger.lock().expect("ledger lock");
-        let node = task_id
-            .as_deref()
-            .and_then(|t| l.by_operation_id(t))
-            .or_else(|| key.and_then(|k| l.by_submission_key(k)))
-            .map(|r| r.call_node_id);
-        Sent { method, node, task_id, http }
-    }
-
-    fn to_server(&mut self, conn: u32, frame: OutFrame) -> Result<(), TransportError> {
-        if !self.connections.contains_key(&conn) {
+    /// A frame from an executor: decoded by the lane's codec, judged, carried (or not).
+    fn send(&mut self, conn: u32, frame: OutFrame) -> Result<(), TransportError> {
+        let Some(lane) = self.conns.get(&conn).map(|c| c.lane) else {
             return Err(TransportError::Disconnected);
-        }
-        let sent = self.classify_request(&frame, &parse(&frame.body));
-        if let Some(id) = frame.request_id {
-            self.sent.insert((conn, id), sent.clone());
-        }
-        let node = sent.node.clone();
-        let n = node.as_deref();
-        let now = self.now_ms();
-        // A replica or gateway in front of the server answers instead of it.
-        if let (Some(id), "tasks/get" | "tasks/result") = (frame.request_id, sent.method.as_str()) {
-            let synthetic = if self.fire(FaultKind::Poll429, n, sent.method.clone()) {
-                let retry = self.ctx.plan.lock().expect("plan lock").draw(1_000, 30_000);
-                Some(InFrame { request_id: Some(id), http_status: 429, retry_after_ms: Some(retry), body: vec![] })
-            } else if self.fire(FaultKind::Poll503, n, sent.method.clone()) {
-                let retry = self.ctx.plan.lock().expect("plan lock").draw(1_000, 30_000);
-                Some(InFrame { request_id: Some(id), http_status: 503, retry_after_ms: Some(retry), body: vec![] })
-            } else if self.fire(FaultKind::NotFoundBeforeExpiry, n, sent.method.clone()) {
-                Some(if sent.http { http_not_found(id) } else { error_frame(id, -32602, "Task not found") })
-            } else {
-                None
+        };
+        let (request_id, bytes) = (frame.request_id, frame.body.len());
+        let (decoded, node, key, task) = {
+            let mut server = self.ctx.servers[lane].lock().expect("server lock");
+            let decoded = server.decode(frame);
+            let (node, key, task) = match &decoded.ask {
+                Ask::Service(r) => {
+                    let (node, key) = server.node_of(r);
+                    (node, key, rules::task_of(r))
+                }
+                Ask::Codec | Ask::Nothing => (None, None, None),
             };
-            if let Some(f) = synthetic {
-                self.record(Dir::ToServer, frame.request_id, frame.body.len(), "answered by replica");
-                self.deliver_to(conn, f, 0);
-                return Ok(());
-            }
+            (decoded, node, key, task)
+        };
+        let node = node.or_else(|| key.and_then(|k| self.ctx.directory.lock().expect("directory lock").get(&k).cloned()));
+        let exchange = decoded.exchange;
+        if let Some(call) = decoded.call {
+            self.inflight.insert((lane, call), Inflight { conn, exchange, node: node.clone(), task });
         }
-        if sent.method == "tasks/cancel" {
-            if let Some(t) = &sent.task_id {
-                // Completion and cancel at the same instant: the work ends as the cancel lands.
-                let delay = self.latency();
-                if self.fire(FaultKind::CompletionCancelRace, n, t.clone()) {
-                    let (server, t, at) = (self.server(conn).clone(), t.clone(), now + delay);
+        match self.request_verdict(lane, &decoded, node.as_deref()) {
+            Verdict::Reply(response) => {
+                let call = decoded.call.expect("only requests awaiting a reply get one from a replica");
+                let (status, retry_after_ms) = match &response {
+                    Response::Throttled { throttle, retry_after_ms } => (throttle.http_status(), Some(*retry_after_ms)),
+                    _ => (404, None),
+                };
+                self.record(Dir::ToServer, exchange, node.as_deref(), request_id, bytes, NetVerdict::Replica { status, retry_after_ms });
+                self.inflight.remove(&(lane, call));
+                let frame = self.ctx.servers[lane].lock().expect("server lock").encode_reply(call, &response, &Default::default());
+                let latency = self.latency();
+                self.deliver_to(conn, frame, latency);
+            }
+            Verdict::Drop => self.record(Dir::ToServer, exchange, node.as_deref(), request_id, bytes, NetVerdict::Lost),
+            _ => {
+                self.record(Dir::ToServer, exchange, node.as_deref(), request_id, bytes, NetVerdict::Deliver);
+                if let Some(tx) = self.to_server.get(lane).cloned() {
+                    let latency = self.latency();
+                    let delivery = Delivery { conn, decoded, node: node.clone() };
                     tokio::spawn(async move {
-                        tokio::time::sleep(Duration::from_millis(delay)).await;
-                        server.lock().expect("server lock").finish_now(&t, at);
+                        tokio::time::sleep(Duration::from_millis(latency)).await;
+                        // The server outlives every delivery in a series; a send after it ends is moot.
+                        let _ = tx.send(delivery);
                     });
                 }
-                // A server that keeps working through the cancel and later lets the work's end
-                // overwrite `cancelled`. Recorded when (and if) the status flips: see
-                // `world::actors`, which decides the flip.
-                let decision = self.ctx.plan.lock().expect("plan lock").fire(FaultKind::StatusAfterCancel, now);
-                if let Some(decision) = decision {
-                    self.server(conn).lock().expect("server lock").keep_working_after_cancel(t, decision);
-                }
             }
         }
-        let lost = frame.request_id.is_some() && self.fire(FaultKind::LostRequest, n, sent.method.clone());
-        self.record(Dir::ToServer, frame.request_id, frame.body.len(), if lost { "lost" } else { "deliver" });
-        if let (false, Some(tx)) = (lost, self.to_server.get(lane_of(conn)).cloned()) {
-            let latency = self.latency();
-            tokio::spawn(async move {
-                tokio::time::sleep(Duration::from_millis(latency)).await;
-                // The server outlives every delivery in a series; a send after it ends is moot.
-                let _ = tx.send((conn, frame));
-            });
-        }
-        if self.fire(FaultKind::ConnectionDrop, n, sent.method) {
+        if self.fire(lane, FaultKind::ConnectionDrop, node.as_deref(), FaultDetail::Exchange { exchange }) {
             self.disconnect(conn);
         }
         Ok(())
     }
 
-    /// A frame from the server to connection `conn`.
-    pub fn to_executor(&mut self, conn: u32, mut frame: InFrame) {
-        let sent = frame.request_id.and_then(|id| self.sent.remove(&(conn, id)));
-        let mut msg = parse(&frame.body);
-        for t in [&msg["result"]["task"]["taskId"], &msg["result"]["taskId"], &msg["name"]] {
-            if let Some(t) = t.as_str() {
-                if !self.task_ids.iter().any(|x| x == t) {
-                    self.task_ids.push(t.to_string());
-                }
-            }
-        }
-        let mut extra_delay_ms = 0;
-        let mut verdict = "deliver".to_string();
-        if let Some(s) = &sent {
-            let n = s.node.as_deref();
-            let is_error = msg.get("error").is_some() || frame.http_status >= 400;
-            // A done AIP-151 operation is its own result: faults on results apply to it.
-            // So is a tasks-extension read of a finished task, which inlines its result.
-            let inline_result = !s.http && s.method == "tasks/get" && (msg["result"]["result"].is_object() || msg["result"]["error"].is_object());
-            let method = if (s.http && s.method == "tasks/get" && msg["done"] == true) || inline_result { "tasks/result" } else { s.method.as_str() };
-            let created = msg["result"]["task"].is_object() || msg["result"]["resultType"] == "task" || (s.http && msg["name"].is_string());
-            match method {
-                "tools/call" if created && self.fire(FaultKind::LostResponseAfterCreation, n, String::new()) => {
-                    verdict = "lost".into()
-                }
-                "tasks/get" if !is_error && self.fire(FaultKind::PollsOutOfOrder, n, String::new()) => {
-                    extra_delay_ms = self.ctx.request_timeout_ms + self.ctx.plan.lock().expect("plan lock").draw(1, 5_000);
-                    verdict = format!("held +{extra_delay_ms}ms");
-                }
-                "tasks/get" | "tasks/result" if !is_error && self.fire(FaultKind::TaskIdMisuse, n, String::new()) => {
-                    let own = s.task_id.clone().unwrap_or_default();
-                    let other = self.task_ids.iter().find(|t| **t != own).cloned().unwrap_or_else(|| "foreign-server-task".into());
-                    rewrite_task_ids(&mut msg, &other);
-                    if s.http && msg["name"].is_string() {
-                        msg["name"] = Value::String(other.clone());
-                    }
-                    frame.body = msg.to_string().into_bytes();
-                    verdict = format!("task id rewritten to {other}");
-                }
-                "tasks/cancel" if self.fire(FaultKind::CancelAckLost, n, String::new()) => verdict = "lost".into(),
-                "tasks/result" if self.fire(FaultKind::ResultLost, n, String::new()) => verdict = "lost".into(),
-                "tasks/result" if !is_error && frame.body.len() > 2 && self.fire(FaultKind::ResultTruncated, n, String::new()) => {
-                    // Half the firings cut bytes; the other half keep the JSON well formed and
-                    // drop the last content block (the server's digest then no longer matches).
-                    let semantic = self.ctx.plan.lock().expect("plan lock").draw(0, 1) == 1;
-                    if semantic && drop_last_content_block(&mut msg) {
-                        frame.body = msg.to_string().into_bytes();
-                        verdict = "last content block dropped".into();
-                    } else {
-                        let cut = self.ctx.plan.lock().expect("plan lock").draw(1, frame.body.len() as u64 - 1) as usize;
-                        frame.body.truncate(cut);
-                        verdict = format!("truncated to {cut} bytes");
-                    }
-                }
-                _ => {}
-            }
-            // Not injected: the server itself expired the task. Recorded for the coverage matrix.
-            if is_error && matches!(s.method.as_str(), "tasks/get" | "tasks/result" | "tasks/cancel") {
-                if let Some(t) = &s.task_id {
-                    self.note_expiry(conn, t, n);
-                }
-            }
-        } else if msg["method"] == "elicitation/create" && self.fire(FaultKind::InputRequiredReplay, self.node_of_related(&msg).as_deref(), String::new()) {
-            let again = self.ctx.plan.lock().expect("plan lock").draw(1_000, 30_000);
-            self.deliver_to(conn, frame.clone(), again);
-        }
-        self.record(Dir::ToExecutor, frame.request_id, frame.body.len(), &verdict);
-        if verdict != "lost" {
-            let latency = self.latency();
-            self.deliver_to(conn, frame, latency + extra_delay_ms);
-        }
-    }
-
-    fn node_of_related(&self, msg: &Value) -> Option<String> {
-        let t = msg["params"]["_meta"][RELATED_TASK]["taskId"].as_str()?;
-        self.ctx.ledger.lock().expect("ledger lock").by_operation_id(t).map(|r| r.call_node_id)
-    }
-
-    fn note_expiry(&self, conn: u32, task_id: &str, node: Option<&str>) {
-        let (deleted, running) = {
-            let s = self.server(conn).lock().expect("server lock");
-            let running = s.truth().tasks.get(task_id).is_some_and(|t| t.terminal_status.is_none());
-            (s.is_deleted(task_id), running)
+    /// The server's reply to `call` on `lane`: judged, encoded, carried to the connection the
+    /// request came from. Returns the frame's correlation id when the reply is on its way as the
+    /// server wrote it (not lost, cut or rewritten).
+    pub fn reply(&mut self, lane: usize, call: CallId, response: Response) -> Option<u64> {
+        let Some(inflight) = self.inflight.remove(&(lane, call)) else {
+            // Nobody waits for it (the request's connection record is gone): encode to close
+            // the codec's books, carry nothing.
+            let _ = self.ctx.servers[lane].lock().expect("server lock").encode_reply(call, &response, &Default::default());
+            return None;
         };
-        if deleted {
-            self.record_fault(0, FaultKind::NotFoundAfterExpiry, node, task_id.to_string());
-            if running {
-                self.record_fault(0, FaultKind::ServerDeletesRunningTask, node, task_id.to_string());
+        let caps = self.ctx.servers[lane].lock().expect("server lock").caps();
+        let info = rules::ReplyInfo::of(inflight.exchange, &response, caps);
+        let v = self.reply_verdict(lane, call, &inflight, &info);
+        let mut v = v;
+        let mut frame = self.ctx.servers[lane].lock().expect("server lock").encode_reply(call, &response, &v.shape);
+        if v.cut_bytes && frame.body.len() >= 2 {
+            let to_bytes = self.draw(1, frame.body.len() as u64 - 1) as usize;
+            frame.body.truncate(to_bytes);
+            v.verdict = NetVerdict::Truncated { to_bytes };
+        }
+        let node = inflight.node.as_deref();
+        self.record(Dir::ToExecutor, inflight.exchange, node, frame.request_id, frame.body.len(), v.verdict.clone());
+        if v.verdict == NetVerdict::Lost {
+            return None;
+        }
+        let intact = matches!(v.verdict, NetVerdict::Deliver | NetVerdict::Held { .. } | NetVerdict::Duplicated { .. });
+        let request_id = frame.request_id.filter(|_| intact);
+        self.note_old_epoch(lane, inflight.conn, node);
+        self.copy_to_old_epoch(lane, inflight.conn, inflight.exchange, node, &frame);
+        if let Some(after_ms) = v.duplicate_after_ms {
+            self.deliver_to(inflight.conn, frame.clone(), after_ms);
+        }
+        let latency = self.latency();
+        self.deliver_to(inflight.conn, frame.clone(), latency + v.extra_delay_ms);
+        if let Some(node) = inflight.node {
+            let epoch = self.conns.get(&inflight.conn).map_or(0, |c| c.epoch);
+            let past = self.history.entry(node).or_default();
+            if past.len() >= HISTORY_PER_NODE {
+                past.remove(0);
             }
+            past.push(Past { conn: inflight.conn, epoch, exchange: inflight.exchange, frame });
+        }
+        self.late_duplicates(lane);
+        request_id
+    }
+
+    /// Something the server of `lane` sends unasked (an input request, a status notification):
+    /// to the lane's newest connection.
+    pub fn push(&mut self, lane: usize, frame: InFrame, exchange: ExchangeKind, node: Option<String>) {
+        let Some(conn) = self.latest_connection(lane) else { return };
+        let mut verdict = NetVerdict::Deliver;
+        let mut again = None;
+        if exchange == ExchangeKind::ServerRequest && self.fire(lane, FaultKind::InputRequiredReplay, node.as_deref(), FaultDetail::Exchange { exchange }) {
+            let after_ms = self.draw(1_000, 30_000);
+            verdict = NetVerdict::Duplicated { after_ms };
+            again = Some(after_ms);
+        }
+        self.record(Dir::ToExecutor, exchange, node.as_deref(), None, frame.body.len(), verdict);
+        self.note_old_epoch(lane, conn, node.as_deref());
+        self.copy_to_old_epoch(lane, conn, exchange, node.as_deref(), &frame);
+        if let Some(after_ms) = again {
+            self.deliver_to(conn, frame.clone(), after_ms);
+        }
+        let latency = self.latency();
+        self.deliver_to(conn, frame, latency);
+    }
+
+    /// A message reaching an executor of an older epoch than the newest one: the old-epoch
+    /// fault, which follows from a rollback.
+    fn note_old_epoch(&self, lane: usize, conn: u32, node: Option<&str>) {
+        let old = self.conns.get(&conn).is_some_and(|c| c.epoch < self.newest_epoch);
+        if old && self.expressible[lane].contains(&FaultKind::OldEpochMessage) {
+            let epochs = FaultDetail::Epochs { from: self.conns[&conn].epoch, to: self.newest_epoch };
+            self.record_fault(0, FaultKind::OldEpochMessage, node, epochs);
+        }
+    }
+
+    /// The old-epoch fault: while an executor of an older epoch lingers after a rollback, a
+    /// message for the newest one may reach it as well (a callback or reply routed to the old
+    /// process). It must refuse it.
+    fn copy_to_old_epoch(&self, lane: usize, conn: u32, exchange: ExchangeKind, node: Option<&str>, frame: &InFrame) {
+        if self.conns.get(&conn).is_none_or(|c| c.epoch < self.newest_epoch) {
+            return;
+        }
+        let Some(old) = self.conns.iter().find(|(_, c)| c.lane == lane && c.epoch < self.newest_epoch).map(|(&id, c)| (id, c.epoch)) else {
+            return;
+        };
+        let epochs = FaultDetail::Epochs { from: old.1, to: self.newest_epoch };
+        if self.fire(lane, FaultKind::OldEpochMessage, node, epochs) {
+            self.record(Dir::ToExecutor, exchange, node, frame.request_id, frame.body.len(), NetVerdict::ToOldEpoch);
+            let latency = self.latency();
+            self.deliver_to(old.0, frame.clone(), latency);
         }
     }
 
     fn deliver_to(&self, conn: u32, frame: InFrame, delay_ms: u64) {
-        let Some(tx) = self.connections.get(&conn).cloned() else { return };
+        let Some(tx) = self.conns.get(&conn).map(|c| c.tx.clone()) else { return };
         tokio::spawn(async move {
             tokio::time::sleep(Duration::from_millis(delay_ms)).await;
             let _ = tx.send(frame);
@@ -392,36 +345,10 @@ pub struct SimTransport {
 
 impl Transport for SimTransport {
     fn send(&mut self, frame: OutFrame) -> Result<(), TransportError> {
-        self.net.lock().expect("net lock").to_server(self.conn, frame)
+        self.net.lock().expect("net lock").send(self.conn, frame)
     }
 
     async fn recv(&mut self) -> Option<InFrame> {
         self.rx.recv().await
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use serde_json::json;
-
-    use super::*;
-
-    #[test]
-    fn semantic_truncation_drops_the_last_block_and_keeps_the_digest() {
-        let meta = json!({ META_RESULT_DIGEST: "d", RELATED_TASK: {"taskId": "t"} });
-        let mut msg = json!({"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}], "isError": false, "_meta": meta}});
-        assert!(drop_last_content_block(&mut msg));
-        assert_eq!(msg["result"]["content"], json!([{"type": "text", "text": "a"}]));
-        assert_eq!(msg["result"]["_meta"], meta);
-        // Without the server's digest the cut would go unnoticed: left alone. So are results
-        // without blocks, and anything that is not a result.
-        let mut plain = json!({"result": {"content": [{"type": "text", "text": "a"}]}});
-        let mut empty = json!({"result": {"content": [], "_meta": {META_RESULT_DIGEST: "d"}}});
-        let mut odd = json!([1, 2]);
-        for m in [&mut plain, &mut empty, &mut odd] {
-            let before = m.clone();
-            assert!(!drop_last_content_block(m));
-            assert_eq!(*m, before);
-        }
     }
 }
