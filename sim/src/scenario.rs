@@ -141,6 +141,9 @@ pub struct FaultsSpec {
     pub restart_delay_ms: [u64; 2],
     /// How long a rolled-back executor keeps running beside its successor.
     pub rollback_overlap_ms: [u64; 2],
+    /// When the operator rolls back, drawn in this range (and within the safety window): while
+    /// call nodes are in flight, so the takeover meets them.
+    pub rollback_at_ms: [u64; 2],
     /// Server maximum ttl drawn when `server_deletes_running_task` is enabled.
     pub short_ttl_ms: [u64; 2],
 }
@@ -154,6 +157,7 @@ impl Default for FaultsSpec {
             liveness_bound_ms: 3_600_000,
             restart_delay_ms: [100, 20_000],
             rollback_overlap_ms: [1_000, 30_000],
+            rollback_at_ms: [1_000, 120_000],
             short_ttl_ms: [5_000, 60_000],
         }
     }
@@ -494,6 +498,7 @@ impl Scenario {
         rate("faults.swarm_enable_rate", self.faults.swarm_enable_rate)?;
         range("faults.restart_delay_ms", self.faults.restart_delay_ms)?;
         range("faults.rollback_overlap_ms", self.faults.rollback_overlap_ms)?;
+        range("faults.rollback_at_ms", self.faults.rollback_at_ms)?;
         range("faults.short_ttl_ms", self.faults.short_ttl_ms)?;
         if !(0.0..=100.0).contains(&self.gates.outbox_traceable_min_pct) {
             return bad("gates.outbox_traceable_min_pct", "must be a percentage in [0, 100]".into());

@@ -96,7 +96,9 @@ pub fn draw_params(sc: &Scenario, seed: u64) -> Params {
     let short_ttl = draw_in(&mut rng, sc.faults.short_ttl_ms);
     let server_max_ttl_ms = if faults.rate(FaultKind::ServerDeletesRunningTask) > 0.0 { Some(short_ttl) } else { sc.server.max_ttl_ms };
     let rollback_roll: f64 = rng.gen();
-    let rollback_t = rng.gen_range(0..=sc.faults.safety_window_ms.max(1));
+    let [lo, hi] = sc.faults.rollback_at_ms;
+    let hi = hi.min(sc.faults.safety_window_ms.saturating_sub(1));
+    let rollback_t = rng.gen_range(lo.min(hi)..=hi);
     let rollback_at_ms = (rollback_roll < faults.rate(FaultKind::Rollback)).then_some(rollback_t);
     Params {
         scenario: sc.name.clone(),

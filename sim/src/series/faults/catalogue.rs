@@ -126,65 +126,71 @@ const fn c(fault: FaultKind, states: &'static [LocalState]) -> Cell {
 
 use FaultKind as F;
 
+// The states of each row are the ones a correct executor meets robustly under the default
+// scenarios: at least 200 hits in the 10,000-series gate (about 10 in the 500-series CI gate),
+// or, for a fault that meets the executor in one place only (the cancel-path faults), that
+// place. Hits in other cells are shown in the matrix but not required.
+
 /// MCP 2025-11-25: every fault. Input requests are pushed, so they can be replayed; the body
 /// carries the JSON-RPC id.
 const MCP_2025_11_25: &[Cell] = &[
     c(F::LostResponseAfterCreation, &[Submitting]),
-    c(F::LostRequest, &[Submitting, Working, InputRequired, CancelRequested, FetchingResult]),
-    c(F::PollsOutOfOrder, &[Working, InputRequired]),
-    c(F::InputRequiredReplay, &[Working, InputRequired]),
+    c(F::LostRequest, &[Submitting, Working, InputRequired, FetchingResult]),
+    c(F::PollsOutOfOrder, &[Working]),
+    c(F::InputRequiredReplay, &[InputRequired]),
     c(F::CompletionCancelRace, &[CancelRequested]),
     c(F::CancelAckLost, &[CancelRequested]),
     c(F::ResultLost, &[FetchingResult]),
     c(F::ResultTruncated, &[FetchingResult]),
     c(F::OldEpochMessage, &[Working]),
-    c(F::TaskIdMisuse, &[Working, FetchingResult]),
-    c(F::NotFoundBeforeExpiry, &[Working, FetchingResult]),
-    c(F::NotFoundAfterExpiry, &[Working, InputRequired]),
-    c(F::Poll429, &[Working, InputRequired, FetchingResult]),
-    c(F::Poll503, &[Working, InputRequired, FetchingResult]),
-    c(F::ConnectionDrop, &[Submitting, Working]),
-    c(F::ExecutorCrash, &[Submitting, Working, InputRequired, FetchingResult]),
-    c(F::ServerDeletesRunningTask, &[Working, InputRequired]),
-    c(F::Rollback, &[Working]),
-    c(F::ApprovalReplay, &[InputRequired, Working]),
-    c(F::StatusAfterCancel, &[CancelledAccepted]),
-    c(F::LateDuplicateReply, &[Accepted]),
-    c(F::ReplyToOtherExchange, &[Working]),
-];
-
-/// The tasks extension: input requests ride on status reads (a replay is a read delivered
-/// again); the body carries the JSON-RPC id.
-const MCP_TASKS_EXT: &[Cell] = &[
-    c(F::LostResponseAfterCreation, &[Submitting]),
-    c(F::LostRequest, &[Submitting, Working, InputRequired, CancelRequested, FetchingResult]),
-    c(F::PollsOutOfOrder, &[Working]),
-    c(F::InputRequiredReplay, &[InputRequired]),
-    c(F::CompletionCancelRace, &[CancelRequested]),
-    c(F::CancelAckLost, &[CancelRequested]),
-    c(F::ResultLost, &[Working, FetchingResult]),
-    c(F::ResultTruncated, &[Working, FetchingResult]),
-    c(F::OldEpochMessage, &[Working]),
-    c(F::TaskIdMisuse, &[Working, FetchingResult]),
+    c(F::TaskIdMisuse, &[Working]),
     c(F::NotFoundBeforeExpiry, &[Working, FetchingResult]),
     c(F::NotFoundAfterExpiry, &[Working, InputRequired]),
     c(F::Poll429, &[Working, InputRequired, FetchingResult]),
     c(F::Poll503, &[Working, InputRequired, FetchingResult]),
     c(F::ConnectionDrop, &[Working]),
-    c(F::ExecutorCrash, &[Submitting, Working, InputRequired]),
+    c(F::ExecutorCrash, &[Submitting, Working, InputRequired, FetchingResult]),
     c(F::ServerDeletesRunningTask, &[Working, InputRequired]),
     c(F::Rollback, &[Working]),
-    c(F::ApprovalReplay, &[InputRequired, Working]),
+    c(F::ApprovalReplay, &[InputRequired]),
+    c(F::StatusAfterCancel, &[CancelledAccepted]),
+    c(F::LateDuplicateReply, &[Accepted]),
+    c(F::ReplyToOtherExchange, &[Working]),
+];
+
+/// The tasks extension: input requests ride on status reads (a replay is a read showing one
+/// delivered again); the body carries the JSON-RPC id.
+const MCP_TASKS_EXT: &[Cell] = &[
+    c(F::LostResponseAfterCreation, &[Submitting]),
+    c(F::LostRequest, &[Submitting, Working]),
+    c(F::PollsOutOfOrder, &[Working]),
+    c(F::InputRequiredReplay, &[Working]),
+    c(F::CompletionCancelRace, &[CancelRequested]),
+    c(F::CancelAckLost, &[CancelRequested]),
+    c(F::ResultLost, &[Working, FetchingResult]),
+    c(F::ResultTruncated, &[Working, FetchingResult]),
+    c(F::OldEpochMessage, &[Working]),
+    c(F::TaskIdMisuse, &[Working]),
+    c(F::NotFoundBeforeExpiry, &[Working]),
+    c(F::NotFoundAfterExpiry, &[Working]),
+    c(F::Poll429, &[Working]),
+    c(F::Poll503, &[Working]),
+    c(F::ConnectionDrop, &[Working]),
+    c(F::ExecutorCrash, &[Working]),
+    c(F::ServerDeletesRunningTask, &[Working]),
+    c(F::Rollback, &[Working]),
+    c(F::ApprovalReplay, &[InputRequired]),
     c(F::StatusAfterCancel, &[CancelledAccepted]),
     c(F::LateDuplicateReply, &[Accepted]),
     c(F::ReplyToOtherExchange, &[Working]),
 ];
 
 /// AIP-151: no input requests (no replay of them, no approvals), and the body carries no
-/// request id (a reply is its HTTP response), so it cannot name another request.
+/// request id (a reply is its HTTP response), so it cannot name another request. A done
+/// operation is its own result, so result faults meet status reads too.
 const AIP_151: &[Cell] = &[
     c(F::LostResponseAfterCreation, &[Submitting]),
-    c(F::LostRequest, &[Submitting, Working, CancelRequested, FetchingResult]),
+    c(F::LostRequest, &[Submitting, Working, FetchingResult]),
     c(F::PollsOutOfOrder, &[Working]),
     c(F::CompletionCancelRace, &[CancelRequested]),
     c(F::CancelAckLost, &[CancelRequested]),
@@ -193,11 +199,11 @@ const AIP_151: &[Cell] = &[
     c(F::OldEpochMessage, &[Working]),
     c(F::TaskIdMisuse, &[Working, FetchingResult]),
     c(F::NotFoundBeforeExpiry, &[Working, FetchingResult]),
-    c(F::NotFoundAfterExpiry, &[Working]),
+    c(F::NotFoundAfterExpiry, &[Working, CancelRequested, FetchingResult]),
     c(F::Poll429, &[Working, FetchingResult]),
     c(F::Poll503, &[Working, FetchingResult]),
     c(F::ConnectionDrop, &[Working]),
-    c(F::ExecutorCrash, &[Submitting, Working]),
+    c(F::ExecutorCrash, &[Working]),
     c(F::ServerDeletesRunningTask, &[Working]),
     c(F::Rollback, &[Working]),
     c(F::StatusAfterCancel, &[CancelledAccepted]),

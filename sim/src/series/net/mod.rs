@@ -166,9 +166,11 @@ impl Net {
         SimTransport { net: net.clone(), conn, rx }
     }
 
-    /// Close a connection: frames in flight to it are lost, as on a real dropped socket.
+    /// Close a connection: frames in flight to it are lost, as on a real dropped socket, and
+    /// replies to its requests have nowhere to go.
     pub fn disconnect(&mut self, conn: u32) {
         self.conns.remove(&conn);
+        self.inflight.retain(|_, i| i.conn != conn);
     }
 
     /// The newest open connection of a lane: where its server sends what it initiates.
