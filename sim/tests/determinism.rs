@@ -81,3 +81,18 @@ fn every_series_settles_and_records_a_receipt_or_reconciliation() {
         }
     }
 }
+
+/// The fault scenarios of every protocol replay to the same hash: the codecs, the task service
+/// and the fault layer draw only from the seed.
+#[test]
+fn fault_scenarios_of_every_protocol_replay_to_the_same_hash() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    for file in ["scenarios/mcp_faults.toml", "scenarios/aip151_faults.toml", "scenarios/mcp_ext_faults.toml"] {
+        let sc = Scenario::load(&root.join(file)).unwrap();
+        for seed in [3u64, 17, 101] {
+            let a = run_series(&sc, seed).unwrap();
+            let b = run_series(&sc, seed).unwrap();
+            assert_eq!(a.hash, b.hash, "replay: toolop-sim replay --scenario {file} --seed {seed}");
+        }
+    }
+}

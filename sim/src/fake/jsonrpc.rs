@@ -5,6 +5,8 @@
 use serde_json::{json, Map, Value};
 use toolop::transport::InFrame;
 
+use super::codec::{Ask, CallBook, CallId, Decoded, ExchangeKind, Request, Response, Shape};
+
 pub const PARSE_ERROR: i64 = -32700;
 pub const INVALID_REQUEST: i64 = -32600;
 pub const METHOD_NOT_FOUND: i64 = -32601;
@@ -82,6 +84,63 @@ impl Direct {
     }
 }
 
+/// What a JSON-RPC codec keeps about one request until it answers it: the JSON-RPC id, the
+/// transport correlation of the reply, and either the reply it worked out itself or what it
+/// needs (`W`, the codec's own) to encode the service's answer.
+#[derive(Clone, Debug)]
+pub struct RpcCtx<W> {
+    pub id: Value,
+    pub request_id: Option<u64>,
+    pub what: Result<W, Direct>,
+}
+
+/// The open requests of a JSON-RPC codec.
+#[derive(Debug)]
+pub struct RpcCalls<W> {
+    book: CallBook<RpcCtx<W>>,
+}
+
+impl<W> Default for RpcCalls<W> {
+    fn default() -> Self {
+        RpcCalls { book: CallBook::default() }
+    }
+}
+
+impl<W> RpcCalls<W> {
+    /// A request the codec answers itself with `d`.
+    pub fn direct(&mut self, exchange: ExchangeKind, id: Value, request_id: Option<u64>, d: Direct) -> Decoded {
+        let call = self.book.open(RpcCtx { id, request_id, what: Err(d) });
+        Decoded { exchange, call: Some(call), ask: Ask::Codec }
+    }
+
+    /// A request for the service; its reply goes back under its JSON-RPC id.
+    pub fn service(&mut self, exchange: ExchangeKind, id: Value, what: W, request: Request) -> Decoded {
+        let request_id = id.as_u64();
+        let call = self.book.open(RpcCtx { id, request_id, what: Ok(what) });
+        Decoded { exchange, call: Some(call), ask: Ask::Service(request) }
+    }
+
+    /// The reply frame to `call`: a throttle from in front of the server, the codec's own answer,
+    /// or `body` of the service's answer; the body's id is the request's, or the one the shape
+    /// names (a reply naming another request).
+    pub fn encode(&mut self, call: CallId, response: &Response, shape: &Shape, body: impl FnOnce(&W) -> Direct) -> InFrame {
+        let Some(ctx) = self.book.close(call) else {
+            return frame(None, &error(&Value::Null, INTERNAL_ERROR, "no such request"));
+        };
+        let body_id = shape.body_call.and_then(|c| self.book.get(c)).map_or_else(|| ctx.id.clone(), |o| o.id.clone());
+        let direct = match (&ctx.what, response) {
+            (_, Response::Throttled { throttle, retry_after_ms }) => {
+                return throttled(ctx.request_id, throttle.http_status(), *retry_after_ms)
+            }
+            // A replica's not-found for a request the codec answered itself.
+            (Err(_), Response::NotFound { .. }) => Direct::Error(INVALID_PARAMS, "Task not found".into()),
+            (Err(d), _) => d.clone(),
+            (Ok(w), _) => body(w),
+        };
+        frame(ctx.request_id, &direct.body(&body_id))
+    }
+}
+
 /// The frame of a 429/503 from something in front of the server: HTTP status and Retry-After,
 /// no JSON-RPC body.
 pub fn throttled(request_id: Option<u64>, status: u16, retry_after_ms: u64) -> InFrame {
@@ -125,6 +184,38 @@ pub fn iso8601(ms: u64, micros: bool) -> String {
     } else {
         format!("{y:04}-{mo:02}-{d:02}T{h:02}:{mi:02}:{s:02}.{milli:03}Z")
     }
+}
+
+/// An MCP tool descriptor; `execution.taskSupport` only where the protocol has it.
+pub fn tool_descriptor(t: &super::codec::FakeTool, with_task_support: bool) -> Value {
+    let mut d = json!({"name": t.name, "inputSchema": {"type": "object"}});
+    if let Some(ts) = t.task_support.filter(|_| with_task_support) {
+        let word = match ts {
+            toolop::protocol::TaskSupport::Forbidden => "forbidden",
+            toolop::protocol::TaskSupport::Optional => "optional",
+            toolop::protocol::TaskSupport::Required => "required",
+        };
+        d["execution"] = json!({ "taskSupport": word });
+    }
+    if let Some(ms) = t.sync_upper_bound_ms {
+        d["_meta"] = json!({ META_SYNC_UPPER_BOUND_MS: ms });
+    }
+    d
+}
+
+/// A JSON-RPC codec: its open requests, and how it words the service's answer to each.
+pub(crate) trait RpcCodec {
+    type What;
+    fn calls(&mut self) -> &mut RpcCalls<Self::What>;
+    fn reply_body(&self, what: &Self::What, response: &Response, shape: &Shape) -> Direct;
+}
+
+/// [`RpcCalls::encode`] for a codec that keeps its calls in itself.
+pub(crate) fn encode_reply<C: RpcCodec>(codec: &mut C, call: CallId, response: &Response, shape: &Shape) -> InFrame {
+    let mut calls = std::mem::take(codec.calls());
+    let frame = calls.encode(call, response, shape, |what| codec.reply_body(what, response, shape));
+    *codec.calls() = calls;
+    frame
 }
 
 /// A result's text blocks, the last one dropped when `cut` (a truncation the fault layer asked

@@ -120,6 +120,21 @@ impl FakeServer {
         replies.into_iter().map(|r| self.encode_reply(r.call, &r.response, &Shape::default())).collect()
     }
 
+    /// Step time to `t` one internal event at a time (test driver): every frame that became due,
+    /// with the time it did; `now` ends at `t`.
+    #[cfg(test)]
+    pub(crate) fn run_to(&mut self, now: &mut u64, t: u64) -> Vec<(u64, InFrame)> {
+        let mut out = Vec::new();
+        while let Some(e) = self.next_event_at_ms().filter(|&e| e <= t) {
+            *now = (*now).max(e);
+            let frames = self.advance_frames(*now);
+            assert!(!frames.is_empty() || self.next_event_at_ms() != Some(e), "advance made no progress");
+            out.extend(frames.into_iter().map(|f| (*now, f)));
+        }
+        *now = t;
+        out
+    }
+
     /// Move time and encode what became due (test driver).
     pub fn advance_frames(&mut self, now_ms: u64) -> Vec<InFrame> {
         let out = self.advance(now_ms);

@@ -76,6 +76,12 @@ impl TaskScript {
         }
     }
 
+    /// A test script: `duration_ms` of work for `node` ending `outcome`, with text `"<node> ok"`.
+    #[cfg(test)]
+    pub fn for_test(node: &str, duration_ms: u64, outcome: ScriptOutcome) -> TaskScript {
+        TaskScript { call_node: node.into(), duration_ms, outcome, text: format!("{node} ok"), ..TaskScript::default() }
+    }
+
     /// Input offsets that fall inside the work, sorted, without duplicates.
     pub fn input_offsets(&self) -> Vec<u64> {
         let mut inputs: Vec<u64> = self.input_at_ms.iter().copied().filter(|&o| o < self.duration_ms).collect();

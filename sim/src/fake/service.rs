@@ -66,6 +66,13 @@ pub struct CancelRule {
     pub running_work: RunningWork,
 }
 
+impl CancelRule {
+    /// Acknowledged at once, in effect after a delay drawn in `[min, max]`, stopping the work.
+    pub fn delayed((min_ms, max_ms): (u64, u64)) -> CancelRule {
+        CancelRule { effect: CancelEffect::Delayed { min_ms, max_ms }, running_work: RunningWork::Stops }
+    }
+}
+
 /// What becoming terminal does to a task's deletion time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AtTerminal {

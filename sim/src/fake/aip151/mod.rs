@@ -34,7 +34,7 @@ use toolop::transport::{InFrame, OutFrame};
 
 use crate::fake::codec::{Ask, CallBook, CallId, Codec, CodecCaps, Decoded, ExchangeKind, Outcome, Push, Request, ResultBody, ResultShape, Response, RunAs, Shape, Stop, Submit, TaskView};
 use crate::fake::script::TaskScript;
-use crate::fake::service::{AtTerminal, CancelEffect, CancelRule, Dedupe, InputDelivery, Policy, RunningWork};
+use crate::fake::service::{AtTerminal, CancelRule, Dedupe, InputDelivery, Policy};
 use crate::fake::truth::{payload_digest, TaskStatus};
 
 #[cfg(test)]
@@ -382,16 +382,16 @@ impl ResultShape for AipCodec {
 }
 
 impl Codec for AipCodec {
+    /// A done operation is its own result; a reply is its HTTP response, with no id of its own.
     fn caps(&self) -> CodecCaps {
-        CodecCaps { body_ids: false, poll_shows_result: true, poll_shows_input: false, result_digest: self.cfg.toolop_extensions }
+        CodecCaps { result_digest: self.cfg.toolop_extensions, poll_shows_result: true, poll_shows_input: false, body_ids: false }
     }
 
     fn policy(&self) -> Policy {
-        let (min_ms, max_ms) = self.cfg.cancel_delay_ms;
         Policy {
             error_result_status: TaskStatus::Failed,
             done_without_result: true,
-            cancel: CancelRule { effect: CancelEffect::Delayed { min_ms, max_ms }, running_work: RunningWork::Stops },
+            cancel: CancelRule::delayed(self.cfg.cancel_delay_ms),
             at_terminal: self.cfg.retention_after_done_ms.map_or(AtTerminal::Keep, AtTerminal::DeleteAfter),
             dedupe: Dedupe::FromCreation { window_ms: self.cfg.dedupe_window_ms },
             input: InputDelivery::Shown,

@@ -76,7 +76,7 @@ fn cfg() -> AipServerConfig {
 }
 
 fn script(node: &str, duration_ms: u64, outcome: ScriptOutcome) -> TaskScript {
-    TaskScript { call_node: node.into(), duration_ms, outcome, text: format!("{node} ok"), ..TaskScript::default() }
+    TaskScript::for_test(node, duration_ms, outcome)
 }
 
 /// A test client speaking plain HTTP to the fake, with fresh correlation ids.

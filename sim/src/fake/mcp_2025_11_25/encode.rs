@@ -3,7 +3,7 @@
 use serde_json::{json, Map, Value};
 use toolop::transport::{InFrame, OutFrame};
 
-use super::{texts, Ctx, McpCodec, Profile, TasksMethod, What, RELATED_TASK};
+use super::{texts, McpCodec, Profile, TasksMethod, What, RELATED_TASK};
 use crate::fake::codec::{CallId, Codec, CodecCaps, Decoded, Outcome, Push, ResultBody, ResultShape, Response, Shape, TaskView};
 use crate::fake::jsonrpc::{self, Direct, INTERNAL_ERROR, INVALID_PARAMS, TOOL_ERROR};
 use crate::fake::service::{AtTerminal, CancelEffect, CancelRule, Dedupe, InputDelivery, Policy, RunningWork};
@@ -105,12 +105,20 @@ impl McpCodec {
         Ok(wrap(page.into_iter().map(json_of).collect(), next))
     }
 
-    /// The reply body (result or error) for `ctx`.
-    fn reply_body(&self, ctx: &Ctx, response: &Response, shape: &Shape) -> Direct {
+}
+
+impl jsonrpc::RpcCodec for McpCodec {
+    type What = What;
+
+    fn calls(&mut self) -> &mut jsonrpc::RpcCalls<What> {
+        &mut self.calls
+    }
+
+    /// The reply body (result or error) to a request of kind `what`.
+    fn reply_body(&self, what: &What, response: &Response, shape: &Shape) -> Direct {
         let profile = self.profile();
         let id_of = |v: &TaskView| shape.task_id.clone().unwrap_or_else(|| v.id.clone());
-        match (&ctx.what, response) {
-            (What::Direct(d), _) => d.clone(),
+        match (what, response) {
             (What::Call { task: true }, Response::Task(v)) => Direct::Result(json!({ "task": self.task_json(v, &id_of(v)) })),
             (What::Call { .. }, Response::Outcome(Outcome::Result(b))) => Direct::Result(self.with_meta(b, None, shape.drop_last_block)),
             (What::Call { .. }, Response::InlineRefused) => Direct::Error(INVALID_PARAMS, texts::TS_INVALID_TASK_CREATION.into()),
@@ -189,17 +197,7 @@ impl Codec for McpCodec {
     }
 
     fn encode_reply(&mut self, call: CallId, response: &Response, shape: &Shape) -> InFrame {
-        let ctx = self.close(call);
-        let body_id = shape.body_call.and_then(|c| self.calls.get(c)).map_or_else(|| ctx.id.clone(), |o| o.id.clone());
-        let direct = match (&ctx.what, response) {
-            (_, Response::Throttled { throttle, retry_after_ms }) => {
-                return jsonrpc::throttled(ctx.request_id, throttle.http_status(), *retry_after_ms)
-            }
-            // A replica's not-found for a request the codec answered itself.
-            (What::Direct(_), Response::NotFound { .. }) => Direct::Error(INVALID_PARAMS, "Task not found".into()),
-            _ => self.reply_body(&ctx, response, shape),
-        };
-        jsonrpc::frame(ctx.request_id, &direct.body(&body_id))
+        jsonrpc::encode_reply(self, call, response, shape)
     }
 
     fn encode_push(&mut self, push: &Push) -> Option<InFrame> {

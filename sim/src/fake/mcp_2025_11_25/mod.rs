@@ -34,8 +34,8 @@ use serde_json::{json, Value};
 use toolop::protocol::TaskSupport;
 use toolop::transport::OutFrame;
 
-use crate::fake::codec::{AnswerItem, Ask, CallBook, CallId, Decoded, ExchangeKind, FakeTool, Request, RunAs, Submit};
-use crate::fake::jsonrpc::{self, Direct, Message, INVALID_PARAMS, METHOD_NOT_FOUND};
+use crate::fake::codec::{AnswerItem, Ask, Decoded, ExchangeKind, FakeTool, Request, RunAs, Submit};
+use crate::fake::jsonrpc::{self, Direct, Message, RpcCalls, INVALID_PARAMS, METHOD_NOT_FOUND};
 use crate::fake::script::TaskScript;
 use crate::fake::truth::AnswerAction;
 
@@ -81,19 +81,9 @@ impl McpConfig {
     }
 }
 
-/// What the codec needs to answer one request.
+/// What the codec needs to answer the service's reply to one request.
 #[derive(Clone, Debug)]
-struct Ctx {
-    /// The JSON-RPC id.
-    id: Value,
-    /// The transport correlation of the reply frame.
-    request_id: Option<u64>,
-    what: What,
-}
-
-#[derive(Clone, Debug)]
-enum What {
-    Direct(Direct),
+pub(crate) enum What {
     /// `tools/call`: `task` says whether it was task-augmented.
     Call { task: bool },
     Tasks { method: TasksMethod, task: String },
@@ -104,7 +94,7 @@ enum What {
 /// The codec. See the module docs.
 pub struct McpCodec {
     cfg: McpConfig,
-    calls: CallBook<Ctx>,
+    calls: RpcCalls<What>,
     /// Wire id of each input round delivered so far, and the rounds each wire id named.
     round_ids: BTreeMap<(String, u32), Value>,
     rounds_by_wire_id: BTreeMap<String, Vec<(String, u32)>>,
@@ -121,7 +111,7 @@ pub fn server(cfg: McpConfig, rng: rand_chacha::ChaCha8Rng) -> crate::fake::Fake
 
 impl McpCodec {
     pub fn new(cfg: McpConfig) -> McpCodec {
-        McpCodec { cfg, calls: CallBook::default(), round_ids: BTreeMap::new(), rounds_by_wire_id: BTreeMap::new(), elicit_counter: 0 }
+        McpCodec { cfg, calls: RpcCalls::default(), round_ids: BTreeMap::new(), rounds_by_wire_id: BTreeMap::new(), elicit_counter: 0 }
     }
 
     pub fn config(&self) -> &McpConfig {
@@ -133,14 +123,11 @@ impl McpCodec {
     }
 
     fn direct(&mut self, exchange: ExchangeKind, id: Value, request_id: Option<u64>, d: Direct) -> Decoded {
-        let call = self.calls.open(Ctx { id, request_id, what: What::Direct(d) });
-        Decoded { exchange, call: Some(call), ask: Ask::Codec }
+        self.calls.direct(exchange, id, request_id, d)
     }
 
     fn service(&mut self, exchange: ExchangeKind, id: Value, what: What, request: Request) -> Decoded {
-        let request_id = id.as_u64();
-        let call = self.calls.open(Ctx { id, request_id, what });
-        Decoded { exchange, call: Some(call), ask: Ask::Service(request) }
+        self.calls.service(exchange, id, what, request)
     }
 
     fn on_request(&mut self, id: Value, method: &str, params: &Value) -> Decoded {
@@ -219,21 +206,7 @@ impl McpCodec {
     }
 
     fn tools_list(&self) -> Value {
-        let tools: Vec<Value> = self
-            .cfg
-            .tools
-            .iter()
-            .map(|t| {
-                let mut d = json!({"name": t.name, "inputSchema": {"type": "object"}});
-                if let Some(ts) = t.task_support {
-                    d["execution"] = json!({ "taskSupport": support_word(ts) });
-                }
-                if let Some(ms) = t.sync_upper_bound_ms {
-                    d["_meta"] = json!({ jsonrpc::META_SYNC_UPPER_BOUND_MS: ms });
-                }
-                d
-            })
-            .collect();
+        let tools: Vec<Value> = self.cfg.tools.iter().map(|t| jsonrpc::tool_descriptor(t, true)).collect();
         json!({ "tools": tools })
     }
 
@@ -332,14 +305,6 @@ impl McpCodec {
     }
 }
 
-fn support_word(s: TaskSupport) -> &'static str {
-    match s {
-        TaskSupport::Forbidden => "forbidden",
-        TaskSupport::Optional => "optional",
-        TaskSupport::Required => "required",
-    }
-}
-
 impl McpCodec {
     pub(super) fn decode_frame(&mut self, frame: OutFrame) -> Decoded {
         match jsonrpc::read(&frame.body) {
@@ -357,7 +322,4 @@ impl McpCodec {
         }
     }
 
-    fn close(&mut self, call: CallId) -> Ctx {
-        self.calls.close(call).unwrap_or(Ctx { id: Value::Null, request_id: None, what: What::Direct(Direct::Error(jsonrpc::INTERNAL_ERROR, "no such request".into())) })
-    }
 }

@@ -31,13 +31,7 @@ pub(super) fn tools() -> Vec<FakeTool> {
 }
 
 pub(super) fn script(node: &str, duration_ms: u64, outcome: ScriptOutcome) -> TaskScript {
-    TaskScript {
-        call_node: node.into(),
-        duration_ms,
-        outcome,
-        text: format!("{node} ok"),
-        ..TaskScript::default()
-    }
+    TaskScript::for_test(node, duration_ms, outcome)
 }
 
 /// A test client: sends requests with fresh ids, steps time event by event, keeps a log.
@@ -154,19 +148,9 @@ impl Drv {
 
     /// Move time to `t`, calling `advance` at each event on the way; returns what was sent.
     pub(super) fn to(&mut self, t: u64) -> Vec<Value> {
-        let mut out = Vec::new();
-        while let Some(e) = self.s.next_event_at_ms().filter(|&e| e <= t) {
-            self.now = self.now.max(e);
-            let frames: Vec<Value> = self.s.advance_frames(self.now).iter().map(parse).collect();
-            assert!(
-                !frames.is_empty() || self.s.next_event_at_ms() != Some(e),
-                "advance made no progress"
-            );
-            self.log
-                .extend(frames.iter().map(|v| (self.now, v.clone())));
-            out.extend(frames);
-        }
-        self.now = t;
+        let frames = self.s.run_to(&mut self.now, t);
+        let out: Vec<Value> = frames.iter().map(|(_, f)| parse(f)).collect();
+        self.log.extend(frames.iter().map(|(at, _)| *at).zip(out.iter().cloned()));
         out
     }
 

@@ -3,7 +3,7 @@
 //! visible status flip; the truth keeps the first terminal status), and a completion racing the
 //! cancel. Also answers matched to rounds.
 
-use serde_json::json;
+use serde_json::{json, Value};
 
 use crate::fake::service::CancelFaults;
 
@@ -110,4 +110,45 @@ fn a_ts_answer_meant_for_another_task_is_marked_as_such() {
     assert_eq!((r.action, r.answer_meant_for.clone()), (Some(AnswerAction::Accept), Some(a.clone())));
     // An answer naming its own task is not marked.
     assert_eq!(d.truth(&a).input_rounds[0].answer_meant_for, None);
+}
+
+/// The fault layer's neutral edits, as this codec puts them on the wire: a result missing its
+/// last block still claims the digest of the whole; a rewritten task id reaches every place the
+/// reply names the task; a reply can name another request in flight.
+#[test]
+fn rewrites_land_where_the_wire_format_carries_them() {
+    use crate::fake::codec::{Ask, Shape};
+    use toolop::transport::OutFrame;
+    let mut d = Drv::new(Profile::SpecStrict, true);
+    let mut s = script("n1", 1_000, ScriptOutcome::Completed);
+    s.blocks = 3;
+    let id = d.submit("req", &s, json!({}));
+    d.to(2_000);
+    let frame = |rpc: u64, method: &str, params: Value| OutFrame {
+        request_id: Some(rpc),
+        body: serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": rpc, "method": method, "params": params})).unwrap(),
+        http: None,
+    };
+    let result = |d: &mut Drv, shape: &Shape| {
+        let fetch = d.s.decode(frame(70, "tasks/result", json!({ "taskId": id })));
+        let poll = d.s.decode(frame(71, "tasks/get", json!({ "taskId": id })));
+        assert!(matches!(fetch.ask, Ask::Service(_)));
+        let mut shape = shape.clone();
+        if shape.body_call.is_some() {
+            shape.body_call = poll.call;
+        }
+        let r = d.s.serve(2_000, fetch, Default::default()).remove(0);
+        let f = d.s.encode_reply(r.call, &r.response, &shape);
+        assert_eq!(f.request_id, Some(70), "the transport still answers request 70");
+        serde_json::from_slice::<Value>(&f.body).unwrap()
+    };
+    let whole = result(&mut d, &Shape::default());
+    let cut = result(&mut d, &Shape { drop_last_block: true, ..Shape::default() });
+    assert_eq!(whole["result"]["content"].as_array().unwrap().len(), 3);
+    assert_eq!(cut["result"]["content"].as_array().unwrap().len(), 2);
+    assert_eq!(cut["result"]["_meta"], whole["result"]["_meta"], "the claimed digest is the whole result's");
+    let other = result(&mut d, &Shape { task_id: Some("t-other".into()), ..Shape::default() });
+    assert_eq!(other["result"]["_meta"][super::RELATED_TASK]["taskId"], "t-other");
+    let misaddressed = result(&mut d, &Shape { body_call: Some(crate::fake::codec::CallId(0)), ..Shape::default() });
+    assert_eq!(misaddressed["id"], 71, "the body names the other request in flight");
 }

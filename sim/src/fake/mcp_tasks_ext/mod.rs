@@ -33,12 +33,12 @@ use toolop::protocol::TaskSupport;
 use toolop::transport::{InFrame, OutFrame};
 
 use crate::fake::codec::{
-    AnswerItem, Ask, CallBook, CallId, Codec, CodecCaps, Decoded, ExchangeKind, FakeTool, Note, Outcome, Push, Request, ResultBody, ResultShape, Response, RunAs,
+    AnswerItem, Ask, CallId, Codec, CodecCaps, Decoded, ExchangeKind, FakeTool, Note, Outcome, Push, Request, ResultBody, ResultShape, Response, RunAs,
     Shape, Submit, TaskView,
 };
-use crate::fake::jsonrpc::{self, Direct, Message, INVALID_PARAMS, METHOD_NOT_FOUND, TOOL_ERROR};
+use crate::fake::jsonrpc::{self, Direct, Message, RpcCalls, INVALID_PARAMS, METHOD_NOT_FOUND, TOOL_ERROR};
 use crate::fake::script::{ScriptOutcome, TaskScript};
-use crate::fake::service::{AtTerminal, CancelEffect, CancelRule, Dedupe, InputDelivery, Policy, RunningWork};
+use crate::fake::service::{AtTerminal, CancelRule, Dedupe, InputDelivery, Policy};
 use crate::fake::truth::{payload_digest, AnswerAction, TaskStatus};
 
 #[cfg(test)]
@@ -72,16 +72,9 @@ impl ExtConfig {
     }
 }
 
+/// What the codec needs to answer the service's reply to one request.
 #[derive(Clone, Debug)]
-struct Ctx {
-    id: Value,
-    request_id: Option<u64>,
-    what: What,
-}
-
-#[derive(Clone, Debug)]
-enum What {
-    Direct(Direct),
+pub(crate) enum What {
     Call,
     Get { task: String },
     Ack { task: String },
@@ -90,7 +83,7 @@ enum What {
 /// The codec. See the module docs.
 pub struct ExtCodec {
     cfg: ExtConfig,
-    calls: CallBook<Ctx>,
+    calls: RpcCalls<What>,
 }
 
 /// The fake tasks-extension server: this codec with the task service it asks for.
@@ -101,26 +94,20 @@ pub fn server(cfg: ExtConfig, rng: rand_chacha::ChaCha8Rng) -> crate::fake::Fake
 
 impl ExtCodec {
     pub fn new(cfg: ExtConfig) -> ExtCodec {
-        ExtCodec { cfg, calls: CallBook::default() }
+        ExtCodec { cfg, calls: RpcCalls::default() }
     }
 
     pub fn config(&self) -> &ExtConfig {
         &self.cfg
     }
 
-    fn open(&mut self, exchange: ExchangeKind, id: Value, request_id: Option<u64>, what: What, ask: Ask) -> Decoded {
-        let call = self.calls.open(Ctx { id, request_id, what });
-        Decoded { exchange, call: Some(call), ask }
-    }
-
     fn direct(&mut self, exchange: ExchangeKind, id: Value, d: Direct) -> Decoded {
         let rid = id.as_u64();
-        self.open(exchange, id, rid, What::Direct(d), Ask::Codec)
+        self.calls.direct(exchange, id, rid, d)
     }
 
     fn on_request(&mut self, id: Value, method: &str, params: &Value) -> Decoded {
         let task = params.get("taskId").and_then(Value::as_str).map(str::to_string);
-        let rid = id.as_u64();
         match (method, task) {
             ("initialize", _) => {
                 let d = Direct::Result(self.initialize());
@@ -136,10 +123,8 @@ impl ExtCodec {
                 let exchange = exchange_of(method);
                 self.direct(exchange, id, Direct::Error(INVALID_PARAMS, "Missing params.taskId".into()))
             }
-            ("tasks/get", Some(task)) => self.open(ExchangeKind::Poll, id, rid, What::Get { task: task.clone() }, Ask::Service(Request::Poll { task })),
-            ("tasks/cancel", Some(task)) => {
-                self.open(ExchangeKind::Cancel, id, rid, What::Ack { task: task.clone() }, Ask::Service(Request::Cancel { task }))
-            }
+            ("tasks/get", Some(task)) => self.calls.service(ExchangeKind::Poll, id, What::Get { task: task.clone() }, Request::Poll { task }),
+            ("tasks/cancel", Some(task)) => self.calls.service(ExchangeKind::Cancel, id, What::Ack { task: task.clone() }, Request::Cancel { task }),
             ("tasks/update", Some(task)) => {
                 let Some(responses) = params.get("inputResponses").and_then(Value::as_object) else {
                     return self.direct(ExchangeKind::Answer, id, Direct::Error(INVALID_PARAMS, "Invalid params: inputResponses must be an object".into()));
@@ -154,7 +139,7 @@ impl ExtCodec {
                     })
                     .collect();
                 let request = Request::Answer { task: Some(task.clone()), items };
-                self.open(ExchangeKind::Answer, id, rid, What::Ack { task }, Ask::Service(request))
+                self.calls.service(ExchangeKind::Answer, id, What::Ack { task }, request)
             }
             // Includes tasks/result and tasks/list, which the extension removed.
             _ => self.direct(ExchangeKind::Other, id, Direct::Error(METHOD_NOT_FOUND, format!("Method not found: {method}"))),
@@ -178,19 +163,9 @@ impl ExtCodec {
         })
     }
 
+    /// The extension has no per-tool task support handshake: the server decides per call.
     fn tools_list(&self) -> Value {
-        let tools: Vec<Value> = self
-            .cfg
-            .tools
-            .iter()
-            .map(|t| {
-                let mut d = json!({"name": t.name, "inputSchema": {"type": "object"}});
-                if let Some(ms) = t.sync_upper_bound_ms {
-                    d["_meta"] = json!({ jsonrpc::META_SYNC_UPPER_BOUND_MS: ms });
-                }
-                d
-            })
-            .collect();
+        let tools: Vec<Value> = self.cfg.tools.iter().map(|t| jsonrpc::tool_descriptor(t, false)).collect();
         json!({ "tools": tools, "resultType": "complete" })
     }
 
@@ -217,8 +192,7 @@ impl ExtCodec {
         }
         let run = if needs_task { RunAs::Task } else { RunAs::Inline };
         let request = Request::Submit(Submit { tool: name, script, key, dedupe: self.cfg.toolop_extensions, run, requested_ttl_ms: None });
-        let rid = id.as_u64();
-        self.open(ExchangeKind::Submit, id, rid, What::Call, Ask::Service(request))
+        self.calls.service(ExchangeKind::Submit, id, What::Call, request)
     }
 
     /// `payload` plus, with the toolop extensions, its digest (of the uncut result).
@@ -279,10 +253,18 @@ impl ExtCodec {
         Value::Object(m)
     }
 
-    fn reply_body(&self, ctx: &Ctx, response: &Response, shape: &Shape) -> Direct {
+}
+
+impl jsonrpc::RpcCodec for ExtCodec {
+    type What = What;
+
+    fn calls(&mut self) -> &mut RpcCalls<What> {
+        &mut self.calls
+    }
+
+    fn reply_body(&self, what: &What, response: &Response, shape: &Shape) -> Direct {
         let ack = || Direct::Result(json!({"resultType": "complete"}));
-        match (&ctx.what, response) {
-            (What::Direct(d), _) => d.clone(),
+        match (what, response) {
             (What::Call, Response::Task(v)) => {
                 let mut m = self.task_fields(v, shape.task_id.as_deref().unwrap_or(&v.id));
                 m.insert("resultType".into(), json!("task"));
@@ -357,12 +339,11 @@ impl Codec for ExtCodec {
     }
 
     fn policy(&self) -> Policy {
-        let (min_ms, max_ms) = self.cfg.cancel_delay_ms;
         Policy {
             // `failed` is a JSON-RPC error only: an isError result ends completed.
             error_result_status: TaskStatus::Completed,
             done_without_result: false,
-            cancel: CancelRule { effect: CancelEffect::Delayed { min_ms, max_ms }, running_work: RunningWork::Stops },
+            cancel: CancelRule::delayed(self.cfg.cancel_delay_ms),
             at_terminal: AtTerminal::RestartTtl,
             dedupe: Dedupe::WhileRetained,
             input: InputDelivery::Shown,
@@ -374,7 +355,7 @@ impl Codec for ExtCodec {
         match jsonrpc::read(&frame.body) {
             Message::Invalid { id, code, message } => {
                 let request_id = if id.is_null() && code == jsonrpc::PARSE_ERROR { frame.request_id } else { id.as_u64() };
-                self.open(ExchangeKind::Other, id, request_id, What::Direct(Direct::Error(code, message)), Ask::Codec)
+                self.calls.direct(ExchangeKind::Other, id, request_id, Direct::Error(code, message))
             }
             Message::Notification => Decoded { exchange: ExchangeKind::Other, call: None, ask: Ask::Nothing },
             Message::Request { id, method, params } => self.on_request(id, &method, &params),
@@ -388,16 +369,7 @@ impl Codec for ExtCodec {
     }
 
     fn encode_reply(&mut self, call: CallId, response: &Response, shape: &Shape) -> InFrame {
-        let ctx = self.calls.close(call).unwrap_or(Ctx { id: Value::Null, request_id: None, what: What::Call });
-        let body_id = shape.body_call.and_then(|c| self.calls.get(c)).map_or_else(|| ctx.id.clone(), |o| o.id.clone());
-        let direct = match (&ctx.what, response) {
-            (_, Response::Throttled { throttle, retry_after_ms }) => {
-                return jsonrpc::throttled(ctx.request_id, throttle.http_status(), *retry_after_ms)
-            }
-            (What::Direct(_), Response::NotFound { .. }) => Direct::Error(INVALID_PARAMS, "Task not found".into()),
-            _ => self.reply_body(&ctx, response, shape),
-        };
-        jsonrpc::frame(ctx.request_id, &direct.body(&body_id))
+        jsonrpc::encode_reply(self, call, response, shape)
     }
 
     /// The extension pushes nothing: input requests ride on `tasks/get`, and there are no

@@ -218,3 +218,55 @@ impl Net {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fake::codec::{ResultBody, TaskView};
+    use crate::fake::truth::TaskStatus;
+
+    fn view(status: TaskStatus, outcome: Option<Outcome>, pending_round: Option<u32>) -> TaskView {
+        TaskView {
+            id: "t".into(),
+            call_node: "n".into(),
+            tool: "x".into(),
+            status,
+            created_at_ms: 0,
+            updated_at_ms: 0,
+            ttl_ms: None,
+            text: "t".into(),
+            notes: vec![],
+            outcome,
+            pending_round,
+            deleted: false,
+        }
+    }
+
+    const MCP: CodecCaps = CodecCaps { body_ids: true, poll_shows_result: false, poll_shows_input: false, result_digest: true };
+    const AIP: CodecCaps = CodecCaps { body_ids: false, poll_shows_result: true, poll_shows_input: false, result_digest: false };
+    const EXT: CodecCaps = CodecCaps { body_ids: true, poll_shows_result: true, poll_shows_input: true, result_digest: true };
+
+    #[test]
+    fn what_a_reply_carries_is_read_from_the_neutral_response_and_the_codec_caps() {
+        let result = Outcome::Result(ResultBody { text: "r".into(), blocks: 2, is_error: false });
+        let done = Response::Task(view(TaskStatus::Completed, Some(result.clone()), None));
+        // A result read carries a result everywhere; a status read only where it shows one.
+        assert!(ReplyInfo::of(ExchangeKind::Fetch, &Response::Outcome(result.clone()), MCP).carries_result);
+        assert!(!ReplyInfo::of(ExchangeKind::Poll, &done, MCP).carries_result);
+        assert!(ReplyInfo::of(ExchangeKind::Poll, &done, AIP).carries_result);
+        // Dropping the last block is only a detectable cut where the server claims a digest.
+        assert!(ReplyInfo::of(ExchangeKind::Fetch, &Response::Outcome(result), MCP).block_cut_detectable);
+        assert!(!ReplyInfo::of(ExchangeKind::Poll, &done, AIP).block_cut_detectable);
+        // A submission's reply that names a task is a creation; an input request shows only
+        // where reads show them.
+        let working = Response::Task(view(TaskStatus::InputRequired, None, Some(1)));
+        assert!(ReplyInfo::of(ExchangeKind::Submit, &working, AIP).created);
+        assert!(ReplyInfo::of(ExchangeKind::Poll, &working, EXT).shows_input);
+        assert!(!ReplyInfo::of(ExchangeKind::Poll, &working, MCP).shows_input);
+        // Refusals are errors.
+        for r in [Response::NotFound { expired: true }, Response::CancelRejected { status: TaskStatus::Completed }, Response::NoResult { cancelled: true }] {
+            assert!(ReplyInfo::of(ExchangeKind::Fetch, &r, MCP).error, "{r:?}");
+        }
+        assert!(!ReplyInfo::of(ExchangeKind::Poll, &done, MCP).error);
+    }
+}
