@@ -3,6 +3,16 @@
 //! `scenario -> series(seed) -> runner <-> net (fault rules) <-> codec <-> fake service ->
 //! trace -> judge -> report`, driven many times by a campaign.
 
+/// Runs of many series: sweeps, shrinking, the mutation run, the benchmark, tuning.
+pub mod campaign;
+/// The fake server side: one protocol-neutral task service with its ground truth, and one codec
+/// per protocol that turns frames into neutral requests and neutral responses into frames.
+pub mod fake;
+/// Judges over traces and sweeps: checkers, metrics, gates, the coverage matrix.
+pub mod judge;
+/// What a sweep or a series looks like to people and CI: CSV, histograms, Markdown, JUnit,
+/// terminal tables, replay timelines and summaries.
+pub mod report;
 /// Scenario files: typed protocol and server profile, workload, executor settings, network,
 /// faults, gates, limits. A bad file names the file, the field and the problem.
 pub mod scenario;
@@ -10,15 +20,5 @@ pub mod scenario;
 /// approval agent) -> trace. Holds the network and its fault rules (`series::net`) and the
 /// fault catalogue, plan and schedules (`series::faults`).
 pub mod series;
-/// The fake server side: one protocol-neutral task service with its ground truth, and one codec
-/// per protocol that turns frames into neutral requests and neutral responses into frames.
-pub mod fake;
 /// The trace: typed events, canonical bytes, hash. The only input to judges.
 pub mod trace;
-/// Judges over traces and sweeps: checkers, metrics, gates, the coverage matrix.
-pub mod judge;
-/// Runs of many series: sweeps, shrinking, the mutation run, the benchmark, tuning.
-pub mod campaign;
-/// What a sweep or a series looks like to people and CI: CSV, histograms, Markdown, JUnit,
-/// terminal tables, replay timelines and summaries.
-pub mod report;

@@ -26,7 +26,11 @@ pub enum Protocol {
 }
 
 impl Protocol {
-    pub const ALL: [Protocol; 3] = [Protocol::Mcp20251125, Protocol::McpTasksExt, Protocol::Aip151];
+    pub const ALL: [Protocol; 3] = [
+        Protocol::Mcp20251125,
+        Protocol::McpTasksExt,
+        Protocol::Aip151,
+    ];
 
     /// The name scenario files, reports and traces use.
     pub fn name(self) -> &'static str {
@@ -49,9 +53,17 @@ impl Protocol {
     /// The server profiles its fake can imitate; the first is the default.
     pub fn profiles(self) -> &'static [ServerProfile] {
         match self {
-            Protocol::Mcp20251125 => &[ServerProfile::SpecStrict, ServerProfile::TsSdk, ServerProfile::PythonSdk],
+            Protocol::Mcp20251125 => &[
+                ServerProfile::SpecStrict,
+                ServerProfile::TsSdk,
+                ServerProfile::PythonSdk,
+            ],
             Protocol::McpTasksExt => &[ServerProfile::SpecStrict],
-            Protocol::Aip151 => &[ServerProfile::CancelDoneOk, ServerProfile::CancelDoneFailedPrecondition, ServerProfile::CancelDoneNotFound],
+            Protocol::Aip151 => &[
+                ServerProfile::CancelDoneOk,
+                ServerProfile::CancelDoneFailedPrecondition,
+                ServerProfile::CancelDoneNotFound,
+            ],
         }
     }
 }
@@ -166,7 +178,10 @@ impl Default for FaultsSpec {
 impl FaultsSpec {
     /// Rates by fault kind; names were validated when the file was loaded.
     pub fn max_rates(&self) -> BTreeMap<FaultKind, f64> {
-        self.rates.iter().filter_map(|(n, &r)| FaultKind::from_name(n).map(|f| (f, r))).collect()
+        self.rates
+            .iter()
+            .filter_map(|(n, &r)| FaultKind::from_name(n).map(|f| (f, r)))
+            .collect()
     }
 
     /// Whether `f` may fire in this scenario (a positive rate).
@@ -270,7 +285,9 @@ pub struct NetworkSpec {
 
 impl Default for NetworkSpec {
     fn default() -> Self {
-        NetworkSpec { latency_ms: [2, 40] }
+        NetworkSpec {
+            latency_ms: [2, 40],
+        }
     }
 }
 
@@ -332,7 +349,11 @@ pub struct CallerSpec {
 
 impl Default for CallerSpec {
     fn default() -> Self {
-        CallerSpec { cancel_rate: 0.0, cancel_after_ms: [500, 30_000], detach_rate: 0.0 }
+        CallerSpec {
+            cancel_rate: 0.0,
+            cancel_after_ms: [500, 30_000],
+            detach_rate: 0.0,
+        }
     }
 }
 
@@ -347,7 +368,11 @@ pub struct ApprovalSpec {
 
 impl Default for ApprovalSpec {
     fn default() -> Self {
-        ApprovalSpec { delay_ms: [100, 5_000], decline_rate: 0.1, silent_rate: 0.0 }
+        ApprovalSpec {
+            delay_ms: [100, 5_000],
+            decline_rate: 0.1,
+            silent_rate: 0.0,
+        }
     }
 }
 
@@ -362,10 +387,12 @@ pub struct Limits {
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits { sim_time_ms: 4 * 3_600_000, max_events: 200_000 }
+        Limits {
+            sim_time_ms: 4 * 3_600_000,
+            max_events: 200_000,
+        }
     }
 }
-
 
 /// A scenario problem: which file, which field, what is wrong.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -393,40 +420,78 @@ impl Scenario {
 
     pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
         let file = path.display().to_string();
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| ScenarioError { file: file.clone(), field: "(file)".into(), problem: format!("cannot read: {e}") })?;
+        let text = std::fs::read_to_string(path).map_err(|e| ScenarioError {
+            file: file.clone(),
+            field: "(file)".into(),
+            problem: format!("cannot read: {e}"),
+        })?;
         Scenario::parse(&file, &text)
     }
 
     pub fn parse(file: &str, text: &str) -> Result<Scenario, ScenarioError> {
         let s: Scenario = toml::from_str(text).map_err(|e| {
             // toml names the key path in its message; keep its line/column text as the problem.
-            let field = e.span().map(|sp| field_at(text, sp.start)).unwrap_or_else(|| "(document)".into());
-            let line = e.span().map(|sp| text[..sp.start.min(text.len())].matches('\n').count() + 1);
+            let field = e
+                .span()
+                .map(|sp| field_at(text, sp.start))
+                .unwrap_or_else(|| "(document)".into());
+            let line = e
+                .span()
+                .map(|sp| text[..sp.start.min(text.len())].matches('\n').count() + 1);
             let problem = match line {
                 Some(l) => format!("{} (line {l})", e.message().trim()),
                 None => e.message().trim().to_string(),
             };
-            ScenarioError { file: file.into(), field, problem }
+            ScenarioError {
+                file: file.into(),
+                field,
+                problem,
+            }
         })?;
-        s.validate().map_err(|(field, problem)| ScenarioError { file: file.into(), field, problem })?;
+        s.validate().map_err(|(field, problem)| ScenarioError {
+            file: file.into(),
+            field,
+            problem,
+        })?;
         Ok(s)
     }
 
     fn validate(&self) -> Result<(), (String, String)> {
         let bad = |f: &str, p: String| Err((f.to_string(), p));
         if self.successor == Some(self.protocol) {
-            return bad("successor", format!("{} is the primary protocol already; a successor must be another one", self.protocol));
+            return bad(
+                "successor",
+                format!(
+                    "{} is the primary protocol already; a successor must be another one",
+                    self.protocol
+                ),
+            );
         }
         if self.retire_primary_at_ms.is_some() && self.successor.is_none() {
-            return bad("retire_primary_at_ms", "retiring the only adapter leaves nothing to run new work".into());
+            return bad(
+                "retire_primary_at_ms",
+                "retiring the only adapter leaves nothing to run new work".into(),
+            );
         }
-        rate("executor.launch.new_adapter_fraction", self.executor.launch.new_adapter_fraction)?;
+        rate(
+            "executor.launch.new_adapter_fraction",
+            self.executor.launch.new_adapter_fraction,
+        )?;
         rate("aip.preempt_rate", self.aip.preempt_rate)?;
-        for (field, t) in [("aip.submit_path", &self.aip.submit_path), ("aip.operation_path", &self.aip.operation_path)] {
-            let var = if field == "aip.submit_path" { "{tool}" } else { "{name}" };
+        for (field, t) in [
+            ("aip.submit_path", &self.aip.submit_path),
+            ("aip.operation_path", &self.aip.operation_path),
+        ] {
+            let var = if field == "aip.submit_path" {
+                "{tool}"
+            } else {
+                "{name}"
+            };
             if !t.starts_with('/') || !t.contains(var) {
-                return bad(field, format!("{t:?} must be an absolute path template containing {var}"));
+                return bad(
+                    field,
+                    format!("{t:?} must be an absolute path template containing {var}"),
+                );
             }
         }
         if self.server.profiles.is_empty() {
@@ -435,14 +500,28 @@ impl Scenario {
         for p in &self.server.profiles {
             if !self.protocol.profiles().contains(p) {
                 let known: Vec<&str> = self.protocol.profiles().iter().map(|p| p.name()).collect();
-                return bad("server.profiles", format!("{} is not a profile of {}; its profiles: {}", p.name(), self.protocol, known.join(", ")));
+                return bad(
+                    "server.profiles",
+                    format!(
+                        "{} is not a profile of {}; its profiles: {}",
+                        p.name(),
+                        self.protocol,
+                        known.join(", ")
+                    ),
+                );
             }
         }
-        rate("server.toolop_extensions_rate", self.server.toolop_extensions_rate)?;
+        rate(
+            "server.toolop_extensions_rate",
+            self.server.toolop_extensions_rate,
+        )?;
         range("network.latency_ms", self.network.latency_ms)?;
         let [lo, hi] = self.workload.call_nodes;
         if lo == 0 || lo > hi || hi > 1_000 {
-            return bad("workload.call_nodes", format!("[{lo}, {hi}] must satisfy 1 <= min <= max <= 1000"));
+            return bad(
+                "workload.call_nodes",
+                format!("[{lo}, {hi}] must satisfy 1 <= min <= max <= 1000"),
+            );
         }
         if self.workload.tools.is_empty() {
             return bad("workload.tools", "needs at least one tool".into());
@@ -458,12 +537,24 @@ impl Scenario {
             rate(&f("tool_error_rate"), t.tool_error_rate)?;
             rate(&f("input_rate"), t.input_rate)?;
             if t.fail_rate + t.tool_error_rate > 1.0 {
-                return bad(&f("fail_rate"), "fail_rate + tool_error_rate exceeds 1".into());
+                return bad(
+                    &f("fail_rate"),
+                    "fail_rate + tool_error_rate exceeds 1".into(),
+                );
             }
         }
-        rate("workload.caller.cancel_rate", self.workload.caller.cancel_rate)?;
-        rate("workload.caller.detach_rate", self.workload.caller.detach_rate)?;
-        range("workload.caller.cancel_after_ms", self.workload.caller.cancel_after_ms)?;
+        rate(
+            "workload.caller.cancel_rate",
+            self.workload.caller.cancel_rate,
+        )?;
+        rate(
+            "workload.caller.detach_rate",
+            self.workload.caller.detach_rate,
+        )?;
+        range(
+            "workload.caller.cancel_after_ms",
+            self.workload.caller.cancel_after_ms,
+        )?;
         range("approval.delay_ms", self.approval.delay_ms)?;
         rate("approval.decline_rate", self.approval.decline_rate)?;
         rate("approval.silent_rate", self.approval.silent_rate)?;
@@ -475,36 +566,62 @@ impl Scenario {
         }
         let p = &self.executor.core.poll;
         if p.initial_interval_ms == 0 || p.interval_cap_ms < p.initial_interval_ms {
-            return bad("executor.core.poll", "need 0 < initial_interval_ms <= interval_cap_ms".into());
+            return bad(
+                "executor.core.poll",
+                "need 0 < initial_interval_ms <= interval_cap_ms".into(),
+            );
         }
         if !(1.0..=10.0).contains(&p.backoff_multiplier) {
-            return bad("executor.core.poll.backoff_multiplier", format!("{} is outside [1, 10]", p.backoff_multiplier));
+            return bad(
+                "executor.core.poll.backoff_multiplier",
+                format!("{} is outside [1, 10]", p.backoff_multiplier),
+            );
         }
         rate("executor.core.poll.jitter_fraction", p.jitter_fraction)?;
         for (name, &r) in &self.faults.rates {
             let field = format!("faults.rates.{name}");
             let Some(fault) = FaultKind::from_name(name) else {
                 let known: Vec<String> = FaultKind::ALL.iter().map(|f| f.name()).collect();
-                return bad(&field, format!("unknown fault {name:?}; known: {}", known.join(", ")));
+                return bad(
+                    &field,
+                    format!("unknown fault {name:?}; known: {}", known.join(", ")),
+                );
             };
             rate(&field, r)?;
             for p in self.lanes() {
                 if !catalogue::expresses(p, fault) {
-                    let can: Vec<String> = catalogue::row(p).iter().map(|c| c.fault.name()).collect();
-                    return bad(&field, format!("{} cannot express {name}; it can express: {}", p, can.join(", ")));
+                    let can: Vec<String> =
+                        catalogue::row(p).iter().map(|c| c.fault.name()).collect();
+                    return bad(
+                        &field,
+                        format!(
+                            "{} cannot express {name}; it can express: {}",
+                            p,
+                            can.join(", ")
+                        ),
+                    );
                 }
             }
         }
         rate("faults.swarm_enable_rate", self.faults.swarm_enable_rate)?;
         range("faults.restart_delay_ms", self.faults.restart_delay_ms)?;
-        range("faults.rollback_overlap_ms", self.faults.rollback_overlap_ms)?;
+        range(
+            "faults.rollback_overlap_ms",
+            self.faults.rollback_overlap_ms,
+        )?;
         range("faults.rollback_at_ms", self.faults.rollback_at_ms)?;
         range("faults.short_ttl_ms", self.faults.short_ttl_ms)?;
         if !(0.0..=100.0).contains(&self.gates.outbox_traceable_min_pct) {
-            return bad("gates.outbox_traceable_min_pct", "must be a percentage in [0, 100]".into());
+            return bad(
+                "gates.outbox_traceable_min_pct",
+                "must be a percentage in [0, 100]".into(),
+            );
         }
         if self.limits.sim_time_ms == 0 || self.limits.max_events == 0 {
-            return bad("limits", "sim_time_ms and max_events must be positive".into());
+            return bad(
+                "limits",
+                "sim_time_ms and max_events must be positive".into(),
+            );
         }
         Ok(())
     }
@@ -531,7 +648,10 @@ fn range(field: &str, [lo, hi]: [u64; 2]) -> Result<(), (String, String)> {
 fn field_at(text: &str, offset: usize) -> String {
     let before = &text[..offset.min(text.len())];
     let line_start = before.rfind('\n').map(|i| i + 1).unwrap_or(0);
-    let line_end = text[line_start..].find('\n').map(|i| line_start + i).unwrap_or(text.len());
+    let line_end = text[line_start..]
+        .find('\n')
+        .map(|i| line_start + i)
+        .unwrap_or(text.len());
     let line = text[line_start..line_end].trim();
     let table = before
         .lines()
@@ -539,7 +659,11 @@ fn field_at(text: &str, offset: usize) -> String {
         .map(str::trim)
         .find(|l| l.starts_with('['))
         .map(|l| l.trim_matches(|c| c == '[' || c == ']').to_string());
-    let key = line.split('=').next().map(str::trim).filter(|k| !k.is_empty() && !k.starts_with('['));
+    let key = line
+        .split('=')
+        .next()
+        .map(str::trim)
+        .filter(|k| !k.is_empty() && !k.starts_with('['));
     match (table, key) {
         (Some(t), Some(k)) => format!("{t}.{k}"),
         (None, Some(k)) => k.to_string(),
@@ -568,7 +692,11 @@ duration_ms = [100, 200]
         let e = Scenario::parse("x.toml", text).expect_err("should be refused");
         assert_eq!(e.file, "x.toml");
         assert_eq!(e.field, field, "field for {e}");
-        assert!(e.problem.contains(problem_part), "problem {:?} should mention {problem_part:?}", e.problem);
+        assert!(
+            e.problem.contains(problem_part),
+            "problem {:?} should mention {problem_part:?}",
+            e.problem
+        );
     }
 
     #[test]
@@ -580,20 +708,81 @@ duration_ms = [100, 200]
 
     #[test]
     fn bad_files_name_file_field_and_problem() {
-        check(&GOOD.replace("[1, 2]", "[3, 2]"), "workload.call_nodes", "min <= max");
-        check(&GOOD.replace("\"ts-sdk\"", "\"go-sdk\""), "server.profiles", "unknown variant `go-sdk`");
-        check(&GOOD.replace("name = \"t\"", "name = \"t\"\nprotocol = \"mcp-2024\""), "protocol", "unknown variant `mcp-2024`");
-        check(&GOOD.replace("name = \"t\"", "name = \"t\"\nprotocol = \"aip-151\""), "server.profiles", "ts-sdk is not a profile of aip-151");
-        check(&GOOD.replace("\"required\"", "\"always\""), "workload.tools.task_support", "unknown variant `always`");
-        let aip = GOOD.replace("name = \"t\"", "name = \"t\"\nprotocol = \"aip-151\"").replace("\"ts-sdk\"", "\"cancel-done-ok\"");
-        check(&format!("{aip}\n[faults.rates]\napproval_replay = 0.1\n"), "faults.rates.approval_replay", "aip-151 cannot express approval_replay");
-        check(&format!("{aip}\n[faults.rates]\nreply_to_other_exchange = 0.1\n"), "faults.rates.reply_to_other_exchange", "aip-151 cannot express");
-        assert!(Scenario::parse("x.toml", &format!("{aip}\n[faults.rates]\nlate_duplicate_reply = 0.1\n")).is_ok());
-        check(&GOOD.replace("duration_ms = [100, 200]", "duration_ms = [100, 200]\ninput_rate = 1.5"), "workload.tools[0].input_rate", "outside [0, 1]");
-        check(&GOOD.replace("name = \"report\"", "name = \"report\"\ncolour = 1"), "workload.tools.colour", "unknown field");
-        check(&GOOD.replace("call_nodes = [1, 2]", "call_nodes = \"many\""), "workload.call_nodes", "invalid type");
-        check(&format!("{GOOD}\n[executor]\nmax_qps = 0\n"), "executor.max_qps", "positive");
-        check(&format!("{GOOD}\n[faults.rates]\nlost_requests = 0.1\n"), "faults.rates.lost_requests", "unknown fault");
-        check(&format!("{GOOD}\n[faults.rates]\nlost_request = 2.0\n"), "faults.rates.lost_request", "outside [0, 1]");
+        check(
+            &GOOD.replace("[1, 2]", "[3, 2]"),
+            "workload.call_nodes",
+            "min <= max",
+        );
+        check(
+            &GOOD.replace("\"ts-sdk\"", "\"go-sdk\""),
+            "server.profiles",
+            "unknown variant `go-sdk`",
+        );
+        check(
+            &GOOD.replace("name = \"t\"", "name = \"t\"\nprotocol = \"mcp-2024\""),
+            "protocol",
+            "unknown variant `mcp-2024`",
+        );
+        check(
+            &GOOD.replace("name = \"t\"", "name = \"t\"\nprotocol = \"aip-151\""),
+            "server.profiles",
+            "ts-sdk is not a profile of aip-151",
+        );
+        check(
+            &GOOD.replace("\"required\"", "\"always\""),
+            "workload.tools.task_support",
+            "unknown variant `always`",
+        );
+        let aip = GOOD
+            .replace("name = \"t\"", "name = \"t\"\nprotocol = \"aip-151\"")
+            .replace("\"ts-sdk\"", "\"cancel-done-ok\"");
+        check(
+            &format!("{aip}\n[faults.rates]\napproval_replay = 0.1\n"),
+            "faults.rates.approval_replay",
+            "aip-151 cannot express approval_replay",
+        );
+        check(
+            &format!("{aip}\n[faults.rates]\nreply_to_other_exchange = 0.1\n"),
+            "faults.rates.reply_to_other_exchange",
+            "aip-151 cannot express",
+        );
+        assert!(Scenario::parse(
+            "x.toml",
+            &format!("{aip}\n[faults.rates]\nlate_duplicate_reply = 0.1\n")
+        )
+        .is_ok());
+        check(
+            &GOOD.replace(
+                "duration_ms = [100, 200]",
+                "duration_ms = [100, 200]\ninput_rate = 1.5",
+            ),
+            "workload.tools[0].input_rate",
+            "outside [0, 1]",
+        );
+        check(
+            &GOOD.replace("name = \"report\"", "name = \"report\"\ncolour = 1"),
+            "workload.tools.colour",
+            "unknown field",
+        );
+        check(
+            &GOOD.replace("call_nodes = [1, 2]", "call_nodes = \"many\""),
+            "workload.call_nodes",
+            "invalid type",
+        );
+        check(
+            &format!("{GOOD}\n[executor]\nmax_qps = 0\n"),
+            "executor.max_qps",
+            "positive",
+        );
+        check(
+            &format!("{GOOD}\n[faults.rates]\nlost_requests = 0.1\n"),
+            "faults.rates.lost_requests",
+            "unknown fault",
+        );
+        check(
+            &format!("{GOOD}\n[faults.rates]\nlost_request = 2.0\n"),
+            "faults.rates.lost_request",
+            "outside [0, 1]",
+        );
     }
 }

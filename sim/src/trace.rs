@@ -46,18 +46,42 @@ pub enum What {
     },
     /// A fault fired at decision point `decision` (0: a fault that follows from another), meeting
     /// `node` in local state `state` (the last state the trace showed for it).
-    Fault { decision: u64, fault: FaultKind, node: Option<String>, state: Option<LocalState>, detail: FaultDetail },
+    Fault {
+        decision: u64,
+        fault: FaultKind,
+        node: Option<String>,
+        state: Option<LocalState>,
+        detail: FaultDetail,
+    },
     /// Last event before `End`: the ledger and the server's ground truth as they stand.
-    Final { ledger: LedgerSnapshot, truth: GroundTruth },
+    Final {
+        ledger: LedgerSnapshot,
+        truth: GroundTruth,
+    },
     /// An executor process (execution epoch, incarnation) reported an observation.
-    Exec { epoch: u64, incarnation: u32, obs: Observation },
+    Exec {
+        epoch: u64,
+        incarnation: u32,
+        obs: Observation,
+    },
     /// A frame crossed the simulated network: the exchange it belongs to, the call node the
     /// world attributes it to, and what the fault layer did with it.
-    Net { dir: Dir, exchange: ExchangeKind, node: Option<String>, request_id: Option<u64>, bytes: usize, verdict: NetVerdict },
+    Net {
+        dir: Dir,
+        exchange: ExchangeKind,
+        node: Option<String>,
+        request_id: Option<u64>,
+        bytes: usize,
+        verdict: NetVerdict,
+    },
     /// The caller acted.
     Caller { action: CallerAction, node: String },
     /// The approval agent answered (or chose silence).
-    Approval { node: String, round: u32, action: ApprovalAction },
+    Approval {
+        node: String,
+        round: u32,
+        action: ApprovalAction,
+    },
     /// The world stopped, restarted or rolled back an executor.
     World { action: WorldAction },
     /// The series ended.
@@ -79,17 +103,28 @@ pub enum NetVerdict {
     /// Never arrives.
     Lost,
     /// Answered by something in front of the server (HTTP status, Retry-After it asked for).
-    Replica { status: u16, retry_after_ms: Option<u64> },
+    Replica {
+        status: u16,
+        retry_after_ms: Option<u64>,
+    },
     /// Held back this much longer than the link's latency.
-    Held { extra_ms: u64 },
+    Held {
+        extra_ms: u64,
+    },
     /// Delivered, and delivered again this much later.
-    Duplicated { after_ms: u64 },
+    Duplicated {
+        after_ms: u64,
+    },
     /// Every task id in it names another task.
-    TaskIdRewritten { to: String },
+    TaskIdRewritten {
+        to: String,
+    },
     /// The result's last content block dropped (the server's digest kept).
     LastBlockDropped,
     /// Cut to this many bytes.
-    Truncated { to_bytes: usize },
+    Truncated {
+        to_bytes: usize,
+    },
     /// Its body names another request than the one it answers.
     BodyNamesOtherRequest,
     /// An old reply, delivered again late.
@@ -157,14 +192,29 @@ impl ApprovalAction {
 #[serde(tag = "action", rename_all = "snake_case")]
 pub enum WorldAction {
     /// An incarnation stopped (crash, dropped connection, failed handshake).
-    ExecutorDown { incarnation: u32, exit: String },
-    ExecutorRestart { incarnation: u32, epoch: u64 },
+    ExecutorDown {
+        incarnation: u32,
+        exit: String,
+    },
+    ExecutorRestart {
+        incarnation: u32,
+        epoch: u64,
+    },
     /// A new epoch took over; the old incarnation lingers for a while.
-    Rollback { incarnation: u32, epoch: u64 },
-    OldEpochStopped { epoch: u64 },
+    Rollback {
+        incarnation: u32,
+        epoch: u64,
+    },
+    OldEpochStopped {
+        epoch: u64,
+    },
     /// The executor task itself failed (a panic in the runner).
-    ExecutorTaskFailed { error: String },
-    IncarnationLimit { limit: u32 },
+    ExecutorTaskFailed {
+        error: String,
+    },
+    IncarnationLimit {
+        limit: u32,
+    },
 }
 
 /// What a fault did, as far as judges and people need to know.
@@ -174,17 +224,35 @@ pub enum FaultDetail {
     /// Nothing beyond the fault itself.
     None,
     /// The exchange the fault hit.
-    Exchange { exchange: ExchangeKind },
+    Exchange {
+        exchange: ExchangeKind,
+    },
     /// A reply from in front of the server.
-    Replica { exchange: ExchangeKind, status: u16, retry_after_ms: Option<u64> },
-    Crash { point: CrashPoint },
-    Epochs { from: u64, to: u64 },
+    Replica {
+        exchange: ExchangeKind,
+        status: u16,
+        retry_after_ms: Option<u64>,
+    },
+    Crash {
+        point: CrashPoint,
+    },
+    Epochs {
+        from: u64,
+        to: u64,
+    },
     /// An input round's answer sent again.
-    Round { round: u32 },
+    Round {
+        round: u32,
+    },
     /// A cancelled task that later showed another status.
-    StatusFlip { task: String, to: TaskStatus },
+    StatusFlip {
+        task: String,
+        to: TaskStatus,
+    },
     /// The task a server-side fault concerned.
-    Task { task: String },
+    Task {
+        task: String,
+    },
 }
 
 #[derive(Clone, Debug, Default)]
@@ -199,7 +267,12 @@ pub struct Trace {
 
 impl Trace {
     pub fn new(max_events: u64) -> Trace {
-        Trace { events: Vec::new(), truncated: false, max_events, states: BTreeMap::new() }
+        Trace {
+            events: Vec::new(),
+            truncated: false,
+            max_events,
+            states: BTreeMap::new(),
+        }
     }
 
     pub fn push(&mut self, t_ms: u64, what: What) {
@@ -226,7 +299,9 @@ impl Trace {
                 }
             }
             // Every record starts SUBMITTING; the first thing a node shows is its start step.
-            Observation::Stayed { node, .. } | Observation::Sent { node, .. } if !self.states.contains_key(node) => {
+            Observation::Stayed { node, .. } | Observation::Sent { node, .. }
+                if !self.states.contains_key(node) =>
+            {
                 self.states.insert(node.clone(), LocalState::Submitting);
             }
             _ => {}
@@ -240,7 +315,11 @@ impl Trace {
 
     /// Call nodes the trace shows in a state that is not final, in id order.
     pub fn in_flight(&self) -> Vec<String> {
-        self.states.iter().filter(|(_, s)| !s.is_final()).map(|(n, _)| n.clone()).collect()
+        self.states
+            .iter()
+            .filter(|(_, s)| !s.is_final())
+            .map(|(n, _)| n.clone())
+            .collect()
     }
 
     /// Canonical bytes: one JSON line per event.
@@ -268,13 +347,27 @@ mod tests {
     #[test]
     fn hash_is_over_canonical_bytes_and_changes_with_any_event() {
         let mut a = Trace::new(10);
-        a.push(1, What::Caller { action: CallerAction::Submit, node: "n1".into() });
+        a.push(
+            1,
+            What::Caller {
+                action: CallerAction::Submit,
+                node: "n1".into(),
+            },
+        );
         let mut b = a.clone();
         assert_eq!(a.hash(), b.hash());
-        b.push(2, What::End { reason: "done".into() });
+        b.push(
+            2,
+            What::End {
+                reason: "done".into(),
+            },
+        );
         assert_ne!(a.hash(), b.hash());
         let line = String::from_utf8(a.canonical_bytes()).unwrap();
-        assert_eq!(line, "{\"t_ms\":1,\"src\":\"caller\",\"action\":\"submit\",\"node\":\"n1\"}\n");
+        assert_eq!(
+            line,
+            "{\"t_ms\":1,\"src\":\"caller\",\"action\":\"submit\",\"node\":\"n1\"}\n"
+        );
     }
 
     #[test]
@@ -290,15 +383,49 @@ mod tests {
     #[test]
     fn the_state_of_a_node_is_the_last_the_trace_shows() {
         let mut t = Trace::new(10);
-        let exec = |obs| What::Exec { epoch: 1, incarnation: 1, obs };
+        let exec = |obs| What::Exec {
+            epoch: 1,
+            incarnation: 1,
+            obs,
+        };
         assert_eq!(t.state_of("n1"), None);
-        t.push(1, exec(Observation::Stayed { node: "n1".into(), event: "start".into() }));
+        t.push(
+            1,
+            exec(Observation::Stayed {
+                node: "n1".into(),
+                event: "start".into(),
+            }),
+        );
         assert_eq!(t.state_of("n1"), Some(LocalState::Submitting));
-        t.push(2, exec(Observation::Moved { node: "n1".into(), event: "e".into(), path: vec![LocalState::Submitting, LocalState::Working], version: 2 }));
-        t.push(3, exec(Observation::Sent { node: "n1".into(), kind: "poll", seq: 1, rpc_id: Some(3) }));
+        t.push(
+            2,
+            exec(Observation::Moved {
+                node: "n1".into(),
+                event: "e".into(),
+                path: vec![LocalState::Submitting, LocalState::Working],
+                version: 2,
+            }),
+        );
+        t.push(
+            3,
+            exec(Observation::Sent {
+                node: "n1".into(),
+                kind: "poll",
+                seq: 1,
+                rpc_id: Some(3),
+            }),
+        );
         assert_eq!(t.state_of("n1"), Some(LocalState::Working));
         assert_eq!(t.in_flight(), ["n1"]);
-        t.push(4, exec(Observation::Moved { node: "n1".into(), event: "e".into(), path: vec![LocalState::Working, LocalState::Accepted], version: 3 }));
+        t.push(
+            4,
+            exec(Observation::Moved {
+                node: "n1".into(),
+                event: "e".into(),
+                path: vec![LocalState::Working, LocalState::Accepted],
+                version: 3,
+            }),
+        );
         assert_eq!(t.state_of("n1"), Some(LocalState::Accepted));
         assert!(t.in_flight().is_empty());
     }

@@ -27,12 +27,26 @@ fn every_expressible_fault_fires_in_every_protocol_and_no_other_does() {
         for seed in 0..SERIES {
             let r = run_series(&sc, seed).unwrap();
             for e in &r.trace.events {
-                if let What::Fault { fault, node, state, .. } = &e.what {
+                if let What::Fault {
+                    fault, node, state, ..
+                } = &e.what
+                {
                     *fired.entry(*fault).or_default() += 1;
                     // A firing that names a node names the state the trace showed for it, except
                     // for a node the executor had not shown yet (a lost first submission).
                     if node.is_some() && state.is_none() {
-                        assert!(matches!(fault, FaultKind::LostRequest | FaultKind::ConnectionDrop | FaultKind::ReplyToOtherExchange | FaultKind::LostResponseAfterCreation | FaultKind::ExecutorCrash), "{} without a state: toolop-sim replay --scenario {file} --seed {seed}", fault.name());
+                        assert!(
+                            matches!(
+                                fault,
+                                FaultKind::LostRequest
+                                    | FaultKind::ConnectionDrop
+                                    | FaultKind::ReplyToOtherExchange
+                                    | FaultKind::LostResponseAfterCreation
+                                    | FaultKind::ExecutorCrash
+                            ),
+                            "{} without a state: toolop-sim replay --scenario {file} --seed {seed}",
+                            fault.name()
+                        );
                     }
                 }
             }
@@ -40,7 +54,11 @@ fn every_expressible_fault_fires_in_every_protocol_and_no_other_does() {
         for f in FaultKind::ALL {
             let n = fired.get(&f).copied().unwrap_or(0);
             if catalogue::expresses(protocol, f) {
-                assert!(n > 0, "{protocol}: {} never fired in {SERIES} series of {file}", f.name());
+                assert!(
+                    n > 0,
+                    "{protocol}: {} never fired in {SERIES} series of {file}",
+                    f.name()
+                );
             } else {
                 assert_eq!(n, 0, "{protocol} cannot express {}, yet it fired", f.name());
             }

@@ -65,15 +65,41 @@ pub fn run(scenarios: &[Loaded], series: u64, jobs: usize) -> String {
     let bare_wall = bare_started.elapsed().as_secs_f64();
     let failing = rows.iter().filter(|r| !r.violations.is_empty()).count();
     let mut out = String::new();
-    out.push_str(&format!("bench: {series} series, {jobs} jobs ({failing} with violations)\n"));
+    out.push_str(&format!(
+        "bench: {series} series, {jobs} jobs ({failing} with violations)\n"
+    ));
     out.push_str(&format!("  wall                 {wall:.3} s\n"));
-    out.push_str(&format!("  series/s             {:.0}\n", series as f64 / wall));
-    out.push_str(&format!("  trace events         {} ({events_per_series} per series)\n", totals.events));
-    out.push_str(&format!("  events/s             {:.0}\n", totals.events as f64 / wall));
-    out.push_str(&format!("  simulated time       {:.0} s\n", totals.sim_ms as f64 / 1000.0));
-    out.push_str(&format!("  simulated/wall       {:.0}x\n", totals.sim_ms as f64 / 1000.0 / wall));
-    out.push_str(&format!("  peak memory          {} MiB\n", peak.map(|k| (k / 1024).to_string()).unwrap_or_else(|| "n/a".into())));
-    out.push_str(&format!("  bare madsim          {bare_wall:.3} s for the same series and events\n"));
-    out.push_str(&format!("  harness overhead     {:.2}x bare madsim\n", wall / bare_wall.max(1e-9)));
+    out.push_str(&format!(
+        "  series/s             {:.0}\n",
+        series as f64 / wall
+    ));
+    out.push_str(&format!(
+        "  trace events         {} ({events_per_series} per series)\n",
+        totals.events
+    ));
+    out.push_str(&format!(
+        "  events/s             {:.0}\n",
+        totals.events as f64 / wall
+    ));
+    out.push_str(&format!(
+        "  simulated time       {:.0} s\n",
+        totals.sim_ms as f64 / 1000.0
+    ));
+    out.push_str(&format!(
+        "  simulated/wall       {:.0}x\n",
+        totals.sim_ms as f64 / 1000.0 / wall
+    ));
+    out.push_str(&format!(
+        "  peak memory          {} MiB\n",
+        peak.map(|k| (k / 1024).to_string())
+            .unwrap_or_else(|| "n/a".into())
+    ));
+    out.push_str(&format!(
+        "  bare madsim          {bare_wall:.3} s for the same series and events\n"
+    ));
+    out.push_str(&format!(
+        "  harness overhead     {:.2}x bare madsim\n",
+        wall / bare_wall.max(1e-9)
+    ));
     out
 }

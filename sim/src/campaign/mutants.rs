@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 
 use toolop::core::mutation::Mutation;
 
-use crate::judge::gates::SeriesRow;
 use crate::campaign::sweep::{self, Loaded};
+use crate::judge::gates::SeriesRow;
 
 /// The scenario set mutants run against: the default gate set plus the load scenario that
 /// makes a missing QPS limiter visible.
@@ -56,7 +56,9 @@ pub fn plant(scenarios: &[Loaded], m: Option<Mutation>) -> Vec<Loaded> {
 }
 
 fn first_failing(rows: &[SeriesRow]) -> Option<(usize, &SeriesRow)> {
-    rows.iter().enumerate().find(|(_, r)| !r.violations.is_empty())
+    rows.iter()
+        .enumerate()
+        .find(|(_, r)| !r.violations.is_empty())
 }
 
 /// Run series in chunks until one fails or the budget is spent.
@@ -68,12 +70,21 @@ pub fn hunt(scenarios: &[Loaded], m: Mutation, budget: u64, jobs: usize) -> Muta
         let n = chunk.min(budget - done);
         let (rows, _) = sweep::run(&planted, done, n, jobs, &|| {});
         if let Some((i, r)) = first_failing(&rows) {
-            let mut caught_by: Vec<String> = r.violations.iter().map(|v| v.checker.to_string()).collect();
+            let mut caught_by: Vec<String> =
+                r.violations.iter().map(|v| v.checker.to_string()).collect();
             caught_by.dedup();
             let fault_events = r.metrics.faults.values().map(|&n| u64::from(n)).sum();
-            let which = planted.iter().find(|l| l.file.display().to_string() == r.scenario_file);
+            let which = planted
+                .iter()
+                .find(|l| l.file.display().to_string() == r.scenario_file);
             let shrunk_fault_events = which.and_then(|l| {
-                let s = crate::campaign::shrink::shrink_seed(&l.scenario, &r.scenario_file, r.seed, caught_by.first().map(String::as_str), SHRINK_REPLAYS);
+                let s = crate::campaign::shrink::shrink_seed(
+                    &l.scenario,
+                    &r.scenario_file,
+                    r.seed,
+                    caught_by.first().map(String::as_str),
+                    SHRINK_REPLAYS,
+                );
                 s.ok().flatten().map(|s| s.shrunk_size.firings as u64)
             });
             return MutantResult {
@@ -87,7 +98,14 @@ pub fn hunt(scenarios: &[Loaded], m: Mutation, budget: u64, jobs: usize) -> Muta
         }
         done += n;
     }
-    MutantResult { mutation: m, first_failure: None, caught_by: vec![], fault_events: 0, shrunk_fault_events: None, series_run: done }
+    MutantResult {
+        mutation: m,
+        first_failure: None,
+        caught_by: vec![],
+        fault_events: 0,
+        shrunk_fault_events: None,
+        series_run: done,
+    }
 }
 
 /// Violations per checker of the unmutated executor over the same budget (must all be zero).
@@ -113,7 +131,11 @@ pub fn table(results: &[MutantResult], baseline: &BTreeMap<String, u64>) -> Stri
             Some((i, seed, _)) => (seed.to_string(), i.to_string()),
             None => ("-".into(), format!(">{}", r.series_run)),
         };
-        let by = if r.caught_by.is_empty() { "-".to_string() } else { r.caught_by.join(",") };
+        let by = if r.caught_by.is_empty() {
+            "-".to_string()
+        } else {
+            r.caught_by.join(",")
+        };
         s.push_str(&format!(
             "{:<38} {:<6} {:>10} {:>7} {:<44} {:>6} {:>6}\n",
             r.mutation.name(),
@@ -122,13 +144,19 @@ pub fn table(results: &[MutantResult], baseline: &BTreeMap<String, u64>) -> Stri
             series,
             by,
             r.fault_events,
-            r.shrunk_fault_events.map(|n| n.to_string()).unwrap_or_else(|| "-".into())
+            r.shrunk_fault_events
+                .map(|n| n.to_string())
+                .unwrap_or_else(|| "-".into())
         ));
     }
     let clean = baseline.values().all(|&n| n == 0);
     s.push_str(&format!(
         "unmutated executor on the same seeds: {}\n",
-        if clean { "no checker fired".to_string() } else { format!("checker violations {baseline:?}") }
+        if clean {
+            "no checker fired".to_string()
+        } else {
+            format!("checker violations {baseline:?}")
+        }
     ));
     s
 }

@@ -23,8 +23,8 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use crate::judge::checkers;
-use crate::series::faults::{Schedule, ScheduleSize};
 use crate::scenario::Scenario;
+use crate::series::faults::{Schedule, ScheduleSize};
 use crate::series::{self, SeriesResult};
 
 /// The replay budget of one shrink.
@@ -57,7 +57,11 @@ impl Shrunk {
             self.original_size,
             self.shrunk_size,
             self.replays,
-            if self.budget_exhausted { " (budget spent: may shrink further)" } else { "" }
+            if self.budget_exhausted {
+                " (budget spent: may shrink further)"
+            } else {
+                ""
+            }
         )
     }
 }
@@ -74,18 +78,30 @@ pub fn replay_command(schedule_file: &Path) -> String {
 
 /// Where `toolop-sim shrink` writes by default: `<reports>/<scenario>/<seed>/schedule.toml`.
 pub fn default_path(reports: &Path, sc: &Scenario, seed: u64) -> PathBuf {
-    reports.join(&sc.name).join(seed.to_string()).join("schedule.toml")
+    reports
+        .join(&sc.name)
+        .join(seed.to_string())
+        .join("schedule.toml")
 }
 
 /// The recorded (unshrunk) schedule next to a shrunk one: `x.toml` -> `x.original.toml`.
 pub fn original_path(shrunk: &Path) -> PathBuf {
-    let stem = shrunk.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "schedule".into());
+    let stem = shrunk
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "schedule".into());
     shrunk.with_file_name(format!("{stem}.original.toml"))
 }
 
 /// Run `(sc, seed)` as drawn and shrink its schedule against `checker` (default: the first
 /// violation's checker). `Ok(None)`: the series does not fail (that checker), nothing to shrink.
-pub fn shrink_seed(sc: &Scenario, scenario_file: &str, seed: u64, checker: Option<&str>, max_replays: u32) -> Result<Option<Shrunk>, String> {
+pub fn shrink_seed(
+    sc: &Scenario,
+    scenario_file: &str,
+    seed: u64,
+    checker: Option<&str>,
+    max_replays: u32,
+) -> Result<Option<Shrunk>, String> {
     let started = Instant::now();
     // A series that panics records no schedule (the world is gone): that is an error here.
     let r = series::run_series(sc, seed)?;
@@ -99,7 +115,14 @@ pub fn shrink_seed(sc: &Scenario, scenario_file: &str, seed: u64, checker: Optio
         },
     };
     let original = series::schedule_of(scenario_file, &r, sc);
-    Ok(Some(shrink_schedule(sc, original, r.hash, target, max_replays, started)?))
+    Ok(Some(shrink_schedule(
+        sc,
+        original,
+        r.hash,
+        target,
+        max_replays,
+        started,
+    )?))
 }
 
 /// The replay oracle and its budget.
@@ -126,19 +149,45 @@ impl Oracle<'_> {
             // A candidate the world refuses (a bad node list) is a bug here, not a non-failure.
             Err(e) => return Err(e),
         };
-        let Some(v) = checkers::check_all(&r.trace).into_iter().find(|v| v.checker == self.checker) else {
+        let Some(v) = checkers::check_all(&r.trace)
+            .into_iter()
+            .find(|v| v.checker == self.checker)
+        else {
             return Ok(None);
         };
-        let detail = format!("{}{}", v.node.map(|n| format!("{n}: ")).unwrap_or_default(), v.detail);
-        Ok(Some((Schedule { firings: r.firings, ..cand.clone() }, r.hash, detail)))
+        let detail = format!(
+            "{}{}",
+            v.node.map(|n| format!("{n}: ")).unwrap_or_default(),
+            v.detail
+        );
+        Ok(Some((
+            Schedule {
+                firings: r.firings,
+                ..cand.clone()
+            },
+            r.hash,
+            detail,
+        )))
     }
 }
 
 /// Shrink `original` (a schedule that breaks `checker`, with the hash of its run) within
 /// `max_replays` replays.
-pub fn shrink_schedule(sc: &Scenario, original: Schedule, original_hash: String, checker: &str, max_replays: u32, started: Instant) -> Result<Shrunk, String> {
+pub fn shrink_schedule(
+    sc: &Scenario,
+    original: Schedule,
+    original_hash: String,
+    checker: &str,
+    max_replays: u32,
+    started: Instant,
+) -> Result<Shrunk, String> {
     let all_nodes = series::draw_params(sc, original.seed).nodes.len();
-    let mut o = Oracle { sc, checker, replays: 0, max_replays };
+    let mut o = Oracle {
+        sc,
+        checker,
+        replays: 0,
+        max_replays,
+    };
     let mut cur = original.clone();
     let (mut hash, mut detail) = (original_hash.clone(), String::new());
     let mut accept = |cur: &mut Schedule, (next, h, d): (Schedule, String, String)| {
@@ -182,7 +231,11 @@ pub fn shrink_schedule(sc: &Scenario, original: Schedule, original_hash: String,
         // 2. One call node at a time (at least one stays).
         let ids: Vec<String> = match &cur.nodes {
             Some(ids) => ids.clone(),
-            None => series::draw_params(sc, cur.seed).nodes.into_iter().map(|n| n.id).collect(),
+            None => series::draw_params(sc, cur.seed)
+                .nodes
+                .into_iter()
+                .map(|n| n.id)
+                .collect(),
         };
         let mut kept = ids.clone();
         for id in &ids {
@@ -198,12 +251,18 @@ pub fn shrink_schedule(sc: &Scenario, original: Schedule, original_hash: String,
         }
         // 3. The rollback, 4. the short server ttl.
         if cur.rollback && !o.spent() {
-            if let Some(hit) = o.test(&Schedule { rollback: false, ..cur.clone() })? {
+            if let Some(hit) = o.test(&Schedule {
+                rollback: false,
+                ..cur.clone()
+            })? {
                 accept(&mut cur, hit);
             }
         }
         if cur.server_deletes_running_task && !o.spent() {
-            if let Some(hit) = o.test(&Schedule { server_deletes_running_task: false, ..cur.clone() })? {
+            if let Some(hit) = o.test(&Schedule {
+                server_deletes_running_task: false,
+                ..cur.clone()
+            })? {
                 accept(&mut cur, hit);
             }
         }
@@ -220,7 +279,12 @@ pub fn shrink_schedule(sc: &Scenario, original: Schedule, original_hash: String,
                 hash = h;
                 detail = d;
             }
-            None => return Err(format!("seed {}: the recorded schedule does not reproduce {checker}", cur.seed)),
+            None => {
+                return Err(format!(
+                    "seed {}: the recorded schedule does not reproduce {checker}",
+                    cur.seed
+                ))
+            }
         }
     }
     let original_size = original.size(all_nodes);
@@ -244,7 +308,14 @@ pub fn shrink_schedule(sc: &Scenario, original: Schedule, original_hash: String,
 
 /// Shrink and write: the shrunk schedule to `out`, the recorded one next to it
 /// ([`original_path`]). Returns the shrink and the two paths.
-pub fn shrink_to_file(sc: &Scenario, scenario_file: &str, seed: u64, checker: Option<&str>, max_replays: u32, out: &Path) -> Result<Option<(Shrunk, PathBuf)>, String> {
+pub fn shrink_to_file(
+    sc: &Scenario,
+    scenario_file: &str,
+    seed: u64,
+    checker: Option<&str>,
+    max_replays: u32,
+    out: &Path,
+) -> Result<Option<(Shrunk, PathBuf)>, String> {
     let Some(s) = shrink_seed(sc, scenario_file, seed, checker, max_replays)? else {
         return Ok(None);
     };

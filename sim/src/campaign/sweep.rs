@@ -27,7 +27,10 @@ pub fn assignment(scenarios: &[Loaded], start_seed: u64, i: u64) -> (usize, u64)
 
 /// The exact command that replays one series.
 pub fn replay_command(file: &std::path::Path, seed: u64) -> String {
-    format!("toolop-sim replay --scenario {} --seed {seed}", file.display())
+    format!(
+        "toolop-sim replay --scenario {} --seed {seed}",
+        file.display()
+    )
 }
 
 /// Turn one finished series into its row: checkers and metrics read the trace, then it is dropped.
@@ -55,7 +58,13 @@ pub struct SweepTotals {
 
 /// Run `series` series starting at `start_seed` on `jobs` worker threads. `on_done` is called
 /// once per finished series (progress). Rows come back ordered by series index.
-pub fn run(scenarios: &[Loaded], start_seed: u64, series: u64, jobs: usize, on_done: &(dyn Fn() + Sync)) -> (Vec<SeriesRow>, SweepTotals) {
+pub fn run(
+    scenarios: &[Loaded],
+    start_seed: u64,
+    series: u64,
+    jobs: usize,
+    on_done: &(dyn Fn() + Sync),
+) -> (Vec<SeriesRow>, SweepTotals) {
     let next = AtomicU64::new(0);
     let rows: Mutex<Vec<(u64, SeriesRow)>> = Mutex::new(Vec::with_capacity(series as usize));
     let totals = Mutex::new(SweepTotals::default());
@@ -85,7 +94,10 @@ pub fn run(scenarios: &[Loaded], start_seed: u64, series: u64, jobs: usize, on_d
     });
     let mut rows = rows.into_inner().expect("rows lock");
     rows.sort_by_key(|(i, _)| *i);
-    (rows.into_iter().map(|(_, r)| r).collect(), totals.into_inner().expect("totals lock"))
+    (
+        rows.into_iter().map(|(_, r)| r).collect(),
+        totals.into_inner().expect("totals lock"),
+    )
 }
 
 /// A series that could not run at all (a panic in the world) is a failing row, never a skip.
@@ -96,7 +108,11 @@ fn failed_row(l: &Loaded, seed: u64, error: String) -> SeriesRow {
         scenario_file: l.file.display().to_string(),
         protocol: l.scenario.protocol.name().to_string(),
         metrics: Default::default(),
-        violations: vec![checkers::Violation { checker: "series_ran", node: None, detail: error }],
+        violations: vec![checkers::Violation {
+            checker: "series_ran",
+            node: None,
+            detail: error,
+        }],
         trace_hash: String::new(),
         end_reason: "series failed to run".into(),
         events: 0,

@@ -29,7 +29,11 @@ pub struct FakeTool {
 
 impl FakeTool {
     pub fn new(name: impl Into<String>, task_support: Option<TaskSupport>) -> FakeTool {
-        FakeTool { name: name.into(), task_support, sync_upper_bound_ms: None }
+        FakeTool {
+            name: name.into(),
+            task_support,
+            sync_upper_bound_ms: None,
+        }
     }
 }
 
@@ -122,15 +126,28 @@ pub struct AnswerItem {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Request {
     Submit(Submit),
-    Poll { task: String },
+    Poll {
+        task: String,
+    },
     /// A result read; the service may hold it until the task is terminal.
-    Fetch { task: String },
-    Cancel { task: String },
+    Fetch {
+        task: String,
+    },
+    Cancel {
+        task: String,
+    },
     /// Remove the record; the work goes on (AIP-151 DeleteOperation).
-    Delete { task: String },
+    Delete {
+        task: String,
+    },
     /// Answers to input rounds; `task`: the task the request names (it must exist), if any.
-    Answer { task: Option<String>, items: Vec<AnswerItem> },
-    Lookup { key: String },
+    Answer {
+        task: Option<String>,
+        items: Vec<AnswerItem>,
+    },
+    Lookup {
+        key: String,
+    },
     List,
 }
 
@@ -154,7 +171,9 @@ pub struct ResultBody {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Outcome {
     Result(ResultBody),
-    ToolError { message: String },
+    ToolError {
+        message: String,
+    },
     Stopped(Stop),
     /// Done with neither result nor error.
     Nothing,
@@ -167,7 +186,10 @@ pub enum Note {
     Answered,
     /// The work ended and its outcome became visible (`flipped`: after a cancel, the
     /// status-after-cancel quirk).
-    Ended { outcome: super::script::ScriptOutcome, flipped: bool },
+    Ended {
+        outcome: super::script::ScriptOutcome,
+        flipped: bool,
+    },
     Cancelled,
     Preempted,
 }
@@ -217,26 +239,39 @@ pub enum Response {
     /// A result read of a terminal task, or an inline run's end.
     Outcome(Outcome),
     /// A result read of a task with nothing stored (`cancelled`: it was cancelled).
-    NoResult { cancelled: bool },
+    NoResult {
+        cancelled: bool,
+    },
     /// An inline run refused after running ([`RunAs::InlineThenRefuse`]).
     InlineRefused,
     /// No such task (`expired`: it existed and was deleted).
-    NotFound { expired: bool },
+    NotFound {
+        expired: bool,
+    },
     /// A cancel accepted; only a later read says who won.
     CancelAccepted,
     /// A cancel of a task already terminal.
-    CancelRejected { status: TaskStatus },
+    CancelRejected {
+        status: TaskStatus,
+    },
     Tasks(Vec<TaskView>),
     Ack,
     /// Refused before reaching the server.
-    Throttled { throttle: Throttle, retry_after_ms: u64 },
+    Throttled {
+        throttle: Throttle,
+        retry_after_ms: u64,
+    },
 }
 
 /// Something the server sends without being asked.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Push {
     /// An input request for `round` of `task` (protocols that push them).
-    Input { task: String, call_node: String, round: u32 },
+    Input {
+        task: String,
+        call_node: String,
+        round: u32,
+    },
     /// A status change (servers that notify).
     Status(TaskView),
 }
@@ -314,7 +349,10 @@ pub struct CallBook<C> {
 
 impl<C> Default for CallBook<C> {
     fn default() -> Self {
-        CallBook { next: 0, open: std::collections::BTreeMap::new() }
+        CallBook {
+            next: 0,
+            open: std::collections::BTreeMap::new(),
+        }
     }
 }
 

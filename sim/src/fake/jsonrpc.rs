@@ -24,38 +24,73 @@ pub const META_SYNC_UPPER_BOUND_MS: &str = "io.toolop/sync-upper-bound-ms";
 
 /// A client message, read.
 pub enum Message {
-    Request { id: Value, method: String, params: Value },
+    Request {
+        id: Value,
+        method: String,
+        params: Value,
+    },
     Notification,
     /// A response to one of the server's requests.
-    Response { id: Value, body: Map<String, Value> },
+    Response {
+        id: Value,
+        body: Map<String, Value>,
+    },
     /// Not a message the server can take: answer with this error (`id` null when unknown).
-    Invalid { id: Value, code: i64, message: String },
+    Invalid {
+        id: Value,
+        code: i64,
+        message: String,
+    },
 }
 
 pub fn read(body: &[u8]) -> Message {
     let msg: Value = match serde_json::from_slice(body) {
         Ok(v) => v,
-        Err(e) => return Message::Invalid { id: Value::Null, code: PARSE_ERROR, message: format!("Parse error: {e}") },
+        Err(e) => {
+            return Message::Invalid {
+                id: Value::Null,
+                code: PARSE_ERROR,
+                message: format!("Parse error: {e}"),
+            }
+        }
     };
     let Value::Object(mut obj) = msg else {
-        return Message::Invalid { id: Value::Null, code: INVALID_REQUEST, message: "Invalid Request: not a single JSON-RPC object".into() };
+        return Message::Invalid {
+            id: Value::Null,
+            code: INVALID_REQUEST,
+            message: "Invalid Request: not a single JSON-RPC object".into(),
+        };
     };
     let id = obj.remove("id");
-    let method = obj.get("method").and_then(Value::as_str).map(str::to_string);
+    let method = obj
+        .get("method")
+        .and_then(Value::as_str)
+        .map(str::to_string);
     match (method, id) {
         (Some(_), None) => Message::Notification,
         (Some(method), Some(id)) => {
             let params = obj.remove("params").unwrap_or_else(|| json!({}));
             Message::Request { id, method, params }
         }
-        (None, Some(id)) if obj.contains_key("result") || obj.contains_key("error") => Message::Response { id, body: obj },
-        (None, id) => Message::Invalid { id: id.unwrap_or(Value::Null), code: INVALID_REQUEST, message: "Invalid Request".into() },
+        (None, Some(id)) if obj.contains_key("result") || obj.contains_key("error") => {
+            Message::Response { id, body: obj }
+        }
+        (None, id) => Message::Invalid {
+            id: id.unwrap_or(Value::Null),
+            code: INVALID_REQUEST,
+            message: "Invalid Request".into(),
+        },
     }
 }
 
 /// A frame carrying `body`; `request_id` ties it to the request it answers (transport level).
 pub fn frame(request_id: Option<u64>, body: &Value) -> InFrame {
-    InFrame { request_id, http_status: 200, retry_after_ms: None, body: serde_json::to_vec(body).expect("Value serialises") }
+    InFrame {
+        request_id,
+        http_status: 200,
+        retry_after_ms: None,
+        body: serde_json::to_vec(body).expect("Value serialises"),
+    }
 }
 
 /// `{"jsonrpc": "2.0", "id": id, "result": result}`
@@ -102,38 +137,86 @@ pub struct RpcCalls<W> {
 
 impl<W> Default for RpcCalls<W> {
     fn default() -> Self {
-        RpcCalls { book: CallBook::default() }
+        RpcCalls {
+            book: CallBook::default(),
+        }
     }
 }
 
 impl<W> RpcCalls<W> {
     /// A request the codec answers itself with `d`.
-    pub fn direct(&mut self, exchange: ExchangeKind, id: Value, request_id: Option<u64>, d: Direct) -> Decoded {
-        let call = self.book.open(RpcCtx { id, request_id, what: Err(d) });
-        Decoded { exchange, call: Some(call), ask: Ask::Codec }
+    pub fn direct(
+        &mut self,
+        exchange: ExchangeKind,
+        id: Value,
+        request_id: Option<u64>,
+        d: Direct,
+    ) -> Decoded {
+        let call = self.book.open(RpcCtx {
+            id,
+            request_id,
+            what: Err(d),
+        });
+        Decoded {
+            exchange,
+            call: Some(call),
+            ask: Ask::Codec,
+        }
     }
 
     /// A request for the service; its reply goes back under its JSON-RPC id.
-    pub fn service(&mut self, exchange: ExchangeKind, id: Value, what: W, request: Request) -> Decoded {
+    pub fn service(
+        &mut self,
+        exchange: ExchangeKind,
+        id: Value,
+        what: W,
+        request: Request,
+    ) -> Decoded {
         let request_id = id.as_u64();
-        let call = self.book.open(RpcCtx { id, request_id, what: Ok(what) });
-        Decoded { exchange, call: Some(call), ask: Ask::Service(request) }
+        let call = self.book.open(RpcCtx {
+            id,
+            request_id,
+            what: Ok(what),
+        });
+        Decoded {
+            exchange,
+            call: Some(call),
+            ask: Ask::Service(request),
+        }
     }
 
     /// The reply frame to `call`: a throttle from in front of the server, the codec's own answer,
     /// or `body` of the service's answer; the body's id is the request's, or the one the shape
     /// names (a reply naming another request).
-    pub fn encode(&mut self, call: CallId, response: &Response, shape: &Shape, body: impl FnOnce(&W) -> Direct) -> InFrame {
+    pub fn encode(
+        &mut self,
+        call: CallId,
+        response: &Response,
+        shape: &Shape,
+        body: impl FnOnce(&W) -> Direct,
+    ) -> InFrame {
         let Some(ctx) = self.book.close(call) else {
-            return frame(None, &error(&Value::Null, INTERNAL_ERROR, "no such request"));
+            return frame(
+                None,
+                &error(&Value::Null, INTERNAL_ERROR, "no such request"),
+            );
         };
-        let body_id = shape.body_call.and_then(|c| self.book.get(c)).map_or_else(|| ctx.id.clone(), |o| o.id.clone());
+        let body_id = shape
+            .body_call
+            .and_then(|c| self.book.get(c))
+            .map_or_else(|| ctx.id.clone(), |o| o.id.clone());
         let direct = match (&ctx.what, response) {
-            (_, Response::Throttled { throttle, retry_after_ms }) => {
-                return throttled(ctx.request_id, throttle.http_status(), *retry_after_ms)
-            }
+            (
+                _,
+                Response::Throttled {
+                    throttle,
+                    retry_after_ms,
+                },
+            ) => return throttled(ctx.request_id, throttle.http_status(), *retry_after_ms),
             // A replica's not-found for a request the codec answered itself.
-            (Err(_), Response::NotFound { .. }) => Direct::Error(INVALID_PARAMS, "Task not found".into()),
+            (Err(_), Response::NotFound { .. }) => {
+                Direct::Error(INVALID_PARAMS, "Task not found".into())
+            }
             (Err(d), _) => d.clone(),
             (Ok(w), _) => body(w),
         };
@@ -144,7 +227,12 @@ impl<W> RpcCalls<W> {
 /// The frame of a 429/503 from something in front of the server: HTTP status and Retry-After,
 /// no JSON-RPC body.
 pub fn throttled(request_id: Option<u64>, status: u16, retry_after_ms: u64) -> InFrame {
-    InFrame { request_id, http_status: status, retry_after_ms: Some(retry_after_ms), body: Vec::new() }
+    InFrame {
+        request_id,
+        http_status: status,
+        retry_after_ms: Some(retry_after_ms),
+        body: Vec::new(),
+    }
 }
 
 /// Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's algorithm).
@@ -178,9 +266,17 @@ pub fn iso8601(ms: u64, micros: bool) -> String {
     let days = days_from_civil(2026, 12, 1) + (ms / DAY_MS) as i64;
     let (y, mo, d) = civil_from_days(days);
     let rem = ms % DAY_MS;
-    let (h, mi, s, milli) = (rem / 3_600_000, rem / 60_000 % 60, rem / 1000 % 60, rem % 1000);
+    let (h, mi, s, milli) = (
+        rem / 3_600_000,
+        rem / 60_000 % 60,
+        rem / 1000 % 60,
+        rem % 1000,
+    );
     if micros {
-        format!("{y:04}-{mo:02}-{d:02}T{h:02}:{mi:02}:{s:02}.{:06}Z", milli * 1000)
+        format!(
+            "{y:04}-{mo:02}-{d:02}T{h:02}:{mi:02}:{s:02}.{:06}Z",
+            milli * 1000
+        )
     } else {
         format!("{y:04}-{mo:02}-{d:02}T{h:02}:{mi:02}:{s:02}.{milli:03}Z")
     }
@@ -211,9 +307,16 @@ pub(crate) trait RpcCodec {
 }
 
 /// [`RpcCalls::encode`] for a codec that keeps its calls in itself.
-pub(crate) fn encode_reply<C: RpcCodec>(codec: &mut C, call: CallId, response: &Response, shape: &Shape) -> InFrame {
+pub(crate) fn encode_reply<C: RpcCodec>(
+    codec: &mut C,
+    call: CallId,
+    response: &Response,
+    shape: &Shape,
+) -> InFrame {
     let mut calls = std::mem::take(codec.calls());
-    let frame = calls.encode(call, response, shape, |what| codec.reply_body(what, response, shape));
+    let frame = calls.encode(call, response, shape, |what| {
+        codec.reply_body(what, response, shape)
+    });
     *codec.calls() = calls;
     frame
 }
@@ -221,7 +324,11 @@ pub(crate) fn encode_reply<C: RpcCodec>(codec: &mut C, call: CallId, response: &
 /// A result's text blocks, the last one dropped when `cut` (a truncation the fault layer asked
 /// for).
 pub fn content_blocks(text: &str, blocks: u32, cut: bool) -> Vec<Value> {
-    let shown = if cut { blocks.saturating_sub(1) } else { blocks };
+    let shown = if cut {
+        blocks.saturating_sub(1)
+    } else {
+        blocks
+    };
     (1..=shown).map(|i| json!({"type": "text", "text": crate::fake::script::TaskScript::block_text(text, i, blocks)})).collect()
 }
 
@@ -232,18 +339,48 @@ mod tests {
     #[test]
     fn timestamps_count_from_the_epoch_of_the_simulation() {
         assert_eq!(iso8601(0, false), "2026-12-01T00:00:00.000Z");
-        assert_eq!(iso8601(86_400_000 * 31 + 3_723_004, false), "2027-01-01T01:02:03.004Z");
+        assert_eq!(
+            iso8601(86_400_000 * 31 + 3_723_004, false),
+            "2027-01-01T01:02:03.004Z"
+        );
         assert_eq!(iso8601(1, true), "2026-12-01T00:00:00.001000Z");
         assert_eq!(civil_from_days(days_from_civil(2028, 2, 29)), (2028, 2, 29));
     }
 
     #[test]
     fn messages_are_read_by_shape() {
-        assert!(matches!(read(b"{"), Message::Invalid { code: PARSE_ERROR, .. }));
-        assert!(matches!(read(b"[1]"), Message::Invalid { code: INVALID_REQUEST, .. }));
-        assert!(matches!(read(br#"{"jsonrpc":"2.0","method":"x"}"#), Message::Notification));
-        assert!(matches!(read(br#"{"jsonrpc":"2.0","id":3,"method":"x"}"#), Message::Request { .. }));
-        assert!(matches!(read(br#"{"jsonrpc":"2.0","id":3,"result":{}}"#), Message::Response { .. }));
-        assert!(matches!(read(br#"{"jsonrpc":"2.0","id":3}"#), Message::Invalid { code: INVALID_REQUEST, .. }));
+        assert!(matches!(
+            read(b"{"),
+            Message::Invalid {
+                code: PARSE_ERROR,
+                ..
+            }
+        ));
+        assert!(matches!(
+            read(b"[1]"),
+            Message::Invalid {
+                code: INVALID_REQUEST,
+                ..
+            }
+        ));
+        assert!(matches!(
+            read(br#"{"jsonrpc":"2.0","method":"x"}"#),
+            Message::Notification
+        ));
+        assert!(matches!(
+            read(br#"{"jsonrpc":"2.0","id":3,"method":"x"}"#),
+            Message::Request { .. }
+        ));
+        assert!(matches!(
+            read(br#"{"jsonrpc":"2.0","id":3,"result":{}}"#),
+            Message::Response { .. }
+        ));
+        assert!(matches!(
+            read(br#"{"jsonrpc":"2.0","id":3}"#),
+            Message::Invalid {
+                code: INVALID_REQUEST,
+                ..
+            }
+        ));
     }
 }

@@ -32,9 +32,23 @@ pub struct FakeServer {
 }
 
 impl FakeServer {
-    pub fn new(codec: Box<dyn Codec>, ids: IdStyle, max_ttl_ms: Option<u64>, preempt_rate: f64, rng: ChaCha8Rng) -> FakeServer {
-        let cfg = ServiceConfig { policy: codec.policy(), ids, max_ttl_ms, preempt_rate };
-        FakeServer { codec, service: TaskService::new(cfg, rng) }
+    pub fn new(
+        codec: Box<dyn Codec>,
+        ids: IdStyle,
+        max_ttl_ms: Option<u64>,
+        preempt_rate: f64,
+        rng: ChaCha8Rng,
+    ) -> FakeServer {
+        let cfg = ServiceConfig {
+            policy: codec.policy(),
+            ids,
+            max_ttl_ms,
+            preempt_rate,
+        };
+        FakeServer {
+            codec,
+            service: TaskService::new(cfg, rng),
+        }
     }
 
     pub fn caps(&self) -> CodecCaps {
@@ -51,8 +65,18 @@ impl FakeServer {
     /// itself gets its reply here too.
     pub fn serve(&mut self, now_ms: u64, decoded: Decoded, faults: CancelFaults) -> Vec<Reply> {
         match decoded.ask {
-            Ask::Service(request) => self.service.handle(now_ms, decoded.call, request, faults, &*self.codec),
-            Ask::Codec => decoded.call.map(|call| Reply { call, response: Response::Ack }).into_iter().collect(),
+            Ask::Service(request) => {
+                self.service
+                    .handle(now_ms, decoded.call, request, faults, &*self.codec)
+            }
+            Ask::Codec => decoded
+                .call
+                .map(|call| Reply {
+                    call,
+                    response: Response::Ack,
+                })
+                .into_iter()
+                .collect(),
             Ask::Nothing => Vec::new(),
         }
     }
@@ -83,7 +107,8 @@ impl FakeServer {
 
     /// Status-after-cancel: see [`TaskService::flip_after_cancel`].
     pub fn flip_after_cancel(&mut self, task_id: &str, now_ms: u64) -> Option<truth::TaskStatus> {
-        self.service.flip_after_cancel(task_id, now_ms, &*self.codec)
+        self.service
+            .flip_after_cancel(task_id, now_ms, &*self.codec)
     }
 
     pub fn take_finished_after_cancel(&mut self) -> Vec<String> {
@@ -96,10 +121,22 @@ impl FakeServer {
         let s = &self.service;
         let by_task = |t: &str| s.node_of_task(t).map(str::to_string);
         match request {
-            Request::Submit(sub) => (Some(sub.script.call_node.clone()).filter(|n| !n.is_empty()), sub.key.clone()),
-            Request::Poll { task } | Request::Fetch { task } | Request::Cancel { task } | Request::Delete { task } => (by_task(task), None),
+            Request::Submit(sub) => (
+                Some(sub.script.call_node.clone()).filter(|n| !n.is_empty()),
+                sub.key.clone(),
+            ),
+            Request::Poll { task }
+            | Request::Fetch { task }
+            | Request::Cancel { task }
+            | Request::Delete { task } => (by_task(task), None),
             Request::Answer { task, items } => {
-                let named = task.as_deref().or_else(|| items.iter().find_map(|i| i.prefer_task.as_deref().or(i.candidates.first().map(|c| c.0.as_str()))));
+                let named = task.as_deref().or_else(|| {
+                    items.iter().find_map(|i| {
+                        i.prefer_task
+                            .as_deref()
+                            .or(i.candidates.first().map(|c| c.0.as_str()))
+                    })
+                });
                 (named.and_then(by_task), None)
             }
             Request::Lookup { key } => (s.node_of_key(key).map(str::to_string), Some(key.clone())),
@@ -114,10 +151,18 @@ impl FakeServer {
     }
 
     /// [`FakeServer::handle`] with fault decisions riding on a cancel.
-    pub fn handle_with(&mut self, now_ms: u64, frame: OutFrame, faults: CancelFaults) -> Vec<InFrame> {
+    pub fn handle_with(
+        &mut self,
+        now_ms: u64,
+        frame: OutFrame,
+        faults: CancelFaults,
+    ) -> Vec<InFrame> {
         let decoded = self.decode(frame);
         let replies = self.serve(now_ms, decoded, faults);
-        replies.into_iter().map(|r| self.encode_reply(r.call, &r.response, &Shape::default())).collect()
+        replies
+            .into_iter()
+            .map(|r| self.encode_reply(r.call, &r.response, &Shape::default()))
+            .collect()
     }
 
     /// Step time to `t` one internal event at a time (test driver): every frame that became due,
@@ -128,7 +173,10 @@ impl FakeServer {
         while let Some(e) = self.next_event_at_ms().filter(|&e| e <= t) {
             *now = (*now).max(e);
             let frames = self.advance_frames(*now);
-            assert!(!frames.is_empty() || self.next_event_at_ms() != Some(e), "advance made no progress");
+            assert!(
+                !frames.is_empty() || self.next_event_at_ms() != Some(e),
+                "advance made no progress"
+            );
             out.extend(frames.into_iter().map(|f| (*now, f)));
         }
         *now = t;
@@ -191,15 +239,25 @@ pub fn server_for(protocol: Protocol, setup: &ServerSetup, rng: ChaCha8Rng) -> F
         Protocol::Aip151 => {
             let a = &setup.aip;
             let tools = setup.tools.iter().map(|t| t.name.clone()).collect();
-            let mut cfg = aip151::AipConfig::new(&a.submit_path, &a.operation_path, &a.operations_collection, tools);
+            let mut cfg = aip151::AipConfig::new(
+                &a.submit_path,
+                &a.operation_path,
+                &a.operations_collection,
+                tools,
+            );
             cfg.toolop_extensions = setup.toolop_extensions;
             cfg.dedupe_window_ms = a.dedupe_window_ms;
             cfg.cancel_supported = a.cancel_supported;
             cfg.retention_after_done_ms = a.retention_after_done_ms;
             cfg.cancel_on_done = match setup.profile {
-                ServerProfile::CancelDoneFailedPrecondition => aip151::CancelOnDone::FailedPrecondition,
+                ServerProfile::CancelDoneFailedPrecondition => {
+                    aip151::CancelOnDone::FailedPrecondition
+                }
                 ServerProfile::CancelDoneNotFound => aip151::CancelOnDone::NotFound,
-                ServerProfile::CancelDoneOk | ServerProfile::SpecStrict | ServerProfile::TsSdk | ServerProfile::PythonSdk => aip151::CancelOnDone::Ok,
+                ServerProfile::CancelDoneOk
+                | ServerProfile::SpecStrict
+                | ServerProfile::TsSdk
+                | ServerProfile::PythonSdk => aip151::CancelOnDone::Ok,
             };
             aip151::server(cfg, setup.max_ttl_ms, a.preempt_rate, rng)
         }

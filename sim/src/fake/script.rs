@@ -6,7 +6,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// How the scripted work ends.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum ScriptOutcome {
     /// A tool result without error.
@@ -72,19 +74,32 @@ impl TaskScript {
     pub fn from_arguments(arguments: Option<&Value>) -> Result<TaskScript, String> {
         match arguments.and_then(|a| a.get(Self::ARG_KEY)) {
             None | Some(Value::Null) => Ok(TaskScript::default()),
-            Some(v) => TaskScript::deserialize(v).map_err(|e| format!("invalid {}: {e}", Self::ARG_KEY)),
+            Some(v) => {
+                TaskScript::deserialize(v).map_err(|e| format!("invalid {}: {e}", Self::ARG_KEY))
+            }
         }
     }
 
     /// A test script: `duration_ms` of work for `node` ending `outcome`, with text `"<node> ok"`.
     #[cfg(test)]
     pub fn for_test(node: &str, duration_ms: u64, outcome: ScriptOutcome) -> TaskScript {
-        TaskScript { call_node: node.into(), duration_ms, outcome, text: format!("{node} ok"), ..TaskScript::default() }
+        TaskScript {
+            call_node: node.into(),
+            duration_ms,
+            outcome,
+            text: format!("{node} ok"),
+            ..TaskScript::default()
+        }
     }
 
     /// Input offsets that fall inside the work, sorted, without duplicates.
     pub fn input_offsets(&self) -> Vec<u64> {
-        let mut inputs: Vec<u64> = self.input_at_ms.iter().copied().filter(|&o| o < self.duration_ms).collect();
+        let mut inputs: Vec<u64> = self
+            .input_at_ms
+            .iter()
+            .copied()
+            .filter(|&o| o < self.duration_ms)
+            .collect();
         inputs.sort_unstable();
         inputs.dedup();
         inputs

@@ -30,7 +30,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use rand::RngCore;
 use rand_chacha::ChaCha8Rng;
 
-use super::codec::{CallId, Note, Outcome, Push, ResultShape, Response, TaskView};
+use super::codec::{CallId, Note, Outcome, Push, Response, ResultShape, TaskView};
 use super::script::TaskScript;
 use super::truth::{GroundTruth, SyncRunKind, TaskStatus, TaskTruth};
 
@@ -69,7 +69,10 @@ pub struct CancelRule {
 impl CancelRule {
     /// Acknowledged at once, in effect after a delay drawn in `[min, max]`, stopping the work.
     pub fn delayed((min_ms, max_ms): (u64, u64)) -> CancelRule {
-        CancelRule { effect: CancelEffect::Delayed { min_ms, max_ms }, running_work: RunningWork::Stops }
+        CancelRule {
+            effect: CancelEffect::Delayed { min_ms, max_ms },
+            running_work: RunningWork::Stops,
+        }
     }
 }
 
@@ -213,7 +216,10 @@ struct Task {
 impl Task {
     fn pending_round(&self) -> Option<(u32, &Round)> {
         let n = self.rounds.len() as u32;
-        self.rounds.last().filter(|r| !r.answered && !r.abandoned).map(|r| (n, r))
+        self.rounds
+            .last()
+            .filter(|r| !r.answered && !r.abandoned)
+            .map(|r| (n, r))
     }
 
     /// Next working-time milestone: (offset, is an input request).
@@ -329,24 +335,37 @@ impl TaskService {
 
     /// The call node a task belongs to (from the script it was submitted with).
     pub fn node_of_task(&self, task_id: &str) -> Option<&str> {
-        self.by_id.get(task_id).map(|s| self.tasks[s].script.call_node.as_str())
+        self.by_id
+            .get(task_id)
+            .map(|s| self.tasks[s].script.call_node.as_str())
     }
 
     /// The call node whose submissions carried `key`, if one reached this service.
     pub fn node_of_key(&self, key: &str) -> Option<&str> {
-        self.by_key.get(key).and_then(|s| s.first()).map(|s| self.tasks[s].script.call_node.as_str())
+        self.by_key
+            .get(key)
+            .and_then(|s| s.first())
+            .map(|s| self.tasks[s].script.call_node.as_str())
     }
 
     /// Whether a cancel of `task_id` now would meet running work of a live, non-terminal task.
     pub fn cancel_meets_running_work(&self, task_id: &str) -> bool {
-        self.by_id.get(task_id).map(|s| &self.tasks[s]).is_some_and(|t| {
-            t.live() && !t.status.is_terminal() && t.cancel_at.is_none() && t.work.state == WorkState::Running
-        })
+        self.by_id
+            .get(task_id)
+            .map(|s| &self.tasks[s])
+            .is_some_and(|t| {
+                t.live()
+                    && !t.status.is_terminal()
+                    && t.cancel_at.is_none()
+                    && t.work.state == WorkState::Running
+            })
     }
 
     /// Whether an accepted cancel of `task_id` has not taken effect yet (nor been overtaken).
     pub fn cancel_pending(&self, task_id: &str) -> bool {
-        self.by_id.get(task_id).is_some_and(|s| self.tasks[s].sched[2].is_some())
+        self.by_id
+            .get(task_id)
+            .is_some_and(|s| self.tasks[s].sched[2].is_some())
     }
 
     /// Ids of every task ever created, in creation order.
@@ -367,7 +386,11 @@ impl TaskService {
             text: t.script.text.clone(),
             notes: t.notes.clone(),
             outcome: t.outcome.clone(),
-            pending_round: if t.status == TaskStatus::InputRequired { t.pending_round().map(|(n, _)| n) } else { None },
+            pending_round: if t.status == TaskStatus::InputRequired {
+                t.pending_round().map(|(n, _)| n)
+            } else {
+                None
+            },
             deleted: t.deleted,
         }
     }
@@ -429,5 +452,12 @@ fn uuid4(rng: &mut ChaCha8Rng) -> String {
     b[6] = (b[6] & 0x0f) | 0x40;
     b[8] = (b[8] & 0x3f) | 0x80;
     let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
-    format!("{}-{}-{}-{}-{}", &h[0..8], &h[8..12], &h[12..16], &h[16..20], &h[20..32])
+    format!(
+        "{}-{}-{}-{}-{}",
+        &h[0..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..32]
+    )
 }

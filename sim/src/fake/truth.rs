@@ -37,7 +37,13 @@ impl TaskStatus {
     }
 
     pub fn is_terminal(self) -> bool {
-        matches!(self, TaskStatus::Completed | TaskStatus::Failed | TaskStatus::Cancelled | TaskStatus::DoneWithoutResult)
+        matches!(
+            self,
+            TaskStatus::Completed
+                | TaskStatus::Failed
+                | TaskStatus::Cancelled
+                | TaskStatus::DoneWithoutResult
+        )
     }
 }
 
@@ -161,7 +167,13 @@ pub struct TaskTruth {
 
 impl TaskTruth {
     /// A task just created, working.
-    pub fn new(call_node: &str, tool: &str, idempotency_key: Option<String>, created_at_ms: u64, ttl_ms: Option<u64>) -> TaskTruth {
+    pub fn new(
+        call_node: &str,
+        tool: &str,
+        idempotency_key: Option<String>,
+        created_at_ms: u64,
+        ttl_ms: Option<u64>,
+    ) -> TaskTruth {
         TaskTruth {
             call_node: call_node.to_string(),
             tool: tool.to_string(),
@@ -276,18 +288,25 @@ mod tests {
     fn digest_is_lowercase_sha256_of_sorted_json() {
         let a: Value = serde_json::from_str(r#"{"b":1,"a":2}"#).unwrap();
         // echo -n '{"a":2,"b":1}' | sha256sum
-        assert_eq!(payload_digest(&a), "d3626ac30a87e6f7a6428233b3c68299976865fa5508e4267c5415c76af7a772");
+        assert_eq!(
+            payload_digest(&a),
+            "d3626ac30a87e6f7a6428233b3c68299976865fa5508e4267c5415c76af7a772"
+        );
         assert_eq!(payload_digest(&a).len(), 64);
-        assert!(payload_digest(&a).chars().all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase()));
+        assert!(payload_digest(&a)
+            .chars()
+            .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase()));
     }
 
     #[test]
     fn merge_adds_counts_and_keeps_every_task() {
         let mut a = GroundTruth::default();
-        a.tasks.insert("t1".into(), TaskTruth::new("n1", "x", None, 0, None));
+        a.tasks
+            .insert("t1".into(), TaskTruth::new("n1", "x", None, 0, None));
         a.tasks_created_per_call_node.insert("n1".into(), 1);
         let mut b = GroundTruth::default();
-        b.tasks.insert("t2".into(), TaskTruth::new("n1", "x", None, 5, None));
+        b.tasks
+            .insert("t2".into(), TaskTruth::new("n1", "x", None, 5, None));
         b.tasks_created_per_call_node.insert("n1".into(), 1);
         b.duplicate_submits_deduped = 2;
         let m = GroundTruth::merge([a, b]);

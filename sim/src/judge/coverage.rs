@@ -35,10 +35,20 @@ pub struct ProtocolCoverage {
 
 impl ProtocolCoverage {
     /// Required cells with fewer than `min_hits` hits.
-    pub fn missing(&self, hits: &BTreeMap<(String, FaultKind, LocalState), u64>) -> Vec<DeclaredCell> {
+    pub fn missing(
+        &self,
+        hits: &BTreeMap<(String, FaultKind, LocalState), u64>,
+    ) -> Vec<DeclaredCell> {
         self.cells
             .iter()
-            .filter(|c| c.required && hits.get(&(self.protocol.clone(), c.fault, c.state)).copied().unwrap_or(0) < self.min_hits)
+            .filter(|c| {
+                c.required
+                    && hits
+                        .get(&(self.protocol.clone(), c.fault, c.state))
+                        .copied()
+                        .unwrap_or(0)
+                        < self.min_hits
+            })
             .copied()
             .collect()
     }
@@ -50,23 +60,36 @@ impl ProtocolCoverage {
 
 /// Whether `f` happens in scenario `l`: a positive rate, or the fault it follows from has one.
 fn enabled(l: &Loaded, f: FaultKind) -> bool {
-    l.scenario.faults.enabled(f) || f.follows_from().is_some_and(|src| l.scenario.faults.enabled(src))
+    l.scenario.faults.enabled(f)
+        || f.follows_from()
+            .is_some_and(|src| l.scenario.faults.enabled(src))
 }
 
 /// The coverage `protocol` must show over `scenarios` (those whose primary lane speaks it).
 pub fn of_protocol(scenarios: &[Loaded], protocol: Protocol) -> ProtocolCoverage {
-    let gated: Vec<&Loaded> = scenarios.iter().filter(|l| l.scenario.protocol == protocol && l.scenario.gates.coverage).collect();
+    let gated: Vec<&Loaded> = scenarios
+        .iter()
+        .filter(|l| l.scenario.protocol == protocol && l.scenario.gates.coverage)
+        .collect();
     let cells = catalogue::row(protocol)
         .iter()
         .flat_map(|c| {
             let required = gated.iter().any(|l| enabled(l, c.fault));
-            c.states.iter().map(move |&state| DeclaredCell { fault: c.fault, state, required })
+            c.states.iter().map(move |&state| DeclaredCell {
+                fault: c.fault,
+                state,
+                required,
+            })
         })
         .collect();
     ProtocolCoverage {
         protocol: protocol.name().to_string(),
         cells,
         gated: !gated.is_empty(),
-        min_hits: gated.iter().map(|l| l.scenario.gates.coverage_min_hits).max().unwrap_or(1),
+        min_hits: gated
+            .iter()
+            .map(|l| l.scenario.gates.coverage_min_hits)
+            .max()
+            .unwrap_or(1),
     }
 }

@@ -5,12 +5,12 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use toolop::record::LocalState;
 
+use crate::campaign::sweep::{replay_command, Loaded};
 use crate::judge::checkers::Violation;
-use crate::series::faults::FaultKind;
 use crate::judge::coverage::{self, ProtocolCoverage};
 use crate::judge::metrics::SeriesMetrics;
 use crate::scenario::Protocol;
-use crate::campaign::sweep::{replay_command, Loaded};
+use crate::series::faults::FaultKind;
 
 /// One series of a sweep.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -73,13 +73,25 @@ impl SweepReport {
 }
 
 fn row(protocol: &str, gate: &str, threshold: String, measured: String, pass: bool) -> GateRow {
-    GateRow { protocol: protocol.into(), gate: gate.into(), threshold, measured, pass }
+    GateRow {
+        protocol: protocol.into(),
+        gate: gate.into(),
+        threshold,
+        measured,
+        pass,
+    }
 }
 
 /// Judge a sweep. Rows are grouped by protocol; each group is judged with the thresholds of
 /// the first scenario of that protocol in the set, and coverage is required where any of the
 /// group's scenarios asks for it.
-pub fn evaluate(scenarios: &[Loaded], rows: Vec<SeriesRow>, run: &str, start_seed: u64, wall_ms: u64) -> SweepReport {
+pub fn evaluate(
+    scenarios: &[Loaded],
+    rows: Vec<SeriesRow>,
+    run: &str,
+    start_seed: u64,
+    wall_ms: u64,
+) -> SweepReport {
     // Protocols in order of first appearance, each once.
     let mut protocols: Vec<Protocol> = vec![];
     for l in scenarios {
@@ -99,38 +111,121 @@ pub fn evaluate(scenarios: &[Loaded], rows: Vec<SeriesRow>, run: &str, start_see
     for &protocol in &protocols {
         let p = &protocol.name().to_string();
         let group: Vec<&SeriesRow> = rows.iter().filter(|r| &r.protocol == p).collect();
-        let first = scenarios.iter().find(|l| l.scenario.protocol == protocol).expect("protocol came from a scenario");
+        let first = scenarios
+            .iter()
+            .find(|l| l.scenario.protocol == protocol)
+            .expect("protocol came from a scenario");
         let g = &first.scenario.gates;
         let sum = |f: &dyn Fn(&SeriesRow) -> u64| group.iter().map(|r| f(r)).sum::<u64>();
         let divergences = sum(&|r| u64::from(r.metrics.divergences));
-        gates.push(row(p, "terminal_state_divergence", format!("<= {}", g.max_divergences), divergences.to_string(), divergences <= g.max_divergences));
+        gates.push(row(
+            p,
+            "terminal_state_divergence",
+            format!("<= {}", g.max_divergences),
+            divergences.to_string(),
+            divergences <= g.max_divergences,
+        ));
         let seconds = sum(&|r| u64::from(r.metrics.second_operations));
-        gates.push(row(p, "second_operations", format!("<= {}", g.max_second_operations), seconds.to_string(), seconds <= g.max_second_operations));
+        gates.push(row(
+            p,
+            "second_operations",
+            format!("<= {}", g.max_second_operations),
+            seconds.to_string(),
+            seconds <= g.max_second_operations,
+        ));
         let qps_bound = g.max_qps.unwrap_or(first.scenario.executor.max_qps);
-        let busiest = group.iter().map(|r| r.metrics.max_sends_in_window).max().unwrap_or(0);
-        gates.push(row(p, "poll_rate_per_second", format!("<= {qps_bound}"), busiest.to_string(), busiest <= qps_bound));
-        let cancels: Vec<u64> = group.iter().flat_map(|r| r.metrics.cancel_confirmation_ms.iter().copied()).collect();
+        let busiest = group
+            .iter()
+            .map(|r| r.metrics.max_sends_in_window)
+            .max()
+            .unwrap_or(0);
+        gates.push(row(
+            p,
+            "poll_rate_per_second",
+            format!("<= {qps_bound}"),
+            busiest.to_string(),
+            busiest <= qps_bound,
+        ));
+        let cancels: Vec<u64> = group
+            .iter()
+            .flat_map(|r| r.metrics.cancel_confirmation_ms.iter().copied())
+            .collect();
         // The same percentile as the histogram files, so the gate and the report agree.
         let p99 = crate::report::percentile(&cancels, 99.0);
         let ok = p99.is_none_or(|v| v < g.cancel_confirmation_p99_ms);
-        gates.push(row(p, "cancel_confirmation_p99_ms", format!("< {}", g.cancel_confirmation_p99_ms), fmt_opt(p99), ok));
-        let unknown_max = group.iter().flat_map(|r| r.metrics.unknown_reconciliation_ms.iter().copied()).max();
+        gates.push(row(
+            p,
+            "cancel_confirmation_p99_ms",
+            format!("< {}", g.cancel_confirmation_p99_ms),
+            fmt_opt(p99),
+            ok,
+        ));
+        let unknown_max = group
+            .iter()
+            .flat_map(|r| r.metrics.unknown_reconciliation_ms.iter().copied())
+            .max();
         let ok = unknown_max.is_none_or(|v| v < g.unknown_reconciliation_max_ms);
-        gates.push(row(p, "unknown_reconciliation_max_ms", format!("< {}", g.unknown_reconciliation_max_ms), fmt_opt(unknown_max), ok));
+        gates.push(row(
+            p,
+            "unknown_reconciliation_max_ms",
+            format!("< {}", g.unknown_reconciliation_max_ms),
+            fmt_opt(unknown_max),
+            ok,
+        ));
         let outbox = sum(&|r| u64::from(r.metrics.outbox_entries));
         let untraceable = sum(&|r| u64::from(r.metrics.untraceable_outbox));
-        let pct = if outbox == 0 { 100.0 } else { 100.0 * (outbox - untraceable.min(outbox)) as f64 / outbox as f64 };
-        gates.push(row(p, "outbox_traceable_pct", format!(">= {}", g.outbox_traceable_min_pct), format!("{pct:.2}"), pct >= g.outbox_traceable_min_pct));
+        let pct = if outbox == 0 {
+            100.0
+        } else {
+            100.0 * (outbox - untraceable.min(outbox)) as f64 / outbox as f64
+        };
+        gates.push(row(
+            p,
+            "outbox_traceable_pct",
+            format!(">= {}", g.outbox_traceable_min_pct),
+            format!("{pct:.2}"),
+            pct >= g.outbox_traceable_min_pct,
+        ));
         let extra = sum(&|r| u64::from(r.metrics.extra_receipts));
-        gates.push(row(p, "receipts_per_call_node", format!("<= {}", g.max_receipts_per_node), if extra == 0 { "1".into() } else { format!("{extra} extra") }, extra == 0));
+        gates.push(row(
+            p,
+            "receipts_per_call_node",
+            format!("<= {}", g.max_receipts_per_node),
+            if extra == 0 {
+                "1".into()
+            } else {
+                format!("{extra} extra")
+            },
+            extra == 0,
+        ));
         let violations = sum(&|r| r.violations.len() as u64);
-        gates.push(row(p, "checker_violations", "0".into(), violations.to_string(), violations == 0));
+        gates.push(row(
+            p,
+            "checker_violations",
+            "0".into(),
+            violations.to_string(),
+            violations == 0,
+        ));
         let plan = coverage::of_protocol(scenarios, protocol);
         if plan.gated {
             coverage_min_hits = coverage_min_hits.max(plan.min_hits);
-            let missing: Vec<String> = plan.missing(&coverage).iter().map(|c| format!("{}@{}", c.fault.name(), c.state.name())).collect();
-            let measured = if missing.is_empty() { format!("{} cells hit", plan.required()) } else { format!("missing {}", missing.join(", ")) };
-            gates.push(row(p, "coverage", format!("every reachable cell >= {}", plan.min_hits), measured, missing.is_empty()));
+            let missing: Vec<String> = plan
+                .missing(&coverage)
+                .iter()
+                .map(|c| format!("{}@{}", c.fault.name(), c.state.name()))
+                .collect();
+            let measured = if missing.is_empty() {
+                format!("{} cells hit", plan.required())
+            } else {
+                format!("missing {}", missing.join(", "))
+            };
+            gates.push(row(
+                p,
+                "coverage",
+                format!("every reachable cell >= {}", plan.min_hits),
+                measured,
+                missing.is_empty(),
+            ));
         }
         coverage_plan.push(plan);
     }
@@ -140,11 +235,36 @@ pub fn evaluate(scenarios: &[Loaded], rows: Vec<SeriesRow>, run: &str, start_see
         .map(|r| FailingSeed {
             scenario_file: r.scenario_file.clone(),
             seed: r.seed,
-            reasons: r.violations.iter().map(|v| format!("{}: {}{}", v.checker, v.node.as_deref().map(|n| format!("{n}: ")).unwrap_or_default(), v.detail)).collect(),
+            reasons: r
+                .violations
+                .iter()
+                .map(|v| {
+                    format!(
+                        "{}: {}{}",
+                        v.checker,
+                        v.node
+                            .as_deref()
+                            .map(|n| format!("{n}: "))
+                            .unwrap_or_default(),
+                        v.detail
+                    )
+                })
+                .collect(),
             replay: replay_command(std::path::Path::new(&r.scenario_file), r.seed),
         })
         .collect();
-    SweepReport { run: run.into(), start_seed, series: rows.len() as u64, rows, gates, coverage, coverage_plan, coverage_min_hits, failing, wall_ms }
+    SweepReport {
+        run: run.into(),
+        start_seed,
+        series: rows.len() as u64,
+        rows,
+        gates,
+        coverage,
+        coverage_plan,
+        coverage_min_hits,
+        failing,
+        wall_ms,
+    }
 }
 
 fn fmt_opt(v: Option<u64>) -> String {

@@ -8,7 +8,10 @@ use toolop::record::LocalState;
 use toolop::runner::Observation;
 
 use crate::judge::checkers::view::{caller_times, node_task, observations, settle_times, View};
-use crate::judge::checkers::{at_most_one_receipt, no_divergence, no_second_operation, outbox_traceable, poll_rate_within_bound, settles_within_bound};
+use crate::judge::checkers::{
+    at_most_one_receipt, no_divergence, no_second_operation, outbox_traceable,
+    poll_rate_within_bound, settles_within_bound,
+};
 use crate::series::faults::FaultKind;
 use crate::trace::{CallerAction, Trace, What};
 
@@ -89,7 +92,10 @@ pub fn measure(trace: &Trace) -> SeriesMetrics {
     for (_, _, obs) in observations(trace) {
         match obs {
             Observation::Sent { kind: "poll", .. } => m.polls += 1,
-            Observation::Received { reply: "rate_limited", .. } => m.rate_limited += 1,
+            Observation::Received {
+                reply: "rate_limited",
+                ..
+            } => m.rate_limited += 1,
             _ => {}
         }
     }
@@ -100,7 +106,9 @@ pub fn measure(trace: &Trace) -> SeriesMetrics {
     }
     for (node, clicked_ms) in caller_times(trace, CallerAction::Cancel) {
         if let Some((t, _)) = settled.get(&node).filter(|(t, _)| *t >= clicked_ms) {
-            let known = outcome_known_after(trace, &node, clicked_ms).unwrap_or(*t).min(*t);
+            let known = outcome_known_after(trace, &node, clicked_ms)
+                .unwrap_or(*t)
+                .min(*t);
             m.cancel_confirmation_ms.push(known - clicked_ms);
         }
     }
@@ -117,7 +125,12 @@ fn outcome_known_after(trace: &Trace, node: &str, after: u64) -> Option<u64> {
         Observation::Moved { node: n, path, .. } if n == node && t >= after => path
             .iter()
             .skip(1)
-            .any(|s| matches!(s, LocalState::CancelledAccepted | LocalState::TerminalObserved) || s.is_final())
+            .any(|s| {
+                matches!(
+                    s,
+                    LocalState::CancelledAccepted | LocalState::TerminalObserved
+                ) || s.is_final()
+            })
             .then_some(t),
         _ => None,
     })
@@ -125,13 +138,22 @@ fn outcome_known_after(trace: &Trace, node: &str, after: u64) -> Option<u64> {
 
 /// Time in SUBMISSION_UNKNOWN (entering it to the next move out of it, wherever in a move's
 /// path that happens), then submission to hand-off for nodes that settled in UNKNOWN.
-fn unknown_durations(trace: &Trace, submitted: &BTreeMap<String, u64>, settled: &BTreeMap<String, (u64, LocalState)>) -> Vec<u64> {
+fn unknown_durations(
+    trace: &Trace,
+    submitted: &BTreeMap<String, u64>,
+    settled: &BTreeMap<String, (u64, LocalState)>,
+) -> Vec<u64> {
     let mut out = vec![];
     let mut entered: BTreeMap<&str, u64> = BTreeMap::new();
     for (t, _, obs) in observations(trace) {
-        let Observation::Moved { node, path, .. } = obs else { continue };
+        let Observation::Moved { node, path, .. } = obs else {
+            continue;
+        };
         for state in path.iter().skip(1) {
-            match (*state == LocalState::SubmissionUnknown, entered.get(node.as_str())) {
+            match (
+                *state == LocalState::SubmissionUnknown,
+                entered.get(node.as_str()),
+            ) {
                 (true, None) => {
                     entered.insert(node, t);
                 }
@@ -161,7 +183,9 @@ fn measure_final(v: &View, submitted: &BTreeMap<String, u64>, m: &mut SeriesMetr
     let mut first_accepted: BTreeMap<&str, u64> = BTreeMap::new();
     for (t, _, obs) in observations(v.trace) {
         match obs {
-            Observation::Sent { node, kind: "poll", .. } => *polls.entry(node.as_str()).or_default() += 1,
+            Observation::Sent {
+                node, kind: "poll", ..
+            } => *polls.entry(node.as_str()).or_default() += 1,
             Observation::Accepted { node, .. } => {
                 first_accepted.entry(node.as_str()).or_insert(t);
             }
@@ -181,12 +205,16 @@ fn measure_final(v: &View, submitted: &BTreeMap<String, u64>, m: &mut SeriesMetr
         };
         *m.terminal_states.entry(outcome.into()).or_default() += 1;
         if r.operation_id.is_some() {
-            m.polls_per_operation.push(polls.get(node).copied().unwrap_or(0));
+            m.polls_per_operation
+                .push(polls.get(node).copied().unwrap_or(0));
         }
-        let op = receipt.and_then(|x| x.operation_id.as_deref()).or(r.operation_id.as_deref());
+        let op = receipt
+            .and_then(|x| x.operation_id.as_deref())
+            .or(r.operation_id.as_deref());
         let terminal_at = node_task(v.truth, node, op).and_then(|(_, t)| t.terminal_at_ms);
         if let (Some(accepted_ms), Some(terminal_ms)) = (first_accepted.get(node), terminal_at) {
-            m.completion_detection_ms.push(accepted_ms.saturating_sub(terminal_ms));
+            m.completion_detection_ms
+                .push(accepted_ms.saturating_sub(terminal_ms));
         }
     }
     m.divergences = no_divergence::violations(v).len() as u32;
@@ -200,14 +228,16 @@ fn measure_final(v: &View, submitted: &BTreeMap<String, u64>, m: &mut SeriesMetr
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::judge::checkers::testkit::{all_paths, SETTLED};
     use crate::fake::truth::TaskStatus;
+    use crate::judge::checkers::testkit::{all_paths, SETTLED};
     use toolop::record::TerminalState;
 
     #[test]
     fn a_clean_series_measures_every_field() {
         let mut b = all_paths();
-        b.at(1_500).fault(FaultKind::Poll429, Some("n1"), Some(LocalState::Working)).recv("n1", "poll", "rate_limited");
+        b.at(1_500)
+            .fault(FaultKind::Poll429, Some("n1"), Some(LocalState::Working))
+            .recv("n1", "poll", "rate_limited");
         b.at(1_600).fault(FaultKind::ExecutorCrash, None, None);
         let m = measure(&b.build(SETTLED));
         let expect = SeriesMetrics {
@@ -245,8 +275,11 @@ mod tests {
     #[test]
     fn broken_properties_are_counted_as_the_checkers_count_them() {
         let mut b = all_paths();
-        b.task("t-n1-again", "n1", None, None, None).task("t-n1-third", "n1", None, None, None);
-        b.exec(2, 1).at(4_000).accepted("n3", TerminalState::Completed, Some("d-n3"));
+        b.task("t-n1-again", "n1", None, None, None)
+            .task("t-n1-third", "n1", None, None, None);
+        b.exec(2, 1)
+            .at(4_000)
+            .accepted("n3", TerminalState::Completed, Some("d-n3"));
         b.ledger.receipts.retain(|r| r.call_node_id != "n4");
         if let Some(t) = b.truth.tasks.get_mut("t-n2") {
             t.terminal_status = Some(TaskStatus::Completed);

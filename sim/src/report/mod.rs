@@ -17,17 +17,17 @@ use std::path::{Path, PathBuf};
 
 use toolop::record::LocalState;
 
-use crate::series::faults::FaultKind;
 use crate::judge::gates::SweepReport;
+use crate::series::faults::FaultKind;
 
 pub mod csv;
 pub mod hdr;
 pub mod junit;
 pub mod markdown;
 pub mod progress;
-pub mod text;
 /// A readable per-node summary of one series.
 pub mod summary;
+pub mod text;
 /// A readable timeline of one trace, for replay.
 pub mod timeline;
 
@@ -70,7 +70,11 @@ fn seed_range(r: &SweepReport) -> String {
     match r.series {
         0 => "no seeds".into(),
         1 => format!("seed {}", r.start_seed),
-        n => format!("seeds {}..={}", r.start_seed, r.start_seed.saturating_add(n - 1)),
+        n => format!(
+            "seeds {}..={}",
+            r.start_seed,
+            r.start_seed.saturating_add(n - 1)
+        ),
     }
 }
 
@@ -104,7 +108,19 @@ struct CoverageGrid {
 
 impl CoverageGrid {
     fn below_min(&self) -> usize {
-        self.rows.iter().flat_map(|(_, cells)| cells).filter(|c| matches!(c, Cell::Reachable { below_min: true, .. })).count()
+        self.rows
+            .iter()
+            .flat_map(|(_, cells)| cells)
+            .filter(|c| {
+                matches!(
+                    c,
+                    Cell::Reachable {
+                        below_min: true,
+                        ..
+                    }
+                )
+            })
+            .count()
     }
 }
 
@@ -113,23 +129,51 @@ impl CoverageGrid {
 /// order. Rows: the faults the protocol's catalogue row declares, then any other fault that hit,
 /// in [`FaultKind::ALL`] order. The cells are the plan's, the same the coverage gate judges.
 fn coverage_grids(r: &SweepReport) -> Vec<CoverageGrid> {
-    let states: Vec<LocalState> =
-        LocalState::ALL.into_iter().filter(|s| r.coverage_plan.iter().any(|p| p.cells.iter().any(|c| c.state == *s))).collect();
-    let mut protocols: Vec<&str> = r.coverage_plan.iter().map(|p| p.protocol.as_str()).collect();
-    let others: BTreeSet<&str> = r.coverage.keys().map(|(p, _, _)| p.as_str()).chain(r.rows.iter().map(|row| row.protocol.as_str())).collect();
-    protocols.extend(others.into_iter().filter(|p| !r.coverage_plan.iter().any(|c| c.protocol == *p)));
+    let states: Vec<LocalState> = LocalState::ALL
+        .into_iter()
+        .filter(|s| {
+            r.coverage_plan
+                .iter()
+                .any(|p| p.cells.iter().any(|c| c.state == *s))
+        })
+        .collect();
+    let mut protocols: Vec<&str> = r
+        .coverage_plan
+        .iter()
+        .map(|p| p.protocol.as_str())
+        .collect();
+    let others: BTreeSet<&str> = r
+        .coverage
+        .keys()
+        .map(|(p, _, _)| p.as_str())
+        .chain(r.rows.iter().map(|row| row.protocol.as_str()))
+        .collect();
+    protocols.extend(
+        others
+            .into_iter()
+            .filter(|p| !r.coverage_plan.iter().any(|c| c.protocol == *p)),
+    );
     protocols
         .into_iter()
         .map(|protocol| {
             let plan = r.coverage_plan.iter().find(|p| p.protocol == protocol);
-            let hits = |f: FaultKind, s: LocalState| r.coverage.get(&(protocol.to_string(), f, s)).copied().unwrap_or(0);
-            let declared = |f: FaultKind, s: LocalState| plan.and_then(|p| p.cells.iter().find(|c| c.fault == f && c.state == s));
+            let hits = |f: FaultKind, s: LocalState| {
+                r.coverage
+                    .get(&(protocol.to_string(), f, s))
+                    .copied()
+                    .unwrap_or(0)
+            };
+            let declared = |f: FaultKind, s: LocalState| {
+                plan.and_then(|p| p.cells.iter().find(|c| c.fault == f && c.state == s))
+            };
             let min = plan.map_or(r.coverage_min_hits.max(1), |p| p.min_hits);
             let rows = FaultKind::ALL
                 .into_iter()
                 .filter(|&f| {
                     plan.is_some_and(|p| p.cells.iter().any(|c| c.fault == f))
-                        || r.coverage.iter().any(|((p, rf, _), &n)| p == protocol && *rf == f && n > 0)
+                        || r.coverage
+                            .iter()
+                            .any(|((p, rf, _), &n)| p == protocol && *rf == f && n > 0)
                 })
                 .map(|f| {
                     let cells = states
@@ -137,7 +181,10 @@ fn coverage_grids(r: &SweepReport) -> Vec<CoverageGrid> {
                         .map(|&s| {
                             let hits = hits(f, s);
                             match declared(f, s) {
-                                Some(c) if c.required => Cell::Reachable { hits, below_min: hits < min },
+                                Some(c) if c.required => Cell::Reachable {
+                                    hits,
+                                    below_min: hits < min,
+                                },
                                 Some(_) => Cell::Off { hits },
                                 None => Cell::Unreachable { hits },
                             }
@@ -146,7 +193,12 @@ fn coverage_grids(r: &SweepReport) -> Vec<CoverageGrid> {
                     (f, cells)
                 })
                 .collect();
-            CoverageGrid { protocol: protocol.to_string(), min_hits: min, states: states.clone(), rows }
+            CoverageGrid {
+                protocol: protocol.to_string(),
+                min_hits: min,
+                states: states.clone(),
+                rows,
+            }
         })
         .collect()
 }
@@ -161,39 +213,65 @@ pub(crate) fn sample_report() -> SweepReport {
     use crate::judge::gates::{FailingSeed, GateRow, SeriesRow};
     use crate::judge::metrics::SeriesMetrics;
 
-    let metrics = |faults: &[(FaultKind, u32)], cancel: &[u64], e2e: &[u64], polls: &[u64]| SeriesMetrics {
-        call_nodes: 5,
-        faults: faults.iter().copied().collect(),
-        terminal_states: [("completed".to_string(), 4), ("cancelled".to_string(), 1)].into(),
-        polls: polls.iter().sum(),
-        polls_per_operation: polls.to_vec(),
-        max_sends_in_window: 3,
-        cancel_confirmation_ms: cancel.to_vec(),
-        unknown_reconciliation_ms: Vec::new(),
-        end_to_end_ms: e2e.to_vec(),
-        ..SeriesMetrics::default()
-    };
-    let row = |seed: u64, protocol: &str, metrics: SeriesMetrics, violations: Vec<Violation>| SeriesRow {
-        seed,
-        scenario: "smoke".into(),
-        scenario_file: "scenarios/smoke.toml".into(),
-        protocol: protocol.into(),
-        metrics,
-        violations,
-        trace_hash: format!("{seed:016x}"),
-        end_reason: "quiescent".into(),
-        events: 100,
-        sim_end_ms: 60_000,
-    };
+    let metrics =
+        |faults: &[(FaultKind, u32)], cancel: &[u64], e2e: &[u64], polls: &[u64]| SeriesMetrics {
+            call_nodes: 5,
+            faults: faults.iter().copied().collect(),
+            terminal_states: [("completed".to_string(), 4), ("cancelled".to_string(), 1)].into(),
+            polls: polls.iter().sum(),
+            polls_per_operation: polls.to_vec(),
+            max_sends_in_window: 3,
+            cancel_confirmation_ms: cancel.to_vec(),
+            unknown_reconciliation_ms: Vec::new(),
+            end_to_end_ms: e2e.to_vec(),
+            ..SeriesMetrics::default()
+        };
+    let row =
+        |seed: u64, protocol: &str, metrics: SeriesMetrics, violations: Vec<Violation>| SeriesRow {
+            seed,
+            scenario: "smoke".into(),
+            scenario_file: "scenarios/smoke.toml".into(),
+            protocol: protocol.into(),
+            metrics,
+            violations,
+            trace_hash: format!("{seed:016x}"),
+            end_reason: "quiescent".into(),
+            events: 100,
+            sim_end_ms: 60_000,
+        };
     let rows = vec![
-        row(100, "mcp", metrics(&[(FaultKind::LostRequest, 3), (FaultKind::Poll429, 1)], &[120, 450], &[1000, 2000, 3000], &[3, 4]), Vec::new()),
+        row(
+            100,
+            "mcp",
+            metrics(
+                &[(FaultKind::LostRequest, 3), (FaultKind::Poll429, 1)],
+                &[120, 450],
+                &[1000, 2000, 3000],
+                &[3, 4],
+            ),
+            Vec::new(),
+        ),
         row(
             101,
             "mcp",
-            metrics(&[(FaultKind::CancelAckLost, 2)], &[9000], &[1500, 2500], &[7]),
-            vec![Violation { checker: "at_most_one_receipt", node: Some("n1".into()), detail: "two receipts <a&b>".into() }],
+            metrics(
+                &[(FaultKind::CancelAckLost, 2)],
+                &[9000],
+                &[1500, 2500],
+                &[7],
+            ),
+            vec![Violation {
+                checker: "at_most_one_receipt",
+                node: Some("n1".into()),
+                detail: "two receipts <a&b>".into(),
+            }],
         ),
-        row(102, "aip151", metrics(&[], &[], &[800], &[1, 2, 3]), Vec::new()),
+        row(
+            102,
+            "aip151",
+            metrics(&[], &[], &[800], &[1, 2, 3]),
+            Vec::new(),
+        ),
     ];
     let gate = |protocol: &str, gate: &str, threshold: &str, measured: &str, pass: bool| GateRow {
         protocol: protocol.into(),
@@ -204,16 +282,56 @@ pub(crate) fn sample_report() -> SweepReport {
     };
     let gates = vec![
         gate("mcp", "violations", "== 0", "1", false),
-        gate("mcp", "cancel_confirmation_p99_ms", "<= 10000", "9000", true),
-        gate("all", "coverage \"cells\" <min>", ">= 2 & reachable", "5/6", true),
+        gate(
+            "mcp",
+            "cancel_confirmation_p99_ms",
+            "<= 10000",
+            "9000",
+            true,
+        ),
+        gate(
+            "all",
+            "coverage \"cells\" <min>",
+            ">= 2 & reachable",
+            "5/6",
+            true,
+        ),
     ];
     let mut coverage = BTreeMap::new();
-    coverage.insert(("mcp".to_string(), FaultKind::LostRequest, LocalState::Submitting), 3);
-    coverage.insert(("mcp".to_string(), FaultKind::LostRequest, LocalState::Working), 1);
-    coverage.insert(("mcp".to_string(), FaultKind::Poll429, LocalState::Working), 4);
-    coverage.insert(("aip151".to_string(), FaultKind::Poll429, LocalState::Working), 2);
+    coverage.insert(
+        (
+            "mcp".to_string(),
+            FaultKind::LostRequest,
+            LocalState::Submitting,
+        ),
+        3,
+    );
+    coverage.insert(
+        (
+            "mcp".to_string(),
+            FaultKind::LostRequest,
+            LocalState::Working,
+        ),
+        1,
+    );
+    coverage.insert(
+        ("mcp".to_string(), FaultKind::Poll429, LocalState::Working),
+        4,
+    );
+    coverage.insert(
+        (
+            "aip151".to_string(),
+            FaultKind::Poll429,
+            LocalState::Working,
+        ),
+        2,
+    );
     use crate::judge::coverage::{DeclaredCell, ProtocolCoverage};
-    let cell = |fault, state, required| DeclaredCell { fault, state, required };
+    let cell = |fault, state, required| DeclaredCell {
+        fault,
+        state,
+        required,
+    };
     let coverage_plan = vec![
         ProtocolCoverage {
             protocol: "mcp".into(),
@@ -267,8 +385,10 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("toolop-sim-report-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let written = write_all(&dir.join("run"), &sample_report()).unwrap();
-        let names: Vec<String> =
-            written.iter().map(|p| p.file_name().unwrap().to_string_lossy().into_owned()).collect();
+        let names: Vec<String> = written
+            .iter()
+            .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+            .collect();
         assert_eq!(
             names,
             [
@@ -289,13 +409,38 @@ mod tests {
     fn coverage_grid_marks_cells() {
         let r = sample_report();
         let grids = coverage_grids(&r);
-        assert_eq!(grids.iter().map(|g| g.protocol.as_str()).collect::<Vec<_>>(), ["mcp", "aip151"]);
+        assert_eq!(
+            grids
+                .iter()
+                .map(|g| g.protocol.as_str())
+                .collect::<Vec<_>>(),
+            ["mcp", "aip151"]
+        );
         let mcp = &grids[0];
-        assert_eq!(mcp.states, [LocalState::Submitting, LocalState::Working, LocalState::FetchingResult]);
+        assert_eq!(
+            mcp.states,
+            [
+                LocalState::Submitting,
+                LocalState::Working,
+                LocalState::FetchingResult
+            ]
+        );
         let (f, cells) = &mcp.rows[0];
         assert_eq!(*f, FaultKind::LostRequest);
-        assert_eq!(cells[0], Cell::Reachable { hits: 3, below_min: false });
-        assert_eq!(cells[1], Cell::Reachable { hits: 1, below_min: true });
+        assert_eq!(
+            cells[0],
+            Cell::Reachable {
+                hits: 3,
+                below_min: false
+            }
+        );
+        assert_eq!(
+            cells[1],
+            Cell::Reachable {
+                hits: 1,
+                below_min: true
+            }
+        );
         let (f, cells) = &mcp.rows[1];
         assert_eq!(*f, FaultKind::CancelAckLost);
         assert_eq!(cells[1], Cell::Off { hits: 0 });

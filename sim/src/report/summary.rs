@@ -22,7 +22,10 @@ pub fn nodes(trace: &Trace) -> BTreeMap<String, NodeSummary> {
     let mut out: BTreeMap<String, NodeSummary> = BTreeMap::new();
     for e in &trace.events {
         match &e.what {
-            What::Caller { action: CallerAction::Submit, node } => {
+            What::Caller {
+                action: CallerAction::Submit,
+                node,
+            } => {
                 let n = out.entry(node.clone()).or_default();
                 n.submitted_at_ms = Some(e.t_ms);
                 n.path = vec![LocalState::Submitting];
@@ -35,9 +38,16 @@ pub fn nodes(trace: &Trace) -> BTreeMap<String, NodeSummary> {
                         n.settled_at_ms = Some(e.t_ms);
                     }
                 }
-                Observation::Sent { node, kind, .. } if *kind == "poll" => out.entry(node.clone()).or_default().polls += 1,
-                Observation::Accepted { node, terminal, .. } => out.entry(node.clone()).or_default().terminal = Some(terminal.name().to_string()),
-                Observation::Reconcile { node, reason } => out.entry(node.clone()).or_default().reconcile = Some(reason.clone()),
+                Observation::Sent { node, kind, .. } if *kind == "poll" => {
+                    out.entry(node.clone()).or_default().polls += 1
+                }
+                Observation::Accepted { node, terminal, .. } => {
+                    out.entry(node.clone()).or_default().terminal =
+                        Some(terminal.name().to_string())
+                }
+                Observation::Reconcile { node, reason } => {
+                    out.entry(node.clone()).or_default().reconcile = Some(reason.clone())
+                }
                 _ => {}
             },
             _ => {}
@@ -53,9 +63,21 @@ pub fn render(trace: &Trace) -> String {
             (Some(a), Some(b)) => (b - a).to_string(),
             _ => "-".into(),
         };
-        let terminal = n.terminal.clone().or_else(|| n.reconcile.as_ref().map(|_| "UNKNOWN (reconcile)".to_string())).unwrap_or_else(|| "(none)".into());
+        let terminal = n
+            .terminal
+            .clone()
+            .or_else(|| {
+                n.reconcile
+                    .as_ref()
+                    .map(|_| "UNKNOWN (reconcile)".to_string())
+            })
+            .unwrap_or_else(|| "(none)".into());
         let path: Vec<&str> = n.path.iter().map(|p| p.name()).collect();
-        s.push_str(&format!("  {id:<6} {terminal:<20} {:>5}  {latency:>10}  {}\n", n.polls, path.join(" > ")));
+        s.push_str(&format!(
+            "  {id:<6} {terminal:<20} {:>5}  {latency:>10}  {}\n",
+            n.polls,
+            path.join(" > ")
+        ));
     }
     s
 }

@@ -48,22 +48,41 @@ pub(super) async fn agent(world: Arc<World>, mut rx: mpsc::UnboundedReceiver<App
         } else if roll < spec.silent_rate + spec.decline_rate {
             Some(ApprovalReply::Decline)
         } else {
-            Some(ApprovalReply::Accept { content: agent_accept_content(req.round) })
+            Some(ApprovalReply::Accept {
+                content: agent_accept_content(req.round),
+            })
         };
         // The node's next round is asked: an older answer arrives first.
-        if let Some(old) = accepted.get(&req.node).filter(|a| a.round < req.round).cloned() {
+        if let Some(old) = accepted
+            .get(&req.node)
+            .filter(|a| a.round < req.round)
+            .cloned()
+        {
             if let Some(decision) = world.ask(0, FaultKind::ApprovalReplay) {
-                let before = if reply.is_some() { delay_ms.saturating_sub(1) } else { spec.delay_ms[1] };
+                let before = if reply.is_some() {
+                    delay_ms.saturating_sub(1)
+                } else {
+                    spec.delay_ms[1]
+                };
                 let after_ms = world.plan.lock().expect("plan lock").draw(0, before);
                 tokio::spawn(replay(world.clone(), old, after_ms, decision));
             }
         }
         let Some(reply) = reply else {
-            world.push(What::Approval { node: req.node.clone(), round: req.round, action: ApprovalAction::Silent });
+            world.push(What::Approval {
+                node: req.node.clone(),
+                round: req.round,
+                action: ApprovalAction::Silent,
+            });
             continue;
         };
         if let ApprovalReply::Accept { .. } = reply {
-            let answer = Answer { node: req.node.clone(), round: req.round, schema_digest: req.schema_digest.clone(), reply: reply.clone() };
+            let answer = Answer {
+                node: req.node.clone(),
+                round: req.round,
+                schema_digest: req.schema_digest.clone(),
+                reply: reply.clone(),
+            };
             // The same answer, once more, a while after it was given.
             if let Some(decision) = world.ask(0, FaultKind::ApprovalReplay) {
                 let after_ms = delay_ms + world.plan.lock().expect("plan lock").draw(1_000, 30_000);
@@ -79,8 +98,17 @@ pub(super) async fn agent(world: Arc<World>, mut rx: mpsc::UnboundedReceiver<App
                 ApprovalReply::Decline => ApprovalAction::Decline,
                 ApprovalReply::Cancel => ApprovalAction::Cancel,
             };
-            world.push(What::Approval { node: req.node.clone(), round: req.round, action });
-            world.send_input(Input::Approval { node: req.node, round: req.round, schema_digest: req.schema_digest, reply });
+            world.push(What::Approval {
+                node: req.node.clone(),
+                round: req.round,
+                action,
+            });
+            world.send_input(Input::Approval {
+                node: req.node,
+                round: req.round,
+                schema_digest: req.schema_digest,
+                reply,
+            });
         });
     }
 }
@@ -88,8 +116,27 @@ pub(super) async fn agent(world: Arc<World>, mut rx: mpsc::UnboundedReceiver<App
 /// Send `answer` again after `after_ms`, recording the firing with the state it meets.
 async fn replay(world: Arc<World>, answer: Answer, after_ms: u64, decision: u64) {
     tokio::time::sleep(Duration::from_millis(after_ms)).await;
-    let Answer { node, round, schema_digest, reply } = answer;
-    world.record_fault(decision, FaultKind::ApprovalReplay, Some(&node), FaultDetail::Round { round });
-    world.push(What::Approval { node: node.clone(), round, action: ApprovalAction::ReplayAccept });
-    world.send_input(Input::Approval { node, round, schema_digest, reply });
+    let Answer {
+        node,
+        round,
+        schema_digest,
+        reply,
+    } = answer;
+    world.record_fault(
+        decision,
+        FaultKind::ApprovalReplay,
+        Some(&node),
+        FaultDetail::Round { round },
+    );
+    world.push(What::Approval {
+        node: node.clone(),
+        round,
+        action: ApprovalAction::ReplayAccept,
+    });
+    world.send_input(Input::Approval {
+        node,
+        round,
+        schema_digest,
+        reply,
+    });
 }

@@ -19,7 +19,11 @@ pub(super) async fn drive(world: &Arc<World>) -> String {
             arguments: n.script.to_arguments(),
             submission_key: format!("{}:{}:{}", world.params.scenario, world.params.seed, n.id),
         };
-        world.directory.lock().expect("directory lock").insert(node.submission_key.clone(), n.id.clone());
+        world
+            .directory
+            .lock()
+            .expect("directory lock")
+            .insert(node.submission_key.clone(), n.id.clone());
         plan.push((n.submit_at_ms, 0, Input::Submit(node)));
         if let Some(t) = n.cancel_at_ms {
             plan.push((t, 1, Input::Cancel { node: n.id.clone() }));
@@ -40,7 +44,11 @@ pub(super) async fn drive(world: &Arc<World>) -> String {
                 (CallerAction::Submit, n.id.clone())
             }
             Input::Cancel { node } => {
-                world.cancelled.lock().expect("caller lock").push(node.clone());
+                world
+                    .cancelled
+                    .lock()
+                    .expect("caller lock")
+                    .push(node.clone());
                 (CallerAction::Cancel, node.clone())
             }
             Input::Detach { node } => (CallerAction::Detach, node.clone()),
@@ -48,7 +56,9 @@ pub(super) async fn drive(world: &Arc<World>) -> String {
                 *world.retired.lock().expect("caller lock") = Some(*id);
                 (CallerAction::Retire, id.name().to_string())
             }
-            Input::Approval { .. } | Input::Shutdown => unreachable!("the caller's plan holds submissions, cancels, detaches and retirements only"),
+            Input::Approval { .. } | Input::Shutdown => unreachable!(
+                "the caller's plan holds submissions, cancels, detaches and retirements only"
+            ),
         };
         world.push(What::Caller { action, node });
         world.send_input(input);
@@ -80,16 +90,32 @@ pub(super) fn retry_after_restart(world: &World) {
     let submitted = world.submitted.lock().expect("caller lock").clone();
     let cancelled = world.cancelled.lock().expect("caller lock").clone();
     for node in submitted {
-        let rec = world.ledger.lock().expect("ledger lock").by_call_node(&node.id);
+        let rec = world
+            .ledger
+            .lock()
+            .expect("ledger lock")
+            .by_call_node(&node.id);
         if rec.is_none() {
-            world.push(What::Caller { action: CallerAction::Resubmit, node: node.id.clone() });
+            world.push(What::Caller {
+                action: CallerAction::Resubmit,
+                node: node.id.clone(),
+            });
             world.send_input(Input::Submit(node));
         }
     }
     for node in cancelled {
-        let rec = world.ledger.lock().expect("ledger lock").by_call_node(&node);
-        if rec.is_some_and(|r| !r.local_state.is_final() && r.cancel_generation == 0 && !r.cancel_wanted) {
-            world.push(What::Caller { action: CallerAction::Recancel, node: node.clone() });
+        let rec = world
+            .ledger
+            .lock()
+            .expect("ledger lock")
+            .by_call_node(&node);
+        if rec.is_some_and(|r| {
+            !r.local_state.is_final() && r.cancel_generation == 0 && !r.cancel_wanted
+        }) {
+            world.push(What::Caller {
+                action: CallerAction::Recancel,
+                node: node.clone(),
+            });
             world.send_input(Input::Cancel { node });
         }
     }

@@ -6,7 +6,10 @@ use std::sync::Arc;
 
 use tokio::sync::mpsc;
 use tokio::time::Duration;
-use toolop::runner::{ApprovalRequest, CrashPoint, CrashPoints, Exit, Input, Observation, Observer, Runner, SharedLedger};
+use toolop::runner::{
+    ApprovalRequest, CrashPoint, CrashPoints, Exit, Input, Observation, Observer, Runner,
+    SharedLedger,
+};
 
 use super::{caller, World};
 use crate::series::faults::FaultKind;
@@ -28,7 +31,14 @@ struct SimObserver {
 
 impl Observer for SimObserver {
     fn observe(&mut self, now_ms: u64, obs: Observation) {
-        self.world.trace.lock().expect("trace lock").push(now_ms, What::Exec { epoch: self.epoch, incarnation: self.incarnation, obs });
+        self.world.trace.lock().expect("trace lock").push(
+            now_ms,
+            What::Exec {
+                epoch: self.epoch,
+                incarnation: self.incarnation,
+                obs,
+            },
+        );
     }
 }
 
@@ -39,7 +49,14 @@ struct SimCrash {
 
 impl CrashPoints for SimCrash {
     fn crash_here(&mut self, point: CrashPoint, node: &str) -> bool {
-        self.world.fire(0, FaultKind::ExecutorCrash, Some(node), FaultDetail::Crash { point }).is_some()
+        self.world
+            .fire(
+                0,
+                FaultKind::ExecutorCrash,
+                Some(node),
+                FaultDetail::Crash { point },
+            )
+            .is_some()
     }
 }
 
@@ -52,9 +69,22 @@ fn start(
 ) -> tokio::task::JoinHandle<Exit> {
     // One connection per lane: connection ids say incarnation and lane.
     let protocols = world.sc.lanes();
-    let transports: Vec<_> = (0..protocols.len()).map(|lane| Net::connect(&world.net, incarnation * LANES_MAX + lane as u32, lane, epoch)).collect();
+    let transports: Vec<_> = (0..protocols.len())
+        .map(|lane| {
+            Net::connect(
+                &world.net,
+                incarnation * LANES_MAX + lane as u32,
+                lane,
+                epoch,
+            )
+        })
+        .collect();
     let ledger: SharedLedger = world.ledger.clone();
-    let observer = SimObserver { world: world.clone(), epoch, incarnation };
+    let observer = SimObserver {
+        world: world.clone(),
+        epoch,
+        incarnation,
+    };
     let runner = Runner::new(
         world.sc.executor.clone(),
         epoch,
@@ -66,8 +96,12 @@ fn start(
         world.params.jitter_seed ^ u64::from(incarnation),
         u64::from(incarnation) * 1_000_000_000,
     )
-    .with_crash_points(Box::new(SimCrash { world: world.clone() }));
-    let runner = protocols[1..].iter().fold(runner, |r, p| r.with_lane(super::lanes::adapter(&world.sc, *p)));
+    .with_crash_points(Box::new(SimCrash {
+        world: world.clone(),
+    }));
+    let runner = protocols[1..].iter().fold(runner, |r, p| {
+        r.with_lane(super::lanes::adapter(&world.sc, *p))
+    });
     tokio::spawn(runner.run_lanes(transports, inputs))
 }
 
@@ -83,7 +117,11 @@ fn new_channel(world: &World) -> (mpsc::UnboundedSender<Input>, mpsc::UnboundedR
     (old, rx)
 }
 
-pub(super) async fn supervise(world: Arc<World>, inputs: mpsc::UnboundedReceiver<Input>, approvals: mpsc::UnboundedSender<ApprovalRequest>) {
+pub(super) async fn supervise(
+    world: Arc<World>,
+    inputs: mpsc::UnboundedReceiver<Input>,
+    approvals: mpsc::UnboundedSender<ApprovalRequest>,
+) {
     let (mut epoch, mut incarnation) = (1u64, 1u32);
     let mut current = start(&world, epoch, incarnation, inputs, approvals.clone());
     let mut rollback_at = world.params.rollback_at_ms;
@@ -147,14 +185,22 @@ pub(super) async fn supervise(world: Arc<World>, inputs: mpsc::UnboundedReceiver
             }
         }
     }
-    world.push(What::World { action: WorldAction::IncarnationLimit { limit: INCARNATIONS_MAX } });
+    world.push(What::World {
+        action: WorldAction::IncarnationLimit {
+            limit: INCARNATIONS_MAX,
+        },
+    });
 }
 
 /// How an executor process ended, in words.
 fn exit_name(exit: &Exit) -> String {
     match exit {
-        Exit::Crashed(CrashPoint::AfterCommitBeforeSend) => "crashed after a commit, before its sends".into(),
-        Exit::Crashed(CrashPoint::AfterReplyBeforeCommit) => "crashed after a reply, before its commit".into(),
+        Exit::Crashed(CrashPoint::AfterCommitBeforeSend) => {
+            "crashed after a commit, before its sends".into()
+        }
+        Exit::Crashed(CrashPoint::AfterReplyBeforeCommit) => {
+            "crashed after a reply, before its commit".into()
+        }
         Exit::Shutdown => "shut down".into(),
         Exit::Disconnected => "connection dropped".into(),
         Exit::HandshakeFailed(reason) => format!("handshake failed: {reason}"),

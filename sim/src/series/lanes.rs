@@ -14,7 +14,15 @@ use crate::fake::{server_for, FakeServer, ServerSetup};
 use crate::scenario::{Protocol, Scenario};
 
 fn tools(sc: &Scenario) -> Vec<FakeTool> {
-    sc.workload.tools.iter().map(|t| FakeTool { name: t.name.clone(), task_support: t.task_support, sync_upper_bound_ms: t.sync_upper_bound_ms }).collect()
+    sc.workload
+        .tools
+        .iter()
+        .map(|t| FakeTool {
+            name: t.name.clone(),
+            task_support: t.task_support,
+            sync_upper_bound_ms: t.sync_upper_bound_ms,
+        })
+        .collect()
 }
 
 fn aip_config(sc: &Scenario) -> Aip151Config {
@@ -33,7 +41,11 @@ fn aip_config(sc: &Scenario) -> Aip151Config {
 pub fn server(sc: &Scenario, params: &Params, protocol: Protocol, lane: usize) -> FakeServer {
     // Each lane's server draws from its own stream of the series seed.
     let rng = ChaCha8Rng::seed_from_u64(params.server_seed.wrapping_add(lane as u64));
-    let profile = if lane == 0 { params.profile } else { protocol.profiles()[0] };
+    let profile = if lane == 0 {
+        params.profile
+    } else {
+        protocol.profiles()[0]
+    };
     let setup = ServerSetup {
         profile,
         toolop_extensions: params.toolop_extensions,

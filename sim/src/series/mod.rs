@@ -21,19 +21,21 @@ use toolop::runner::{CallNode, Input};
 mod approval;
 mod caller;
 mod executor;
-mod lanes;
-mod params;
-mod server;
-/// The simulated network, where every exchange gets a verdict from the fault rules.
-pub mod net;
 /// The fault catalogue, swarm-drawn profiles, the plan of decisions, schedules.
 pub mod faults;
+mod lanes;
+/// The simulated network, where every exchange gets a verdict from the fault rules.
+pub mod net;
+mod params;
+mod server;
 
 pub use params::{draw_params, params_with, schedule_of, NodeParams, Params};
 
 use crate::fake::truth::GroundTruth;
 use crate::scenario::Scenario;
-use crate::series::faults::{catalogue, FaultKind, FaultPlan, Firing, PlanMode, Schedule, SharedPlan};
+use crate::series::faults::{
+    catalogue, FaultKind, FaultPlan, Firing, PlanMode, Schedule, SharedPlan,
+};
 use crate::series::net::{Net, NetCtx, SharedDirectory, SharedNet, SharedServer};
 use crate::trace::{FaultDetail, SharedTrace, Trace, What};
 
@@ -58,7 +60,11 @@ pub fn run_series(sc: &Scenario, seed: u64) -> Result<SeriesResult, String> {
 
 /// [`run_series`], replaying `schedule` when given (its scenario and seed fields are not read:
 /// `sc` and `seed` are what runs).
-pub fn run_series_with(sc: &Scenario, seed: u64, schedule: Option<&Schedule>) -> Result<SeriesResult, String> {
+pub fn run_series_with(
+    sc: &Scenario,
+    seed: u64,
+    schedule: Option<&Schedule>,
+) -> Result<SeriesResult, String> {
     let sc = sc.clone();
     let schedule = schedule.cloned();
     std::thread::Builder::new()
@@ -70,7 +76,10 @@ pub fn run_series_with(sc: &Scenario, seed: u64, schedule: Option<&Schedule>) ->
 }
 
 fn panic_text(p: &Box<dyn std::any::Any + Send>) -> String {
-    p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default()
+    p.downcast_ref::<String>()
+        .cloned()
+        .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_default()
 }
 
 /// Run one series on the current thread. Callers must give each series its own thread.
@@ -80,7 +89,11 @@ pub fn run_series_here(sc: &Scenario, seed: u64) -> Result<SeriesResult, String>
 
 /// [`run_series_here`], replaying `schedule` when given.
 #[cfg(madsim)]
-pub fn run_series_here_with(sc: &Scenario, seed: u64, schedule: Option<&Schedule>) -> Result<SeriesResult, String> {
+pub fn run_series_here_with(
+    sc: &Scenario,
+    seed: u64,
+    schedule: Option<&Schedule>,
+) -> Result<SeriesResult, String> {
     let params = params_with(sc, seed, schedule)?;
     let mode = schedule.map_or(PlanMode::Draw, |s| PlanMode::Replay(s.decisions()));
     let rt = madsim::runtime::Runtime::with_seed_and_config(seed, madsim::Config::default());
@@ -89,10 +102,13 @@ pub fn run_series_here_with(sc: &Scenario, seed: u64, schedule: Option<&Schedule
 }
 
 #[cfg(not(madsim))]
-pub fn run_series_here_with(_sc: &Scenario, _seed: u64, _schedule: Option<&Schedule>) -> Result<SeriesResult, String> {
+pub fn run_series_here_with(
+    _sc: &Scenario,
+    _seed: u64,
+    _schedule: Option<&Schedule>,
+) -> Result<SeriesResult, String> {
     Err("this build has no simulator: build toolop-sim with RUSTFLAGS=\"--cfg madsim\" (use `make`)".into())
 }
-
 
 /// Everything the actors of one series share.
 pub(crate) struct World {
@@ -155,11 +171,26 @@ impl World {
     }
 
     /// Record a fault firing with the executor state the trace shows for `node`.
-    pub fn record_fault(&self, decision: u64, fault: FaultKind, node: Option<&str>, detail: FaultDetail) {
+    pub fn record_fault(
+        &self,
+        decision: u64,
+        fault: FaultKind,
+        node: Option<&str>,
+        detail: FaultDetail,
+    ) {
         let now = self.now_ms();
         let mut trace = self.trace.lock().expect("trace lock");
         let state = node.and_then(|n| trace.state_of(n));
-        trace.push(now, What::Fault { decision, fault, node: node.map(String::from), state, detail });
+        trace.push(
+            now,
+            What::Fault {
+                decision,
+                fault,
+                node: node.map(String::from),
+                state,
+                detail,
+            },
+        );
     }
 
     /// Whether `fault` fires now, on a lane whose protocol can express it; not recorded.
@@ -172,7 +203,13 @@ impl World {
     }
 
     /// [`World::ask`], and a firing is recorded.
-    pub fn fire(&self, lane: usize, fault: FaultKind, node: Option<&str>, detail: FaultDetail) -> Option<u64> {
+    pub fn fire(
+        &self,
+        lane: usize,
+        fault: FaultKind,
+        node: Option<&str>,
+        detail: FaultDetail,
+    ) -> Option<u64> {
         let decision = self.ask(lane, fault)?;
         self.record_fault(decision, fault, node, detail);
         Some(decision)
@@ -197,7 +234,12 @@ pub async fn world_main_with(sc: Scenario, params: Params, mode: PlanMode) -> Se
     let trace: SharedTrace = Arc::new(Mutex::new(Trace::new(sc.limits.max_events)));
     let safety = sc.faults.safety_window_ms;
     let rng = ChaCha8Rng::seed_from_u64(params.net_seed);
-    let plan: SharedPlan = Arc::new(Mutex::new(FaultPlan::with_mode(params.faults.clone(), rng, safety, mode)));
+    let plan: SharedPlan = Arc::new(Mutex::new(FaultPlan::with_mode(
+        params.faults.clone(),
+        rng,
+        safety,
+        mode,
+    )));
     trace.lock().expect("trace lock").push(
         0,
         What::Begin {
@@ -212,11 +254,15 @@ pub async fn world_main_with(sc: Scenario, params: Params, mode: PlanMode) -> Se
         },
     );
     let protocols = sc.lanes();
-    let servers: Vec<SharedServer> =
-        protocols.iter().enumerate().map(|(lane, &p)| Arc::new(Mutex::new(lanes::server(&sc, &params, p, lane)))).collect();
+    let servers: Vec<SharedServer> = protocols
+        .iter()
+        .enumerate()
+        .map(|(lane, &p)| Arc::new(Mutex::new(lanes::server(&sc, &params, p, lane))))
+        .collect();
     let ledger = Arc::new(Mutex::new(MemoryLedger::new()));
     let directory: SharedDirectory = Arc::new(Mutex::new(BTreeMap::new()));
-    let (srv_txs, srv_rxs): (Vec<_>, Vec<_>) = protocols.iter().map(|_| mpsc::unbounded_channel()).unzip();
+    let (srv_txs, srv_rxs): (Vec<_>, Vec<_>) =
+        protocols.iter().map(|_| mpsc::unbounded_channel()).unzip();
     let ctx = NetCtx {
         trace: trace.clone(),
         plan: plan.clone(),
@@ -255,13 +301,31 @@ pub async fn world_main_with(sc: Scenario, params: Params, mode: PlanMode) -> Se
     // The supervisor ends once its executor has seen the shutdown; bounded either way.
     let _ = tokio::time::timeout(Duration::from_secs(5), supervisor).await;
     let snapshot = world.ledger.lock().expect("ledger lock").snapshot();
-    let truth = GroundTruth::merge(world.servers.iter().map(|s| s.lock().expect("server lock").truth().clone()));
-    world.push(What::Final { ledger: snapshot, truth });
-    world.push(What::End { reason: end_reason.clone() });
+    let truth = GroundTruth::merge(
+        world
+            .servers
+            .iter()
+            .map(|s| s.lock().expect("server lock").truth().clone()),
+    );
+    world.push(What::Final {
+        ledger: snapshot,
+        truth,
+    });
+    world.push(What::End {
+        reason: end_reason.clone(),
+    });
     let end_ms = world.now_ms();
     let trace = std::mem::take(&mut *world.trace.lock().expect("trace lock"));
     let hash = trace.hash();
     let (firings, asks) = world.plan.lock().expect("plan lock").take_record();
     world.defuse();
-    SeriesResult { params: world.params.clone(), trace, hash, end_reason, end_ms, firings, asks }
+    SeriesResult {
+        params: world.params.clone(),
+        trace,
+        hash,
+        end_reason,
+        end_ms,
+        firings,
+        asks,
+    }
 }

@@ -81,20 +81,46 @@ pub fn draw_params(sc: &Scenario, seed: u64) -> Params {
         }
         let blocks = rng.gen_range(tool.blocks[0]..=tool.blocks[1]);
         let id = format!("n{i:03}");
-        let script = TaskScript { call_node: id.clone(), duration_ms, outcome, text: format!("result of {id}"), input_at_ms, blocks };
+        let script = TaskScript {
+            call_node: id.clone(),
+            duration_ms,
+            outcome,
+            text: format!("result of {id}"),
+            input_at_ms,
+            blocks,
+        };
         let submit_at_ms = rng.gen_range(0..=sc.workload.start_spread_ms);
         let caller = &sc.workload.caller;
-        let cancel_at_ms = rng.gen_bool(caller.cancel_rate).then(|| submit_at_ms + draw_in(&mut rng, caller.cancel_after_ms));
-        let detach_at_ms = rng.gen_bool(caller.detach_rate).then(|| submit_at_ms + draw_in(&mut rng, caller.cancel_after_ms));
-        nodes.push(NodeParams { id, tool: tool.name.clone(), script, submit_at_ms, cancel_at_ms, detach_at_ms });
+        let cancel_at_ms = rng
+            .gen_bool(caller.cancel_rate)
+            .then(|| submit_at_ms + draw_in(&mut rng, caller.cancel_after_ms));
+        let detach_at_ms = rng
+            .gen_bool(caller.detach_rate)
+            .then(|| submit_at_ms + draw_in(&mut rng, caller.cancel_after_ms));
+        nodes.push(NodeParams {
+            id,
+            tool: tool.name.clone(),
+            script,
+            submit_at_ms,
+            cancel_at_ms,
+            detach_at_ms,
+        });
     }
     let server_seed = rng.gen();
     let net_seed = rng.gen();
     let approval_seed = rng.gen();
     let jitter_seed = rng.gen();
-    let faults = FaultProfile::draw(&sc.faults.max_rates(), sc.faults.swarm_enable_rate, &mut rng);
+    let faults = FaultProfile::draw(
+        &sc.faults.max_rates(),
+        sc.faults.swarm_enable_rate,
+        &mut rng,
+    );
     let short_ttl = draw_in(&mut rng, sc.faults.short_ttl_ms);
-    let server_max_ttl_ms = if faults.rate(FaultKind::ServerDeletesRunningTask) > 0.0 { Some(short_ttl) } else { sc.server.max_ttl_ms };
+    let server_max_ttl_ms = if faults.rate(FaultKind::ServerDeletesRunningTask) > 0.0 {
+        Some(short_ttl)
+    } else {
+        sc.server.max_ttl_ms
+    };
     let rollback_roll: f64 = rng.gen();
     let [lo, hi] = sc.faults.rollback_at_ms;
     let hi = hi.min(sc.faults.safety_window_ms.saturating_sub(1));
@@ -119,22 +145,35 @@ pub fn draw_params(sc: &Scenario, seed: u64) -> Params {
 
 /// The parameters a schedule runs with: what the seed drew, with the schedule's node filter,
 /// rollback and short-ttl switches applied. Without a schedule, exactly [`draw_params`].
-pub fn params_with(sc: &Scenario, seed: u64, schedule: Option<&Schedule>) -> Result<Params, String> {
+pub fn params_with(
+    sc: &Scenario,
+    seed: u64,
+    schedule: Option<&Schedule>,
+) -> Result<Params, String> {
     let mut p = draw_params(sc, seed);
     let Some(s) = schedule else { return Ok(p) };
     if let Some(keep) = &s.nodes {
         if let Some(bad) = keep.iter().find(|id| !p.nodes.iter().any(|n| &&n.id == id)) {
             let ids: Vec<&str> = p.nodes.iter().map(|n| n.id.as_str()).collect();
-            return Err(format!("schedule keeps call node {bad}, which seed {seed} did not draw (it drew {})", ids.join(" ")));
+            return Err(format!(
+                "schedule keeps call node {bad}, which seed {seed} did not draw (it drew {})",
+                ids.join(" ")
+            ));
         }
         p.nodes.retain(|n| keep.contains(&n.id));
     }
     p.rollback_at_ms = match (s.rollback, s.rollback_at_ms.or(p.rollback_at_ms)) {
         (false, _) => None,
         (true, Some(t)) => Some(t),
-        (true, None) => return Err(format!("schedule: rollback = true needs rollback_at_ms (seed {seed} drew no rollback)")),
+        (true, None) => {
+            return Err(format!(
+                "schedule: rollback = true needs rollback_at_ms (seed {seed} drew no rollback)"
+            ))
+        }
     };
-    let drawn_short = (p.faults.rate(FaultKind::ServerDeletesRunningTask) > 0.0).then_some(p.server_max_ttl_ms).flatten();
+    let drawn_short = (p.faults.rate(FaultKind::ServerDeletesRunningTask) > 0.0)
+        .then_some(p.server_max_ttl_ms)
+        .flatten();
     p.server_max_ttl_ms = match (s.server_deletes_running_task, s.short_ttl_ms.or(drawn_short)) {
         (false, _) => sc.server.max_ttl_ms,
         (true, Some(t)) => Some(t),
@@ -157,7 +196,11 @@ pub fn schedule_of(scenario_file: &str, r: &SeriesResult, sc: &Scenario) -> Sche
         rollback: r.params.rollback_at_ms.is_some(),
         rollback_at_ms: r.params.rollback_at_ms.or(drawn.rollback_at_ms),
         server_deletes_running_task: short,
-        short_ttl_ms: if short { r.params.server_max_ttl_ms } else { None },
+        short_ttl_ms: if short {
+            r.params.server_max_ttl_ms
+        } else {
+            None
+        },
         nodes: Some(r.params.nodes.iter().map(|n| n.id.clone()).collect()),
         shrunk_from: None,
         firings: r.firings.clone(),
@@ -185,7 +228,10 @@ impl Params {
         );
         for n in &self.nodes {
             let inputs: Vec<String> = n.script.input_at_ms.iter().map(u64::to_string).collect();
-            let outcome = serde_json::to_value(n.script.outcome).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default();
+            let outcome = serde_json::to_value(n.script.outcome)
+                .ok()
+                .and_then(|v| v.as_str().map(String::from))
+                .unwrap_or_default();
             s.push_str(&format!(
                 "  {} tool={} submit_at={}ms duration={}ms outcome={outcome} inputs_at=[{}] blocks={} cancel_at={} detach_at={}\n",
                 n.id,

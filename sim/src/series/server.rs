@@ -40,7 +40,11 @@ struct Mark {
 
 type Marked = BTreeMap<String, Mark>;
 
-pub(super) async fn serve(world: Arc<World>, lane: usize, mut rx: mpsc::UnboundedReceiver<Delivery>) {
+pub(super) async fn serve(
+    world: Arc<World>,
+    lane: usize,
+    mut rx: mpsc::UnboundedReceiver<Delivery>,
+) {
     let server = world.servers[lane].clone();
     let mut marked: Marked = BTreeMap::new();
     let mut finished: Vec<String> = Vec::new();
@@ -74,24 +78,44 @@ fn serve_one(world: &World, lane: usize, server: &SharedServer, marked: &mut Mar
     let now = world.now_ms();
     let node = d.node.as_deref();
     let task = match &d.decoded.ask {
-        Ask::Service(Request::Poll { task } | Request::Fetch { task } | Request::Cancel { task }) => Some(task.clone()),
+        Ask::Service(
+            Request::Poll { task } | Request::Fetch { task } | Request::Cancel { task },
+        ) => Some(task.clone()),
         _ => None,
     };
     let mut faults = CancelFaults::default();
     if d.decoded.exchange == ExchangeKind::Cancel {
         let t = task.as_deref().unwrap_or_default();
-        if server.lock().expect("server lock").service().cancel_meets_running_work(t) {
-            let detail = || FaultDetail::Task { task: t.to_string() };
-            faults.race = world.fire(lane, FaultKind::CompletionCancelRace, node, detail()).is_some();
+        if server
+            .lock()
+            .expect("server lock")
+            .service()
+            .cancel_meets_running_work(t)
+        {
+            let detail = || FaultDetail::Task {
+                task: t.to_string(),
+            };
+            faults.race = world
+                .fire(lane, FaultKind::CompletionCancelRace, node, detail())
+                .is_some();
             // Recorded when (and if) the status flips.
             if let Some(decision) = world.ask(lane, FaultKind::StatusAfterCancel) {
                 faults.keep_working = true;
-                marked.insert(t.to_string(), Mark { decision, confirmations: vec![] });
+                marked.insert(
+                    t.to_string(),
+                    Mark {
+                        decision,
+                        confirmations: vec![],
+                    },
+                );
             }
         }
     }
     let exchange = d.decoded.exchange;
-    let replies = server.lock().expect("server lock").serve(now, d.decoded, faults);
+    let replies = server
+        .lock()
+        .expect("server lock")
+        .serve(now, d.decoded, faults);
     for r in replies {
         if let (Response::NotFound { expired: true }, Some(t)) = (&r.response, &task) {
             note_expiry(world, lane, server, exchange, t, node);
@@ -101,12 +125,24 @@ fn serve_one(world: &World, lane: usize, server: &SharedServer, marked: &mut Mar
 }
 
 /// Carry one reply; note it when it shows a marked task cancelled.
-fn carry(world: &World, lane: usize, marked: &mut Marked, call: crate::fake::codec::CallId, response: Response) {
+fn carry(
+    world: &World,
+    lane: usize,
+    marked: &mut Marked,
+    call: crate::fake::codec::CallId,
+    response: Response,
+) {
     let shows_cancelled = match &response {
-        Response::Task(v) if v.status == TaskStatus::Cancelled && marked.contains_key(&v.id) => Some(v.id.clone()),
+        Response::Task(v) if v.status == TaskStatus::Cancelled && marked.contains_key(&v.id) => {
+            Some(v.id.clone())
+        }
         _ => None,
     };
-    let sent = world.net.lock().expect("net lock").reply(lane, call, response);
+    let sent = world
+        .net
+        .lock()
+        .expect("net lock")
+        .reply(lane, call, response);
     if let (Some(task), Some(request_id)) = (shows_cancelled, sent) {
         if let Some(m) = marked.get_mut(&task) {
             m.confirmations.push(request_id);
@@ -116,14 +152,44 @@ fn carry(world: &World, lane: usize, marked: &mut Marked, call: crate::fake::cod
 
 /// The server answered "not found" for a task it deleted: the expiry faults, which follow from
 /// a short ttl. A task deleted before it ended was a running task deleted.
-fn note_expiry(world: &World, lane: usize, server: &SharedServer, exchange: ExchangeKind, task: &str, node: Option<&str>) {
-    if !matches!(exchange, ExchangeKind::Poll | ExchangeKind::Fetch | ExchangeKind::Cancel) {
+fn note_expiry(
+    world: &World,
+    lane: usize,
+    server: &SharedServer,
+    exchange: ExchangeKind,
+    task: &str,
+    node: Option<&str>,
+) {
+    if !matches!(
+        exchange,
+        ExchangeKind::Poll | ExchangeKind::Fetch | ExchangeKind::Cancel
+    ) {
         return;
     }
-    let running = server.lock().expect("server lock").truth().tasks.get(task).is_some_and(|t| t.terminal_status.is_none());
-    world.note(lane, FaultKind::NotFoundAfterExpiry, node, FaultDetail::Task { task: task.to_string() });
+    let running = server
+        .lock()
+        .expect("server lock")
+        .truth()
+        .tasks
+        .get(task)
+        .is_some_and(|t| t.terminal_status.is_none());
+    world.note(
+        lane,
+        FaultKind::NotFoundAfterExpiry,
+        node,
+        FaultDetail::Task {
+            task: task.to_string(),
+        },
+    );
     if running {
-        world.note(lane, FaultKind::ServerDeletesRunningTask, node, FaultDetail::Task { task: task.to_string() });
+        world.note(
+            lane,
+            FaultKind::ServerDeletesRunningTask,
+            node,
+            FaultDetail::Task {
+                task: task.to_string(),
+            },
+        );
     }
 }
 
@@ -139,10 +205,17 @@ fn send_out(world: &World, lane: usize, server: &SharedServer, marked: &mut Mark
                 };
                 let (frame, node) = {
                     let mut s = server.lock().expect("server lock");
-                    (s.encode_push(&p), s.service().node_of_task(&task).map(str::to_string))
+                    (
+                        s.encode_push(&p),
+                        s.service().node_of_task(&task).map(str::to_string),
+                    )
                 };
                 if let Some(frame) = frame {
-                    world.net.lock().expect("net lock").push(lane, frame, exchange, node);
+                    world
+                        .net
+                        .lock()
+                        .expect("net lock")
+                        .push(lane, frame, exchange, node);
                 }
             }
         }
@@ -151,24 +224,56 @@ fn send_out(world: &World, lane: usize, server: &SharedServer, marked: &mut Mark
 
 /// Status-after-cancel: marked tasks whose work ended while cancelled flip once the trace shows
 /// their node's cancel confirmed.
-fn flip_after_cancel(world: &World, lane: usize, server: &SharedServer, marked: &mut Marked, finished: &mut Vec<String>) {
-    finished.extend(server.lock().expect("server lock").take_finished_after_cancel());
+fn flip_after_cancel(
+    world: &World,
+    lane: usize,
+    server: &SharedServer,
+    marked: &mut Marked,
+    finished: &mut Vec<String>,
+) {
+    finished.extend(
+        server
+            .lock()
+            .expect("server lock")
+            .take_finished_after_cancel(),
+    );
     if finished.is_empty() {
         return;
     }
     let now = world.now_ms();
     finished.retain(|task| {
-        let Some(mark) = marked.get(task) else { return false };
+        let Some(mark) = marked.get(task) else {
+            return false;
+        };
         let decision = mark.decision;
-        let node = server.lock().expect("server lock").service().node_of_task(task).map(str::to_string);
+        let node = server
+            .lock()
+            .expect("server lock")
+            .service()
+            .node_of_task(task)
+            .map(str::to_string);
         let Some(node) = node else { return false };
-        if !taken_in(&world.trace.lock().expect("trace lock"), &mark.confirmations) {
+        if !taken_in(
+            &world.trace.lock().expect("trace lock"),
+            &mark.confirmations,
+        ) {
             return true;
         }
         marked.remove(task);
-        let flipped = server.lock().expect("server lock").flip_after_cancel(task, now);
+        let flipped = server
+            .lock()
+            .expect("server lock")
+            .flip_after_cancel(task, now);
         if let Some(to) = flipped {
-            world.record_fault(decision, FaultKind::StatusAfterCancel, Some(&node), FaultDetail::StatusFlip { task: task.clone(), to });
+            world.record_fault(
+                decision,
+                FaultKind::StatusAfterCancel,
+                Some(&node),
+                FaultDetail::StatusFlip {
+                    task: task.clone(),
+                    to,
+                },
+            );
         }
         false
     });
@@ -183,19 +288,41 @@ fn taken_in(trace: &Trace, request_ids: &[u64]) -> bool {
     // A received reply of interest waiting for the step that handles it: (exec, node) -> event.
     let mut waiting: BTreeMap<((u64, u32), &str), String> = BTreeMap::new();
     for e in &trace.events {
-        let What::Exec { epoch, incarnation, obs } = &e.what else { continue };
+        let What::Exec {
+            epoch,
+            incarnation,
+            obs,
+        } = &e.what
+        else {
+            continue;
+        };
         let exec = (*epoch, *incarnation);
         match obs {
-            Observation::Sent { node, kind, seq, rpc_id: Some(r) } if request_ids.contains(r) => sent.push((exec, node, kind, *seq)),
-            Observation::Received { node, kind, seq, reply, .. } if sent.contains(&(exec, node.as_str(), *kind, *seq)) => {
+            Observation::Sent {
+                node,
+                kind,
+                seq,
+                rpc_id: Some(r),
+            } if request_ids.contains(r) => sent.push((exec, node, kind, *seq)),
+            Observation::Received {
+                node,
+                kind,
+                seq,
+                reply,
+                ..
+            } if sent.contains(&(exec, node.as_str(), *kind, *seq)) => {
                 waiting.insert((exec, node.as_str()), reply_event(kind, reply));
             }
             Observation::Moved { node, event, .. } | Observation::Stayed { node, event }
-                if waiting.remove(&(exec, node.as_str())).is_some_and(|w| w == *event) =>
+                if waiting
+                    .remove(&(exec, node.as_str()))
+                    .is_some_and(|w| w == *event) =>
             {
                 return true;
             }
-            Observation::Rejected { node, .. } | Observation::Refused { node, .. } | Observation::LedgerRefused { node, .. } => {
+            Observation::Rejected { node, .. }
+            | Observation::Refused { node, .. }
+            | Observation::LedgerRefused { node, .. } => {
                 waiting.remove(&(exec, node.as_str()));
             }
             _ => {}

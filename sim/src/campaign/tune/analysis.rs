@@ -36,7 +36,10 @@ pub struct PointMetrics {
 impl PointMetrics {
     pub fn of(r: &SweepReport) -> PointMetrics {
         let flat = |f: fn(&crate::judge::metrics::SeriesMetrics) -> &Vec<u64>| -> Vec<u64> {
-            r.rows.iter().flat_map(|row| f(&row.metrics).iter().copied()).collect()
+            r.rows
+                .iter()
+                .flat_map(|row| f(&row.metrics).iter().copied())
+                .collect()
         };
         let detection = flat(|m| &m.completion_detection_ms);
         let polls = flat(|m| &m.polls_per_operation);
@@ -47,14 +50,24 @@ impl PointMetrics {
             operations: polls.len() as u64,
             detection_p50_ms: percentile(&detection, 50.0),
             detection_p99_ms: percentile(&detection, 99.0),
-            polls_per_op_mean: (!polls.is_empty()).then(|| polls.iter().sum::<u64>() as f64 / polls.len() as f64),
+            polls_per_op_mean: (!polls.is_empty())
+                .then(|| polls.iter().sum::<u64>() as f64 / polls.len() as f64),
             polls_per_op_p99: percentile(&polls, 99.0),
-            busiest_window_sends: r.rows.iter().map(|row| row.metrics.max_sends_in_window).max().unwrap_or(0),
+            busiest_window_sends: r
+                .rows
+                .iter()
+                .map(|row| row.metrics.max_sends_in_window)
+                .max()
+                .unwrap_or(0),
             cancel_p99_ms: percentile(&cancels, 99.0),
             unknown_p99_ms: percentile(&unknown, 99.0),
             // The gate judges the exact maximum, so the report shows that one.
             unknown_max_ms: unknown.iter().copied().max(),
-            rate_limited: r.rows.iter().map(|row| u64::from(row.metrics.rate_limited)).sum(),
+            rate_limited: r
+                .rows
+                .iter()
+                .map(|row| u64::from(row.metrics.rate_limited))
+                .sum(),
             checker_violations: r.rows.iter().map(|row| row.violations.len() as u64).sum(),
             failing_seeds: r.failing.len() as u64,
         }
@@ -91,7 +104,9 @@ pub fn frontier<C: Candidate>(points: &[C]) -> Vec<usize> {
     let mut out: Vec<usize> = (0..points.len())
         .filter(|&i| {
             let Some((li, pi)) = m[i] else { return false };
-            !m.iter().flatten().any(|&(l, p)| l <= li && p <= pi && (l < li || p < pi))
+            !m.iter()
+                .flatten()
+                .any(|&(l, p)| l <= li && p <= pi && (l < li || p < pi))
         })
         .collect();
     out.sort_by(|&a, &b| {
@@ -110,7 +125,11 @@ pub fn recommend<C: Candidate>(points: &[C], target_ms: u64) -> Option<usize> {
     points
         .iter()
         .enumerate()
-        .filter_map(|(i, c)| measured(c).filter(|&(l, _)| l <= target_ms).map(|(l, p)| (i, l, p)))
+        .filter_map(|(i, c)| {
+            measured(c)
+                .filter(|&(l, _)| l <= target_ms)
+                .map(|(l, p)| (i, l, p))
+        })
         .min_by(|a, b| a.2.total_cmp(&b.2).then(a.1.cmp(&b.1)).then(a.0.cmp(&b.0)))
         .map(|(i, _, _)| i)
 }
@@ -174,6 +193,14 @@ mod tests {
         assert_eq!(recommend(&pts, 1_500), Some(0));
         assert_eq!(recommend(&pts, 999), None);
         let f = frontier(&pts);
-        assert_eq!(target_bands(&pts, &f), [(8_000, None), (2_000, Some(8_000)), (2_000, Some(2_000)), (1_000, Some(2_000))]);
+        assert_eq!(
+            target_bands(&pts, &f),
+            [
+                (8_000, None),
+                (2_000, Some(8_000)),
+                (2_000, Some(2_000)),
+                (1_000, Some(2_000))
+            ]
+        );
     }
 }

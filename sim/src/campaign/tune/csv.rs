@@ -49,7 +49,9 @@ pub fn to_string(r: &TuneReport) -> std::io::Result<String> {
             m.operations.to_string(),
             opt(m.detection_p50_ms),
             opt(m.detection_p99_ms),
-            m.polls_per_op_mean.map(|v| fmt_float((v * 1000.0).round() / 1000.0)).unwrap_or_default(),
+            m.polls_per_op_mean
+                .map(|v| fmt_float((v * 1000.0).round() / 1000.0))
+                .unwrap_or_default(),
             opt(m.polls_per_op_p99),
             m.busiest_window_sends.to_string(),
             opt(m.cancel_p99_ms),

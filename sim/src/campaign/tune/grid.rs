@@ -104,10 +104,24 @@ impl Knob {
     fn kind(self) -> Kind {
         const DAY_MS: u64 = 86_400_000;
         match self {
-            Knob::InitialIntervalMs | Knob::IntervalCapMs | Knob::CancelRequeryIntervalMs => Kind::Int { min: 1, max: DAY_MS },
-            Knob::WaitBudgetMs => Kind::Int { min: 1, max: 7 * DAY_MS },
-            Knob::MaxQps => Kind::Int { min: 1, max: 1_000_000 },
-            Knob::BackoffMultiplier => Kind::Float { min: 1.0, max: 10.0 },
+            Knob::InitialIntervalMs | Knob::IntervalCapMs | Knob::CancelRequeryIntervalMs => {
+                Kind::Int {
+                    min: 1,
+                    max: DAY_MS,
+                }
+            }
+            Knob::WaitBudgetMs => Kind::Int {
+                min: 1,
+                max: 7 * DAY_MS,
+            },
+            Knob::MaxQps => Kind::Int {
+                min: 1,
+                max: 1_000_000,
+            },
+            Knob::BackoffMultiplier => Kind::Float {
+                min: 1.0,
+                max: 10.0,
+            },
             Knob::JitterFraction => Kind::Float { min: 0.0, max: 1.0 },
             Knob::HonorServerInterval => Kind::Bool,
         }
@@ -137,7 +151,11 @@ impl fmt::Display for Value {
 pub fn fmt_float(v: f64) -> String {
     let s = format!("{v:.6}");
     let s = s.trim_end_matches('0').trim_end_matches('.');
-    if s == "-0" { "0".into() } else { s.to_string() }
+    if s == "-0" {
+        "0".into()
+    } else {
+        s.to_string()
+    }
 }
 
 /// Every executor setting a grid can vary, as one point runs them.
@@ -200,7 +218,9 @@ impl Setting {
             Knob::BackoffMultiplier => self.backoff_multiplier = float(v),
             Knob::IntervalCapMs => self.interval_cap_ms = int(v),
             Knob::JitterFraction => self.jitter_fraction = float(v),
-            Knob::HonorServerInterval => self.honor_server_interval = matches!(v, Value::Bool(true)),
+            Knob::HonorServerInterval => {
+                self.honor_server_interval = matches!(v, Value::Bool(true))
+            }
             Knob::MaxQps => self.max_qps = u32::try_from(int(v)).unwrap_or(u32::MAX),
             Knob::WaitBudgetMs => self.wait_budget_ms = int(v),
             Knob::CancelRequeryIntervalMs => self.cancel_requery_interval_ms = int(v),
@@ -232,7 +252,11 @@ impl Setting {
         if varied.is_empty() {
             return "as in the scenario".into();
         }
-        varied.iter().map(|&k| format!("{}={}", k.short(), self.get(k))).collect::<Vec<_>>().join(" ")
+        varied
+            .iter()
+            .map(|&k| format!("{}={}", k.short(), self.get(k)))
+            .collect::<Vec<_>>()
+            .join(" ")
     }
 }
 
@@ -263,16 +287,28 @@ pub struct Grid {
 impl Grid {
     pub fn load(path: &std::path::Path) -> Result<Grid, GridError> {
         let file = path.display().to_string();
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| GridError { file: file.clone(), field: "(file)".into(), reason: format!("cannot read: {e}") })?;
+        let text = std::fs::read_to_string(path).map_err(|e| GridError {
+            file: file.clone(),
+            field: "(file)".into(),
+            reason: format!("cannot read: {e}"),
+        })?;
         Grid::parse(&file, &text)
     }
 
     pub fn parse(file: &str, text: &str) -> Result<Grid, GridError> {
-        let err = |field: &str, reason: String| GridError { file: file.into(), field: field.into(), reason };
+        let err = |field: &str, reason: String| GridError {
+            file: file.into(),
+            field: field.into(),
+            reason,
+        };
         let table: toml::Table = toml::from_str(text).map_err(|e| {
-            let line = e.span().map(|sp| text[..sp.start.min(text.len())].matches('\n').count() + 1);
-            let field = e.span().map(|sp| key_on_line(text, sp.start)).unwrap_or_else(|| "(document)".into());
+            let line = e
+                .span()
+                .map(|sp| text[..sp.start.min(text.len())].matches('\n').count() + 1);
+            let field = e
+                .span()
+                .map(|sp| key_on_line(text, sp.start))
+                .unwrap_or_else(|| "(document)".into());
             let reason = match line {
                 Some(l) => format!("not valid TOML: {} (line {l})", e.message().trim()),
                 None => format!("not valid TOML: {}", e.message().trim()),
@@ -285,29 +321,50 @@ impl Grid {
             if key == "description" {
                 match value {
                     toml::Value::String(s) => description = Some(s.clone()),
-                    other => return Err(err(key, format!("must be a string, not {}", other.type_str()))),
+                    other => {
+                        return Err(err(
+                            key,
+                            format!("must be a string, not {}", other.type_str()),
+                        ))
+                    }
                 }
                 continue;
             }
             let Some(knob) = Knob::from_name(key) else {
                 let known: Vec<&str> = Knob::ALL.iter().map(|k| k.name()).collect();
-                return Err(err(key, format!("unknown setting; a grid varies {} (and may have a `description`)", known.join(", "))));
+                return Err(err(
+                    key,
+                    format!(
+                        "unknown setting; a grid varies {} (and may have a `description`)",
+                        known.join(", ")
+                    ),
+                ));
             };
             let values = axis(knob, value).map_err(|(field, reason)| err(&field, reason))?;
             axes.push((knob, values));
         }
         axes.sort_by_key(|(k, _)| *k);
         if axes.is_empty() {
-            return Err(err("(document)", "the grid varies nothing: give at least one setting a list or a range".into()));
+            return Err(err(
+                "(document)",
+                "the grid varies nothing: give at least one setting a list or a range".into(),
+            ));
         }
         let mut points: usize = 1;
         for (k, v) in &axes {
             points = points.saturating_mul(v.len());
             if points > MAX_POINTS {
-                return Err(err(k.name(), format!("the grid has more than {MAX_POINTS} points; narrow an axis")));
+                return Err(err(
+                    k.name(),
+                    format!("the grid has more than {MAX_POINTS} points; narrow an axis"),
+                ));
             }
         }
-        Ok(Grid { file: file.into(), description, axes })
+        Ok(Grid {
+            file: file.into(),
+            description,
+            axes,
+        })
     }
 
     pub fn varied(&self) -> Vec<Knob> {
@@ -341,7 +398,9 @@ impl Grid {
         let varied = self.varied();
         for s in &out {
             if s.initial_interval_ms > s.interval_cap_ms {
-                let field = if varied.contains(&Knob::IntervalCapMs) || !varied.contains(&Knob::InitialIntervalMs) {
+                let field = if varied.contains(&Knob::IntervalCapMs)
+                    || !varied.contains(&Knob::InitialIntervalMs)
+                {
                     Knob::IntervalCapMs
                 } else {
                     Knob::InitialIntervalMs
@@ -369,16 +428,26 @@ fn axis(knob: Knob, value: &toml::Value) -> Result<Vec<Value>, (String, String)>
     let values = match value {
         toml::Value::Array(items) => {
             if items.is_empty() {
-                return Err((name.into(), "the list is empty; give at least one value".into()));
+                return Err((
+                    name.into(),
+                    "the list is empty; give at least one value".into(),
+                ));
             }
-            items.iter().enumerate().map(|(i, v)| one(knob, v, &format!("{name}[{i}]"))).collect::<Result<Vec<_>, _>>()?
+            items
+                .iter()
+                .enumerate()
+                .map(|(i, v)| one(knob, v, &format!("{name}[{i}]")))
+                .collect::<Result<Vec<_>, _>>()?
         }
         toml::Value::Table(t) => range(knob, t)?,
         v => vec![one(knob, v, name)?],
     };
     for (i, v) in values.iter().enumerate() {
         if values[..i].contains(v) {
-            return Err((name.into(), format!("the value {v} appears twice; every point must differ")));
+            return Err((
+                name.into(),
+                format!("the value {v} appears twice; every point must differ"),
+            ));
         }
     }
     Ok(values)
@@ -393,14 +462,26 @@ fn one(knob: Knob, v: &toml::Value, field: &str) -> Result<Value, (String, Strin
             Ok(u) if (min..=max).contains(&u) => Ok(Value::Int(u)),
             _ => bad(format!("{i} is outside [{min}, {max}]")),
         },
-        (Kind::Int { .. }, toml::Value::Float(f)) => bad(format!("must be a whole number, not {}", fmt_float(*f))),
-        (Kind::Int { .. }, other) => bad(format!("must be a whole number, not {}", other.type_str())),
+        (Kind::Int { .. }, toml::Value::Float(f)) => {
+            bad(format!("must be a whole number, not {}", fmt_float(*f)))
+        }
+        (Kind::Int { .. }, other) => {
+            bad(format!("must be a whole number, not {}", other.type_str()))
+        }
         (Kind::Float { min, max }, toml::Value::Integer(_) | toml::Value::Float(_)) => {
-            let f = v.as_float().or_else(|| v.as_integer().map(|i| i as f64)).unwrap_or(f64::NAN);
+            let f = v
+                .as_float()
+                .or_else(|| v.as_integer().map(|i| i as f64))
+                .unwrap_or(f64::NAN);
             if f.is_finite() && (min..=max).contains(&f) {
                 Ok(Value::Float(f))
             } else {
-                bad(format!("{} is outside [{}, {}]", fmt_float(f), fmt_float(min), fmt_float(max)))
+                bad(format!(
+                    "{} is outside [{}, {}]",
+                    fmt_float(f),
+                    fmt_float(min),
+                    fmt_float(max)
+                ))
             }
         }
         (Kind::Float { .. }, other) => bad(format!("must be a number, not {}", other.type_str())),
@@ -412,38 +493,69 @@ fn range(knob: Knob, t: &toml::Table) -> Result<Vec<Value>, (String, String)> {
     let name = knob.name();
     let field = |k: &str| format!("{name}.{k}");
     if knob.kind() == Kind::Bool {
-        return Err((name.into(), "a true/false setting takes a list, e.g. [true, false], not a range".into()));
+        return Err((
+            name.into(),
+            "a true/false setting takes a list, e.g. [true, false], not a range".into(),
+        ));
     }
     for k in t.keys() {
         if !["from", "to", "step", "factor"].contains(&k.as_str()) {
-            return Err((field(k), "unknown range key; a range is { from, to, step } or { from, to, factor }".into()));
+            return Err((
+                field(k),
+                "unknown range key; a range is { from, to, step } or { from, to, factor }".into(),
+            ));
         }
     }
     let num = |k: &str| -> Result<f64, (String, String)> {
-        let v = t.get(k).ok_or_else(|| (field(k), "missing; a range is { from, to, step } or { from, to, factor }".to_string()))?;
+        let v = t.get(k).ok_or_else(|| {
+            (
+                field(k),
+                "missing; a range is { from, to, step } or { from, to, factor }".to_string(),
+            )
+        })?;
         let f = v.as_float().or_else(|| v.as_integer().map(|i| i as f64));
-        f.filter(|f| f.is_finite()).ok_or_else(|| (field(k), format!("must be a number, not {}", v.type_str())))
+        f.filter(|f| f.is_finite())
+            .ok_or_else(|| (field(k), format!("must be a number, not {}", v.type_str())))
     };
     let from = num("from")?;
     let to = num("to")?;
     one(knob, &t["from"], &field("from"))?;
     one(knob, &t["to"], &field("to"))?;
     if to < from {
-        return Err((field("to"), format!("{} is below from = {}", fmt_float(to), fmt_float(from))));
+        return Err((
+            field("to"),
+            format!("{} is below from = {}", fmt_float(to), fmt_float(from)),
+        ));
     }
     let is_int = matches!(knob.kind(), Kind::Int { .. });
     let mut values = vec![];
     let eps = 1e-9 * to.abs().max(1.0);
     match (t.get("step"), t.get("factor")) {
-        (Some(_), Some(_)) => return Err((name.into(), "give either step (linear) or factor (geometric), not both".into())),
-        (None, None) => return Err((name.into(), "a range needs step (linear) or factor (geometric)".into())),
+        (Some(_), Some(_)) => {
+            return Err((
+                name.into(),
+                "give either step (linear) or factor (geometric), not both".into(),
+            ))
+        }
+        (None, None) => {
+            return Err((
+                name.into(),
+                "a range needs step (linear) or factor (geometric)".into(),
+            ))
+        }
         (Some(sv), None) => {
             let step = num("step")?;
             if step <= 0.0 {
-                return Err((field("step"), format!("{} must be positive", fmt_float(step))));
+                return Err((
+                    field("step"),
+                    format!("{} must be positive", fmt_float(step)),
+                ));
             }
             if is_int && !(sv.is_integer()) {
-                return Err((field("step"), "must be a whole number for a setting in whole units".into()));
+                return Err((
+                    field("step"),
+                    "must be a whole number for a setting in whole units".into(),
+                ));
             }
             let mut i = 0u64;
             loop {
@@ -454,14 +566,20 @@ fn range(knob: Knob, t: &toml::Table) -> Result<Vec<Value>, (String, String)> {
                 values.push(v);
                 i += 1;
                 if values.len() > MAX_AXIS_VALUES {
-                    return Err((field("step"), format!("the range expands to more than {MAX_AXIS_VALUES} values")));
+                    return Err((
+                        field("step"),
+                        format!("the range expands to more than {MAX_AXIS_VALUES} values"),
+                    ));
                 }
             }
         }
         (None, Some(_)) => {
             let factor = num("factor")?;
             if factor <= 1.0 {
-                return Err((field("factor"), format!("{} must be greater than 1", fmt_float(factor))));
+                return Err((
+                    field("factor"),
+                    format!("{} must be greater than 1", fmt_float(factor)),
+                ));
             }
             if from <= 0.0 {
                 return Err((field("from"), "a geometric range starts above 0".into()));
@@ -471,7 +589,10 @@ fn range(knob: Knob, t: &toml::Table) -> Result<Vec<Value>, (String, String)> {
                 values.push(v);
                 v *= factor;
                 if values.len() > MAX_AXIS_VALUES {
-                    return Err((field("factor"), format!("the range expands to more than {MAX_AXIS_VALUES} values")));
+                    return Err((
+                        field("factor"),
+                        format!("the range expands to more than {MAX_AXIS_VALUES} values"),
+                    ));
                 }
             }
         }
@@ -495,7 +616,10 @@ fn range(knob: Knob, t: &toml::Table) -> Result<Vec<Value>, (String, String)> {
 fn key_on_line(text: &str, offset: usize) -> String {
     let before = &text[..offset.min(text.len())];
     let start = before.rfind('\n').map(|i| i + 1).unwrap_or(0);
-    let end = text[start..].find('\n').map(|i| start + i).unwrap_or(text.len());
+    let end = text[start..]
+        .find('\n')
+        .map(|i| start + i)
+        .unwrap_or(text.len());
     let line = text[start..end].trim();
     match line.split('=').next().map(str::trim) {
         Some(k) if line.contains('=') && !k.is_empty() => k.to_string(),
@@ -523,34 +647,106 @@ mod tests {
         )
         .unwrap();
         assert_eq!(g.description.as_deref(), Some("d"));
-        let vals = |k| g.axes.iter().find(|(x, _)| *x == k).map(|(_, v)| v.clone()).unwrap();
-        assert_eq!(vals(Knob::BackoffMultiplier), [Value::Float(1.0), Value::Float(1.5), Value::Float(2.0)]);
-        assert_eq!(vals(Knob::IntervalCapMs), [Value::Int(5000), Value::Int(10000), Value::Int(20000)]);
+        let vals = |k| {
+            g.axes
+                .iter()
+                .find(|(x, _)| *x == k)
+                .map(|(_, v)| v.clone())
+                .unwrap()
+        };
+        assert_eq!(
+            vals(Knob::BackoffMultiplier),
+            [Value::Float(1.0), Value::Float(1.5), Value::Float(2.0)]
+        );
+        assert_eq!(
+            vals(Knob::IntervalCapMs),
+            [Value::Int(5000), Value::Int(10000), Value::Int(20000)]
+        );
         assert_eq!(vals(Knob::JitterFraction), [Value::Float(0.1)]);
         assert_eq!(g.len(), 2 * 3 * 3 * 2);
-        let r = Grid::parse("g.toml", "jitter_fraction = { from = 0.0, to = 0.3, step = 0.1 }").unwrap();
-        assert_eq!(r.axes[0].1, [Value::Float(0.0), Value::Float(0.1), Value::Float(0.2), Value::Float(0.3)]);
+        let r = Grid::parse(
+            "g.toml",
+            "jitter_fraction = { from = 0.0, to = 0.3, step = 0.1 }",
+        )
+        .unwrap();
+        assert_eq!(
+            r.axes[0].1,
+            [
+                Value::Float(0.0),
+                Value::Float(0.1),
+                Value::Float(0.2),
+                Value::Float(0.3)
+            ]
+        );
     }
 
     #[test]
     fn bad_grids_name_file_field_and_reason() {
-        check("initial_interval_ms = [250, 0]", "initial_interval_ms[1]", "outside [1,");
-        check("initial_interval_ms = [250.5]", "initial_interval_ms[0]", "whole number");
-        check("backoff_multiplier = [0.5]", "backoff_multiplier[0]", "outside [1, 10]");
-        check("jitter_fraction = [\"a\"]", "jitter_fraction[0]", "must be a number");
-        check("poll_interval_ms = [1]", "poll_interval_ms", "unknown setting");
+        check(
+            "initial_interval_ms = [250, 0]",
+            "initial_interval_ms[1]",
+            "outside [1,",
+        );
+        check(
+            "initial_interval_ms = [250.5]",
+            "initial_interval_ms[0]",
+            "whole number",
+        );
+        check(
+            "backoff_multiplier = [0.5]",
+            "backoff_multiplier[0]",
+            "outside [1, 10]",
+        );
+        check(
+            "jitter_fraction = [\"a\"]",
+            "jitter_fraction[0]",
+            "must be a number",
+        );
+        check(
+            "poll_interval_ms = [1]",
+            "poll_interval_ms",
+            "unknown setting",
+        );
         check("max_qps = []", "max_qps", "empty");
         check("max_qps = [20, 20]", "max_qps", "appears twice");
-        check("max_qps = { from = 10, to = 5, step = 1 }", "max_qps.to", "below from");
+        check(
+            "max_qps = { from = 10, to = 5, step = 1 }",
+            "max_qps.to",
+            "below from",
+        );
         check("max_qps = { from = 10, to = 50 }", "max_qps", "needs step");
-        check("max_qps = { from = 10, to = 50, step = 0 }", "max_qps.step", "positive");
-        check("max_qps = { from = 10, to = 50, factor = 1 }", "max_qps.factor", "greater than 1");
-        check("max_qps = { from = 10, to = 50, by = 1 }", "max_qps.by", "unknown range key");
-        check("honor_server_interval = { from = 0, to = 1, step = 1 }", "honor_server_interval", "takes a list");
-        check("honor_server_interval = [1]", "honor_server_interval[0]", "true or false");
+        check(
+            "max_qps = { from = 10, to = 50, step = 0 }",
+            "max_qps.step",
+            "positive",
+        );
+        check(
+            "max_qps = { from = 10, to = 50, factor = 1 }",
+            "max_qps.factor",
+            "greater than 1",
+        );
+        check(
+            "max_qps = { from = 10, to = 50, by = 1 }",
+            "max_qps.by",
+            "unknown range key",
+        );
+        check(
+            "honor_server_interval = { from = 0, to = 1, step = 1 }",
+            "honor_server_interval",
+            "takes a list",
+        );
+        check(
+            "honor_server_interval = [1]",
+            "honor_server_interval[0]",
+            "true or false",
+        );
         check("description = \"x\"", "(document)", "varies nothing");
         check("max_qps = [1, 2\n", "max_qps", "not valid TOML");
-        check("max_qps = { from = 1, to = 1000000, step = 1 }", "max_qps.step", "more than 1000 values");
+        check(
+            "max_qps = { from = 1, to = 1000000, step = 1 }",
+            "max_qps.step",
+            "more than 1000 values",
+        );
     }
 
     #[test]
@@ -561,17 +757,32 @@ mod tests {
              task_support = \"required\"\nduration_ms = [100, 200]\n",
         )
         .unwrap();
-        let g = Grid::parse("g.toml", "initial_interval_ms = [500, 4000]\ninterval_cap_ms = [2000, 8000]").unwrap();
+        let g = Grid::parse(
+            "g.toml",
+            "initial_interval_ms = [500, 4000]\ninterval_cap_ms = [2000, 8000]",
+        )
+        .unwrap();
         let e = g.settings(&sc).unwrap_err();
         assert_eq!(e.field, "interval_cap_ms");
-        assert!(e.reason.contains("2000 is below initial_interval_ms 4000"), "{e}");
-        let g = Grid::parse("g.toml", "initial_interval_ms = [500, 1000]\nmax_qps = [10, 40]").unwrap();
+        assert!(
+            e.reason.contains("2000 is below initial_interval_ms 4000"),
+            "{e}"
+        );
+        let g = Grid::parse(
+            "g.toml",
+            "initial_interval_ms = [500, 1000]\nmax_qps = [10, 40]",
+        )
+        .unwrap();
         let s = g.settings(&sc).unwrap();
         assert_eq!(s.len(), 4);
         assert_eq!(s[1].label(&g.varied()), "initial=500 max_qps=40");
         let applied = s[3].apply(&sc);
         assert_eq!(applied.executor.max_qps, 40);
-        assert_eq!(applied.gates.max_qps, Some(20), "the bound stays at the scenario's");
+        assert_eq!(
+            applied.gates.max_qps,
+            Some(20),
+            "the bound stays at the scenario's"
+        );
         assert_eq!(applied.executor.core.poll.initial_interval_ms, 1000);
     }
 }

@@ -87,9 +87,17 @@ pub fn tune_html(r: &TuneReport) -> Result<String, String> {
     let _ = writeln!(out, "<figure class=\"main\">{}</figure>", scatter_svg(r)?);
 
     out.push_str("<h2>Settings</h2>\n<div class=\"scroll\"><table>\n<thead><tr><th>Point</th><th class=\"v\">Verdict</th>");
-    let varied: Vec<Knob> = Knob::ALL.into_iter().filter(|k| r.varied.contains(&k.name())).collect();
+    let varied: Vec<Knob> = Knob::ALL
+        .into_iter()
+        .filter(|k| r.varied.contains(&k.name()))
+        .collect();
     for k in &varied {
-        let _ = write!(out, "<th title=\"{}\">{}</th>", esc(k.scenario_field()), esc(k.name()).replace('_', "_<wbr>"));
+        let _ = write!(
+            out,
+            "<th title=\"{}\">{}</th>",
+            esc(k.scenario_field()),
+            esc(k.name()).replace('_', "_<wbr>")
+        );
     }
     out.push_str(
         "<th>Detect p50 (ms)</th><th>Detect p99 (ms)</th><th>Polls/op</th><th>Polls/op p99</th><th>Busiest 1 s</th>\
@@ -103,14 +111,23 @@ pub fn tune_html(r: &TuneReport) -> Result<String, String> {
         } else {
             ""
         };
-        let mut verdict = if p.passes() { "pass".to_string() } else { format!("fail: {}", esc(&p.failed_gates().join(", "))) };
+        let mut verdict = if p.passes() {
+            "pass".to_string()
+        } else {
+            format!("fail: {}", esc(&p.failed_gates().join(", ")))
+        };
         if r.frontier.contains(&i) {
             verdict.push_str(" &middot; frontier");
         }
         if r.recommended == Some(i) {
             verdict.push_str(" &middot; <b>recommended</b>");
         }
-        let _ = write!(out, "<tr class=\"{class}\"><td>{}</td><td class=\"v\">{}</td>", esc(&p.id), verdict.replace('_', "_<wbr>"));
+        let _ = write!(
+            out,
+            "<tr class=\"{class}\"><td>{}</td><td class=\"v\">{}</td>",
+            esc(&p.id),
+            verdict.replace('_', "_<wbr>")
+        );
         for &k in &varied {
             let _ = write!(out, "<td class=\"n\">{}</td>", p.setting.get(k));
         }
@@ -152,8 +169,20 @@ pub fn tune_html(r: &TuneReport) -> Result<String, String> {
             "<div class=\"{class}\"><h3>{} <span>{}</span></h3>{}{}</div>",
             esc(&p.id),
             esc(&p.label),
-            histogram_svg(&p.polls_per_operation, &polls_axis, "polls per operation", PASS_COLOUR, 1.0)?,
-            histogram_svg(&p.detection_ms, &latency_axis, "completion detection (s)", LATENCY_COLOUR, 1000.0)?,
+            histogram_svg(
+                &p.polls_per_operation,
+                &polls_axis,
+                "polls per operation",
+                PASS_COLOUR,
+                1.0
+            )?,
+            histogram_svg(
+                &p.detection_ms,
+                &latency_axis,
+                "completion detection (s)",
+                LATENCY_COLOUR,
+                1000.0
+            )?,
         );
     }
     out.push_str("</div>\n");
@@ -220,7 +249,10 @@ impl Axis {
         let top = p99s.flatten().max().unwrap_or(1).max(1);
         let top = top + top / 5 + 1;
         let width = top.div_ceil(BINS).max(1).div_ceil(unit) * unit;
-        Axis { width, bins: top.div_ceil(width).clamp(1, BINS) }
+        Axis {
+            width,
+            bins: top.div_ceil(width).clamp(1, BINS),
+        }
     }
 
     fn bin(&self, v: u64) -> u64 {
@@ -229,7 +261,13 @@ impl Axis {
 }
 
 /// A histogram (share of values per bar) as SVG.
-fn histogram_svg(values: &[u64], axis: &Axis, caption: &str, colour: RGBColor, x_scale: f64) -> Result<String, String> {
+fn histogram_svg(
+    values: &[u64],
+    axis: &Axis,
+    caption: &str,
+    colour: RGBColor,
+    x_scale: f64,
+) -> Result<String, String> {
     let mut counts = vec![0u64; axis.bins as usize];
     for &v in values {
         counts[axis.bin(v) as usize] += 1;
@@ -261,14 +299,24 @@ fn histogram_svg(values: &[u64], axis: &Axis, caption: &str, colour: RGBColor, x
             .map_err(err)?;
         let w = axis.width as f64;
         chart
-            .draw_series(shares.iter().enumerate().filter(|(_, &s)| s > 0.0).map(|(b, &s)| {
-                let x0 = b as f64 * w;
-                Rectangle::new([(x0 + w * 0.06, 0.0), (x0 + w * 0.94, s)], colour.filled())
-            }))
+            .draw_series(
+                shares
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, &s)| s > 0.0)
+                    .map(|(b, &s)| {
+                        let x0 = b as f64 * w;
+                        Rectangle::new([(x0 + w * 0.06, 0.0), (x0 + w * 0.94, s)], colour.filled())
+                    }),
+            )
             .map_err(err)?;
         if values.is_empty() {
             chart
-                .draw_series(std::iter::once(Text::new("no values", (x_end * 0.35, top * 0.5), (FONT, 12))))
+                .draw_series(std::iter::once(Text::new(
+                    "no values",
+                    (x_end * 0.35, top * 0.5),
+                    (FONT, 12),
+                )))
                 .map_err(err)?;
         }
         root.present().map_err(err)?;
@@ -288,7 +336,11 @@ fn fmt_axis(v: f64) -> String {
 
 /// A padded axis range around `values` (and `extra`), never below 0.
 fn padded(values: impl Iterator<Item = f64>, extra: Option<f64>) -> (f64, f64) {
-    let (mut lo, mut hi) = values.chain(extra).fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| (lo.min(v), hi.max(v)));
+    let (mut lo, mut hi) = values
+        .chain(extra)
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| {
+            (lo.min(v), hi.max(v))
+        });
     if !lo.is_finite() || !hi.is_finite() {
         return (0.0, 1.0);
     }
@@ -307,7 +359,14 @@ fn scatter_svg(r: &TuneReport) -> Result<String, String> {
         .points
         .iter()
         .enumerate()
-        .filter_map(|(i, p)| Some((i, p, p.metrics.polls_per_op_mean?, p.metrics.detection_p99_ms? as f64)))
+        .filter_map(|(i, p)| {
+            Some((
+                i,
+                p,
+                p.metrics.polls_per_op_mean?,
+                p.metrics.detection_p99_ms? as f64,
+            ))
+        })
         .collect();
     let target = r.latency_p99_max_ms as f64;
     let (y_min, y_max) = padded(measured.iter().map(|m| m.3), None);
@@ -321,7 +380,10 @@ fn scatter_svg(r: &TuneReport) -> Result<String, String> {
         root.fill(&WHITE).map_err(err)?;
         let (plot, side) = root.split_horizontally(770);
         let mut chart = ChartBuilder::on(&plot)
-            .caption("p99 completion detection against mean polls per operation", (FONT, 20))
+            .caption(
+                "p99 completion detection against mean polls per operation",
+                (FONT, 20),
+            )
             .margin(14)
             .x_label_area_size(46)
             .y_label_area_size(72)
@@ -340,7 +402,14 @@ fn scatter_svg(r: &TuneReport) -> Result<String, String> {
             .map_err(err)?;
         let target_style = TARGET_COLOUR.stroke_width(2);
         if near {
-            chart.draw_series(DashedLineSeries::new(vec![(x_lo, target), (x_hi, target)], 10, 6, target_style)).map_err(err)?;
+            chart
+                .draw_series(DashedLineSeries::new(
+                    vec![(x_lo, target), (x_hi, target)],
+                    10,
+                    6,
+                    target_style,
+                ))
+                .map_err(err)?;
         }
         let frontier: Vec<(f64, f64)> = r
             .frontier
@@ -348,16 +417,36 @@ fn scatter_svg(r: &TuneReport) -> Result<String, String> {
             .filter_map(|&i| measured.iter().find(|m| m.0 == i).map(|m| (m.2, m.3)))
             .collect();
         let frontier_style = FRONTIER_COLOUR.stroke_width(3);
-        chart.draw_series(LineSeries::new(frontier.clone(), frontier_style)).map_err(err)?;
         chart
-            .draw_series(measured.iter().filter(|m| m.1.passes()).map(|m| Circle::new((m.2, m.3), 6, PASS_COLOUR.filled())))
+            .draw_series(LineSeries::new(frontier.clone(), frontier_style))
             .map_err(err)?;
         chart
-            .draw_series(measured.iter().filter(|m| !m.1.passes()).map(|m| Cross::new((m.2, m.3), 7, FAIL_COLOUR.stroke_width(3))))
+            .draw_series(
+                measured
+                    .iter()
+                    .filter(|m| m.1.passes())
+                    .map(|m| Circle::new((m.2, m.3), 6, PASS_COLOUR.filled())),
+            )
             .map_err(err)?;
-        let rec = r.recommended.and_then(|i| measured.iter().find(|m| m.0 == i));
+        chart
+            .draw_series(
+                measured
+                    .iter()
+                    .filter(|m| !m.1.passes())
+                    .map(|m| Cross::new((m.2, m.3), 7, FAIL_COLOUR.stroke_width(3))),
+            )
+            .map_err(err)?;
+        let rec = r
+            .recommended
+            .and_then(|i| measured.iter().find(|m| m.0 == i));
         if let Some(m) = rec {
-            chart.draw_series(std::iter::once(Circle::new((m.2, m.3), 13, FRONTIER_COLOUR.stroke_width(3)))).map_err(err)?;
+            chart
+                .draw_series(std::iter::once(Circle::new(
+                    (m.2, m.3),
+                    13,
+                    FRONTIER_COLOUR.stroke_width(3),
+                )))
+                .map_err(err)?;
         }
         // One label per position: points that measured the same ("p01=p02") share it.
         let mut labels: Vec<(f64, f64, Vec<&str>)> = vec![];
@@ -369,31 +458,65 @@ fn scatter_svg(r: &TuneReport) -> Result<String, String> {
         }
         chart
             .draw_series(labels.iter().map(|(x, y, ids)| {
-                EmptyElement::at((*x, *y)) + Text::new(ids.join("="), (8, -18), (FONT, 13).into_font().color(&RGBColor(60, 60, 60)))
+                EmptyElement::at((*x, *y))
+                    + Text::new(
+                        ids.join("="),
+                        (8, -18),
+                        (FONT, 13).into_font().color(&RGBColor(60, 60, 60)),
+                    )
             }))
             .map_err(err)?;
 
         // The legend panel.
         let font = (FONT, 14).into_font();
         let mut y = 70;
-        let mut entry = |label: String, symbol: &dyn Fn(i32) -> Result<(), String>| -> Result<(), String> {
-            symbol(y)?;
-            side.draw(&Text::new(label, (44, y - 8), font.clone())).map_err(err)?;
-            y += 30;
-            Ok(())
-        };
-        entry("passes every gate".into(), &|y| side.draw(&Circle::new((22, y), 6, PASS_COLOUR.filled())).map_err(err))?;
-        if measured.iter().any(|m| !m.1.passes()) {
-            entry("fails a gate".into(), &|y| side.draw(&Cross::new((22, y), 7, FAIL_COLOUR.stroke_width(3))).map_err(err))?;
-        }
-        entry("Pareto frontier".into(), &|y| side.draw(&PathElement::new(vec![(8, y), (36, y)], frontier_style)).map_err(err))?;
-        if let Some(m) = rec {
-            entry(format!("recommended: {}", m.1.id), &|y| side.draw(&Circle::new((22, y), 11, FRONTIER_COLOUR.stroke_width(3))).map_err(err))?;
-        }
-        let where_target = if near { String::new() } else if target < y_lo { " (below the plot)".into() } else { " (above the plot)".into() };
-        entry(format!("target p99 <= {} ms{where_target}", r.latency_p99_max_ms), &|y| {
-            side.draw(&plotters::element::DashedPathElement::new(vec![(8, y), (36, y)], 7, 4, target_style)).map_err(err)
+        let mut entry =
+            |label: String, symbol: &dyn Fn(i32) -> Result<(), String>| -> Result<(), String> {
+                symbol(y)?;
+                side.draw(&Text::new(label, (44, y - 8), font.clone()))
+                    .map_err(err)?;
+                y += 30;
+                Ok(())
+            };
+        entry("passes every gate".into(), &|y| {
+            side.draw(&Circle::new((22, y), 6, PASS_COLOUR.filled()))
+                .map_err(err)
         })?;
+        if measured.iter().any(|m| !m.1.passes()) {
+            entry("fails a gate".into(), &|y| {
+                side.draw(&Cross::new((22, y), 7, FAIL_COLOUR.stroke_width(3)))
+                    .map_err(err)
+            })?;
+        }
+        entry("Pareto frontier".into(), &|y| {
+            side.draw(&PathElement::new(vec![(8, y), (36, y)], frontier_style))
+                .map_err(err)
+        })?;
+        if let Some(m) = rec {
+            entry(format!("recommended: {}", m.1.id), &|y| {
+                side.draw(&Circle::new((22, y), 11, FRONTIER_COLOUR.stroke_width(3)))
+                    .map_err(err)
+            })?;
+        }
+        let where_target = if near {
+            String::new()
+        } else if target < y_lo {
+            " (below the plot)".into()
+        } else {
+            " (above the plot)".into()
+        };
+        entry(
+            format!("target p99 <= {} ms{where_target}", r.latency_p99_max_ms),
+            &|y| {
+                side.draw(&plotters::element::DashedPathElement::new(
+                    vec![(8, y), (36, y)],
+                    7,
+                    4,
+                    target_style,
+                ))
+                .map_err(err)
+            },
+        )?;
         let unmeasured = r.points.len() - measured.len();
         if unmeasured > 0 {
             entry(format!("{unmeasured} point(s) without values"), &|_| Ok(()))?;
@@ -429,7 +552,17 @@ fn esc(s: &str) -> String {
 
 /// Escaped text with Markdown-style `code` spans turned into `<code>`.
 fn md_code(s: &str) -> String {
-    esc(s).split('`').enumerate().map(|(i, part)| if i % 2 == 1 { format!("<code>{part}</code>") } else { part.to_string() }).collect()
+    esc(s)
+        .split('`')
+        .enumerate()
+        .map(|(i, part)| {
+            if i % 2 == 1 {
+                format!("<code>{part}</code>")
+            } else {
+                part.to_string()
+            }
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -41,7 +41,11 @@ pub fn tune_markdown(r: &TuneReport) -> String {
         Some(p) => format!("recommended {} ({})", p.id, text(&p.label)),
         None => "no recommendation".into(),
     };
-    let _ = writeln!(out, "# toolop-sim tune: {}: {title}\n", text(&r.scenario_name));
+    let _ = writeln!(
+        out,
+        "# toolop-sim tune: {}: {title}\n",
+        text(&r.scenario_name)
+    );
     let passing = r.points.iter().filter(|p| p.passes()).count();
     let _ = writeln!(
         out,
@@ -79,10 +83,17 @@ pub fn tune_markdown(r: &TuneReport) -> String {
     }
     let mut same: Vec<Vec<&str>> = vec![];
     for (i, p) in r.points.iter().enumerate() {
-        if r.points[..i].iter().any(|q| q.traces_digest == p.traces_digest) {
+        if r.points[..i]
+            .iter()
+            .any(|q| q.traces_digest == p.traces_digest)
+        {
             continue;
         }
-        let group: Vec<&str> = r.points[i..].iter().filter(|q| q.traces_digest == p.traces_digest).map(|q| q.id.as_str()).collect();
+        let group: Vec<&str> = r.points[i..]
+            .iter()
+            .filter(|q| q.traces_digest == p.traces_digest)
+            .map(|q| q.id.as_str())
+            .collect();
         if group.len() > 1 {
             same.push(group);
         }
@@ -97,7 +108,11 @@ pub fn tune_markdown(r: &TuneReport) -> String {
             groups.join("; ")
         );
     }
-    let _ = writeln!(out, "## Recommendation for `--latency-p99-max-ms {}`\n", r.latency_p99_max_ms);
+    let _ = writeln!(
+        out,
+        "## Recommendation for `--latency-p99-max-ms {}`\n",
+        r.latency_p99_max_ms
+    );
     match rec {
         Some(p) => {
             let m = &p.metrics;
@@ -121,8 +136,18 @@ pub fn tune_markdown(r: &TuneReport) -> String {
             );
             out.push_str("| Setting | Scenario field | Value |\n|---|---|--:|\n");
             for k in Knob::ALL {
-                let mark = if r.varied.contains(&k.name()) { "" } else { " (not varied)" };
-                let _ = writeln!(out, "| {}{mark} | {} | {} |", code(k.name()), code(k.scenario_field()), p.setting.get(k));
+                let mark = if r.varied.contains(&k.name()) {
+                    ""
+                } else {
+                    " (not varied)"
+                };
+                let _ = writeln!(
+                    out,
+                    "| {}{mark} | {} | {} |",
+                    code(k.name()),
+                    code(k.scenario_field()),
+                    p.setting.get(k)
+                );
             }
             let _ = writeln!(
                 out,
@@ -215,9 +240,21 @@ pub fn tune_markdown(r: &TuneReport) -> String {
         out.push_str("Every point passes every gate.\n\n");
     }
     for p in failing {
-        let _ = writeln!(out, "- **{}** ({}), scenario file {}:", p.id, text(&p.label), code(&p.file.display().to_string()));
+        let _ = writeln!(
+            out,
+            "- **{}** ({}), scenario file {}:",
+            p.id,
+            text(&p.label),
+            code(&p.file.display().to_string())
+        );
         for g in p.gates.iter().filter(|g| !g.pass) {
-            let _ = writeln!(out, "  - {} measured {}, threshold {}", code(&g.gate), text(&g.measured), text(&g.threshold));
+            let _ = writeln!(
+                out,
+                "  - {} measured {}, threshold {}",
+                code(&g.gate),
+                text(&g.measured),
+                text(&g.threshold)
+            );
         }
         for f in &p.failing {
             let _ = writeln!(out, "  - seed {}: {}", f.seed, code(&f.replay));
@@ -246,7 +283,13 @@ pub fn tune_markdown(r: &TuneReport) -> String {
             r.crn.compared
         );
     } else {
-        let shown: Vec<String> = r.crn.differing.iter().take(10).map(|(p, s)| format!("{p} seed {s}")).collect();
+        let shown: Vec<String> = r
+            .crn
+            .differing
+            .iter()
+            .take(10)
+            .map(|(p, s)| format!("{p} seed {s}"))
+            .collect();
         let _ = writeln!(
             out,
             "\n**Warning**: {} of {} point-seed pairs drew different parameters from the first point ({}); \
@@ -264,7 +307,18 @@ pub fn tune_markdown(r: &TuneReport) -> String {
 }
 
 fn verdict(p: &PointResult, on_frontier: bool) -> String {
-    let mut v = if p.passes() { "✅ pass".to_string() } else { format!("❌ {}", p.failed_gates().iter().map(|g| code(g)).collect::<Vec<_>>().join(", ")) };
+    let mut v = if p.passes() {
+        "✅ pass".to_string()
+    } else {
+        format!(
+            "❌ {}",
+            p.failed_gates()
+                .iter()
+                .map(|g| code(g))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    };
     if on_frontier {
         v.push_str(", frontier");
     }
@@ -303,6 +357,10 @@ fn code(s: &str) -> String {
     }
     let longest = s.split(|c| c != '`').map(str::len).max().unwrap_or(0);
     let fence = "`".repeat(longest + 1);
-    let pad = if s.starts_with('`') || s.ends_with('`') { " " } else { "" };
+    let pad = if s.starts_with('`') || s.ends_with('`') {
+        " "
+    } else {
+        ""
+    };
     format!("{fence}{pad}{s}{pad}{fence}")
 }

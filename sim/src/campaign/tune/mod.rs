@@ -35,10 +35,10 @@ use std::time::Instant;
 
 use serde::Serialize;
 
+use crate::campaign::sweep::{self, Loaded};
 use crate::judge::gates::{self, FailingSeed, GateRow};
 use crate::report::Progress;
 use crate::scenario::{Scenario, ScenarioError};
-use crate::campaign::sweep::{self, Loaded};
 use crate::series;
 
 pub use analysis::{frontier, recommend, Candidate, PointMetrics};
@@ -166,7 +166,11 @@ impl PointResult {
 
     /// Names of the gates this point fails.
     pub fn failed_gates(&self) -> Vec<&str> {
-        self.gates.iter().filter(|g| !g.pass).map(|g| g.gate.as_str()).collect()
+        self.gates
+            .iter()
+            .filter(|g| !g.pass)
+            .map(|g| g.gate.as_str())
+            .collect()
     }
 }
 
@@ -223,7 +227,11 @@ impl TuneReport {
         match self.series {
             0 => "no seeds".into(),
             1 => format!("seed {}", self.start_seed),
-            n => format!("seeds {}..={}", self.start_seed, self.start_seed.saturating_add(n - 1)),
+            n => format!(
+                "seeds {}..={}",
+                self.start_seed,
+                self.start_seed.saturating_add(n - 1)
+            ),
         }
     }
 
@@ -266,8 +274,15 @@ impl TuneReport {
 }
 
 /// A point's scenario file: a header naming its origin, then the scenario as TOML.
-fn point_toml(sc: &Scenario, id: &str, label: &str, base: &Path, grid: &Path) -> Result<String, String> {
-    let body = toml::to_string(sc).map_err(|e| format!("cannot write the scenario as TOML: {e}"))?;
+fn point_toml(
+    sc: &Scenario,
+    id: &str,
+    label: &str,
+    base: &Path,
+    grid: &Path,
+) -> Result<String, String> {
+    let body =
+        toml::to_string(sc).map_err(|e| format!("cannot write the scenario as TOML: {e}"))?;
     Ok(format!(
         "# toolop-sim tune point {id}: {label}\n# {} with the executor settings of this point from {}.\n\
          # gates.max_qps is the scenario's own poll-rate bound, whatever executor.max_qps says.\n{body}",
@@ -284,8 +299,12 @@ pub fn run(args: &TuneArgs, on_series: &(dyn Fn() + Sync)) -> Result<TuneReport,
     if args.series == 0 {
         return Err(TuneError::Usage("--series must be positive".into()));
     }
-    if args.run.is_empty() || args.run.contains(['/', '\\']) || args.run == "." || args.run == ".." {
-        return Err(TuneError::Usage(format!("--run {:?} must be a plain folder name", args.run)));
+    if args.run.is_empty() || args.run.contains(['/', '\\']) || args.run == "." || args.run == ".."
+    {
+        return Err(TuneError::Usage(format!(
+            "--run {:?} must be a plain folder name",
+            args.run
+        )));
     }
     if args.start_seed.checked_add(args.series).is_none() {
         return Err(TuneError::Usage("--start-seed + --series overflows".into()));
@@ -304,18 +323,35 @@ pub fn run(args: &TuneArgs, on_series: &(dyn Fn() + Sync)) -> Result<TuneReport,
         let id = format!("p{:0width$}", i + 1);
         let label = s.label(&varied);
         let file = dir.join("points").join(format!("{id}.toml"));
-        let bad = |reason: String| GridError { file: grid.file.clone(), field: varied.first().map_or("(document)", |k| k.name()).into(), reason };
-        let text = point_toml(&s.apply(&base), &id, &label, &args.scenario, &args.grid).map_err(|e| bad(format!("point {id} ({label}): {e}")))?;
-        let scenario = Scenario::parse(&file.display().to_string(), &text).map_err(|e| GridError {
+        let bad = |reason: String| GridError {
             file: grid.file.clone(),
-            field: Knob::ALL.into_iter().find(|k| e.field.starts_with(k.scenario_field()) || k.scenario_field().starts_with(&e.field)).map_or(e.field.clone(), |k| k.name().to_string()),
-            reason: format!("point {id} ({label}) is not a valid scenario: {}: {}", e.field, e.problem),
-        })?;
+            field: varied.first().map_or("(document)", |k| k.name()).into(),
+            reason,
+        };
+        let text = point_toml(&s.apply(&base), &id, &label, &args.scenario, &args.grid)
+            .map_err(|e| bad(format!("point {id} ({label}): {e}")))?;
+        let scenario =
+            Scenario::parse(&file.display().to_string(), &text).map_err(|e| GridError {
+                file: grid.file.clone(),
+                field: Knob::ALL
+                    .into_iter()
+                    .find(|k| {
+                        e.field.starts_with(k.scenario_field())
+                            || k.scenario_field().starts_with(&e.field)
+                    })
+                    .map_or(e.field.clone(), |k| k.name().to_string()),
+                reason: format!(
+                    "point {id} ({label}) is not a valid scenario: {}: {}",
+                    e.field, e.problem
+                ),
+            })?;
         planned.push((id, label, s.clone(), file, text, scenario));
     }
 
     // What every seed draws at the first point; each point's worker compares its own draws.
-    let reference: Vec<series::Params> = (args.start_seed..args.start_seed + args.series).map(|seed| series::draw_params(&planned[0].5, seed)).collect();
+    let reference: Vec<series::Params> = (args.start_seed..args.start_seed + args.series)
+        .map(|seed| series::draw_params(&planned[0].5, seed))
+        .collect();
     let differing: Mutex<Vec<(usize, u64)>> = Mutex::new(vec![]);
 
     let outer = args.jobs.max(1).min(planned.len());
@@ -326,20 +362,34 @@ pub fn run(args: &TuneArgs, on_series: &(dyn Fn() + Sync)) -> Result<TuneReport,
         for _ in 0..outer {
             scope.spawn(|| loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
-                let Some((id, label, setting, file, text, scenario)) = planned.get(i) else { return };
+                let Some((id, label, setting, file, text, scenario)) = planned.get(i) else {
+                    return;
+                };
                 let point_started = Instant::now();
                 if i > 0 {
                     let seeds = args.start_seed..args.start_seed + args.series;
-                    let differ = seeds.zip(&reference).filter(|(seed, r)| series::draw_params(scenario, *seed) != **r).map(|(seed, _)| (i, seed));
+                    let differ = seeds
+                        .zip(&reference)
+                        .filter(|(seed, r)| series::draw_params(scenario, *seed) != **r)
+                        .map(|(seed, _)| (i, seed));
                     differing.lock().expect("crn lock").extend(differ);
                 }
-                let loaded = [Loaded { file: file.clone(), scenario: scenario.clone() }];
+                let loaded = [Loaded {
+                    file: file.clone(),
+                    scenario: scenario.clone(),
+                }];
                 let (rows, _) = sweep::run(&loaded, args.start_seed, args.series, inner, on_series);
                 let wall_ms = point_started.elapsed().as_millis() as u64;
-                let hashes: String = rows.iter().map(|r| r.trace_hash.as_str()).collect::<Vec<_>>().join("\n");
+                let hashes: String = rows
+                    .iter()
+                    .map(|r| r.trace_hash.as_str())
+                    .collect::<Vec<_>>()
+                    .join("\n");
                 let traces_digest = toolop::digest::sha256_hex(hashes.as_bytes());
                 let flat = |f: fn(&crate::judge::metrics::SeriesMetrics) -> &Vec<u64>| -> Vec<u64> {
-                    rows.iter().flat_map(|r| f(&r.metrics).iter().copied()).collect()
+                    rows.iter()
+                        .flat_map(|r| f(&r.metrics).iter().copied())
+                        .collect()
                 };
                 let polls_per_operation = flat(|m| &m.polls_per_operation);
                 let detection_ms = flat(|m| &m.completion_detection_ms);
@@ -363,13 +413,21 @@ pub fn run(args: &TuneArgs, on_series: &(dyn Fn() + Sync)) -> Result<TuneReport,
             });
         }
     });
-    let points: Vec<PointResult> = results.into_inner().expect("results lock").into_iter().map(|p| p.expect("every point ran")).collect();
+    let points: Vec<PointResult> = results
+        .into_inner()
+        .expect("results lock")
+        .into_iter()
+        .map(|p| p.expect("every point ran"))
+        .collect();
     let wall_ms = started.elapsed().as_millis() as u64;
     let mut differing = differing.into_inner().expect("crn lock");
     differing.sort_unstable();
     let crn = CrnCheck {
         compared: (points.len() as u64 - 1) * args.series,
-        differing: differing.into_iter().map(|(i, seed)| (points[i].id.clone(), seed)).collect(),
+        differing: differing
+            .into_iter()
+            .map(|(i, seed)| (points[i].id.clone(), seed))
+            .collect(),
     };
     let frontier = analysis::frontier(&points);
     let recommended = analysis::recommend(&points, args.latency_p99_max_ms);
@@ -459,7 +517,11 @@ pub fn text_summary(r: &TuneReport) -> String {
     ]];
     for (i, p) in r.points.iter().enumerate() {
         let m = &p.metrics;
-        let mut verdict = if p.passes() { "PASS".to_string() } else { format!("FAIL {}", p.failed_gates().join(",")) };
+        let mut verdict = if p.passes() {
+            "PASS".to_string()
+        } else {
+            format!("FAIL {}", p.failed_gates().join(","))
+        };
         if r.frontier.contains(&i) {
             verdict.push_str(" frontier");
         }
@@ -471,7 +533,8 @@ pub fn text_summary(r: &TuneReport) -> String {
             p.label.clone(),
             opt(m.detection_p50_ms),
             opt(m.detection_p99_ms),
-            m.polls_per_op_mean.map_or("-".into(), |v| format!("{v:.2}")),
+            m.polls_per_op_mean
+                .map_or("-".into(), |v| format!("{v:.2}")),
             opt(m.polls_per_op_p99),
             m.busiest_window_sends.to_string(),
             opt(m.cancel_p99_ms),
@@ -480,13 +543,31 @@ pub fn text_summary(r: &TuneReport) -> String {
             verdict,
         ]);
     }
-    let widths: Vec<usize> = (0..rows[0].len()).map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0)).collect();
+    let widths: Vec<usize> = (0..rows[0].len())
+        .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
+        .collect();
     for row in &rows {
-        let line: Vec<String> = row.iter().zip(&widths).map(|(c, w)| format!("{c:<w$}")).collect();
+        let line: Vec<String> = row
+            .iter()
+            .zip(&widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect();
         let _ = writeln!(out, "{}", line.join("  ").trim_end());
     }
-    let ids: Vec<&str> = r.frontier.iter().map(|&i| r.points[i].id.as_str()).collect();
-    let _ = writeln!(out, "frontier (latency p99 vs polls/op, passing points): {}", if ids.is_empty() { "none".into() } else { ids.join(", ") });
+    let ids: Vec<&str> = r
+        .frontier
+        .iter()
+        .map(|&i| r.points[i].id.as_str())
+        .collect();
+    let _ = writeln!(
+        out,
+        "frontier (latency p99 vs polls/op, passing points): {}",
+        if ids.is_empty() {
+            "none".into()
+        } else {
+            ids.join(", ")
+        }
+    );
     match r.recommended_point() {
         Some(p) => {
             let _ = writeln!(
@@ -518,7 +599,8 @@ pub fn main_tune(args: TuneArgs) -> ExitCode {
         args.scenario.display(),
         args.series,
         args.start_seed,
-        args.start_seed.saturating_add(args.series.saturating_sub(1)),
+        args.start_seed
+            .saturating_add(args.series.saturating_sub(1)),
         args.jobs.max(1)
     );
     let progress = Progress::new(points.saturating_mul(args.series));
@@ -546,7 +628,11 @@ pub fn main_tune(args: TuneArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     }
-    println!("{} points in {:.2} s wall", r.points.len(), r.wall_ms as f64 / 1000.0);
+    println!(
+        "{} points in {:.2} s wall",
+        r.points.len(),
+        r.wall_ms as f64 / 1000.0
+    );
     if r.recommended.is_some() {
         ExitCode::SUCCESS
     } else {

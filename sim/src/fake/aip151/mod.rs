@@ -32,7 +32,10 @@ use percent_encoding::percent_decode_str;
 use serde_json::{json, Map, Value};
 use toolop::transport::{InFrame, OutFrame};
 
-use crate::fake::codec::{Ask, CallBook, CallId, Codec, CodecCaps, Decoded, ExchangeKind, Outcome, Push, Request, ResultBody, ResultShape, Response, RunAs, Shape, Stop, Submit, TaskView};
+use crate::fake::codec::{
+    Ask, CallBook, CallId, Codec, CodecCaps, Decoded, ExchangeKind, Outcome, Push, Request,
+    Response, ResultBody, ResultShape, RunAs, Shape, Stop, Submit, TaskView,
+};
 use crate::fake::script::TaskScript;
 use crate::fake::service::{AtTerminal, CancelRule, Dedupe, InputDelivery, Policy};
 use crate::fake::truth::{payload_digest, TaskStatus};
@@ -79,7 +82,10 @@ pub const UNIMPLEMENTED: i64 = 12;
 pub const INTERNAL: i64 = 13;
 
 fn code_name(code: i64) -> &'static str {
-    CODES.iter().find(|c| c.0 == code).map_or("UNKNOWN", |c| c.1)
+    CODES
+        .iter()
+        .find(|c| c.0 == code)
+        .map_or("UNKNOWN", |c| c.1)
 }
 
 fn code_http(code: i64) -> u16 {
@@ -123,7 +129,12 @@ pub struct AipConfig {
 impl AipConfig {
     /// Names under `projects/p/locations/l/operations`; extensions, List and Delete on; cancel
     /// of a done operation OK; cancel delay 0..=200 ms; no retention deletion.
-    pub fn new(submit_path: &str, operation_path: &str, operations_collection: &str, tools: Vec<String>) -> AipConfig {
+    pub fn new(
+        submit_path: &str,
+        operation_path: &str,
+        operations_collection: &str,
+        tools: Vec<String>,
+    ) -> AipConfig {
         AipConfig {
             submit_path: submit_path.into(),
             operation_path: operation_path.into(),
@@ -153,9 +164,15 @@ enum What {
     /// An error the codec answers by itself: (code, message).
     Direct(i64, String),
     /// The reply shows the named operation (or not-found for it).
-    Operation { name: String },
-    Cancel { name: String },
-    Delete { name: String },
+    Operation {
+        name: String,
+    },
+    Cancel {
+        name: String,
+    },
+    Delete {
+        name: String,
+    },
     Submit,
     List,
 }
@@ -169,31 +186,70 @@ pub struct AipCodec {
 /// The fake AIP-151 service: this codec with the task service it asks for. `max_ttl_ms`: records
 /// expire this long after creation even while running (off with `None`); `preempt_rate`: the
 /// fraction of operations the service aborts itself.
-pub fn server(cfg: AipConfig, max_ttl_ms: Option<u64>, preempt_rate: f64, rng: rand_chacha::ChaCha8Rng) -> crate::fake::FakeServer {
-    let ids = crate::fake::service::IdStyle::Operation { prefix: cfg.name_prefix.clone() };
-    crate::fake::FakeServer::new(Box::new(AipCodec::new(cfg)), ids, max_ttl_ms, preempt_rate, rng)
+pub fn server(
+    cfg: AipConfig,
+    max_ttl_ms: Option<u64>,
+    preempt_rate: f64,
+    rng: rand_chacha::ChaCha8Rng,
+) -> crate::fake::FakeServer {
+    let ids = crate::fake::service::IdStyle::Operation {
+        prefix: cfg.name_prefix.clone(),
+    };
+    crate::fake::FakeServer::new(
+        Box::new(AipCodec::new(cfg)),
+        ids,
+        max_ttl_ms,
+        preempt_rate,
+        rng,
+    )
 }
 
 impl AipCodec {
     pub fn new(cfg: AipConfig) -> AipCodec {
-        AipCodec { cfg, calls: CallBook::default() }
+        AipCodec {
+            cfg,
+            calls: CallBook::default(),
+        }
     }
 
     pub fn config(&self) -> &AipConfig {
         &self.cfg
     }
 
-    fn open(&mut self, exchange: ExchangeKind, request_id: Option<u64>, what: What, ask: Ask) -> Decoded {
+    fn open(
+        &mut self,
+        exchange: ExchangeKind,
+        request_id: Option<u64>,
+        what: What,
+        ask: Ask,
+    ) -> Decoded {
         let call = self.calls.open(Ctx { request_id, what });
-        Decoded { exchange, call: Some(call), ask }
+        Decoded {
+            exchange,
+            call: Some(call),
+            ask,
+        }
     }
 
-    fn refuse(&mut self, exchange: ExchangeKind, request_id: Option<u64>, code: i64, message: String) -> Decoded {
-        self.open(exchange, request_id, What::Direct(code, message), Ask::Codec)
+    fn refuse(
+        &mut self,
+        exchange: ExchangeKind,
+        request_id: Option<u64>,
+        code: i64,
+        message: String,
+    ) -> Decoded {
+        self.open(
+            exchange,
+            request_id,
+            What::Direct(code, message),
+            Ask::Codec,
+        )
     }
 
     fn route(&mut self, rid: Option<u64>, method: &str, full_path: &str, body: &[u8]) -> Decoded {
-        let (path, query) = full_path.split_once('?').map_or((full_path, None), |(p, q)| (p, Some(q)));
+        let (path, query) = full_path
+            .split_once('?')
+            .map_or((full_path, None), |(p, q)| (p, Some(q)));
         if method == "GET" && path == self.cfg.operations_collection {
             return self.list(rid, query);
         }
@@ -203,49 +259,124 @@ impl AipCodec {
                     return self.submit(rid, tool, body);
                 }
             }
-            if let Some(name) = path.strip_suffix(CANCEL_SUFFIX).and_then(|p| match_template(&self.cfg.operation_path, "{name}", p)) {
+            if let Some(name) = path
+                .strip_suffix(CANCEL_SUFFIX)
+                .and_then(|p| match_template(&self.cfg.operation_path, "{name}", p))
+            {
                 if !self.cfg.cancel_supported {
-                    return self.refuse(ExchangeKind::Cancel, rid, UNIMPLEMENTED, "CancelOperation is not implemented".into());
+                    return self.refuse(
+                        ExchangeKind::Cancel,
+                        rid,
+                        UNIMPLEMENTED,
+                        "CancelOperation is not implemented".into(),
+                    );
                 }
-                return self.open(ExchangeKind::Cancel, rid, What::Cancel { name: name.clone() }, Ask::Service(Request::Cancel { task: name }));
+                return self.open(
+                    ExchangeKind::Cancel,
+                    rid,
+                    What::Cancel { name: name.clone() },
+                    Ask::Service(Request::Cancel { task: name }),
+                );
             }
         }
         if let Some(name) = match_template(&self.cfg.operation_path, "{name}", path) {
             match method {
-                "GET" => return self.open(ExchangeKind::Poll, rid, What::Operation { name: name.clone() }, Ask::Service(Request::Poll { task: name })),
-                "DELETE" if !self.cfg.delete_supported => {
-                    return self.refuse(ExchangeKind::Delete, rid, UNIMPLEMENTED, "DeleteOperation is not implemented".into())
+                "GET" => {
+                    return self.open(
+                        ExchangeKind::Poll,
+                        rid,
+                        What::Operation { name: name.clone() },
+                        Ask::Service(Request::Poll { task: name }),
+                    )
                 }
-                "DELETE" => return self.open(ExchangeKind::Delete, rid, What::Delete { name: name.clone() }, Ask::Service(Request::Delete { task: name })),
+                "DELETE" if !self.cfg.delete_supported => {
+                    return self.refuse(
+                        ExchangeKind::Delete,
+                        rid,
+                        UNIMPLEMENTED,
+                        "DeleteOperation is not implemented".into(),
+                    )
+                }
+                "DELETE" => {
+                    return self.open(
+                        ExchangeKind::Delete,
+                        rid,
+                        What::Delete { name: name.clone() },
+                        Ask::Service(Request::Delete { task: name }),
+                    )
+                }
                 _ => {}
             }
         }
-        self.refuse(ExchangeKind::Other, rid, NOT_FOUND, format!("no method {method} {path}"))
+        self.refuse(
+            ExchangeKind::Other,
+            rid,
+            NOT_FOUND,
+            format!("no method {method} {path}"),
+        )
     }
 
     fn submit(&mut self, rid: Option<u64>, tool: String, body: &[u8]) -> Decoded {
         let mut args = match serde_json::from_slice::<Value>(body) {
             Ok(Value::Object(m)) => m,
-            Ok(_) => return self.refuse(ExchangeKind::Submit, rid, INVALID_ARGUMENT, "request body is not an object".into()),
-            Err(e) => return self.refuse(ExchangeKind::Submit, rid, INVALID_ARGUMENT, format!("request body is not JSON: {e}")),
+            Ok(_) => {
+                return self.refuse(
+                    ExchangeKind::Submit,
+                    rid,
+                    INVALID_ARGUMENT,
+                    "request body is not an object".into(),
+                )
+            }
+            Err(e) => {
+                return self.refuse(
+                    ExchangeKind::Submit,
+                    rid,
+                    INVALID_ARGUMENT,
+                    format!("request body is not JSON: {e}"),
+                )
+            }
         };
         let key = match args.remove(REQUEST_ID_FIELD) {
             None | Some(Value::Null) => None,
             Some(Value::String(s)) if !s.is_empty() => Some(s),
-            Some(_) => return self.refuse(ExchangeKind::Submit, rid, INVALID_ARGUMENT, "requestId must be a non-empty string".into()),
+            Some(_) => {
+                return self.refuse(
+                    ExchangeKind::Submit,
+                    rid,
+                    INVALID_ARGUMENT,
+                    "requestId must be a non-empty string".into(),
+                )
+            }
         };
         let script = match TaskScript::from_arguments(Some(&Value::Object(args))) {
             Ok(s) => s,
             Err(e) => return self.refuse(ExchangeKind::Submit, rid, INVALID_ARGUMENT, e),
         };
         let dedupe = key.is_some();
-        let request = Request::Submit(Submit { tool, script, key, dedupe, run: RunAs::Task, requested_ttl_ms: None });
-        self.open(ExchangeKind::Submit, rid, What::Submit, Ask::Service(request))
+        let request = Request::Submit(Submit {
+            tool,
+            script,
+            key,
+            dedupe,
+            run: RunAs::Task,
+            requested_ttl_ms: None,
+        });
+        self.open(
+            ExchangeKind::Submit,
+            rid,
+            What::Submit,
+            Ask::Service(request),
+        )
     }
 
     fn list(&mut self, rid: Option<u64>, query: Option<&str>) -> Decoded {
         if !self.cfg.list_supported {
-            return self.refuse(ExchangeKind::List, rid, UNIMPLEMENTED, "ListOperations is not implemented".into());
+            return self.refuse(
+                ExchangeKind::List,
+                rid,
+                UNIMPLEMENTED,
+                "ListOperations is not implemented".into(),
+            );
         }
         let mut filter = None;
         for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
@@ -253,15 +384,37 @@ impl AipCodec {
             if k == "filter" {
                 match percent_decode_str(v).decode_utf8() {
                     Ok(f) => filter = Some(f.into_owned()),
-                    Err(_) => return self.refuse(ExchangeKind::List, rid, INVALID_ARGUMENT, "filter is not percent-encoded UTF-8".into()),
+                    Err(_) => {
+                        return self.refuse(
+                            ExchangeKind::List,
+                            rid,
+                            INVALID_ARGUMENT,
+                            "filter is not percent-encoded UTF-8".into(),
+                        )
+                    }
                 }
             }
         }
         match filter.as_deref().map(str::trim).filter(|f| !f.is_empty()) {
-            None => self.open(ExchangeKind::List, rid, What::List, Ask::Service(Request::List)),
+            None => self.open(
+                ExchangeKind::List,
+                rid,
+                What::List,
+                Ask::Service(Request::List),
+            ),
             Some(f) => match request_id_of(f) {
-                Some(key) if self.cfg.toolop_extensions => self.open(ExchangeKind::Lookup, rid, What::List, Ask::Service(Request::Lookup { key })),
-                _ => self.refuse(ExchangeKind::Lookup, rid, INVALID_ARGUMENT, format!("unsupported filter {f:?}")),
+                Some(key) if self.cfg.toolop_extensions => self.open(
+                    ExchangeKind::Lookup,
+                    rid,
+                    What::List,
+                    Ask::Service(Request::Lookup { key }),
+                ),
+                _ => self.refuse(
+                    ExchangeKind::Lookup,
+                    rid,
+                    INVALID_ARGUMENT,
+                    format!("unsupported filter {f:?}"),
+                ),
             },
         }
     }
@@ -286,7 +439,10 @@ impl AipCodec {
             match outcome {
                 Outcome::Result(b) if !b.is_error => {
                     if self.cfg.toolop_extensions {
-                        metadata.insert(METADATA_RESULT_DIGEST.into(), json!(payload_digest(&response_payload(b, false))));
+                        metadata.insert(
+                            METADATA_RESULT_DIGEST.into(),
+                            json!(payload_digest(&response_payload(b, false))),
+                        );
                     }
                     m.insert("response".into(), response_payload(b, cut));
                 }
@@ -300,7 +456,10 @@ impl AipCodec {
                     m.insert("error".into(), error(CANCELLED, "CANCELLED"));
                 }
                 Outcome::Stopped(Stop::Preempted) => {
-                    m.insert("error".into(), error(ABORTED, "ABORTED: pre-empted by a newer operation"));
+                    m.insert(
+                        "error".into(),
+                        error(ABORTED, "ABORTED: pre-empted by a newer operation"),
+                    );
                 }
                 Outcome::Nothing => {}
             }
@@ -314,17 +473,30 @@ impl AipCodec {
         let not_found = |n: &str| error(NOT_FOUND, &format!("Operation {} not found", name_of(n)));
         match (&ctx.what, response) {
             (What::Direct(code, message), _) => error(*code, message),
-            (_, Response::Task(v)) => (200, self.op_json(v, &name_of(&v.id), shape.drop_last_block)),
-            (What::Operation { name } | What::Cancel { name } | What::Delete { name }, Response::NotFound { .. }) => not_found(name),
+            (_, Response::Task(v)) => {
+                (200, self.op_json(v, &name_of(&v.id), shape.drop_last_block))
+            }
+            (
+                What::Operation { name } | What::Cancel { name } | What::Delete { name },
+                Response::NotFound { .. },
+            ) => not_found(name),
             (_, Response::CancelAccepted | Response::Ack) => (200, json!({})),
-            (What::Cancel { name }, Response::CancelRejected { .. }) => match self.cfg.cancel_on_done {
-                CancelOnDone::Ok => (200, json!({})),
-                CancelOnDone::FailedPrecondition => error(FAILED_PRECONDITION, &format!("Operation {name} is already done")),
-                CancelOnDone::NotFound => not_found(name),
-            },
+            (What::Cancel { name }, Response::CancelRejected { .. }) => {
+                match self.cfg.cancel_on_done {
+                    CancelOnDone::Ok => (200, json!({})),
+                    CancelOnDone::FailedPrecondition => error(
+                        FAILED_PRECONDITION,
+                        &format!("Operation {name} is already done"),
+                    ),
+                    CancelOnDone::NotFound => not_found(name),
+                }
+            }
             (_, Response::Tasks(views)) if views.is_empty() => (200, json!({})),
             (_, Response::Tasks(views)) => {
-                let ops: Vec<Value> = views.iter().map(|v| self.op_json(v, &name_of(&v.id), false)).collect();
+                let ops: Vec<Value> = views
+                    .iter()
+                    .map(|v| self.op_json(v, &name_of(&v.id), false))
+                    .collect();
                 (200, json!({ "operations": ops }))
             }
             _ => error(INTERNAL, "the service has no answer here"),
@@ -335,7 +507,10 @@ impl AipCodec {
 /// An error in the JSON error mapping: `code` is the HTTP status, `status` the canonical name.
 fn error(code: i64, message: &str) -> (u16, Value) {
     let http = code_http(code);
-    (http, json!({"error": {"code": http, "message": message, "status": code_name(code)}}))
+    (
+        http,
+        json!({"error": {"code": http, "message": message, "status": code_name(code)}}),
+    )
 }
 
 /// `template` with `placeholder` matched against `path`: the percent-decoded middle, if the rest
@@ -346,13 +521,22 @@ fn match_template(template: &str, placeholder: &str, path: &str) -> Option<Strin
     if middle.is_empty() {
         return None;
     }
-    percent_decode_str(middle).decode_utf8().ok().map(|s| s.into_owned())
+    percent_decode_str(middle)
+        .decode_utf8()
+        .ok()
+        .map(|s| s.into_owned())
 }
 
 /// The key of an AIP-160 filter `request_id = "KEY"` (backslash escapes `"` and `\` inside the
 /// string); `None` for any other expression.
 fn request_id_of(filter: &str) -> Option<String> {
-    let rest = filter.trim().strip_prefix("request_id")?.trim_start().strip_prefix('=')?.trim_start().strip_prefix('"')?;
+    let rest = filter
+        .trim()
+        .strip_prefix("request_id")?
+        .trim_start()
+        .strip_prefix('=')?
+        .trim_start()
+        .strip_prefix('"')?;
     let mut key = String::new();
     let mut escaped = false;
     for (i, c) in rest.char_indices() {
@@ -384,7 +568,12 @@ impl ResultShape for AipCodec {
 impl Codec for AipCodec {
     /// A done operation is its own result; a reply is its HTTP response, with no id of its own.
     fn caps(&self) -> CodecCaps {
-        CodecCaps { result_digest: self.cfg.toolop_extensions, poll_shows_result: true, poll_shows_input: false, body_ids: false }
+        CodecCaps {
+            result_digest: self.cfg.toolop_extensions,
+            poll_shows_result: true,
+            poll_shows_input: false,
+            body_ids: false,
+        }
     }
 
     fn policy(&self) -> Policy {
@@ -392,8 +581,13 @@ impl Codec for AipCodec {
             error_result_status: TaskStatus::Failed,
             done_without_result: true,
             cancel: CancelRule::delayed(self.cfg.cancel_delay_ms),
-            at_terminal: self.cfg.retention_after_done_ms.map_or(AtTerminal::Keep, AtTerminal::DeleteAfter),
-            dedupe: Dedupe::FromCreation { window_ms: self.cfg.dedupe_window_ms },
+            at_terminal: self
+                .cfg
+                .retention_after_done_ms
+                .map_or(AtTerminal::Keep, AtTerminal::DeleteAfter),
+            dedupe: Dedupe::FromCreation {
+                window_ms: self.cfg.dedupe_window_ms,
+            },
             input: InputDelivery::Shown,
             notify_status: false,
         }
@@ -406,15 +600,33 @@ impl Codec for AipCodec {
                 let (method, path) = (http.method.clone(), http.path.clone());
                 self.route(rid, &method, &path, &frame.body)
             }
-            None if rid.is_none() => Decoded { exchange: ExchangeKind::Other, call: None, ask: Ask::Nothing },
-            None => self.refuse(ExchangeKind::Other, rid, INVALID_ARGUMENT, "not an HTTP request".into()),
+            None if rid.is_none() => Decoded {
+                exchange: ExchangeKind::Other,
+                call: None,
+                ask: Ask::Nothing,
+            },
+            None => self.refuse(
+                ExchangeKind::Other,
+                rid,
+                INVALID_ARGUMENT,
+                "not an HTTP request".into(),
+            ),
         }
     }
 
     fn encode_reply(&mut self, call: CallId, response: &Response, shape: &Shape) -> InFrame {
-        let ctx = self.calls.close(call).unwrap_or(Ctx { request_id: None, what: What::Submit });
+        let ctx = self.calls.close(call).unwrap_or(Ctx {
+            request_id: None,
+            what: What::Submit,
+        });
         let (http_status, retry_after_ms, body) = match (&ctx.what, response) {
-            (_, Response::Throttled { throttle, retry_after_ms }) => {
+            (
+                _,
+                Response::Throttled {
+                    throttle,
+                    retry_after_ms,
+                },
+            ) => {
                 let code = if throttle.http_status() == 429 { 8 } else { 14 };
                 let (s, b) = error(code, "the service is busy; retry later");
                 (s, Some(*retry_after_ms), b)
@@ -428,7 +640,12 @@ impl Codec for AipCodec {
                 (s, None, b)
             }
         };
-        InFrame { request_id: ctx.request_id, http_status, retry_after_ms, body: serde_json::to_vec(&body).expect("Value serialises") }
+        InFrame {
+            request_id: ctx.request_id,
+            http_status,
+            retry_after_ms,
+            body: serde_json::to_vec(&body).expect("Value serialises"),
+        }
     }
 
     /// AIP-151 has no server push.
@@ -444,11 +661,17 @@ mod filter_tests {
     #[test]
     fn request_id_filters_parse_with_escapes_and_nothing_else() {
         assert_eq!(request_id_of(r#"request_id="a:b""#).as_deref(), Some("a:b"));
-        assert_eq!(request_id_of(r#" request_id = "q\"uo\\te" "#).as_deref(), Some("q\"uo\\te"));
+        assert_eq!(
+            request_id_of(r#" request_id = "q\"uo\\te" "#).as_deref(),
+            Some("q\"uo\\te")
+        );
         assert_eq!(request_id_of(r#"request_id="a" AND done=true"#), None);
         assert_eq!(request_id_of(r#"name="a""#), None);
         assert_eq!(request_id_of(r#"request_id="unterminated"#), None);
-        assert_eq!(match_template("/v1/{name}", "{name}", "/v1/projects%2Fp/op-1").as_deref(), Some("projects/p/op-1"));
+        assert_eq!(
+            match_template("/v1/{name}", "{name}", "/v1/projects%2Fp/op-1").as_deref(),
+            Some("projects/p/op-1")
+        );
         assert_eq!(match_template("/v1/{name}", "{name}", "/v1/"), None);
         assert_eq!(code_http(FAILED_PRECONDITION), 400);
         assert_eq!(code_name(ABORTED), "ABORTED");

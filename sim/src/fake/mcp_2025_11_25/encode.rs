@@ -4,9 +4,14 @@ use serde_json::{json, Map, Value};
 use toolop::transport::{InFrame, OutFrame};
 
 use super::{texts, McpCodec, Profile, TasksMethod, What, RELATED_TASK};
-use crate::fake::codec::{CallId, Codec, CodecCaps, Decoded, Outcome, Push, ResultBody, ResultShape, Response, Shape, TaskView};
+use crate::fake::codec::{
+    CallId, Codec, CodecCaps, Decoded, Outcome, Push, Response, ResultBody, ResultShape, Shape,
+    TaskView,
+};
 use crate::fake::jsonrpc::{self, Direct, INTERNAL_ERROR, INVALID_PARAMS, TOOL_ERROR};
-use crate::fake::service::{AtTerminal, CancelEffect, CancelRule, Dedupe, InputDelivery, Policy, RunningWork};
+use crate::fake::service::{
+    AtTerminal, CancelEffect, CancelRule, Dedupe, InputDelivery, Policy, RunningWork,
+};
 use crate::fake::truth::{payload_digest, TaskStatus};
 
 /// TS lists 10 tasks per page.
@@ -43,8 +48,14 @@ impl McpCodec {
         let mut m = Map::new();
         m.insert("taskId".into(), json!(id));
         m.insert("status".into(), json!(view.status.as_str()));
-        m.insert("createdAt".into(), json!(jsonrpc::iso8601(view.created_at_ms, micros)));
-        m.insert("lastUpdatedAt".into(), json!(jsonrpc::iso8601(view.updated_at_ms, micros)));
+        m.insert(
+            "createdAt".into(),
+            json!(jsonrpc::iso8601(view.created_at_ms, micros)),
+        );
+        m.insert(
+            "lastUpdatedAt".into(),
+            json!(jsonrpc::iso8601(view.updated_at_ms, micros)),
+        );
         match (view.ttl_ms, profile) {
             (Some(ttl), _) => {
                 m.insert("ttl".into(), json!(ttl));
@@ -55,7 +66,10 @@ impl McpCodec {
                 m.insert("ttl".into(), Value::Null);
             }
         }
-        let interval = self.cfg.poll_interval_ms.unwrap_or(texts::default_poll_interval_ms(profile));
+        let interval = self
+            .cfg
+            .poll_interval_ms
+            .unwrap_or(texts::default_poll_interval_ms(profile));
         m.insert("pollInterval".into(), json!(interval));
         if let Some(s) = texts::status_message(profile, view) {
             m.insert("statusMessage".into(), json!(s));
@@ -69,7 +83,10 @@ impl McpCodec {
         let mut out = result_payload(self.profile(), body, cut);
         let mut meta = task_id.map(related_meta).unwrap_or_default();
         if self.cfg.toolop_extensions {
-            meta.insert(jsonrpc::META_RESULT_DIGEST.to_string(), json!(payload_digest(&result_payload(self.profile(), body, false))));
+            meta.insert(
+                jsonrpc::META_RESULT_DIGEST.to_string(),
+                json!(payload_digest(&result_payload(self.profile(), body, false))),
+            );
         }
         if !meta.is_empty() {
             out["_meta"] = Value::Object(meta);
@@ -77,7 +94,12 @@ impl McpCodec {
         out
     }
 
-    fn list_reply(&self, views: &[TaskView], cursor: Option<&str>, shape: &Shape) -> Result<Value, Direct> {
+    fn list_reply(
+        &self,
+        views: &[TaskView],
+        cursor: Option<&str>,
+        shape: &Shape,
+    ) -> Result<Value, Direct> {
         let profile = self.profile();
         let json_of = |v: &TaskView| self.task_json(v, shape.task_id.as_deref().unwrap_or(&v.id));
         let wrap = |tasks: Vec<Value>, next: Option<String>| {
@@ -97,14 +119,20 @@ impl McpCodec {
             None => 0,
             Some(c) => match views.iter().position(|t| t.id == c) {
                 Some(i) => i + 1,
-                None => return Err(Direct::Error(INVALID_PARAMS, format!("MCP error -32602: Failed to list tasks: Invalid cursor: {c}"))),
+                None => {
+                    return Err(Direct::Error(
+                        INVALID_PARAMS,
+                        format!("MCP error -32602: Failed to list tasks: Invalid cursor: {c}"),
+                    ))
+                }
             },
         };
         let page: Vec<&TaskView> = views.iter().skip(start).take(TS_PAGE_SIZE).collect();
-        let next = (start + page.len() < views.len()).then(|| page.last().map(|t| t.id.clone())).flatten();
+        let next = (start + page.len() < views.len())
+            .then(|| page.last().map(|t| t.id.clone()))
+            .flatten();
         Ok(wrap(page.into_iter().map(json_of).collect(), next))
     }
-
 }
 
 impl jsonrpc::RpcCodec for McpCodec {
@@ -119,10 +147,18 @@ impl jsonrpc::RpcCodec for McpCodec {
         let profile = self.profile();
         let id_of = |v: &TaskView| shape.task_id.clone().unwrap_or_else(|| v.id.clone());
         match (what, response) {
-            (What::Call { task: true }, Response::Task(v)) => Direct::Result(json!({ "task": self.task_json(v, &id_of(v)) })),
-            (What::Call { .. }, Response::Outcome(Outcome::Result(b))) => Direct::Result(self.with_meta(b, None, shape.drop_last_block)),
-            (What::Call { .. }, Response::InlineRefused) => Direct::Error(INVALID_PARAMS, texts::TS_INVALID_TASK_CREATION.into()),
-            (_, Response::Outcome(Outcome::ToolError { message })) => Direct::Error(TOOL_ERROR, message.clone()),
+            (What::Call { task: true }, Response::Task(v)) => {
+                Direct::Result(json!({ "task": self.task_json(v, &id_of(v)) }))
+            }
+            (What::Call { .. }, Response::Outcome(Outcome::Result(b))) => {
+                Direct::Result(self.with_meta(b, None, shape.drop_last_block))
+            }
+            (What::Call { .. }, Response::InlineRefused) => {
+                Direct::Error(INVALID_PARAMS, texts::TS_INVALID_TASK_CREATION.into())
+            }
+            (_, Response::Outcome(Outcome::ToolError { message })) => {
+                Direct::Error(TOOL_ERROR, message.clone())
+            }
             (What::Tasks { method, task }, r) => {
                 let task = shape.task_id.as_deref().unwrap_or(task);
                 match (method, r) {
@@ -134,10 +170,20 @@ impl jsonrpc::RpcCodec for McpCodec {
                         Direct::Result(body)
                     }
                     (_, Response::Task(v)) => Direct::Result(self.task_json(v, task)),
-                    (_, Response::NotFound { expired }) => Direct::Error(INVALID_PARAMS, texts::not_found(profile, *method, task, *expired)),
-                    (_, Response::CancelRejected { status }) => Direct::Error(INVALID_PARAMS, texts::cancel_terminal(profile, status.as_str())),
-                    (_, Response::Outcome(Outcome::Result(b))) => Direct::Result(self.with_meta(b, Some(task), shape.drop_last_block)),
-                    (_, Response::NoResult { cancelled: true }) if profile == Profile::PythonSdk => {
+                    (_, Response::NotFound { expired }) => Direct::Error(
+                        INVALID_PARAMS,
+                        texts::not_found(profile, *method, task, *expired),
+                    ),
+                    (_, Response::CancelRejected { status }) => Direct::Error(
+                        INVALID_PARAMS,
+                        texts::cancel_terminal(profile, status.as_str()),
+                    ),
+                    (_, Response::Outcome(Outcome::Result(b))) => {
+                        Direct::Result(self.with_meta(b, Some(task), shape.drop_last_block))
+                    }
+                    (_, Response::NoResult { cancelled: true })
+                        if profile == Profile::PythonSdk =>
+                    {
                         Direct::Result(json!({ "_meta": related_meta(task) }))
                     }
                     _ => Direct::Error(INTERNAL_ERROR, format!("Task {task} has no result stored")),
@@ -147,11 +193,16 @@ impl jsonrpc::RpcCodec for McpCodec {
                 Ok(v) | Err(Direct::Result(v)) => Direct::Result(v),
                 Err(e) => e,
             },
-            (What::List { cursor }, Response::Tasks(views)) => match self.list_reply(views, cursor.as_deref(), shape) {
-                Ok(v) => Direct::Result(v),
-                Err(e) => e,
-            },
-            (_, r) => Direct::Error(INTERNAL_ERROR, format!("the server has no answer here ({})", response_name(r))),
+            (What::List { cursor }, Response::Tasks(views)) => {
+                match self.list_reply(views, cursor.as_deref(), shape) {
+                    Ok(v) => Direct::Result(v),
+                    Err(e) => e,
+                }
+            }
+            (_, r) => Direct::Error(
+                INTERNAL_ERROR,
+                format!("the server has no answer here ({})", response_name(r)),
+            ),
         }
     }
 }
@@ -173,19 +224,36 @@ fn response_name(r: &Response) -> &'static str {
 
 impl Codec for McpCodec {
     fn caps(&self) -> CodecCaps {
-        CodecCaps { body_ids: true, poll_shows_result: false, poll_shows_input: false, result_digest: self.cfg.toolop_extensions }
+        CodecCaps {
+            body_ids: true,
+            poll_shows_result: false,
+            poll_shows_input: false,
+            result_digest: self.cfg.toolop_extensions,
+        }
     }
 
     fn policy(&self) -> Policy {
         let p = self.profile();
         Policy {
-            error_result_status: if p == Profile::PythonSdk { TaskStatus::Completed } else { TaskStatus::Failed },
+            error_result_status: if p == Profile::PythonSdk {
+                TaskStatus::Completed
+            } else {
+                TaskStatus::Failed
+            },
             done_without_result: false,
             cancel: CancelRule {
                 effect: CancelEffect::Immediate,
-                running_work: if p == Profile::PythonSdk { RunningWork::KeepsRunning } else { RunningWork::Stops },
+                running_work: if p == Profile::PythonSdk {
+                    RunningWork::KeepsRunning
+                } else {
+                    RunningWork::Stops
+                },
             },
-            at_terminal: if p == Profile::SpecStrict { AtTerminal::Keep } else { AtTerminal::RestartTtl },
+            at_terminal: if p == Profile::SpecStrict {
+                AtTerminal::Keep
+            } else {
+                AtTerminal::RestartTtl
+            },
             dedupe: Dedupe::WhileRetained,
             input: InputDelivery::Pushed,
             notify_status: p != Profile::SpecStrict,
@@ -202,7 +270,11 @@ impl Codec for McpCodec {
 
     fn encode_push(&mut self, push: &Push) -> Option<InFrame> {
         match push {
-            Push::Input { task, call_node, round } => {
+            Push::Input {
+                task,
+                call_node,
+                round,
+            } => {
                 let id = self.round_id(task, *round);
                 let text = if call_node.is_empty() {
                     format!("Input round {round}: approve continuing task {task}?")

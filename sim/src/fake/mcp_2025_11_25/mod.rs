@@ -34,7 +34,9 @@ use serde_json::{json, Value};
 use toolop::protocol::TaskSupport;
 use toolop::transport::OutFrame;
 
-use crate::fake::codec::{AnswerItem, Ask, Decoded, ExchangeKind, FakeTool, Request, RunAs, Submit};
+use crate::fake::codec::{
+    AnswerItem, Ask, Decoded, ExchangeKind, FakeTool, Request, RunAs, Submit,
+};
 use crate::fake::jsonrpc::{self, Direct, Message, RpcCalls, INVALID_PARAMS, METHOD_NOT_FOUND};
 use crate::fake::script::TaskScript;
 use crate::fake::truth::AnswerAction;
@@ -77,7 +79,13 @@ pub struct McpConfig {
 impl McpConfig {
     /// No extensions, default poll interval, no maximum ttl.
     pub fn new(profile: Profile, tools: Vec<FakeTool>) -> McpConfig {
-        McpConfig { profile, toolop_extensions: false, poll_interval_ms: None, max_ttl_ms: None, tools }
+        McpConfig {
+            profile,
+            toolop_extensions: false,
+            poll_interval_ms: None,
+            max_ttl_ms: None,
+            tools,
+        }
     }
 }
 
@@ -85,10 +93,17 @@ impl McpConfig {
 #[derive(Clone, Debug)]
 pub(crate) enum What {
     /// `tools/call`: `task` says whether it was task-augmented.
-    Call { task: bool },
-    Tasks { method: TasksMethod, task: String },
+    Call {
+        task: bool,
+    },
+    Tasks {
+        method: TasksMethod,
+        task: String,
+    },
     Lookup,
-    List { cursor: Option<String> },
+    List {
+        cursor: Option<String>,
+    },
 }
 
 /// The codec. See the module docs.
@@ -104,14 +119,24 @@ pub struct McpCodec {
 /// The fake MCP 2025-11-25 server: this codec with the task service its profile asks for.
 pub fn server(cfg: McpConfig, rng: rand_chacha::ChaCha8Rng) -> crate::fake::FakeServer {
     use crate::fake::service::IdStyle;
-    let ids = if cfg.profile == Profile::PythonSdk { IdStyle::ScopedUuid } else { IdStyle::Hex128 };
+    let ids = if cfg.profile == Profile::PythonSdk {
+        IdStyle::ScopedUuid
+    } else {
+        IdStyle::Hex128
+    };
     let max_ttl_ms = cfg.max_ttl_ms;
     crate::fake::FakeServer::new(Box::new(McpCodec::new(cfg)), ids, max_ttl_ms, 0.0, rng)
 }
 
 impl McpCodec {
     pub fn new(cfg: McpConfig) -> McpCodec {
-        McpCodec { cfg, calls: RpcCalls::default(), round_ids: BTreeMap::new(), rounds_by_wire_id: BTreeMap::new(), elicit_counter: 0 }
+        McpCodec {
+            cfg,
+            calls: RpcCalls::default(),
+            round_ids: BTreeMap::new(),
+            rounds_by_wire_id: BTreeMap::new(),
+            elicit_counter: 0,
+        }
     }
 
     pub fn config(&self) -> &McpConfig {
@@ -122,11 +147,23 @@ impl McpCodec {
         self.cfg.profile
     }
 
-    fn direct(&mut self, exchange: ExchangeKind, id: Value, request_id: Option<u64>, d: Direct) -> Decoded {
+    fn direct(
+        &mut self,
+        exchange: ExchangeKind,
+        id: Value,
+        request_id: Option<u64>,
+        d: Direct,
+    ) -> Decoded {
         self.calls.direct(exchange, id, request_id, d)
     }
 
-    fn service(&mut self, exchange: ExchangeKind, id: Value, what: What, request: Request) -> Decoded {
+    fn service(
+        &mut self,
+        exchange: ExchangeKind,
+        id: Value,
+        what: What,
+        request: Request,
+    ) -> Decoded {
         self.calls.service(exchange, id, what, request)
     }
 
@@ -139,7 +176,11 @@ impl McpCodec {
             _ => None,
         };
         if let Some((m, exchange)) = task_method {
-            let Some(task) = params.get("taskId").and_then(Value::as_str).map(str::to_string) else {
+            let Some(task) = params
+                .get("taskId")
+                .and_then(Value::as_str)
+                .map(str::to_string)
+            else {
                 let (code, msg) = texts::missing_task_id(self.profile());
                 return self.direct(exchange, id, rid, Direct::Error(code, msg));
             };
@@ -162,14 +203,22 @@ impl McpCodec {
             }
             "tools/call" => self.tools_call(id, params),
             "tasks/list" => {
-                let key = params.get("_meta").and_then(|m| m.get(jsonrpc::META_LOOKUP_KEY)).and_then(Value::as_str);
+                let key = params
+                    .get("_meta")
+                    .and_then(|m| m.get(jsonrpc::META_LOOKUP_KEY))
+                    .and_then(Value::as_str);
                 match key.filter(|_| self.cfg.toolop_extensions) {
                     Some(key) => {
-                        let request = Request::Lookup { key: key.to_string() };
+                        let request = Request::Lookup {
+                            key: key.to_string(),
+                        };
                         self.service(ExchangeKind::Lookup, id, What::Lookup, request)
                     }
                     None => {
-                        let cursor = params.get("cursor").and_then(Value::as_str).map(str::to_string);
+                        let cursor = params
+                            .get("cursor")
+                            .and_then(Value::as_str)
+                            .map(str::to_string);
                         if let (Profile::SpecStrict, Some(c)) = (self.profile(), &cursor) {
                             let d = Direct::Error(INVALID_PARAMS, format!("Invalid cursor: {c}"));
                             return self.direct(ExchangeKind::List, id, rid, d);
@@ -178,7 +227,12 @@ impl McpCodec {
                     }
                 }
             }
-            _ => self.direct(ExchangeKind::Other, id, rid, Direct::Error(METHOD_NOT_FOUND, format!("Method not found: {method}"))),
+            _ => self.direct(
+                ExchangeKind::Other,
+                id,
+                rid,
+                Direct::Error(METHOD_NOT_FOUND, format!("Method not found: {method}")),
+            ),
         }
     }
 
@@ -206,50 +260,106 @@ impl McpCodec {
     }
 
     fn tools_list(&self) -> Value {
-        let tools: Vec<Value> = self.cfg.tools.iter().map(|t| jsonrpc::tool_descriptor(t, true)).collect();
+        let tools: Vec<Value> = self
+            .cfg
+            .tools
+            .iter()
+            .map(|t| jsonrpc::tool_descriptor(t, true))
+            .collect();
         json!({ "tools": tools })
     }
 
     fn tools_call(&mut self, id: Value, params: &Value) -> Decoded {
         let profile = self.profile();
         let rid = id.as_u64();
-        let refuse = |me: &mut Self, id: Value, d: Direct| me.direct(ExchangeKind::Submit, id, rid, d);
-        let Some(name) = params.get("name").and_then(Value::as_str).map(str::to_string) else {
-            return refuse(self, id, Direct::Error(INVALID_PARAMS, "Invalid params: missing tool name".into()));
+        let refuse =
+            |me: &mut Self, id: Value, d: Direct| me.direct(ExchangeKind::Submit, id, rid, d);
+        let Some(name) = params
+            .get("name")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+        else {
+            return refuse(
+                self,
+                id,
+                Direct::Error(INVALID_PARAMS, "Invalid params: missing tool name".into()),
+            );
         };
         let task_param = params.get("task").filter(|t| !t.is_null());
-        let key = params.get("_meta").and_then(|m| m.get(jsonrpc::META_IDEMPOTENCY_KEY)).and_then(Value::as_str).map(str::to_string);
+        let key = params
+            .get("_meta")
+            .and_then(|m| m.get(jsonrpc::META_IDEMPOTENCY_KEY))
+            .and_then(Value::as_str)
+            .map(str::to_string);
         let script = match TaskScript::from_arguments(params.get("arguments")) {
             Ok(s) => s,
             Err(e) => return refuse(self, id, Direct::Error(INVALID_PARAMS, e)),
         };
         let Some(tool) = self.cfg.tools.iter().find(|t| t.name == name) else {
             let d = match (profile, task_param.is_some()) {
-                (Profile::PythonSdk, _) => Direct::Result(texts::error_result(&format!("Unknown tool: {name}"))),
-                (Profile::TsSdk, true) => Direct::Error(INVALID_PARAMS, texts::TS_INVALID_TASK_CREATION.into()),
-                (Profile::TsSdk, false) => Direct::Error(INVALID_PARAMS, format!("MCP error -32602: Tool {name} not found")),
-                (Profile::SpecStrict, _) => Direct::Error(INVALID_PARAMS, format!("Unknown tool: {name}")),
+                (Profile::PythonSdk, _) => {
+                    Direct::Result(texts::error_result(&format!("Unknown tool: {name}")))
+                }
+                (Profile::TsSdk, true) => {
+                    Direct::Error(INVALID_PARAMS, texts::TS_INVALID_TASK_CREATION.into())
+                }
+                (Profile::TsSdk, false) => Direct::Error(
+                    INVALID_PARAMS,
+                    format!("MCP error -32602: Tool {name} not found"),
+                ),
+                (Profile::SpecStrict, _) => {
+                    Direct::Error(INVALID_PARAMS, format!("Unknown tool: {name}"))
+                }
             };
             return refuse(self, id, d);
         };
         let support = tool.task_support.unwrap_or(TaskSupport::Forbidden);
         let task_capable = support != TaskSupport::Forbidden;
-        let submit = |run, requested_ttl_ms| Submit { tool: name.clone(), script: script.clone(), key: key.clone(), dedupe: self.cfg.toolop_extensions, run, requested_ttl_ms };
+        let submit = |run, requested_ttl_ms| Submit {
+            tool: name.clone(),
+            script: script.clone(),
+            key: key.clone(),
+            dedupe: self.cfg.toolop_extensions,
+            run,
+            requested_ttl_ms,
+        };
         let (run, ttl) = match (task_param, task_capable) {
             (Some(task_param), true) => match task_param.get("ttl") {
                 None | Some(Value::Null) => (RunAs::Task, None),
                 Some(v) => match v.as_u64() {
                     Some(ttl) => (RunAs::Task, Some(ttl)),
-                    None => return refuse(self, id, Direct::Error(INVALID_PARAMS, "Invalid params: task.ttl must be a non-negative integer".into())),
+                    None => {
+                        return refuse(
+                            self,
+                            id,
+                            Direct::Error(
+                                INVALID_PARAMS,
+                                "Invalid params: task.ttl must be a non-negative integer".into(),
+                            ),
+                        )
+                    }
                 },
             },
             (Some(_), false) => match profile {
                 Profile::TsSdk => (RunAs::InlineThenRefuse, None),
                 Profile::PythonSdk => {
-                    return refuse(self, id, Direct::Result(texts::error_result("This tool does not support task-augmented invocation")))
+                    return refuse(
+                        self,
+                        id,
+                        Direct::Result(texts::error_result(
+                            "This tool does not support task-augmented invocation",
+                        )),
+                    )
                 }
                 Profile::SpecStrict => {
-                    return refuse(self, id, Direct::Error(METHOD_NOT_FOUND, format!("Tool {name} does not support task-augmented invocation")))
+                    return refuse(
+                        self,
+                        id,
+                        Direct::Error(
+                            METHOD_NOT_FOUND,
+                            format!("Tool {name} does not support task-augmented invocation"),
+                        ),
+                    )
                 }
             },
             (None, _) if support == TaskSupport::Required => {
@@ -265,7 +375,14 @@ impl McpCodec {
             (None, _) => (RunAs::Inline, None),
         };
         let request = Request::Submit(submit(run, ttl));
-        self.service(ExchangeKind::Submit, id, What::Call { task: run == RunAs::Task }, request)
+        self.service(
+            ExchangeKind::Submit,
+            id,
+            What::Call {
+                task: run == RunAs::Task,
+            },
+            request,
+        )
     }
 
     /// The client answered one of our requests (an `elicitation/create`).
@@ -281,9 +398,21 @@ impl McpCodec {
             .and_then(|r| r.get("taskId"))
             .and_then(Value::as_str)
             .map(str::to_string);
-        let candidates = self.rounds_by_wire_id.get(&id.to_string()).cloned().unwrap_or_default();
+        let candidates = self
+            .rounds_by_wire_id
+            .get(&id.to_string())
+            .cloned()
+            .unwrap_or_default();
         let content = result.and_then(|r| r.get("content")).cloned();
-        Request::Answer { task: None, items: vec![AnswerItem { candidates, prefer_task, action, content }] }
+        Request::Answer {
+            task: None,
+            items: vec![AnswerItem {
+                candidates,
+                prefer_task,
+                action,
+                content,
+            }],
+        }
     }
 
     /// The wire id of `round` of `task`, allocated on its first delivery.
@@ -300,7 +429,10 @@ impl McpCodec {
             }
         };
         self.round_ids.insert((task.to_string(), round), id.clone());
-        self.rounds_by_wire_id.entry(id.to_string()).or_default().push((task.to_string(), round));
+        self.rounds_by_wire_id
+            .entry(id.to_string())
+            .or_default()
+            .push((task.to_string(), round));
         id
     }
 }
@@ -310,16 +442,32 @@ impl McpCodec {
         match jsonrpc::read(&frame.body) {
             Message::Invalid { id, code, message } => {
                 // A reply to a body we cannot read still belongs to its POST.
-                let request_id = if id.is_null() && code == jsonrpc::PARSE_ERROR { frame.request_id } else { id.as_u64() };
-                self.direct(ExchangeKind::Other, id, request_id, Direct::Error(code, message))
+                let request_id = if id.is_null() && code == jsonrpc::PARSE_ERROR {
+                    frame.request_id
+                } else {
+                    id.as_u64()
+                };
+                self.direct(
+                    ExchangeKind::Other,
+                    id,
+                    request_id,
+                    Direct::Error(code, message),
+                )
             }
-            Message::Notification => Decoded { exchange: ExchangeKind::Other, call: None, ask: Ask::Nothing },
+            Message::Notification => Decoded {
+                exchange: ExchangeKind::Other,
+                call: None,
+                ask: Ask::Nothing,
+            },
             Message::Request { id, method, params } => self.on_request(id, &method, &params),
             Message::Response { id, body } => {
                 let request = self.on_client_response(&id, &body);
-                Decoded { exchange: ExchangeKind::Answer, call: None, ask: Ask::Service(request) }
+                Decoded {
+                    exchange: ExchangeKind::Answer,
+                    call: None,
+                    ask: Ask::Service(request),
+                }
             }
         }
     }
-
 }

@@ -1,17 +1,17 @@
 //! Behaviour of the fake MCP server per profile: the test driver and method-level tests.
 //! Lifecycle flows are in `tests_flow.rs`. Assertions are on parsed JSON.
 
+use crate::fake::jsonrpc::{EXT_IDEMPOTENCY, META_RESULT_DIGEST, META_SYNC_UPPER_BOUND_MS};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use serde_json::{json, Value};
-use crate::fake::jsonrpc::{EXT_IDEMPOTENCY, META_RESULT_DIGEST, META_SYNC_UPPER_BOUND_MS};
 use toolop::transport::{InFrame, OutFrame};
 
 use super::*;
 use crate::fake::codec::FakeTool;
+use crate::fake::jsonrpc;
 use crate::fake::script::{ScriptOutcome, TaskScript};
 use crate::fake::truth::{payload_digest, TaskStatus, TaskTruth, WorkEnd};
-use crate::fake::jsonrpc;
 use toolop::protocol::TaskSupport;
 
 pub(super) const ALL: [Profile; 3] = [Profile::SpecStrict, Profile::TsSdk, Profile::PythonSdk];
@@ -80,7 +80,14 @@ impl Drv {
     pub(super) fn send_raw(&mut self, body: Vec<u8>, request_id: Option<u64>) -> Vec<Value> {
         let out: Vec<Value> = self
             .s
-            .handle(self.now, OutFrame { request_id, body, http: None })
+            .handle(
+                self.now,
+                OutFrame {
+                    request_id,
+                    body,
+                    http: None,
+                },
+            )
             .iter()
             .map(parse)
             .collect();
@@ -106,11 +113,29 @@ impl Drv {
     }
 
     /// A request answered at once, with fault decisions riding on it (a cancel's).
-    pub(super) fn call_with(&mut self, method: &str, params: Value, faults: crate::fake::service::CancelFaults) -> Value {
+    pub(super) fn call_with(
+        &mut self,
+        method: &str,
+        params: Value,
+        faults: crate::fake::service::CancelFaults,
+    ) -> Value {
         let id = self.next_id;
         self.next_id += 1;
         let msg = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
-        let out: Vec<Value> = self.s.handle_with(self.now, OutFrame { request_id: Some(id), body: serde_json::to_vec(&msg).unwrap(), http: None }, faults).iter().map(parse).collect();
+        let out: Vec<Value> = self
+            .s
+            .handle_with(
+                self.now,
+                OutFrame {
+                    request_id: Some(id),
+                    body: serde_json::to_vec(&msg).unwrap(),
+                    http: None,
+                },
+                faults,
+            )
+            .iter()
+            .map(parse)
+            .collect();
         self.log.extend(out.iter().map(|v| (self.now, v.clone())));
         assert_eq!(out.len(), 1, "{method}: {out:?}");
         out.into_iter().next().unwrap()
@@ -150,7 +175,8 @@ impl Drv {
     pub(super) fn to(&mut self, t: u64) -> Vec<Value> {
         let frames = self.s.run_to(&mut self.now, t);
         let out: Vec<Value> = frames.iter().map(|(_, f)| parse(f)).collect();
-        self.log.extend(frames.iter().map(|(at, _)| *at).zip(out.iter().cloned()));
+        self.log
+            .extend(frames.iter().map(|(at, _)| *at).zip(out.iter().cloned()));
         out
     }
 
@@ -182,10 +208,7 @@ pub(super) fn elicitations(out: &[Value]) -> Vec<Value> {
 #[test]
 fn timestamps_are_iso8601_from_the_sim_epoch() {
     assert_eq!(jsonrpc::iso8601(0, false), "2026-12-01T00:00:00.000Z");
-    assert_eq!(
-        jsonrpc::iso8601(1_500, true),
-        "2026-12-01T00:00:01.500000Z"
-    );
+    assert_eq!(jsonrpc::iso8601(1_500, true), "2026-12-01T00:00:01.500000Z");
     assert_eq!(
         jsonrpc::iso8601(31 * 86_400_000 + 3_723_004, false),
         "2027-01-01T01:02:03.004Z"
@@ -411,7 +434,10 @@ fn happy_path_poll_then_result_twice() {
             );
             assert_eq!(res["_meta"].get(META_RESULT_DIGEST).is_some(), ext);
             if ext {
-                assert_eq!(res["_meta"][META_RESULT_DIGEST], json!(payload_digest(&bare)));
+                assert_eq!(
+                    res["_meta"][META_RESULT_DIGEST],
+                    json!(payload_digest(&bare))
+                );
             }
             assert_eq!(
                 (

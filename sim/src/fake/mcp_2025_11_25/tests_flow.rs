@@ -1,8 +1,8 @@
 //! Lifecycle flows of the fake MCP server per profile: held results, cancel, input rounds, TTL,
 //! notifications, dedupe, augmentation edges, synchronous runs, determinism. The driver is in `tests.rs`.
 
-use serde_json::{json, Value};
 use crate::fake::jsonrpc::{META_IDEMPOTENCY_KEY, META_LOOKUP_KEY};
+use serde_json::{json, Value};
 
 use super::tests::{elicitations, notes, script, tools, Drv, ALL, RELATED};
 use super::*;
@@ -68,7 +68,10 @@ fn cancel_running_task_per_profile() {
             "{profile:?}"
         );
         assert_eq!(t.get("_meta") == Some(&json!({})), meta);
-        assert_eq!(t["lastUpdatedAt"], json!(jsonrpc::iso8601(1_000, profile == Profile::PythonSdk)));
+        assert_eq!(
+            t["lastUpdatedAt"],
+            json!(jsonrpc::iso8601(1_000, profile == Profile::PythonSdk))
+        );
         // The held tasks/result settles right after, the same way a fresh one does.
         let out = d.to(1_000);
         let settled = Drv::answer_of(&out, held).expect("held call settles");

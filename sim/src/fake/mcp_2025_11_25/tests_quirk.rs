@@ -16,21 +16,47 @@ use crate::fake::truth::{AnswerAction, TaskStatus, WorkEnd};
 fn a_marked_task_flips_to_its_outcome_after_cancel_and_the_truth_keeps_cancelled() {
     for profile in ALL {
         let mut d = Drv::new(profile, true);
-        let id = d.submit("req", &script("n1", 2_000, ScriptOutcome::Completed), json!({}));
-        let plain = d.submit("req", &script("n2", 2_000, ScriptOutcome::Completed), json!({}));
+        let id = d.submit(
+            "req",
+            &script("n1", 2_000, ScriptOutcome::Completed),
+            json!({}),
+        );
+        let plain = d.submit(
+            "req",
+            &script("n2", 2_000, ScriptOutcome::Completed),
+            json!({}),
+        );
         d.to(500);
-        let r = d.call_with("tasks/cancel", json!({ "taskId": id }), CancelFaults { keep_working: true, race: false });
+        let r = d.call_with(
+            "tasks/cancel",
+            json!({ "taskId": id }),
+            CancelFaults {
+                keep_working: true,
+                race: false,
+            },
+        );
         assert_eq!(r["result"]["status"], "cancelled", "{profile:?}");
         let r = d.call("tasks/cancel", json!({ "taskId": plain }));
         assert_eq!(r["result"]["status"], "cancelled", "{profile:?}");
         // The marked task's work goes on; nothing flips by itself.
         d.to(2_000);
-        assert_eq!(d.s.take_finished_after_cancel(), vec![id.clone()], "{profile:?}");
+        assert_eq!(
+            d.s.take_finished_after_cancel(),
+            vec![id.clone()],
+            "{profile:?}"
+        );
         assert_eq!(d.status(&id), "cancelled");
         assert_eq!(d.truth(&id).effects_after_cancel, 1);
-        assert_eq!(d.s.flip_after_cancel(&plain, 2_000), None, "an unmarked task never flips");
+        assert_eq!(
+            d.s.flip_after_cancel(&plain, 2_000),
+            None,
+            "an unmarked task never flips"
+        );
         // Asked to, it flips: status completed, result stored; truth: first terminal cancelled.
-        assert_eq!(d.s.flip_after_cancel(&id, 2_100), Some(TaskStatus::Completed));
+        assert_eq!(
+            d.s.flip_after_cancel(&id, 2_100),
+            Some(TaskStatus::Completed)
+        );
         assert_eq!(d.s.flip_after_cancel(&id, 2_100), None, "flips once");
         assert_eq!(d.status(&id), "completed", "{profile:?}");
         let r = d.call("tasks/result", json!({ "taskId": id }));
@@ -53,7 +79,14 @@ fn work_waiting_for_input_aborts_even_when_marked() {
     let id = d.submit("req", &s, json!({}));
     d.to(200);
     assert_eq!(d.status(&id), "input_required");
-    d.call_with("tasks/cancel", json!({ "taskId": id }), CancelFaults { keep_working: true, race: false });
+    d.call_with(
+        "tasks/cancel",
+        json!({ "taskId": id }),
+        CancelFaults {
+            keep_working: true,
+            race: false,
+        },
+    );
     assert_eq!(d.truth(&id).work_end, Some(WorkEnd::AbortedAtInput));
     d.to(5_000);
     assert!(d.s.take_finished_after_cancel().is_empty());
@@ -64,14 +97,28 @@ fn work_waiting_for_input_aborts_even_when_marked() {
 fn a_completion_racing_the_cancel_wins_and_the_cancel_meets_a_terminal_task() {
     for profile in ALL {
         let mut d = Drv::new(profile, true);
-        let id = d.submit("req", &script("n1", 9_000, ScriptOutcome::Completed), json!({}));
+        let id = d.submit(
+            "req",
+            &script("n1", 9_000, ScriptOutcome::Completed),
+            json!({}),
+        );
         d.to(500);
         assert!(d.s.service().cancel_meets_running_work(&id));
-        let r = d.call_with("tasks/cancel", json!({ "taskId": id }), CancelFaults { keep_working: false, race: true });
+        let r = d.call_with(
+            "tasks/cancel",
+            json!({ "taskId": id }),
+            CancelFaults {
+                keep_working: false,
+                race: true,
+            },
+        );
         assert_eq!(r["error"]["code"], -32602, "{profile:?}: {r}");
         assert_eq!(d.status(&id), "completed");
         let tr = d.truth(&id);
-        assert_eq!((tr.terminal_status, tr.work_end_at_ms, tr.side_effects), (Some(TaskStatus::Completed), Some(500), 1));
+        assert_eq!(
+            (tr.terminal_status, tr.work_end_at_ms, tr.side_effects),
+            (Some(TaskStatus::Completed), Some(500), 1)
+        );
         assert!(!d.s.service().cancel_meets_running_work(&id));
     }
 }
@@ -88,7 +135,10 @@ fn answered_rounds_keep_their_content() {
     assert_eq!(e.len(), 1);
     d.send(json!({"jsonrpc": "2.0", "id": e[0]["id"], "result": {"action": "accept", "content": {"ok": false}}}));
     let r = &d.truth(&id).input_rounds[0];
-    assert_eq!((r.action, r.content.clone()), (Some(AnswerAction::Accept), Some(json!({"ok": false}))));
+    assert_eq!(
+        (r.action, r.content.clone()),
+        (Some(AnswerAction::Accept), Some(json!({"ok": false})))
+    );
 }
 
 #[test]
@@ -107,7 +157,10 @@ fn a_ts_answer_meant_for_another_task_is_marked_as_such() {
     let related = json!({"io.modelcontextprotocol/related-task": {"taskId": a}});
     d.send(json!({"jsonrpc": "2.0", "id": 0, "result": {"action": "accept", "content": {"ok": true}, "_meta": related}}));
     let r = &d.truth(&b).input_rounds[0];
-    assert_eq!((r.action, r.answer_meant_for.clone()), (Some(AnswerAction::Accept), Some(a.clone())));
+    assert_eq!(
+        (r.action, r.answer_meant_for.clone()),
+        (Some(AnswerAction::Accept), Some(a.clone()))
+    );
     // An answer naming its own task is not marked.
     assert_eq!(d.truth(&a).input_rounds[0].answer_meant_for, None);
 }
@@ -126,11 +179,15 @@ fn rewrites_land_where_the_wire_format_carries_them() {
     d.to(2_000);
     let frame = |rpc: u64, method: &str, params: Value| OutFrame {
         request_id: Some(rpc),
-        body: serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": rpc, "method": method, "params": params})).unwrap(),
+        body: serde_json::to_vec(
+            &json!({"jsonrpc": "2.0", "id": rpc, "method": method, "params": params}),
+        )
+        .unwrap(),
         http: None,
     };
     let result = |d: &mut Drv, shape: &Shape| {
-        let fetch = d.s.decode(frame(70, "tasks/result", json!({ "taskId": id })));
+        let fetch =
+            d.s.decode(frame(70, "tasks/result", json!({ "taskId": id })));
         let poll = d.s.decode(frame(71, "tasks/get", json!({ "taskId": id })));
         assert!(matches!(fetch.ask, Ask::Service(_)));
         let mut shape = shape.clone();
@@ -139,16 +196,47 @@ fn rewrites_land_where_the_wire_format_carries_them() {
         }
         let r = d.s.serve(2_000, fetch, Default::default()).remove(0);
         let f = d.s.encode_reply(r.call, &r.response, &shape);
-        assert_eq!(f.request_id, Some(70), "the transport still answers request 70");
+        assert_eq!(
+            f.request_id,
+            Some(70),
+            "the transport still answers request 70"
+        );
         serde_json::from_slice::<Value>(&f.body).unwrap()
     };
     let whole = result(&mut d, &Shape::default());
-    let cut = result(&mut d, &Shape { drop_last_block: true, ..Shape::default() });
+    let cut = result(
+        &mut d,
+        &Shape {
+            drop_last_block: true,
+            ..Shape::default()
+        },
+    );
     assert_eq!(whole["result"]["content"].as_array().unwrap().len(), 3);
     assert_eq!(cut["result"]["content"].as_array().unwrap().len(), 2);
-    assert_eq!(cut["result"]["_meta"], whole["result"]["_meta"], "the claimed digest is the whole result's");
-    let other = result(&mut d, &Shape { task_id: Some("t-other".into()), ..Shape::default() });
-    assert_eq!(other["result"]["_meta"][super::RELATED_TASK]["taskId"], "t-other");
-    let misaddressed = result(&mut d, &Shape { body_call: Some(crate::fake::codec::CallId(0)), ..Shape::default() });
-    assert_eq!(misaddressed["id"], 71, "the body names the other request in flight");
+    assert_eq!(
+        cut["result"]["_meta"], whole["result"]["_meta"],
+        "the claimed digest is the whole result's"
+    );
+    let other = result(
+        &mut d,
+        &Shape {
+            task_id: Some("t-other".into()),
+            ..Shape::default()
+        },
+    );
+    assert_eq!(
+        other["result"]["_meta"][super::RELATED_TASK]["taskId"],
+        "t-other"
+    );
+    let misaddressed = result(
+        &mut d,
+        &Shape {
+            body_call: Some(crate::fake::codec::CallId(0)),
+            ..Shape::default()
+        },
+    );
+    assert_eq!(
+        misaddressed["id"], 71,
+        "the body names the other request in flight"
+    );
 }

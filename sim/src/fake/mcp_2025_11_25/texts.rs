@@ -21,8 +21,12 @@ pub enum TasksMethod {
 pub fn not_found(profile: Profile, method: TasksMethod, task_id: &str, expired: bool) -> String {
     match profile {
         Profile::TsSdk => match method {
-            TasksMethod::Get => "MCP error -32602: Failed to retrieve task: Task not found".to_string(),
-            TasksMethod::Result | TasksMethod::Cancel => format!("MCP error -32602: Task not found: {task_id}"),
+            TasksMethod::Get => {
+                "MCP error -32602: Failed to retrieve task: Task not found".to_string()
+            }
+            TasksMethod::Result | TasksMethod::Cancel => {
+                format!("MCP error -32602: Task not found: {task_id}")
+            }
         },
         Profile::PythonSdk => format!("Task not found: {task_id}"),
         Profile::SpecStrict if expired => "Task has expired".to_string(),
@@ -45,7 +49,9 @@ pub fn missing_task_id(profile: Profile) -> (i64, String) {
 /// Message of the `-32602` for `tasks/cancel` on a terminal task.
 pub fn cancel_terminal(profile: Profile, status: &str) -> String {
     match profile {
-        Profile::TsSdk => format!("MCP error -32602: Cannot cancel task in terminal status: {status}"),
+        Profile::TsSdk => {
+            format!("MCP error -32602: Cannot cancel task in terminal status: {status}")
+        }
         Profile::PythonSdk => format!("Cannot cancel task in terminal state '{status}'"),
         Profile::SpecStrict => format!("Cannot cancel task in terminal status: {status}"),
     }
@@ -63,14 +69,30 @@ pub fn error_result(text: &str) -> Value {
 pub fn status_message(profile: Profile, view: &TaskView) -> Option<String> {
     let mut msg: Option<String> = None;
     for note in &view.notes {
-        let tool_error = matches!(note, Note::Ended { outcome: ScriptOutcome::ToolError, .. });
+        let tool_error = matches!(
+            note,
+            Note::Ended {
+                outcome: ScriptOutcome::ToolError,
+                ..
+            }
+        );
         match (profile, note) {
             (_, Note::Ended { .. }) if tool_error => msg = Some(view.text.clone()),
-            (Profile::SpecStrict, Note::InputAsked) => msg = Some("Waiting for client input".into()),
+            (Profile::SpecStrict, Note::InputAsked) => {
+                msg = Some("Waiting for client input".into())
+            }
             (Profile::SpecStrict, Note::Answered) => msg = None,
-            (Profile::SpecStrict, Note::Ended { outcome: ScriptOutcome::Failed, .. }) => msg = Some(view.text.clone()),
+            (
+                Profile::SpecStrict,
+                Note::Ended {
+                    outcome: ScriptOutcome::Failed,
+                    ..
+                },
+            ) => msg = Some(view.text.clone()),
             (Profile::SpecStrict, Note::Cancelled) => msg = Some("Cancelled by client".into()),
-            (Profile::TsSdk, Note::Cancelled) => msg = Some("Client cancelled task execution.".into()),
+            (Profile::TsSdk, Note::Cancelled) => {
+                msg = Some("Client cancelled task execution.".into())
+            }
             _ => {}
         }
     }

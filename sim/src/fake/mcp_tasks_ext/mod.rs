@@ -33,10 +33,12 @@ use toolop::protocol::TaskSupport;
 use toolop::transport::{InFrame, OutFrame};
 
 use crate::fake::codec::{
-    AnswerItem, Ask, CallId, Codec, CodecCaps, Decoded, ExchangeKind, FakeTool, Note, Outcome, Push, Request, ResultBody, ResultShape, Response, RunAs,
-    Shape, Submit, TaskView,
+    AnswerItem, Ask, CallId, Codec, CodecCaps, Decoded, ExchangeKind, FakeTool, Note, Outcome,
+    Push, Request, Response, ResultBody, ResultShape, RunAs, Shape, Submit, TaskView,
 };
-use crate::fake::jsonrpc::{self, Direct, Message, RpcCalls, INVALID_PARAMS, METHOD_NOT_FOUND, TOOL_ERROR};
+use crate::fake::jsonrpc::{
+    self, Direct, Message, RpcCalls, INVALID_PARAMS, METHOD_NOT_FOUND, TOOL_ERROR,
+};
 use crate::fake::script::{ScriptOutcome, TaskScript};
 use crate::fake::service::{AtTerminal, CancelRule, Dedupe, InputDelivery, Policy};
 use crate::fake::truth::{payload_digest, AnswerAction, TaskStatus};
@@ -68,7 +70,14 @@ impl ExtConfig {
     /// No toolop extensions, poll interval 1000 ms, no ttl, threshold 1000 ms, cancel delay
     /// 0..=2000 ms.
     pub fn new(tools: Vec<FakeTool>) -> ExtConfig {
-        ExtConfig { toolop_extensions: false, poll_interval_ms: 1000, ttl_ms: None, task_threshold_ms: 1000, cancel_delay_ms: (0, 2000), tools }
+        ExtConfig {
+            toolop_extensions: false,
+            poll_interval_ms: 1000,
+            ttl_ms: None,
+            task_threshold_ms: 1000,
+            cancel_delay_ms: (0, 2000),
+            tools,
+        }
     }
 }
 
@@ -89,12 +98,21 @@ pub struct ExtCodec {
 /// The fake tasks-extension server: this codec with the task service it asks for.
 pub fn server(cfg: ExtConfig, rng: rand_chacha::ChaCha8Rng) -> crate::fake::FakeServer {
     let ttl_ms = cfg.ttl_ms;
-    crate::fake::FakeServer::new(Box::new(ExtCodec::new(cfg)), crate::fake::service::IdStyle::Hex128, ttl_ms, 0.0, rng)
+    crate::fake::FakeServer::new(
+        Box::new(ExtCodec::new(cfg)),
+        crate::fake::service::IdStyle::Hex128,
+        ttl_ms,
+        0.0,
+        rng,
+    )
 }
 
 impl ExtCodec {
     pub fn new(cfg: ExtConfig) -> ExtCodec {
-        ExtCodec { cfg, calls: RpcCalls::default() }
+        ExtCodec {
+            cfg,
+            calls: RpcCalls::default(),
+        }
     }
 
     pub fn config(&self) -> &ExtConfig {
@@ -107,13 +125,20 @@ impl ExtCodec {
     }
 
     fn on_request(&mut self, id: Value, method: &str, params: &Value) -> Decoded {
-        let task = params.get("taskId").and_then(Value::as_str).map(str::to_string);
+        let task = params
+            .get("taskId")
+            .and_then(Value::as_str)
+            .map(str::to_string);
         match (method, task) {
             ("initialize", _) => {
                 let d = Direct::Result(self.initialize());
                 self.direct(ExchangeKind::Handshake, id, d)
             }
-            ("ping", _) => self.direct(ExchangeKind::Handshake, id, Direct::Result(json!({"resultType": "complete"}))),
+            ("ping", _) => self.direct(
+                ExchangeKind::Handshake,
+                id,
+                Direct::Result(json!({"resultType": "complete"})),
+            ),
             ("tools/list", _) => {
                 let d = Direct::Result(self.tools_list());
                 self.direct(ExchangeKind::Handshake, id, d)
@@ -121,28 +146,61 @@ impl ExtCodec {
             ("tools/call", _) => self.tools_call(id, params),
             ("tasks/get" | "tasks/update" | "tasks/cancel", None) => {
                 let exchange = exchange_of(method);
-                self.direct(exchange, id, Direct::Error(INVALID_PARAMS, "Missing params.taskId".into()))
+                self.direct(
+                    exchange,
+                    id,
+                    Direct::Error(INVALID_PARAMS, "Missing params.taskId".into()),
+                )
             }
-            ("tasks/get", Some(task)) => self.calls.service(ExchangeKind::Poll, id, What::Get { task: task.clone() }, Request::Poll { task }),
-            ("tasks/cancel", Some(task)) => self.calls.service(ExchangeKind::Cancel, id, What::Ack { task: task.clone() }, Request::Cancel { task }),
+            ("tasks/get", Some(task)) => self.calls.service(
+                ExchangeKind::Poll,
+                id,
+                What::Get { task: task.clone() },
+                Request::Poll { task },
+            ),
+            ("tasks/cancel", Some(task)) => self.calls.service(
+                ExchangeKind::Cancel,
+                id,
+                What::Ack { task: task.clone() },
+                Request::Cancel { task },
+            ),
             ("tasks/update", Some(task)) => {
-                let Some(responses) = params.get("inputResponses").and_then(Value::as_object) else {
-                    return self.direct(ExchangeKind::Answer, id, Direct::Error(INVALID_PARAMS, "Invalid params: inputResponses must be an object".into()));
+                let Some(responses) = params.get("inputResponses").and_then(Value::as_object)
+                else {
+                    return self.direct(
+                        ExchangeKind::Answer,
+                        id,
+                        Direct::Error(
+                            INVALID_PARAMS,
+                            "Invalid params: inputResponses must be an object".into(),
+                        ),
+                    );
                 };
                 let items = responses
                     .iter()
                     .map(|(key, r)| AnswerItem {
-                        candidates: round_of_key(key).map(|n| (task.clone(), n)).into_iter().collect(),
+                        candidates: round_of_key(key)
+                            .map(|n| (task.clone(), n))
+                            .into_iter()
+                            .collect(),
                         prefer_task: None,
                         action: AnswerAction::from_word(r.get("action").and_then(Value::as_str)),
                         content: r.get("content").cloned(),
                     })
                     .collect();
-                let request = Request::Answer { task: Some(task.clone()), items };
-                self.calls.service(ExchangeKind::Answer, id, What::Ack { task }, request)
+                let request = Request::Answer {
+                    task: Some(task.clone()),
+                    items,
+                };
+                self.calls
+                    .service(ExchangeKind::Answer, id, What::Ack { task }, request)
             }
             // Includes tasks/result and tasks/list, which the extension removed.
-            _ => self.direct(ExchangeKind::Other, id, Direct::Error(METHOD_NOT_FOUND, format!("Method not found: {method}"))),
+            _ => self.direct(
+                ExchangeKind::Other,
+                id,
+                Direct::Error(METHOD_NOT_FOUND, format!("Method not found: {method}")),
+            ),
         }
     }
 
@@ -165,21 +223,50 @@ impl ExtCodec {
 
     /// The extension has no per-tool task support handshake: the server decides per call.
     fn tools_list(&self) -> Value {
-        let tools: Vec<Value> = self.cfg.tools.iter().map(|t| jsonrpc::tool_descriptor(t, false)).collect();
+        let tools: Vec<Value> = self
+            .cfg
+            .tools
+            .iter()
+            .map(|t| jsonrpc::tool_descriptor(t, false))
+            .collect();
         json!({ "tools": tools, "resultType": "complete" })
     }
 
     fn tools_call(&mut self, id: Value, params: &Value) -> Decoded {
-        let Some(name) = params.get("name").and_then(Value::as_str).map(str::to_string) else {
-            return self.direct(ExchangeKind::Submit, id, Direct::Error(INVALID_PARAMS, "Invalid params: missing tool name".into()));
+        let Some(name) = params
+            .get("name")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+        else {
+            return self.direct(
+                ExchangeKind::Submit,
+                id,
+                Direct::Error(INVALID_PARAMS, "Invalid params: missing tool name".into()),
+            );
         };
-        let key = params.get("_meta").and_then(|m| m.get(jsonrpc::META_IDEMPOTENCY_KEY)).and_then(Value::as_str).map(str::to_string);
+        let key = params
+            .get("_meta")
+            .and_then(|m| m.get(jsonrpc::META_IDEMPOTENCY_KEY))
+            .and_then(Value::as_str)
+            .map(str::to_string);
         let script = match TaskScript::from_arguments(params.get("arguments")) {
             Ok(s) => s,
-            Err(e) => return self.direct(ExchangeKind::Submit, id, Direct::Error(INVALID_PARAMS, e)),
+            Err(e) => {
+                return self.direct(ExchangeKind::Submit, id, Direct::Error(INVALID_PARAMS, e))
+            }
         };
-        let Some(support) = self.cfg.tools.iter().find(|t| t.name == name).map(|t| t.task_support) else {
-            return self.direct(ExchangeKind::Submit, id, Direct::Error(INVALID_PARAMS, format!("Unknown tool: {name}")));
+        let Some(support) = self
+            .cfg
+            .tools
+            .iter()
+            .find(|t| t.name == name)
+            .map(|t| t.task_support)
+        else {
+            return self.direct(
+                ExchangeKind::Submit,
+                id,
+                Direct::Error(INVALID_PARAMS, format!("Unknown tool: {name}")),
+            );
         };
         let needs_task = match support {
             Some(TaskSupport::Required) => true,
@@ -187,12 +274,30 @@ impl ExtCodec {
             _ => script.duration_ms > self.cfg.task_threshold_ms,
         };
         if needs_task && !declares_tasks(params) {
-            let msg = format!("Missing required client capability: {EXTENSION_ID} (tool {name} runs as a task)");
-            return self.direct(ExchangeKind::Submit, id, Direct::Error(MISSING_REQUIRED_CLIENT_CAPABILITY, msg));
+            let msg = format!(
+                "Missing required client capability: {EXTENSION_ID} (tool {name} runs as a task)"
+            );
+            return self.direct(
+                ExchangeKind::Submit,
+                id,
+                Direct::Error(MISSING_REQUIRED_CLIENT_CAPABILITY, msg),
+            );
         }
-        let run = if needs_task { RunAs::Task } else { RunAs::Inline };
-        let request = Request::Submit(Submit { tool: name, script, key, dedupe: self.cfg.toolop_extensions, run, requested_ttl_ms: None });
-        self.calls.service(ExchangeKind::Submit, id, What::Call, request)
+        let run = if needs_task {
+            RunAs::Task
+        } else {
+            RunAs::Inline
+        };
+        let request = Request::Submit(Submit {
+            tool: name,
+            script,
+            key,
+            dedupe: self.cfg.toolop_extensions,
+            run,
+            requested_ttl_ms: None,
+        });
+        self.calls
+            .service(ExchangeKind::Submit, id, What::Call, request)
     }
 
     /// `payload` plus, with the toolop extensions, its digest (of the uncut result).
@@ -209,8 +314,14 @@ impl ExtCodec {
         let mut m = Map::new();
         m.insert("taskId".into(), json!(id));
         m.insert("status".into(), json!(v.status.as_str()));
-        m.insert("createdAt".into(), json!(jsonrpc::iso8601(v.created_at_ms, false)));
-        m.insert("lastUpdatedAt".into(), json!(jsonrpc::iso8601(v.updated_at_ms, false)));
+        m.insert(
+            "createdAt".into(),
+            json!(jsonrpc::iso8601(v.created_at_ms, false)),
+        );
+        m.insert(
+            "lastUpdatedAt".into(),
+            json!(jsonrpc::iso8601(v.updated_at_ms, false)),
+        );
         m.insert("ttlMs".into(), json!(v.ttl_ms));
         m.insert("pollIntervalMs".into(), json!(self.cfg.poll_interval_ms));
         if let Some(s) = status_message(v) {
@@ -228,7 +339,10 @@ impl ExtCodec {
                 m.insert("result".into(), self.with_meta(b, cut));
             }
             (TaskStatus::Failed, Some(Outcome::ToolError { message }), _) => {
-                m.insert("error".into(), json!({"code": TOOL_ERROR, "message": message}));
+                m.insert(
+                    "error".into(),
+                    json!({"code": TOOL_ERROR, "message": message}),
+                );
             }
             (TaskStatus::InputRequired, _, Some(n)) => {
                 let text = if v.call_node.is_empty() {
@@ -252,7 +366,6 @@ impl ExtCodec {
         }
         Value::Object(m)
     }
-
 }
 
 impl jsonrpc::RpcCodec for ExtCodec {
@@ -275,15 +388,37 @@ impl jsonrpc::RpcCodec for ExtCodec {
                 body["resultType"] = json!("complete");
                 Direct::Result(body)
             }
-            (_, Response::Outcome(Outcome::ToolError { message })) => Direct::Error(TOOL_ERROR, message.clone()),
+            (_, Response::Outcome(Outcome::ToolError { message })) => {
+                Direct::Error(TOOL_ERROR, message.clone())
+            }
             (What::Get { task } | What::Ack { task }, Response::NotFound { expired }) => {
                 let task = shape.task_id.as_deref().unwrap_or(task);
-                Direct::Error(INVALID_PARAMS, if *expired { "Task has expired".into() } else { format!("Task not found: {task}") })
+                Direct::Error(
+                    INVALID_PARAMS,
+                    if *expired {
+                        "Task has expired".into()
+                    } else {
+                        format!("Task not found: {task}")
+                    },
+                )
             }
-            (What::Get { task }, Response::Task(v)) => Direct::Result(self.get_task_result(v, shape.task_id.as_deref().unwrap_or(task), shape.drop_last_block)),
+            (What::Get { task }, Response::Task(v)) => Direct::Result(self.get_task_result(
+                v,
+                shape.task_id.as_deref().unwrap_or(task),
+                shape.drop_last_block,
+            )),
             // Cancel and update acknowledge whatever they did (a terminal task: nothing).
-            (What::Ack { .. }, Response::CancelAccepted | Response::CancelRejected { .. } | Response::Ack | Response::Task(_)) => ack(),
-            _ => Direct::Error(jsonrpc::INTERNAL_ERROR, "the server has no answer here".into()),
+            (
+                What::Ack { .. },
+                Response::CancelAccepted
+                | Response::CancelRejected { .. }
+                | Response::Ack
+                | Response::Task(_),
+            ) => ack(),
+            _ => Direct::Error(
+                jsonrpc::INTERNAL_ERROR,
+                "the server has no answer here".into(),
+            ),
         }
     }
 }
@@ -321,7 +456,10 @@ fn status_message(v: &TaskView) -> Option<String> {
     match v.notes.last()? {
         Note::InputAsked => Some("Waiting for client input".into()),
         Note::Cancelled => Some("Cancelled by client".into()),
-        Note::Ended { outcome: ScriptOutcome::ToolError, .. } => Some(v.text.clone()),
+        Note::Ended {
+            outcome: ScriptOutcome::ToolError,
+            ..
+        } => Some(v.text.clone()),
         Note::Preempted => Some("Pre-empted".into()),
         Note::Answered | Note::Ended { .. } => None,
     }
@@ -335,7 +473,12 @@ impl ResultShape for ExtCodec {
 
 impl Codec for ExtCodec {
     fn caps(&self) -> CodecCaps {
-        CodecCaps { body_ids: true, poll_shows_result: true, poll_shows_input: true, result_digest: self.cfg.toolop_extensions }
+        CodecCaps {
+            body_ids: true,
+            poll_shows_result: true,
+            poll_shows_input: true,
+            result_digest: self.cfg.toolop_extensions,
+        }
     }
 
     fn policy(&self) -> Policy {
@@ -354,16 +497,45 @@ impl Codec for ExtCodec {
     fn decode(&mut self, frame: OutFrame) -> Decoded {
         match jsonrpc::read(&frame.body) {
             Message::Invalid { id, code, message } => {
-                let request_id = if id.is_null() && code == jsonrpc::PARSE_ERROR { frame.request_id } else { id.as_u64() };
-                self.calls.direct(ExchangeKind::Other, id, request_id, Direct::Error(code, message))
+                let request_id = if id.is_null() && code == jsonrpc::PARSE_ERROR {
+                    frame.request_id
+                } else {
+                    id.as_u64()
+                };
+                self.calls.direct(
+                    ExchangeKind::Other,
+                    id,
+                    request_id,
+                    Direct::Error(code, message),
+                )
             }
-            Message::Notification => Decoded { exchange: ExchangeKind::Other, call: None, ask: Ask::Nothing },
+            Message::Notification => Decoded {
+                exchange: ExchangeKind::Other,
+                call: None,
+                ask: Ask::Nothing,
+            },
             Message::Request { id, method, params } => self.on_request(id, &method, &params),
             // There are no server requests in this era: whatever this answers, it is stale.
             Message::Response { body, .. } => {
-                let action = AnswerAction::from_word(body.get("result").and_then(|r| r.get("action")).and_then(Value::as_str));
-                let item = AnswerItem { candidates: Vec::new(), prefer_task: None, action, content: None };
-                Decoded { exchange: ExchangeKind::Answer, call: None, ask: Ask::Service(Request::Answer { task: None, items: vec![item] }) }
+                let action = AnswerAction::from_word(
+                    body.get("result")
+                        .and_then(|r| r.get("action"))
+                        .and_then(Value::as_str),
+                );
+                let item = AnswerItem {
+                    candidates: Vec::new(),
+                    prefer_task: None,
+                    action,
+                    content: None,
+                };
+                Decoded {
+                    exchange: ExchangeKind::Answer,
+                    call: None,
+                    ask: Ask::Service(Request::Answer {
+                        task: None,
+                        items: vec![item],
+                    }),
+                }
             }
         }
     }

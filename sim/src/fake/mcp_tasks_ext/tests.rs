@@ -10,8 +10,12 @@ use toolop::record::ProtocolStatus;
 use toolop::transport::{InFrame, OutFrame};
 
 use super::*;
-use crate::fake::jsonrpc::{EXT_IDEMPOTENCY, META_IDEMPOTENCY_KEY, META_RESULT_DIGEST, META_SYNC_UPPER_BOUND_MS};
-use crate::fake::truth::{payload_digest, AnswerAction, SyncRunKind, TaskStatus, TaskTruth, WorkEnd};
+use crate::fake::jsonrpc::{
+    EXT_IDEMPOTENCY, META_IDEMPOTENCY_KEY, META_RESULT_DIGEST, META_SYNC_UPPER_BOUND_MS,
+};
+use crate::fake::truth::{
+    payload_digest, AnswerAction, SyncRunKind, TaskStatus, TaskTruth, WorkEnd,
+};
 use crate::fake::FakeServer;
 
 const EXT: &str = "io.modelcontextprotocol/tasks";
@@ -115,12 +119,26 @@ impl Drv {
     }
 
     /// A request answered at once.
-    fn call_with(&mut self, method: &str, params: Value, faults: crate::fake::service::CancelFaults) -> Value {
+    fn call_with(
+        &mut self,
+        method: &str,
+        params: Value,
+        faults: crate::fake::service::CancelFaults,
+    ) -> Value {
         let id = self.next_id;
         self.next_id += 1;
         let msg = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
-        let frame = OutFrame { request_id: Some(id), body: serde_json::to_vec(&msg).unwrap(), http: None };
-        let out: Vec<Value> = self.s.handle_with(self.now, frame, faults).iter().map(parse).collect();
+        let frame = OutFrame {
+            request_id: Some(id),
+            body: serde_json::to_vec(&msg).unwrap(),
+            http: None,
+        };
+        let out: Vec<Value> = self
+            .s
+            .handle_with(self.now, frame, faults)
+            .iter()
+            .map(parse)
+            .collect();
         assert_eq!(out.len(), 1, "{method}: {out:?}");
         out.into_iter().next().unwrap()
     }
@@ -182,7 +200,8 @@ impl Drv {
     fn to(&mut self, t: u64) -> Vec<Value> {
         let frames = self.s.run_to(&mut self.now, t);
         let out: Vec<Value> = frames.iter().map(|(_, f)| parse(f)).collect();
-        self.log.extend(frames.iter().map(|(at, _)| *at).zip(out.iter().cloned()));
+        self.log
+            .extend(frames.iter().map(|(at, _)| *at).zip(out.iter().cloned()));
         out
     }
 
@@ -799,11 +818,7 @@ fn framing_errors_notifications_and_client_responses() {
         .is_empty());
     let stale = &d.s.truth().stale_input_responses;
     assert_eq!(
-        (
-            stale.len(),
-            stale[0].task_id.clone(),
-            stale[0].action
-        ),
+        (stale.len(), stale[0].task_id.clone(), stale[0].action),
         (1, None, AnswerAction::Accept)
     );
 }
@@ -812,12 +827,26 @@ fn framing_errors_notifications_and_client_responses() {
 fn a_completion_racing_a_delayed_cancel_ends_when_the_cancel_would_take_effect_and_wins() {
     let mut d = Drv::new();
     let id = d.submit("auto", &script("n1", 60_000, ScriptOutcome::Completed));
-    let ack = d.call_with("tasks/cancel", json!({ "taskId": id }), crate::fake::service::CancelFaults { race: true, keep_working: false });
+    let ack = d.call_with(
+        "tasks/cancel",
+        json!({ "taskId": id }),
+        crate::fake::service::CancelFaults {
+            race: true,
+            keep_working: false,
+        },
+    );
     assert_eq!(ack["result"], json!({"resultType": "complete"}));
     d.to(1_000);
-    assert_eq!(d.status(&id), "completed", "the work ended as the cancel took effect, and won");
+    assert_eq!(
+        d.status(&id),
+        "completed",
+        "the work ended as the cancel took effect, and won"
+    );
     let t = d.truth(&id);
-    assert_eq!((t.terminal_status, t.work_end_at_ms, t.side_effects), (Some(TaskStatus::Completed), Some(300), 1));
+    assert_eq!(
+        (t.terminal_status, t.work_end_at_ms, t.side_effects),
+        (Some(TaskStatus::Completed), Some(300), 1)
+    );
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -2,8 +2,10 @@
 
 use rand::Rng;
 
-use super::{CancelEffect, Dedupe, Ev, InlineRun, InputDelivery, Reply, Task, TaskService, Work, WorkState};
-use crate::fake::codec::{AnswerItem, CallId, Request, ResultShape, Response, RunAs, Submit};
+use super::{
+    CancelEffect, Dedupe, Ev, InlineRun, InputDelivery, Reply, Task, TaskService, Work, WorkState,
+};
+use crate::fake::codec::{AnswerItem, CallId, Request, Response, ResultShape, RunAs, Submit};
 use crate::fake::truth::{StaleInputResponse, SyncRunKind, SyncRunTruth, TaskStatus, TaskTruth};
 
 /// A request's effect on the fault decisions that ride on it (the status-after-cancel mark, a
@@ -20,7 +22,14 @@ impl TaskService {
     /// A request arrives at `now_ms`. Events due up to then are processed first. Returns the
     /// replies due at once (a held read or an inline run is answered by a later `advance`).
     /// `call`: where the reply goes; `None` when nobody waits for one.
-    pub fn handle(&mut self, now_ms: u64, call: Option<CallId>, request: Request, faults: CancelFaults, shape: &dyn ResultShape) -> Vec<Reply> {
+    pub fn handle(
+        &mut self,
+        now_ms: u64,
+        call: Option<CallId>,
+        request: Request,
+        faults: CancelFaults,
+        shape: &dyn ResultShape,
+    ) -> Vec<Reply> {
         self.process_until(now_ms, shape);
         let now = self.clock;
         let response = match request {
@@ -38,11 +47,23 @@ impl TaskService {
             Request::Answer { task, items } => Some(self.answer(now, task.as_deref(), items)),
             Request::Lookup { key } => {
                 let seqs = self.by_key.get(&key).cloned().unwrap_or_default();
-                Some(Response::Tasks(seqs.into_iter().filter(|s| self.tasks[s].live()).map(|s| self.view(s)).collect()))
+                Some(Response::Tasks(
+                    seqs.into_iter()
+                        .filter(|s| self.tasks[s].live())
+                        .map(|s| self.view(s))
+                        .collect(),
+                ))
             }
             Request::List => {
-                let live: Vec<u64> = self.tasks.iter().filter(|(_, t)| t.live()).map(|(s, _)| *s).collect();
-                Some(Response::Tasks(live.into_iter().map(|s| self.view(s)).collect()))
+                let live: Vec<u64> = self
+                    .tasks
+                    .iter()
+                    .filter(|(_, t)| t.live())
+                    .map(|(s, _)| *s)
+                    .collect();
+                Some(Response::Tasks(
+                    live.into_iter().map(|s| self.view(s)).collect(),
+                ))
             }
         };
         match (call, response) {
@@ -51,11 +72,21 @@ impl TaskService {
         }
     }
 
-    fn submit(&mut self, now: u64, call: Option<CallId>, s: Submit, shape: &dyn ResultShape) -> Option<Response> {
+    fn submit(
+        &mut self,
+        now: u64,
+        call: Option<CallId>,
+        s: Submit,
+        shape: &dyn ResultShape,
+    ) -> Option<Response> {
         match s.run {
             RunAs::Task => Some(self.create_or_find(now, s, shape)),
             RunAs::Inline | RunAs::InlineThenRefuse => {
-                let kind = if s.run == RunAs::Inline { SyncRunKind::Plain } else { SyncRunKind::ForbiddenRunAnyway };
+                let kind = if s.run == RunAs::Inline {
+                    SyncRunKind::Plain
+                } else {
+                    SyncRunKind::ForbiddenRunAnyway
+                };
                 self.start_inline(now, call?, s, kind);
                 None
             }
@@ -70,7 +101,9 @@ impl TaskService {
             Dedupe::FromCreation { window_ms } => {
                 let &newest = seqs.last()?;
                 let created = self.tasks[&newest].created_at;
-                window_ms.is_none_or(|w| now.saturating_sub(created) < w).then_some(newest)
+                window_ms
+                    .is_none_or(|w| now.saturating_sub(created) < w)
+                    .then_some(newest)
             }
         }
     }
@@ -99,8 +132,15 @@ impl TaskService {
         let seq = self.next_seq;
         self.next_seq += 1;
         let call_node = s.script.call_node.clone();
-        self.truth.tasks.insert(id.clone(), TaskTruth::new(&call_node, &s.tool, s.key.clone(), now, ttl));
-        *self.truth.tasks_created_per_call_node.entry(call_node).or_insert(0) += 1;
+        self.truth.tasks.insert(
+            id.clone(),
+            TaskTruth::new(&call_node, &s.tool, s.key.clone(), now, ttl),
+        );
+        *self
+            .truth
+            .tasks_created_per_call_node
+            .entry(call_node)
+            .or_insert(0) += 1;
         let inputs = s.script.input_offsets();
         let task = Task {
             id: id.clone(),
@@ -112,7 +152,13 @@ impl TaskService {
             ttl,
             status: TaskStatus::Working,
             notes: Vec::new(),
-            work: Work { done_ms: 0, running_since: Some(now), next_input: 0, state: WorkState::Running, end_at: None },
+            work: Work {
+                done_ms: 0,
+                running_since: Some(now),
+                next_input: 0,
+                state: WorkState::Running,
+                end_at: None,
+            },
             outcome: None,
             deleted: false,
             delete_at: ttl.map(|t| now + t),
@@ -152,8 +198,17 @@ impl TaskService {
             side_effects: 0,
             result_digest: None,
         });
-        self.schedule.insert((now + s.script.duration_ms, Ev::Inline(seq)));
-        self.inline.insert(seq, InlineRun { call, script: s.script, kind, truth_idx });
+        self.schedule
+            .insert((now + s.script.duration_ms, Ev::Inline(seq)));
+        self.inline.insert(
+            seq,
+            InlineRun {
+                call,
+                script: s.script,
+                kind,
+                truth_idx,
+            },
+        );
     }
 
     fn poll(&mut self, now: u64, task: &str) -> Response {
@@ -162,7 +217,9 @@ impl TaskService {
             Err(expired) => return Response::NotFound { expired },
         };
         // A read that shows a pending input request delivers it.
-        if self.cfg.policy.input == InputDelivery::Shown && self.task(seq).status == TaskStatus::InputRequired {
+        if self.cfg.policy.input == InputDelivery::Shown
+            && self.task(seq).status == TaskStatus::InputRequired
+        {
             self.deliver_round(seq, now);
         }
         Response::Task(self.view(seq))
@@ -177,13 +234,21 @@ impl TaskService {
             return Some(self.result_response(seq));
         }
         self.task_mut(seq).held.extend(call);
-        if self.cfg.policy.input == InputDelivery::Pushed && self.task(seq).pending_round().is_some() {
+        if self.cfg.policy.input == InputDelivery::Pushed
+            && self.task(seq).pending_round().is_some()
+        {
             self.deliver_round(seq, now);
         }
         None
     }
 
-    fn cancel(&mut self, now: u64, task: &str, faults: CancelFaults, shape: &dyn ResultShape) -> Response {
+    fn cancel(
+        &mut self,
+        now: u64,
+        task: &str,
+        faults: CancelFaults,
+        shape: &dyn ResultShape,
+    ) -> Response {
         let seq = match self.live(task) {
             Ok(seq) => seq,
             Err(expired) => return Response::NotFound { expired },
@@ -245,13 +310,21 @@ impl TaskService {
         let must_be_delivered = self.cfg.policy.input == InputDelivery::Pushed;
         let mut best: Option<(bool, u64, u64)> = None;
         for (task_id, round) in &item.candidates {
-            let Some(&seq) = self.by_id.get(task_id) else { continue };
+            let Some(&seq) = self.by_id.get(task_id) else {
+                continue;
+            };
             let t = &self.tasks[&seq];
-            let Some((n, r)) = t.pending_round() else { continue };
+            let Some((n, r)) = t.pending_round() else {
+                continue;
+            };
             if !t.live() || n != *round || (must_be_delivered && r.deliveries == 0) {
                 continue;
             }
-            let rank = (item.prefer_task.as_deref() == Some(t.id.as_str()), r.last_delivery, seq);
+            let rank = (
+                item.prefer_task.as_deref() == Some(t.id.as_str()),
+                r.last_delivery,
+                seq,
+            );
             if best.is_none_or(|b| rank > b) {
                 best = Some(rank);
             }
@@ -267,22 +340,33 @@ impl TaskService {
             r.action = Some(item.action);
             r.content = item.content;
             r.answer_meant_for = meant_for;
-            self.set_status(seq, TaskStatus::Working, now, crate::fake::codec::Note::Answered);
+            self.set_status(
+                seq,
+                TaskStatus::Working,
+                now,
+                crate::fake::codec::Note::Answered,
+            );
             return;
         }
         // Stale: attributed to the task it named, else the one whose round under this id was
         // delivered last.
-        let owner = named.or_else(|| item.prefer_task.as_ref().and_then(|p| self.by_id.get(p).copied())).or_else(|| {
-            item.candidates
-                .iter()
-                .filter_map(|(t, n)| {
-                    let seq = *self.by_id.get(t)?;
-                    let r = self.tasks[&seq].rounds.get((*n as usize).checked_sub(1)?)?;
-                    Some((r.last_delivery, seq))
-                })
-                .max()
-                .map(|(_, seq)| seq)
-        });
+        let owner = named
+            .or_else(|| {
+                item.prefer_task
+                    .as_ref()
+                    .and_then(|p| self.by_id.get(p).copied())
+            })
+            .or_else(|| {
+                item.candidates
+                    .iter()
+                    .filter_map(|(t, n)| {
+                        let seq = *self.by_id.get(t)?;
+                        let r = self.tasks[&seq].rounds.get((*n as usize).checked_sub(1)?)?;
+                        Some((r.last_delivery, seq))
+                    })
+                    .max()
+                    .map(|(_, seq)| seq)
+            });
         let task_id = owner.map(|seq| {
             self.tt(seq).stale_input_responses += 1;
             self.task(seq).id.clone()
@@ -291,6 +375,11 @@ impl TaskService {
             [(_, n)] => Some(*n),
             _ => None,
         };
-        self.truth.stale_input_responses.push(StaleInputResponse { at_ms: now, task_id, round, action: item.action });
+        self.truth.stale_input_responses.push(StaleInputResponse {
+            at_ms: now,
+            task_id,
+            round,
+            action: item.action,
+        });
     }
 }

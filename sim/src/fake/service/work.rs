@@ -2,7 +2,7 @@
 //! states, cancel effects, pre-emption, deletion, inline runs and the status-after-cancel flip.
 
 use super::{AtTerminal, Ev, InputDelivery, Out, Reply, RunningWork, TaskService, WorkState};
-use crate::fake::codec::{Note, Outcome, Push, ResultBody, ResultShape, Response, Stop};
+use crate::fake::codec::{Note, Outcome, Push, Response, ResultBody, ResultShape, Stop};
 use crate::fake::script::ScriptOutcome;
 use crate::fake::truth::{payload_digest, InputRoundTruth, SyncRunKind, TaskStatus, WorkEnd};
 
@@ -49,7 +49,12 @@ impl TaskService {
             task.cancel_at.filter(|_| open),
             task.delete_at.filter(|_| !task.deleted),
         ];
-        let evs = [Ev::Work(seq), Ev::Preempt(seq), Ev::Cancel(seq), Ev::Delete(seq)];
+        let evs = [
+            Ev::Work(seq),
+            Ev::Preempt(seq),
+            Ev::Cancel(seq),
+            Ev::Delete(seq),
+        ];
         for i in 0..4 {
             if task.sched[i] != want[i] {
                 if let Some(old) = task.sched[i] {
@@ -111,7 +116,12 @@ impl TaskService {
     /// Open a new input round at `t`.
     fn ask_input(&mut self, seq: u64, t: u64) {
         let n = self.task(seq).rounds.len() as u32 + 1;
-        self.task_mut(seq).rounds.push(super::Round { answered: false, abandoned: false, deliveries: 0, last_delivery: 0 });
+        self.task_mut(seq).rounds.push(super::Round {
+            answered: false,
+            abandoned: false,
+            deliveries: 0,
+            last_delivery: 0,
+        });
         self.tt(seq).input_rounds.push(InputRoundTruth::asked(n, t));
         self.set_status(seq, TaskStatus::InputRequired, t, Note::InputAsked);
         if self.cfg.policy.input == InputDelivery::Pushed && !self.task(seq).held.is_empty() {
@@ -125,7 +135,11 @@ impl TaskService {
         let counter = self.delivery_counter;
         let task = self.task_mut(seq);
         let n = task.rounds.len() as u32;
-        let Some(round) = task.rounds.last_mut().filter(|r| !r.answered && !r.abandoned) else {
+        let Some(round) = task
+            .rounds
+            .last_mut()
+            .filter(|r| !r.answered && !r.abandoned)
+        else {
             return;
         };
         round.deliveries += 1;
@@ -135,14 +149,25 @@ impl TaskService {
             r.deliveries += 1;
         }
         if self.cfg.policy.input == InputDelivery::Pushed {
-            self.out.push((t, Out::Push(Push::Input { task: id, call_node, round: n })));
+            self.out.push((
+                t,
+                Out::Push(Push::Input {
+                    task: id,
+                    call_node,
+                    round: n,
+                }),
+            ));
         }
     }
 
     /// Mark the pending round (if any) unanswerable.
     pub(super) fn abandon_round(&mut self, seq: u64, t: u64) {
         let task = self.task_mut(seq);
-        if let Some(round) = task.rounds.last_mut().filter(|r| !r.answered && !r.abandoned) {
+        if let Some(round) = task
+            .rounds
+            .last_mut()
+            .filter(|r| !r.answered && !r.abandoned)
+        {
             round.abandoned = true;
             if let Some(r) = self.tt(seq).input_rounds.last_mut() {
                 r.abandoned_at_ms = Some(t);
@@ -152,18 +177,39 @@ impl TaskService {
 
     /// What the end of `script`'s work stores and shows.
     fn work_outcome(&self, script: &crate::fake::script::TaskScript) -> (Outcome, TaskStatus) {
-        let result = |is_error| Outcome::Result(ResultBody { text: script.text.clone(), blocks: script.blocks, is_error });
+        let result = |is_error| {
+            Outcome::Result(ResultBody {
+                text: script.text.clone(),
+                blocks: script.blocks,
+                is_error,
+            })
+        };
         match script.outcome {
             ScriptOutcome::Completed => (result(false), TaskStatus::Completed),
-            ScriptOutcome::DoneWithoutResult if self.cfg.policy.done_without_result => (Outcome::Nothing, TaskStatus::DoneWithoutResult),
+            ScriptOutcome::DoneWithoutResult if self.cfg.policy.done_without_result => {
+                (Outcome::Nothing, TaskStatus::DoneWithoutResult)
+            }
             ScriptOutcome::DoneWithoutResult => (result(false), TaskStatus::Completed),
             ScriptOutcome::Failed => (result(true), self.cfg.policy.error_result_status),
-            ScriptOutcome::ToolError => (Outcome::ToolError { message: script.text.clone() }, TaskStatus::Failed),
+            ScriptOutcome::ToolError => (
+                Outcome::ToolError {
+                    message: script.text.clone(),
+                },
+                TaskStatus::Failed,
+            ),
         }
     }
 
     /// Store `outcome` (and its digest in the truth) and show `status`.
-    fn show_outcome(&mut self, seq: u64, t: u64, outcome: Outcome, status: TaskStatus, note: Note, shape: &dyn ResultShape) {
+    fn show_outcome(
+        &mut self,
+        seq: u64,
+        t: u64,
+        outcome: Outcome,
+        status: TaskStatus,
+        note: Note,
+        shape: &dyn ResultShape,
+    ) {
         if let Some(payload) = match &outcome {
             Outcome::Result(body) => shape.payload(body),
             _ => None,
@@ -179,13 +225,20 @@ impl TaskService {
     fn finish_work(&mut self, seq: u64, t: u64, shape: &dyn ResultShape) {
         let script = self.task(seq).script.clone();
         self.end_work(seq, t, WorkEnd::Finished(script.outcome));
-        let (cancelled, deleted) = (self.task(seq).status == TaskStatus::Cancelled, self.task(seq).deleted);
+        let (cancelled, deleted) = (
+            self.task(seq).status == TaskStatus::Cancelled,
+            self.task(seq).deleted,
+        );
         if script.outcome != ScriptOutcome::ToolError {
             let tt = self.tt(seq);
             tt.side_effects += 1;
             tt.effects_after_cancel += u32::from(cancelled);
             tt.effects_after_deletion += u32::from(deleted);
-            *self.truth.effects_per_call_node.entry(script.call_node.clone()).or_insert(0) += 1;
+            *self
+                .truth
+                .effects_per_call_node
+                .entry(script.call_node.clone())
+                .or_insert(0) += 1;
         }
         if deleted {
             return;
@@ -201,7 +254,17 @@ impl TaskService {
             return;
         }
         let (outcome, status) = self.work_outcome(&script);
-        self.show_outcome(seq, t, outcome, status, Note::Ended { outcome: script.outcome, flipped: false }, shape);
+        self.show_outcome(
+            seq,
+            t,
+            outcome,
+            status,
+            Note::Ended {
+                outcome: script.outcome,
+                flipped: false,
+            },
+            shape,
+        );
     }
 
     /// The service stops the work itself at `t` (pre-emption): no side effect, status failed.
@@ -225,7 +288,8 @@ impl TaskService {
     /// by the policy (or the status-after-cancel mark), held reads settle.
     pub(super) fn cancel_now(&mut self, seq: u64, t: u64) {
         self.abandon_round(seq, t);
-        let keeps = self.cfg.policy.cancel.running_work == RunningWork::KeepsRunning || self.task(seq).keeps_working_after_cancel;
+        let keeps = self.cfg.policy.cancel.running_work == RunningWork::KeepsRunning
+            || self.task(seq).keeps_working_after_cancel;
         match (keeps, self.task(seq).work.state) {
             (_, WorkState::Ended) => {}
             (true, WorkState::Running) => {}
@@ -257,7 +321,9 @@ impl TaskService {
         if status.is_terminal() {
             match (at_terminal, task.ttl) {
                 (AtTerminal::RestartTtl, Some(ttl)) => task.delete_at = Some(t + ttl),
-                (AtTerminal::DeleteAfter(ms), _) => task.delete_at = Some(task.delete_at.map_or(t + ms, |d| d.min(t + ms))),
+                (AtTerminal::DeleteAfter(ms), _) => {
+                    task.delete_at = Some(task.delete_at.map_or(t + ms, |d| d.min(t + ms)))
+                }
                 _ => {}
             }
         }
@@ -290,7 +356,9 @@ impl TaskService {
             return Response::NotFound { expired: true };
         }
         match (&task.outcome, task.status) {
-            (_, TaskStatus::Cancelled) | (Some(Outcome::Stopped(Stop::Cancelled)), _) => Response::NoResult { cancelled: true },
+            (_, TaskStatus::Cancelled) | (Some(Outcome::Stopped(Stop::Cancelled)), _) => {
+                Response::NoResult { cancelled: true }
+            }
             (Some(o), _) => Response::Outcome(o.clone()),
             (None, _) => Response::NoResult { cancelled: false },
         }
@@ -312,14 +380,26 @@ impl TaskService {
 
     /// An inline run ends at `t`: its answer is queued.
     fn finish_inline(&mut self, seq: u64, t: u64, shape: &dyn ResultShape) {
-        let run = self.inline.remove(&seq).expect("scheduled inline run exists");
+        let run = self
+            .inline
+            .remove(&seq)
+            .expect("scheduled inline run exists");
         let applies = run.script.outcome != ScriptOutcome::ToolError;
         let response = match (run.kind, run.script.outcome) {
             (SyncRunKind::ForbiddenRunAnyway, _) => Response::InlineRefused,
-            (SyncRunKind::Plain, ScriptOutcome::ToolError) => Response::Outcome(Outcome::ToolError { message: run.script.text.clone() }),
+            (SyncRunKind::Plain, ScriptOutcome::ToolError) => {
+                Response::Outcome(Outcome::ToolError {
+                    message: run.script.text.clone(),
+                })
+            }
             (SyncRunKind::Plain, outcome) => {
-                let body = ResultBody { text: run.script.text.clone(), blocks: run.script.blocks, is_error: outcome == ScriptOutcome::Failed };
-                self.truth.sync_runs[run.truth_idx].result_digest = shape.payload(&body).map(|p| payload_digest(&p));
+                let body = ResultBody {
+                    text: run.script.text.clone(),
+                    blocks: run.script.blocks,
+                    is_error: outcome == ScriptOutcome::Failed,
+                };
+                self.truth.sync_runs[run.truth_idx].result_digest =
+                    shape.payload(&body).map(|p| payload_digest(&p));
                 Response::Outcome(Outcome::Result(body))
             }
         };
@@ -327,9 +407,19 @@ impl TaskService {
         st.finished_at_ms = Some(t);
         if applies {
             st.side_effects += 1;
-            *self.truth.effects_per_call_node.entry(run.script.call_node.clone()).or_insert(0) += 1;
+            *self
+                .truth
+                .effects_per_call_node
+                .entry(run.script.call_node.clone())
+                .or_insert(0) += 1;
         }
-        self.out.push((t, Out::Reply(Reply { call: run.call, response })));
+        self.out.push((
+            t,
+            Out::Reply(Reply {
+                call: run.call,
+                response,
+            }),
+        ));
     }
 
     /// Marked tasks whose work ended while they were cancelled, since the last call.
@@ -340,11 +430,19 @@ impl TaskService {
     /// Status-after-cancel: a marked, cancelled task whose work has finished shows the work's
     /// outcome from `now_ms` on (`completed` or `failed`, with the stored result). The truth keeps
     /// `cancelled` as the first terminal status. Returns the status it flipped to.
-    pub fn flip_after_cancel(&mut self, task_id: &str, now_ms: u64, shape: &dyn ResultShape) -> Option<TaskStatus> {
+    pub fn flip_after_cancel(
+        &mut self,
+        task_id: &str,
+        now_ms: u64,
+        shape: &dyn ResultShape,
+    ) -> Option<TaskStatus> {
         self.process_until(now_ms, shape);
         let seq = *self.by_id.get(task_id)?;
         let task = self.task(seq);
-        let finished = matches!(self.truth.tasks.get(task_id).and_then(|t| t.work_end), Some(WorkEnd::Finished(_)));
+        let finished = matches!(
+            self.truth.tasks.get(task_id).and_then(|t| t.work_end),
+            Some(WorkEnd::Finished(_))
+        );
         let flips = task.keeps_working_after_cancel
             && !task.deleted
             && task.status == TaskStatus::Cancelled
@@ -356,7 +454,17 @@ impl TaskService {
         let script = task.script.clone();
         self.task_mut(seq).keeps_working_after_cancel = false;
         let (outcome, status) = self.work_outcome(&script);
-        self.show_outcome(seq, self.clock, outcome, status, Note::Ended { outcome: script.outcome, flipped: true }, shape);
+        self.show_outcome(
+            seq,
+            self.clock,
+            outcome,
+            status,
+            Note::Ended {
+                outcome: script.outcome,
+                flipped: true,
+            },
+            shape,
+        );
         Some(status)
     }
 }

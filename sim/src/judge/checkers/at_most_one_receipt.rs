@@ -55,7 +55,9 @@ mod tests {
     #[test]
     fn a_second_acceptance_by_a_rolled_back_executor_is_caught() {
         let mut b = happy("n1", 0);
-        b.exec(2, 1).at(5_000).accepted("n1", TerminalState::Completed, Some("d-n1"));
+        b.exec(2, 1)
+            .at(5_000)
+            .accepted("n1", TerminalState::Completed, Some("d-n1"));
         let v = check(&b.build(SETTLED));
         assert_eq!(v.len(), 1, "{v:?}");
         assert_eq!(v[0].node.as_deref(), Some("n1"));

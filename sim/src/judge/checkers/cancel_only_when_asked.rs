@@ -24,16 +24,33 @@ pub fn violations(v: &View) -> Vec<Violation> {
     // Trace order, not time: the caller's event is written before its input reaches the executor.
     for e in &v.trace.events {
         match &e.what {
-            What::Caller { action: CallerAction::Cancel | CallerAction::Recancel, node } => {
+            What::Caller {
+                action: CallerAction::Cancel | CallerAction::Recancel,
+                node,
+            } => {
                 asked.insert(node);
             }
-            What::Caller { action: CallerAction::Detach, node } => {
+            What::Caller {
+                action: CallerAction::Detach,
+                node,
+            } => {
                 detached.insert(node);
             }
-            What::Exec { obs: Observation::Sent { node, kind: "cancel", .. }, epoch, incarnation }
-                if !asked.contains(node.as_str()) && reported.insert(node) =>
-            {
-                let after = if detached.contains(node.as_str()) { " (the caller only detached)" } else { "" };
+            What::Exec {
+                obs:
+                    Observation::Sent {
+                        node,
+                        kind: "cancel",
+                        ..
+                    },
+                epoch,
+                incarnation,
+            } if !asked.contains(node.as_str()) && reported.insert(node) => {
+                let after = if detached.contains(node.as_str()) {
+                    " (the caller only detached)"
+                } else {
+                    ""
+                };
                 out.push(Violation {
                     checker: NAME,
                     node: Some(node.clone()),
@@ -57,14 +74,19 @@ mod tests {
         // A cancel repeated by a restarted executor after the caller's re-cancel is asked for.
         let mut b = Tb::new();
         b.cancel_path("n1", 0);
-        b.exec(1, 2).at(9_000).caller(crate::trace::CallerAction::Recancel, "n1").sent("n1", "cancel");
+        b.exec(1, 2)
+            .at(9_000)
+            .caller(crate::trace::CallerAction::Recancel, "n1")
+            .sent("n1", "cancel");
         assert_eq!(check(&b.build(SETTLED)), vec![]);
     }
 
     #[test]
     fn a_detach_treated_as_a_cancel_is_caught() {
         let mut b = happy("n1", 0);
-        b.at(500).caller(crate::trace::CallerAction::Detach, "n1").sent("n1", "cancel");
+        b.at(500)
+            .caller(crate::trace::CallerAction::Detach, "n1")
+            .sent("n1", "cancel");
         b.at(600).sent("n1", "cancel");
         let v = check(&b.build(SETTLED));
         assert_eq!(v.len(), 1, "one violation per node: {v:?}");

@@ -43,36 +43,70 @@ pub fn violations(v: &View) -> Vec<Violation> {
     // Per node: (time, round, deadline) of every approval question, in trace order.
     let mut asked: BTreeMap<&str, Vec<(u64, u32, u64)>> = BTreeMap::new();
     for (t, _, obs) in observations(v.trace) {
-        if let Observation::ApprovalAsked { node, round, deadline_ms } = obs {
-            asked.entry(node.as_str()).or_default().push((t, *round, *deadline_ms));
+        if let Observation::ApprovalAsked {
+            node,
+            round,
+            deadline_ms,
+        } = obs
+        {
+            asked
+                .entry(node.as_str())
+                .or_default()
+                .push((t, *round, *deadline_ms));
         }
     }
     // Per (node, round): (time, action) of the agent's answers (replays are not answers).
     let mut given: BTreeMap<(&str, u32), Vec<(u64, ApprovalAction)>> = BTreeMap::new();
     for e in &v.trace.events {
-        if let What::Approval { node, round, action } = &e.what {
-            given.entry((node.as_str(), *round)).or_default().push((e.t_ms, *action));
+        if let What::Approval {
+            node,
+            round,
+            action,
+        } = &e.what
+        {
+            given
+                .entry((node.as_str(), *round))
+                .or_default()
+                .push((e.t_ms, *action));
         }
     }
     for (task_id, task) in &v.truth.tasks {
         for r in &task.input_rounds {
-            let (Some(action), Some(at)) = (r.action, r.answered_at_ms) else { continue };
-            let meant_for = r.answer_meant_for.as_ref().and_then(|t| v.truth.tasks.get(t));
+            let (Some(action), Some(at)) = (r.action, r.answered_at_ms) else {
+                continue;
+            };
+            let meant_for = r
+                .answer_meant_for
+                .as_ref()
+                .and_then(|t| v.truth.tasks.get(t));
             let node = meant_for.unwrap_or(task).call_node.as_str();
             if action == AnswerAction::Error {
                 continue;
             }
             let action_name = action.name();
-            let bad = |detail: String| Violation { checker: NAME, node: Some(node.to_string()), detail };
+            let bad = |detail: String| Violation {
+                checker: NAME,
+                node: Some(node.to_string()),
+                detail,
+            };
             let what = match &r.answer_meant_for {
                 Some(other) => format!("task {task_id} round {} answered {action_name} at {at} ms (an answer meant for task {other})", r.round),
                 None => format!("task {task_id} round {} answered {action_name} at {at} ms", r.round),
             };
-            let Some(&(_, round, deadline_ms)) = asked.get(node).and_then(|a| a.iter().rev().find(|(t, _, _)| *t <= at)) else {
-                out.push(bad(format!("{what}, but the executor never asked for approval")));
+            let Some(&(_, round, deadline_ms)) = asked
+                .get(node)
+                .and_then(|a| a.iter().rev().find(|(t, _, _)| *t <= at))
+            else {
+                out.push(bad(format!(
+                    "{what}, but the executor never asked for approval"
+                )));
                 continue;
             };
-            let agent = |want: ApprovalAction| given.get(&(node, round)).is_some_and(|g| g.iter().any(|(t, a)| *t <= at && *a == want));
+            let agent = |want: ApprovalAction| {
+                given
+                    .get(&(node, round))
+                    .is_some_and(|g| g.iter().any(|(t, a)| *t <= at && *a == want))
+            };
             match action {
                 AnswerAction::Accept if !agent(ApprovalAction::Accept) => {
                     out.push(bad(format!("{what}, but the agent did not accept round {round} (the round then asked)")))
@@ -96,8 +130,8 @@ pub fn violations(v: &View) -> Vec<Violation> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::judge::checkers::testkit::{assert_clean, Tb, SETTLED};
     use crate::fake::truth::InputRoundTruth;
+    use crate::judge::checkers::testkit::{assert_clean, Tb, SETTLED};
     use crate::series::faults::FaultKind;
     use toolop::record::LocalState::*;
 
@@ -119,14 +153,46 @@ mod tests {
     fn two_rounds() -> Tb {
         let mut b = Tb::new();
         b.happy_path("n1", 0);
-        b.at(100).obs(Observation::ApprovalAsked { node: "n1".into(), round: 1, deadline_ms: 60_100 });
-        b.at(300).push(What::Approval { node: "n1".into(), round: 1, action: crate::trace::ApprovalAction::Accept });
-        b.at(500).obs(Observation::ApprovalAsked { node: "n1".into(), round: 2, deadline_ms: 60_500 });
-        b.at(700).push(What::Approval { node: "n1".into(), round: 2, action: crate::trace::ApprovalAction::Decline });
-        b.at(800).obs(Observation::ApprovalAsked { node: "n1".into(), round: 3, deadline_ms: 60_800 });
-        b.at(810).push(What::Approval { node: "n1".into(), round: 3, action: crate::trace::ApprovalAction::Silent });
-        let rounds = vec![round(1, 320, "accept", Some(agent_accept_content(1))), round(2, 720, "decline", None), round(3, 60_820, "decline", None)];
-        b.truth.tasks.get_mut("t-n1").expect("happy path task").input_rounds = rounds;
+        b.at(100).obs(Observation::ApprovalAsked {
+            node: "n1".into(),
+            round: 1,
+            deadline_ms: 60_100,
+        });
+        b.at(300).push(What::Approval {
+            node: "n1".into(),
+            round: 1,
+            action: crate::trace::ApprovalAction::Accept,
+        });
+        b.at(500).obs(Observation::ApprovalAsked {
+            node: "n1".into(),
+            round: 2,
+            deadline_ms: 60_500,
+        });
+        b.at(700).push(What::Approval {
+            node: "n1".into(),
+            round: 2,
+            action: crate::trace::ApprovalAction::Decline,
+        });
+        b.at(800).obs(Observation::ApprovalAsked {
+            node: "n1".into(),
+            round: 3,
+            deadline_ms: 60_800,
+        });
+        b.at(810).push(What::Approval {
+            node: "n1".into(),
+            round: 3,
+            action: crate::trace::ApprovalAction::Silent,
+        });
+        let rounds = vec![
+            round(1, 320, "accept", Some(agent_accept_content(1))),
+            round(2, 720, "decline", None),
+            round(3, 60_820, "decline", None),
+        ];
+        b.truth
+            .tasks
+            .get_mut("t-n1")
+            .expect("happy path task")
+            .input_rounds = rounds;
         b
     }
 
@@ -146,9 +212,15 @@ mod tests {
     fn a_replayed_answer_forwarded_to_the_next_round_is_caught() {
         // Round 2 is asked; the agent's round-1 answer arrives again and is forwarded for it.
         let mut b = two_rounds();
-        b.at(600).fault(FaultKind::ApprovalReplay, Some("n1"), Some(InputRequired));
-        b.push(What::Approval { node: "n1".into(), round: 1, action: crate::trace::ApprovalAction::ReplayAccept });
-        b.truth.tasks.get_mut("t-n1").expect("task").input_rounds[1] = round(2, 620, "accept", Some(agent_accept_content(1)));
+        b.at(600)
+            .fault(FaultKind::ApprovalReplay, Some("n1"), Some(InputRequired));
+        b.push(What::Approval {
+            node: "n1".into(),
+            round: 1,
+            action: crate::trace::ApprovalAction::ReplayAccept,
+        });
+        b.truth.tasks.get_mut("t-n1").expect("task").input_rounds[1] =
+            round(2, 620, "accept", Some(agent_accept_content(1)));
         let v = check(&b.build(SETTLED));
         assert_eq!(v.len(), 1, "{v:?}");
         assert!(v[0].detail.contains("did not accept round 2"), "{v:?}");
@@ -163,7 +235,10 @@ mod tests {
         rounds[2].answered_at_ms = Some(1_000);
         let v = check(&b.build(SETTLED));
         assert_eq!(v.len(), 2, "{v:?}");
-        assert!(v[0].detail.contains("not the agent's answer to round 1"), "{v:?}");
+        assert!(
+            v[0].detail.contains("not the agent's answer to round 1"),
+            "{v:?}"
+        );
         assert!(v[1].detail.contains("did not decline round 3"), "{v:?}");
     }
 
@@ -173,8 +248,16 @@ mod tests {
         // executor's doing, and n2's executor did ask round 1.
         let mut b = two_rounds();
         b.happy_path("n2", 0);
-        b.at(900).obs(Observation::ApprovalAsked { node: "n2".into(), round: 1, deadline_ms: 60_900 });
-        b.at(950).push(What::Approval { node: "n2".into(), round: 1, action: crate::trace::ApprovalAction::Accept });
+        b.at(900).obs(Observation::ApprovalAsked {
+            node: "n2".into(),
+            round: 1,
+            deadline_ms: 60_900,
+        });
+        b.at(950).push(What::Approval {
+            node: "n2".into(),
+            round: 1,
+            action: crate::trace::ApprovalAction::Accept,
+        });
         let mut r = round(2, 960, "accept", Some(agent_accept_content(1)));
         r.answer_meant_for = Some("t-n2".into());
         b.truth.tasks.get_mut("t-n1").expect("task").input_rounds[1] = r.clone();
@@ -192,7 +275,8 @@ mod tests {
     fn an_answer_nobody_asked_for_is_caught() {
         let mut b = Tb::new();
         b.happy_path("n1", 0);
-        b.truth.tasks.get_mut("t-n1").expect("task").input_rounds = vec![round(1, 50, "accept", Some(agent_accept_content(1)))];
+        b.truth.tasks.get_mut("t-n1").expect("task").input_rounds =
+            vec![round(1, 50, "accept", Some(agent_accept_content(1)))];
         let v = check(&b.build(SETTLED));
         assert_eq!(v.len(), 1, "{v:?}");
         assert!(v[0].detail.contains("never asked"), "{v:?}");

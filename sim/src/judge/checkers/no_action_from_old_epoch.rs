@@ -30,7 +30,9 @@ pub fn violations(v: &View) -> Vec<Violation> {
         let (node, what) = match obs {
             Observation::Moved { node, event, .. } => (node, format!("moved the record ({event})")),
             Observation::Stayed { node, event } => (node, format!("applied {event}")),
-            Observation::Accepted { node, terminal, .. } => (node, format!("accepted {}", terminal.name())),
+            Observation::Accepted { node, terminal, .. } => {
+                (node, format!("accepted {}", terminal.name()))
+            }
             _ => continue,
         };
         let node = node.as_str();
@@ -69,20 +71,51 @@ mod tests {
     fn rollback() -> Tb {
         let mut b = Tb::new();
         b.at(0).submit("n1").sent("n1", "submit");
-        b.at(10).recv("n1", "submit", "submitted").moved("n1", &[Submitting, Working]);
-        b.at(1_000).obs(Observation::Stayed { node: "n1".into(), event: "timer:poll_due".into() });
-        b.at(2_000).push(What::World { action: crate::trace::WorldAction::Rollback { incarnation: 2, epoch: 2 } });
-        b.exec(2, 2).at(2_050).obs(Observation::Stayed { node: "n1".into(), event: "resume".into() });
+        b.at(10)
+            .recv("n1", "submit", "submitted")
+            .moved("n1", &[Submitting, Working]);
+        b.at(1_000).obs(Observation::Stayed {
+            node: "n1".into(),
+            event: "timer:poll_due".into(),
+        });
+        b.at(2_000).push(What::World {
+            action: crate::trace::WorldAction::Rollback {
+                incarnation: 2,
+                epoch: 2,
+            },
+        });
+        b.exec(2, 2).at(2_050).obs(Observation::Stayed {
+            node: "n1".into(),
+            event: "resume".into(),
+        });
         b.exec(1, 1).at(2_060).sent("n1", "poll");
         b.at(2_100).recv("n1", "poll", "status");
-        b.obs(Observation::Rejected { node: "n1".into(), event: "reply:poll:status".into(), reason: toolop::core::Rejection::StaleEpoch { event_epoch: 1, record_epoch: 2 } });
+        b.obs(Observation::Rejected {
+            node: "n1".into(),
+            event: "reply:poll:status".into(),
+            reason: toolop::core::Rejection::StaleEpoch {
+                event_epoch: 1,
+                record_epoch: 2,
+            },
+        });
         b.exec(2, 2).at(3_000).sent("n1", "poll");
-        b.at(3_010).recv("n1", "poll", "status").moved("n1", &[Working, TerminalObserved, FetchingResult]).sent("n1", "fetch");
-        b.at(3_020).recv("n1", "fetch", "result").moved("n1", &[FetchingResult, Accepted]);
+        b.at(3_010)
+            .recv("n1", "poll", "status")
+            .moved("n1", &[Working, TerminalObserved, FetchingResult])
+            .sent("n1", "fetch");
+        b.at(3_020)
+            .recv("n1", "fetch", "result")
+            .moved("n1", &[FetchingResult, Accepted]);
         b.accepted("n1", TerminalState::Completed, Some("d-n1"));
         b.record("n1", Accepted, Some("t-n1"));
         b.receipt("n1", Some("t-n1"), TerminalState::Completed, Some("d-n1"));
-        b.task("t-n1", "n1", Some(crate::fake::truth::TaskStatus::Completed), Some("d-n1"), Some(2_900));
+        b.task(
+            "t-n1",
+            "n1",
+            Some(crate::fake::truth::TaskStatus::Completed),
+            Some("d-n1"),
+            Some(2_900),
+        );
         b
     }
 
@@ -92,8 +125,14 @@ mod tests {
         assert_eq!(check(&rollback().build(SETTLED)), vec![]);
         // A restart in the same epoch takes nothing from anyone.
         let mut b = rollback();
-        b.exec(2, 3).at(5_000).obs(Observation::Stayed { node: "n1".into(), event: "resume".into() });
-        b.exec(2, 2).at(5_001).obs(Observation::Stayed { node: "n1".into(), event: "caller_detached".into() });
+        b.exec(2, 3).at(5_000).obs(Observation::Stayed {
+            node: "n1".into(),
+            event: "resume".into(),
+        });
+        b.exec(2, 2).at(5_001).obs(Observation::Stayed {
+            node: "n1".into(),
+            event: "caller_detached".into(),
+        });
         assert_eq!(check(&b.build(SETTLED)), vec![]);
     }
 
@@ -101,18 +140,31 @@ mod tests {
     fn an_old_executor_acting_after_the_takeover_is_caught() {
         let mut b = rollback();
         // The old executor applies its late reply instead of rejecting it, and accepts.
-        b.exec(1, 1).at(2_200).moved("n1", &[Working, TerminalObserved]);
-        b.at(2_300).accepted("n1", TerminalState::Completed, Some("d-n1"));
+        b.exec(1, 1)
+            .at(2_200)
+            .moved("n1", &[Working, TerminalObserved]);
+        b.at(2_300)
+            .accepted("n1", TerminalState::Completed, Some("d-n1"));
         let v = check(&b.build(SETTLED));
         assert_eq!(v.len(), 1, "one violation per executor and node: {v:?}");
-        assert!(v[0].detail.contains("epoch 1 incarnation 1 moved the record"), "{v:?}");
-        assert!(v[0].detail.contains("epoch 2 resumed the node at 2050 ms"), "{v:?}");
+        assert!(
+            v[0].detail
+                .contains("epoch 1 incarnation 1 moved the record"),
+            "{v:?}"
+        );
+        assert!(
+            v[0].detail.contains("epoch 2 resumed the node at 2050 ms"),
+            "{v:?}"
+        );
     }
 
     #[test]
     fn before_the_takeover_the_old_executor_may_act() {
         let mut b = rollback();
-        b.exec(1, 1).at(2_040).obs(Observation::Stayed { node: "n1".into(), event: "timer:poll_due".into() });
+        b.exec(1, 1).at(2_040).obs(Observation::Stayed {
+            node: "n1".into(),
+            event: "timer:poll_due".into(),
+        });
         assert_eq!(check(&b.build(SETTLED)), vec![]);
     }
 }

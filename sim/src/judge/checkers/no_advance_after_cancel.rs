@@ -22,25 +22,64 @@ pub fn check(trace: &Trace) -> Vec<Violation> {
 
 pub fn violations(v: &View) -> Vec<Violation> {
     let mut out = vec![];
-    let bad = |node: &str, detail: String| Violation { checker: NAME, node: Some(node.to_string()), detail };
-    for rec in v.ledger.records.iter().filter(|r| r.local_state == LocalState::CancelledAccepted) {
+    let bad = |node: &str, detail: String| Violation {
+        checker: NAME,
+        node: Some(node.to_string()),
+        detail,
+    };
+    for rec in v
+        .ledger
+        .records
+        .iter()
+        .filter(|r| r.local_state == LocalState::CancelledAccepted)
+    {
         let node = rec.call_node_id.as_str();
-        for r in v.ledger.receipts.iter().filter(|r| r.call_node_id == node && r.terminal_state != TerminalState::Cancelled) {
-            out.push(bad(node, format!("CANCELLED_ACCEPTED record with a {} receipt", r.terminal_state.name())));
+        for r in v
+            .ledger
+            .receipts
+            .iter()
+            .filter(|r| r.call_node_id == node && r.terminal_state != TerminalState::Cancelled)
+        {
+            out.push(bad(
+                node,
+                format!(
+                    "CANCELLED_ACCEPTED record with a {} receipt",
+                    r.terminal_state.name()
+                ),
+            ));
         }
         for e in v.ledger.outbox.iter().filter(|e| e.call_node_id == node) {
             if e.terminal_state != TerminalState::Cancelled || e.payload.is_some() {
                 out.push(bad(
                     node,
-                    format!("CANCELLED_ACCEPTED record with a {} outbox entry (payload: {})", e.terminal_state.name(), e.payload.is_some()),
+                    format!(
+                        "CANCELLED_ACCEPTED record with a {} outbox entry (payload: {})",
+                        e.terminal_state.name(),
+                        e.payload.is_some()
+                    ),
                 ));
             }
         }
     }
-    for e in v.ledger.outbox.iter().filter(|e| matches!(e.terminal_state, TerminalState::Completed | TerminalState::Failed)) {
-        let op = v.record(&e.call_node_id).and_then(|r| r.operation_id.as_deref());
-        if let Some((id, _)) = node_task(v.truth, &e.call_node_id, op).filter(|(_, t)| t.terminal_status == Some(TaskStatus::Cancelled)) {
-            out.push(bad(&e.call_node_id, format!("{} outbox entry although server task {id} ended cancelled", e.terminal_state.name())));
+    for e in v.ledger.outbox.iter().filter(|e| {
+        matches!(
+            e.terminal_state,
+            TerminalState::Completed | TerminalState::Failed
+        )
+    }) {
+        let op = v
+            .record(&e.call_node_id)
+            .and_then(|r| r.operation_id.as_deref());
+        if let Some((id, _)) = node_task(v.truth, &e.call_node_id, op)
+            .filter(|(_, t)| t.terminal_status == Some(TaskStatus::Cancelled))
+        {
+            out.push(bad(
+                &e.call_node_id,
+                format!(
+                    "{} outbox entry although server task {id} ended cancelled",
+                    e.terminal_state.name()
+                ),
+            ));
         }
     }
     // In the trace: once any executor accepted a cancel for a node, no acceptance may follow.
@@ -48,7 +87,13 @@ pub fn violations(v: &View) -> Vec<Violation> {
     for (t, _, obs) in observations(v.trace) {
         if let Observation::Accepted { node, terminal, .. } = obs {
             match (cancelled_at.get(node.as_str()), terminal) {
-                (Some(at), _) => out.push(bad(node, format!("accepted {} at {t} ms after accepting the cancel at {at} ms", terminal.name()))),
+                (Some(at), _) => out.push(bad(
+                    node,
+                    format!(
+                        "accepted {} at {t} ms after accepting the cancel at {at} ms",
+                        terminal.name()
+                    ),
+                )),
                 (None, TerminalState::Cancelled) => {
                     cancelled_at.insert(node, t);
                 }
@@ -100,7 +145,8 @@ mod tests {
     #[test]
     fn a_late_acceptance_after_the_cancel_is_caught() {
         let mut b = cancelled();
-        b.at(9_000).accepted("n1", TerminalState::Completed, Some("late"));
+        b.at(9_000)
+            .accepted("n1", TerminalState::Completed, Some("late"));
         assert_eq!(check(&b.build(SETTLED)).len(), 1);
     }
 }

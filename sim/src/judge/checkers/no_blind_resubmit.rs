@@ -20,7 +20,11 @@ use crate::trace::Trace;
 pub const NAME: &str = "no_blind_resubmit";
 
 /// (request kind, reply) pairs that, once applied, allow the next submission.
-pub const LICENSING_REPLIES: [(&str, &str); 3] = [("lookup", "lookup_not_found"), ("submit", "rate_limited"), ("submit_sync", "rate_limited")];
+pub const LICENSING_REPLIES: [(&str, &str); 3] = [
+    ("lookup", "lookup_not_found"),
+    ("submit", "rate_limited"),
+    ("submit_sync", "rate_limited"),
+];
 
 pub fn check(trace: &Trace) -> Vec<Violation> {
     judge(trace, violations)
@@ -34,7 +38,11 @@ pub fn violations(v: &View) -> Vec<Violation> {
     let mut reported: BTreeSet<&str> = BTreeSet::new();
     for (t, exec, obs) in observations(v.trace) {
         match obs {
-            Observation::Sent { node, kind: kind @ ("submit" | "submit_sync"), .. } => {
+            Observation::Sent {
+                node,
+                kind: kind @ ("submit" | "submit_sync"),
+                ..
+            } => {
                 let node = node.as_str();
                 if submitted.get(node) == Some(&false) && reported.insert(node) {
                     out.push(Violation {
@@ -48,17 +56,23 @@ pub fn violations(v: &View) -> Vec<Violation> {
                 }
                 submitted.insert(node, false);
             }
-            Observation::Received { node, kind, reply, .. } if LICENSING_REPLIES.contains(&(*kind, *reply)) => {
+            Observation::Received {
+                node, kind, reply, ..
+            } if LICENSING_REPLIES.contains(&(*kind, *reply)) => {
                 waiting.insert((exec, node.as_str()), reply_event(kind, reply));
             }
             Observation::Moved { node, event, .. } | Observation::Stayed { node, event }
-                if waiting.remove(&(exec, node.as_str())).is_some_and(|e| e == *event) =>
+                if waiting
+                    .remove(&(exec, node.as_str()))
+                    .is_some_and(|e| e == *event) =>
             {
                 if let Some(proved) = submitted.get_mut(node.as_str()) {
                     *proved = true;
                 }
             }
-            Observation::Rejected { node, .. } | Observation::Refused { node, .. } | Observation::LedgerRefused { node, .. } => {
+            Observation::Rejected { node, .. }
+            | Observation::Refused { node, .. }
+            | Observation::LedgerRefused { node, .. } => {
                 waiting.remove(&(exec, node.as_str()));
             }
             _ => {}
@@ -75,15 +89,25 @@ mod tests {
 
     fn applied(b: &mut Tb, kind: &'static str, reply: &'static str) {
         b.recv("n1", kind, reply);
-        b.obs(Observation::Moved { node: "n1".into(), event: reply_event(kind, reply), path: vec![SubmissionUnknown, NotFoundSafe], version: 0 });
+        b.obs(Observation::Moved {
+            node: "n1".into(),
+            event: reply_event(kind, reply),
+            path: vec![SubmissionUnknown, NotFoundSafe],
+            version: 0,
+        });
     }
 
     /// n1's submission times out; the executor asks by key.
     fn timed_out() -> Tb {
         let mut b = Tb::new();
         b.at(0).submit("n1").sent("n1", "submit");
-        b.at(10_000).obs(Observation::Lost { node: "n1".into(), kind: "submit", seq: 1 });
-        b.moved("n1", &[Submitting, SubmissionUnknown]).sent("n1", "lookup");
+        b.at(10_000).obs(Observation::Lost {
+            node: "n1".into(),
+            kind: "submit",
+            seq: 1,
+        });
+        b.moved("n1", &[Submitting, SubmissionUnknown])
+            .sent("n1", "lookup");
         b.at(10_030);
         b
     }
@@ -108,7 +132,10 @@ mod tests {
     #[test]
     fn a_resubmission_without_a_lookup_is_caught() {
         let mut b = timed_out();
-        b.at(10_040).sent("n1", "submit").at(12_000).sent("n1", "submit");
+        b.at(10_040)
+            .sent("n1", "submit")
+            .at(12_000)
+            .sent("n1", "submit");
         let v = check(&b.build(SETTLED));
         assert_eq!(v.len(), 1, "one violation per node: {v:?}");
         assert!(v[0].detail.contains("at 10040 ms"), "{v:?}");
@@ -118,11 +145,21 @@ mod tests {
     fn a_proof_counts_once_and_only_when_applied() {
         let mut b = timed_out();
         applied(&mut b, "lookup", "lookup_not_found");
-        b.at(10_040).sent("n1", "submit").at(20_000).sent("n1", "submit");
+        b.at(10_040)
+            .sent("n1", "submit")
+            .at(20_000)
+            .sent("n1", "submit");
         assert_eq!(check(&b.build(SETTLED)).len(), 1);
         let mut b = timed_out();
         b.recv("n1", "lookup", "lookup_not_found");
-        b.obs(Observation::Rejected { node: "n1".into(), event: "reply:lookup:lookup_not_found".into(), reason: toolop::core::Rejection::StaleEpoch { event_epoch: 1, record_epoch: 2 } });
+        b.obs(Observation::Rejected {
+            node: "n1".into(),
+            event: "reply:lookup:lookup_not_found".into(),
+            reason: toolop::core::Rejection::StaleEpoch {
+                event_epoch: 1,
+                record_epoch: 2,
+            },
+        });
         b.at(10_040).sent("n1", "submit");
         assert_eq!(check(&b.build(SETTLED)).len(), 1);
     }

@@ -24,7 +24,13 @@ pub fn violations(v: &View) -> Vec<Violation> {
     v.ledger
         .receipts
         .iter()
-        .filter_map(|r| divergence(v, r).map(|detail| Violation { checker: NAME, node: Some(r.call_node_id.clone()), detail }))
+        .filter_map(|r| {
+            divergence(v, r).map(|detail| Violation {
+                checker: NAME,
+                node: Some(r.call_node_id.clone()),
+                detail,
+            })
+        })
         .collect()
 }
 
@@ -51,26 +57,52 @@ fn divergence(v: &View, r: &Receipt) -> Option<String> {
     let node = r.call_node_id.as_str();
     let ours = r.terminal_state.name();
     if r.terminal_state == TerminalState::Rejected {
-        let created = v.truth.tasks_created_per_call_node.get(node).copied().unwrap_or(0);
-        let created = created.max(v.truth.tasks.values().filter(|t| t.call_node == node).count() as u32);
-        return (created > 0).then(|| format!("rejected receipt, but the server created {created} task(s)"));
+        let created = v
+            .truth
+            .tasks_created_per_call_node
+            .get(node)
+            .copied()
+            .unwrap_or(0);
+        let created = created.max(
+            v.truth
+                .tasks
+                .values()
+                .filter(|t| t.call_node == node)
+                .count() as u32,
+        );
+        return (created > 0)
+            .then(|| format!("rejected receipt, but the server created {created} task(s)"));
     }
     let Some(op) = &r.operation_id else {
         let Some(run) = v.truth.sync_runs.iter().rev().find(|s| s.call_node == node) else {
-            return Some(format!("synchronous {ours} receipt, but the server ran nothing synchronously"));
+            return Some(format!(
+                "synchronous {ours} receipt, but the server ran nothing synchronously"
+            ));
         };
         let theirs = sync_terminal(run.outcome);
-        return (theirs != r.terminal_state).then(|| format!("synchronous receipt {ours}, server run {}", theirs.name()));
+        return (theirs != r.terminal_state)
+            .then(|| format!("synchronous receipt {ours}, server run {}", theirs.name()));
     };
     let Some(task) = v.truth.tasks.get(op) else {
-        return Some(format!("{ours} receipt for operation {op}, which the server never created"));
+        return Some(format!(
+            "{ours} receipt for operation {op}, which the server never created"
+        ));
     };
     if task.call_node != node {
-        return Some(format!("{ours} receipt for operation {op}, which belongs to call node {}", task.call_node));
+        return Some(format!(
+            "{ours} receipt for operation {op}, which belongs to call node {}",
+            task.call_node
+        ));
     }
     match task.terminal_status.and_then(task_terminal) {
-        None => Some(format!("{ours} receipt, but task {op} never ended (status {})", task.status.as_str())),
-        Some(theirs) if theirs != r.terminal_state => Some(format!("receipt {ours}, server task {op} {}", theirs.name())),
+        None => Some(format!(
+            "{ours} receipt, but task {op} never ended (status {})",
+            task.status.as_str()
+        )),
+        Some(theirs) if theirs != r.terminal_state => Some(format!(
+            "receipt {ours}, server task {op} {}",
+            theirs.name()
+        )),
         Some(_) => None,
     }
 }
@@ -95,7 +127,11 @@ mod tests {
         }
         let v = check(&b.build(SETTLED));
         assert_eq!(v.len(), 1, "{v:?}");
-        assert!(v[0].detail.contains("receipt cancelled, server task t-n1 completed"), "{v:?}");
+        assert!(
+            v[0].detail
+                .contains("receipt cancelled, server task t-n1 completed"),
+            "{v:?}"
+        );
     }
 
     #[test]

@@ -28,7 +28,10 @@ pub fn violations(v: &View) -> Vec<Violation> {
 
 /// Operations beyond the first, summed over call nodes (`SeriesMetrics::second_operations`).
 pub fn second_operations(truth: &GroundTruth) -> u32 {
-    operations_per_node(truth).values().map(|(tasks, runs)| (tasks + runs).saturating_sub(1)).sum()
+    operations_per_node(truth)
+        .values()
+        .map(|(tasks, runs)| (tasks + runs).saturating_sub(1))
+        .sum()
 }
 
 /// node -> (tasks created, synchronous runs). The server leaves `call_node` empty when a request
@@ -48,8 +51,8 @@ fn operations_per_node(truth: &GroundTruth) -> BTreeMap<&str, (u32, u32)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::judge::checkers::testkit::{all_paths, assert_clean, SETTLED};
     use crate::fake::script::ScriptOutcome;
+    use crate::judge::checkers::testkit::{all_paths, assert_clean, SETTLED};
 
     #[test]
     fn clean_traces_pass() {

@@ -37,10 +37,24 @@ pub fn violations(v: &View) -> Vec<Violation> {
     let mut state: BTreeMap<&str, LocalState> = BTreeMap::new();
     for (t, exec, obs) in observations(v.trace) {
         match obs {
-            Observation::Received { node, kind, seq, reply, .. } => {
+            Observation::Received {
+                node,
+                kind,
+                seq,
+                reply,
+                ..
+            } => {
                 let key = (exec, node.as_str());
                 let stale_behind = applied.get(&key).copied().filter(|&a| *seq < a);
-                waiting.insert(key, Answer { event: reply_event(kind, reply), seq: *seq, at_ms: t, stale_behind });
+                waiting.insert(
+                    key,
+                    Answer {
+                        event: reply_event(kind, reply),
+                        seq: *seq,
+                        at_ms: t,
+                        stale_behind,
+                    },
+                );
             }
             Observation::Moved { node, event, .. } | Observation::Stayed { node, event } => {
                 let key = (exec, node.as_str());
@@ -51,7 +65,9 @@ pub fn violations(v: &View) -> Vec<Violation> {
                         state.insert(node, *last);
                     }
                 }
-                let Some(a) = waiting.remove(&key).filter(|a| a.event == *event) else { continue };
+                let Some(a) = waiting.remove(&key).filter(|a| a.event == *event) else {
+                    continue;
+                };
                 match a.stale_behind {
                     Some(newer) if moved || !was_final => out.push(Violation {
                         checker: NAME,
@@ -72,7 +88,9 @@ pub fn violations(v: &View) -> Vec<Violation> {
                     }
                 }
             }
-            Observation::Rejected { node, .. } | Observation::Refused { node, .. } | Observation::LedgerRefused { node, .. } => {
+            Observation::Rejected { node, .. }
+            | Observation::Refused { node, .. }
+            | Observation::LedgerRefused { node, .. } => {
                 waiting.remove(&(exec, node.as_str()));
             }
             _ => {}
@@ -88,7 +106,13 @@ mod tests {
     use toolop::record::LocalState::*;
 
     fn recv(b: &mut Tb, t: u64, kind: &'static str, seq: u64, reply: &'static str) {
-        b.at(t).obs(Observation::Received { node: "n1".into(), kind, seq, reply, retry_after_ms: None });
+        b.at(t).obs(Observation::Received {
+            node: "n1".into(),
+            kind,
+            seq,
+            reply,
+            retry_after_ms: None,
+        });
     }
 
     /// n1 in INPUT_REQUIRED: poll 3 and cancel 4 are out; the cancel answer comes first and is
@@ -99,7 +123,10 @@ mod tests {
         recv(&mut b, 4_000, "poll", 2, "status");
         b.moved("n1", &[Working, InputRequired]);
         recv(&mut b, 5_000, "cancel", 4, "cancel_rejected_terminal");
-        b.obs(Observation::Stayed { node: "n1".into(), event: "reply:cancel:cancel_rejected_terminal".into() });
+        b.obs(Observation::Stayed {
+            node: "n1".into(),
+            event: "reply:cancel:cancel_rejected_terminal".into(),
+        });
         recv(&mut b, 5_010, "poll", 3, "status");
         b
     }
@@ -108,34 +135,61 @@ mod tests {
     fn clean_traces_pass() {
         assert_clean(check);
         let mut b = reordered();
-        b.obs(Observation::Rejected { node: "n1".into(), event: "reply:poll:status".into(), reason: toolop::core::Rejection::StaleAnswer { seq: 3, applied_seq: 4 } });
+        b.obs(Observation::Rejected {
+            node: "n1".into(),
+            event: "reply:poll:status".into(),
+            reason: toolop::core::Rejection::StaleAnswer {
+                seq: 3,
+                applied_seq: 4,
+            },
+        });
         assert_eq!(check(&b.build(SETTLED)), vec![]);
         // A final record may note a late answer without changing.
         let mut b = reordered();
-        b.at(4_500).moved("n1", &[InputRequired, CancelRequested, CancelledAccepted]);
-        b.at(5_010).obs(Observation::Stayed { node: "n1".into(), event: "reply:poll:status".into() });
+        b.at(4_500)
+            .moved("n1", &[InputRequired, CancelRequested, CancelledAccepted]);
+        b.at(5_010).obs(Observation::Stayed {
+            node: "n1".into(),
+            event: "reply:poll:status".into(),
+        });
         assert_eq!(check(&b.build(SETTLED)), vec![]);
         // Another incarnation has applied nothing yet.
         let mut b = reordered();
         b.exec(1, 2).at(5_010);
         recv(&mut b, 5_020, "poll", 1, "status");
-        b.obs(Observation::Moved { node: "n1".into(), event: "reply:poll:status".into(), path: vec![InputRequired, Working], version: 0 });
+        b.obs(Observation::Moved {
+            node: "n1".into(),
+            event: "reply:poll:status".into(),
+            path: vec![InputRequired, Working],
+            version: 0,
+        });
         assert_eq!(check(&b.build(SETTLED)), vec![]);
     }
 
     #[test]
     fn a_late_answer_that_moves_the_record_is_caught() {
         let mut b = reordered();
-        b.obs(Observation::Moved { node: "n1".into(), event: "reply:poll:status".into(), path: vec![InputRequired, Working], version: 0 });
+        b.obs(Observation::Moved {
+            node: "n1".into(),
+            event: "reply:poll:status".into(),
+            path: vec![InputRequired, Working],
+            version: 0,
+        });
         let v = check(&b.build(SETTLED));
         assert_eq!(v.len(), 1, "{v:?}");
-        assert!(v[0].detail.contains("request 3") && v[0].detail.contains("after applying request 4"), "{v:?}");
+        assert!(
+            v[0].detail.contains("request 3") && v[0].detail.contains("after applying request 4"),
+            "{v:?}"
+        );
     }
 
     #[test]
     fn a_late_answer_applied_without_a_move_is_caught_while_not_final() {
         let mut b = reordered();
-        b.obs(Observation::Stayed { node: "n1".into(), event: "reply:poll:status".into() });
+        b.obs(Observation::Stayed {
+            node: "n1".into(),
+            event: "reply:poll:status".into(),
+        });
         assert_eq!(check(&b.build(SETTLED)).len(), 1);
     }
 }

@@ -38,27 +38,47 @@ pub fn violations(v: &View) -> Vec<Violation> {
             problems.push("a second entry for the same receipt or call node".to_string());
         }
         if !problems.is_empty() {
-            out.push(Violation { checker: NAME, node: Some(e.call_node_id.clone()), detail: format!("outbox entry {}: {}", e.receipt_id, problems.join("; ")) });
+            out.push(Violation {
+                checker: NAME,
+                node: Some(e.call_node_id.clone()),
+                detail: format!("outbox entry {}: {}", e.receipt_id, problems.join("; ")),
+            });
         }
     }
     out
 }
 
-fn entry_problems(v: &View, e: &OutboxEntry, accepted: &BTreeSet<(&str, TerminalState)>) -> Vec<String> {
+fn entry_problems(
+    v: &View,
+    e: &OutboxEntry,
+    accepted: &BTreeSet<(&str, TerminalState)>,
+) -> Vec<String> {
     let mut problems = vec![];
-    match v.ledger.receipts.iter().find(|r| r.receipt_id == e.receipt_id) {
+    match v
+        .ledger
+        .receipts
+        .iter()
+        .find(|r| r.receipt_id == e.receipt_id)
+    {
         None => problems.push("no receipt with this id".to_string()),
         Some(r) => {
             if r.call_node_id != e.call_node_id {
                 problems.push(format!("receipt is for call node {}", r.call_node_id));
             }
             if r.terminal_state != e.terminal_state {
-                problems.push(format!("receipt says {}, entry says {}", r.terminal_state.name(), e.terminal_state.name()));
+                problems.push(format!(
+                    "receipt says {}, entry says {}",
+                    r.terminal_state.name(),
+                    e.terminal_state.name()
+                ));
             }
         }
     }
     if !accepted.contains(&(e.call_node_id.as_str(), e.terminal_state)) {
-        problems.push(format!("no executor reported accepting {} for this node", e.terminal_state.name()));
+        problems.push(format!(
+            "no executor reported accepting {} for this node",
+            e.terminal_state.name()
+        ));
     }
     problems
 }
@@ -88,7 +108,10 @@ mod tests {
         b.ledger.outbox[0].terminal_state = TerminalState::Failed;
         let v = check(&b.build(SETTLED));
         assert_eq!(v.len(), 1, "{v:?}");
-        assert!(v[0].detail.contains("receipt says completed") && v[0].detail.contains("no executor"), "{v:?}");
+        assert!(
+            v[0].detail.contains("receipt says completed") && v[0].detail.contains("no executor"),
+            "{v:?}"
+        );
     }
 
     #[test]

@@ -66,7 +66,10 @@ pub fn busiest_windows(trace: &Trace) -> BTreeMap<ExecId, Window> {
                 }
                 let n = (end - start) as u32;
                 if n > best.sends {
-                    best = Window { sends: n, start_ms: t0 };
+                    best = Window {
+                        sends: n,
+                        start_ms: t0,
+                    };
                 }
             }
             (exec, best)
@@ -76,7 +79,11 @@ pub fn busiest_windows(trace: &Trace) -> BTreeMap<ExecId, Window> {
 
 /// The most sends by any one executor in any window (`SeriesMetrics::max_sends_in_window`).
 pub fn max_sends_in_window(trace: &Trace) -> u32 {
-    busiest_windows(trace).values().map(|w| w.sends).max().unwrap_or(0)
+    busiest_windows(trace)
+        .values()
+        .map(|w| w.sends)
+        .max()
+        .unwrap_or(0)
 }
 
 #[cfg(test)]
@@ -108,8 +115,16 @@ mod tests {
     fn executors_are_judged_separately() {
         let mut b = Tb::new();
         b.max_qps = 2;
-        b.exec(1, 1).at(0).sent("n1", "poll").at(10).sent("n1", "poll");
-        b.exec(1, 2).at(20).sent("n1", "poll").at(30).sent("n1", "poll");
+        b.exec(1, 1)
+            .at(0)
+            .sent("n1", "poll")
+            .at(10)
+            .sent("n1", "poll");
+        b.exec(1, 2)
+            .at(20)
+            .sent("n1", "poll")
+            .at(30)
+            .sent("n1", "poll");
         let trace = b.build(SETTLED);
         assert!(check(&trace).is_empty());
         assert_eq!(max_sends_in_window(&trace), 2);

@@ -23,19 +23,40 @@ pub fn violations(v: &View) -> Vec<Violation> {
     let mut drained: BTreeMap<&str, u64> = BTreeMap::new();
     for e in &v.trace.events {
         match &e.what {
-            What::Exec { obs: Observation::AdapterRetired { adapter }, .. } => {
+            What::Exec {
+                obs: Observation::AdapterRetired { adapter },
+                ..
+            } => {
                 retired.entry(adapter).or_insert(e.t_ms);
             }
-            What::Exec { obs: Observation::AdapterDrained { adapter }, .. } => {
+            What::Exec {
+                obs: Observation::AdapterDrained { adapter },
+                ..
+            } => {
                 drained.entry(adapter).or_insert(e.t_ms);
             }
             // Half one: a submission on a retired adapter, by a node whose record lives there.
-            What::Exec { obs: Observation::Sent { node, kind: "submit" | "submit_sync", .. }, .. } => {
+            What::Exec {
+                obs:
+                    Observation::Sent {
+                        node,
+                        kind: "submit" | "submit_sync",
+                        ..
+                    },
+                ..
+            } => {
                 let Some(rec) = v.record(node) else { continue };
                 let name = rec.adapter.name();
                 if let Some(&t) = retired.get(name) {
                     if e.t_ms >= t && rec.submit_attempts <= 1 && rec.created_at_ms >= t {
-                        out.push(Violation { checker: NAME, node: Some(node.clone()), detail: format!("new operation on {name} at {} ms, retired at {t} ms", e.t_ms) });
+                        out.push(Violation {
+                            checker: NAME,
+                            node: Some(node.clone()),
+                            detail: format!(
+                                "new operation on {name} at {} ms, retired at {t} ms",
+                                e.t_ms
+                            ),
+                        });
                     }
                 }
             }
@@ -44,12 +65,25 @@ pub fn violations(v: &View) -> Vec<Violation> {
     }
     // Half two: everything the retired adapter owns settles, and the drain is reported.
     for (&name, &t) in &retired {
-        let owned: Vec<_> = v.ledger.records.iter().filter(|r| r.adapter.name() == name).collect();
+        let owned: Vec<_> = v
+            .ledger
+            .records
+            .iter()
+            .filter(|r| r.adapter.name() == name)
+            .collect();
         for r in owned.iter().filter(|r| !r.local_state.is_final()) {
-            out.push(Violation { checker: NAME, node: Some(r.call_node_id.clone()), detail: format!("still {} on retired {name}", r.local_state) });
+            out.push(Violation {
+                checker: NAME,
+                node: Some(r.call_node_id.clone()),
+                detail: format!("still {} on retired {name}", r.local_state),
+            });
         }
         if owned.iter().all(|r| r.local_state.is_final()) && !drained.contains_key(name) {
-            out.push(Violation { checker: NAME, node: None, detail: format!("{name} retired at {t} ms never reported itself drained") });
+            out.push(Violation {
+                checker: NAME,
+                node: None,
+                detail: format!("{name} retired at {t} ms never reported itself drained"),
+            });
         }
     }
     out
@@ -62,7 +96,9 @@ mod tests {
     use toolop::record::LocalState;
 
     fn retire(b: &mut crate::judge::checkers::testkit::Tb, t: u64) {
-        b.at(t).obs(Observation::AdapterRetired { adapter: "mcp-2025-11-25" });
+        b.at(t).obs(Observation::AdapterRetired {
+            adapter: "mcp-2025-11-25",
+        });
     }
 
     #[test]
@@ -70,7 +106,9 @@ mod tests {
         assert_clean(check);
         let mut b = happy("n1", 0);
         retire(&mut b, 50_000);
-        b.at(50_001).obs(Observation::AdapterDrained { adapter: "mcp-2025-11-25" });
+        b.at(50_001).obs(Observation::AdapterDrained {
+            adapter: "mcp-2025-11-25",
+        });
         assert_eq!(check(&b.build(super::super::testkit::SETTLED)), vec![]);
     }
 
@@ -78,11 +116,17 @@ mod tests {
     fn a_new_operation_on_a_retired_adapter_is_caught() {
         let mut b = happy("n1", 60_000);
         retire(&mut b, 50_000);
-        b.at(99_000).obs(Observation::AdapterDrained { adapter: "mcp-2025-11-25" });
+        b.at(99_000).obs(Observation::AdapterDrained {
+            adapter: "mcp-2025-11-25",
+        });
         b.ledger.records.retain(|r| r.call_node_id != "n1");
-        b.record("n1", LocalState::Accepted, Some("t-n1")).created_at_ms = 60_000;
+        b.record("n1", LocalState::Accepted, Some("t-n1"))
+            .created_at_ms = 60_000;
         let v = check(&b.build(super::super::testkit::SETTLED));
-        assert!(v.iter().any(|x| x.detail.contains("new operation")), "{v:?}");
+        assert!(
+            v.iter().any(|x| x.detail.contains("new operation")),
+            "{v:?}"
+        );
     }
 
     #[test]
@@ -90,12 +134,19 @@ mod tests {
         let mut b = happy("n1", 0);
         retire(&mut b, 50_000);
         let v = check(&b.build(super::super::testkit::SETTLED));
-        assert!(v.iter().any(|x| x.detail.contains("never reported itself drained")), "{v:?}");
+        assert!(
+            v.iter()
+                .any(|x| x.detail.contains("never reported itself drained")),
+            "{v:?}"
+        );
         let mut b = happy("n1", 0);
         retire(&mut b, 1);
         b.ledger.records.retain(|r| r.call_node_id != "n1");
         b.record("n1", LocalState::Working, Some("t-n1"));
         let v = check(&b.build(super::super::testkit::SETTLED));
-        assert!(v.iter().any(|x| x.detail.contains("still WORKING")), "{v:?}");
+        assert!(
+            v.iter().any(|x| x.detail.contains("still WORKING")),
+            "{v:?}"
+        );
     }
 }

@@ -37,7 +37,9 @@ pub fn violations(v: &View) -> Vec<Violation> {
     let mut watching: BTreeMap<(ExecId, &str), Refusal> = BTreeMap::new();
     for (t, exec, obs) in observations(v.trace) {
         match obs {
-            Observation::Sent { node, kind, seq, .. } => {
+            Observation::Sent {
+                node, kind, seq, ..
+            } => {
                 let key = (exec, node.as_str());
                 if let Some(r) = watching.remove(&key) {
                     let until = r.at_ms.saturating_add(r.retry_after_ms);
@@ -54,10 +56,24 @@ pub fn violations(v: &View) -> Vec<Violation> {
                 }
                 last_sent.insert(key, *seq);
             }
-            Observation::Received { node, kind, seq, reply, retry_after_ms: Some(d) } if matches!(*reply, "rate_limited" | "unavailable") => {
+            Observation::Received {
+                node,
+                kind,
+                seq,
+                reply,
+                retry_after_ms: Some(d),
+            } if matches!(*reply, "rate_limited" | "unavailable") => {
                 let key = (exec, node.as_str());
                 if last_sent.get(&key) == Some(seq) {
-                    received.insert(key, Refusal { kind, reply, at_ms: t, retry_after_ms: *d });
+                    received.insert(
+                        key,
+                        Refusal {
+                            kind,
+                            reply,
+                            at_ms: t,
+                            retry_after_ms: *d,
+                        },
+                    );
                 }
             }
             Observation::Moved { node, event, .. } | Observation::Stayed { node, event } => {
@@ -68,7 +84,9 @@ pub fn violations(v: &View) -> Vec<Violation> {
                     }
                 }
             }
-            Observation::Rejected { node, .. } | Observation::Refused { node, .. } | Observation::LedgerRefused { node, .. } => {
+            Observation::Rejected { node, .. }
+            | Observation::Refused { node, .. }
+            | Observation::LedgerRefused { node, .. } => {
                 received.remove(&(exec, node.as_str()));
             }
             _ => {}
@@ -85,14 +103,33 @@ mod tests {
     /// n1 polls (seq 3) at 2000 ms and is told 429, retry after 5000 ms.
     fn refused(reply: &'static str) -> Tb {
         let mut b = happy("n1", 0);
-        b.at(2_000).obs(Observation::Sent { node: "n1".into(), kind: "poll", seq: 3, rpc_id: Some(9) });
-        b.at(2_010).obs(Observation::Received { node: "n1".into(), kind: "poll", seq: 3, reply, retry_after_ms: Some(5_000) });
-        b.obs(Observation::Stayed { node: "n1".into(), event: format!("reply:poll:{reply}") });
+        b.at(2_000).obs(Observation::Sent {
+            node: "n1".into(),
+            kind: "poll",
+            seq: 3,
+            rpc_id: Some(9),
+        });
+        b.at(2_010).obs(Observation::Received {
+            node: "n1".into(),
+            kind: "poll",
+            seq: 3,
+            reply,
+            retry_after_ms: Some(5_000),
+        });
+        b.obs(Observation::Stayed {
+            node: "n1".into(),
+            event: format!("reply:poll:{reply}"),
+        });
         b
     }
 
     fn poll_at(b: &mut Tb, t: u64, seq: u64) {
-        b.at(t).obs(Observation::Sent { node: "n1".into(), kind: "poll", seq, rpc_id: None });
+        b.at(t).obs(Observation::Sent {
+            node: "n1".into(),
+            kind: "poll",
+            seq,
+            rpc_id: None,
+        });
     }
 
     #[test]
@@ -103,7 +140,12 @@ mod tests {
         assert_eq!(check(&b.build(SETTLED)), vec![]);
         // Another request in between (a cancel the caller asked for) ends the wait.
         let mut b = refused("unavailable");
-        b.at(2_500).obs(Observation::Sent { node: "n1".into(), kind: "cancel", seq: 4, rpc_id: None });
+        b.at(2_500).obs(Observation::Sent {
+            node: "n1".into(),
+            kind: "cancel",
+            seq: 4,
+            rpc_id: None,
+        });
         poll_at(&mut b, 3_000, 5);
         assert_eq!(check(&b.build(SETTLED)), vec![]);
         // Another incarnation starts over.
@@ -128,13 +170,36 @@ mod tests {
     fn a_refusal_not_applied_is_not_judged() {
         // An answer to an older request, or one the executor rejected, asks nothing of it.
         let mut b = refused("rate_limited");
-        b.at(2_005).obs(Observation::Sent { node: "n1".into(), kind: "cancel", seq: 4, rpc_id: None });
+        b.at(2_005).obs(Observation::Sent {
+            node: "n1".into(),
+            kind: "cancel",
+            seq: 4,
+            rpc_id: None,
+        });
         poll_at(&mut b, 3_000, 5);
         assert_eq!(check(&b.build(SETTLED)), vec![]);
         let mut b = happy("n1", 0);
-        b.at(2_000).obs(Observation::Sent { node: "n1".into(), kind: "poll", seq: 3, rpc_id: None });
-        b.at(2_010).obs(Observation::Received { node: "n1".into(), kind: "poll", seq: 3, reply: "rate_limited", retry_after_ms: Some(5_000) });
-        b.obs(Observation::Rejected { node: "n1".into(), event: "reply:poll:rate_limited".into(), reason: toolop::core::Rejection::StaleEpoch { event_epoch: 1, record_epoch: 2 } });
+        b.at(2_000).obs(Observation::Sent {
+            node: "n1".into(),
+            kind: "poll",
+            seq: 3,
+            rpc_id: None,
+        });
+        b.at(2_010).obs(Observation::Received {
+            node: "n1".into(),
+            kind: "poll",
+            seq: 3,
+            reply: "rate_limited",
+            retry_after_ms: Some(5_000),
+        });
+        b.obs(Observation::Rejected {
+            node: "n1".into(),
+            event: "reply:poll:rate_limited".into(),
+            reason: toolop::core::Rejection::StaleEpoch {
+                event_epoch: 1,
+                record_epoch: 2,
+            },
+        });
         poll_at(&mut b, 3_000, 4);
         assert_eq!(check(&b.build(SETTLED)), vec![]);
     }

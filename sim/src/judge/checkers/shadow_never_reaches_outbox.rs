@@ -16,7 +16,14 @@ pub fn violations(v: &View) -> Vec<Violation> {
         .outbox
         .iter()
         .filter(|e| v.record(&e.call_node_id).is_some_and(|r| r.shadow))
-        .map(|e| Violation { checker: NAME, node: Some(e.call_node_id.clone()), detail: format!("shadow operation reached the outbox as {}", e.terminal_state.name()) })
+        .map(|e| Violation {
+            checker: NAME,
+            node: Some(e.call_node_id.clone()),
+            detail: format!(
+                "shadow operation reached the outbox as {}",
+                e.terminal_state.name()
+            ),
+        })
         .collect()
 }
 

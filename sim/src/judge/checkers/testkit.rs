@@ -63,11 +63,18 @@ impl Tb {
 
     pub fn obs(&mut self, obs: Observation) -> &mut Tb {
         let (epoch, incarnation) = self.exec;
-        self.push(What::Exec { epoch, incarnation, obs })
+        self.push(What::Exec {
+            epoch,
+            incarnation,
+            obs,
+        })
     }
 
     pub fn caller(&mut self, action: CallerAction, node: &str) -> &mut Tb {
-        self.push(What::Caller { action, node: node.into() })
+        self.push(What::Caller {
+            action,
+            node: node.into(),
+        })
     }
 
     pub fn submit(&mut self, node: &str) -> &mut Tb {
@@ -76,28 +83,79 @@ impl Tb {
     }
 
     pub fn sent(&mut self, node: &str, kind: &'static str) -> &mut Tb {
-        self.obs(Observation::Sent { node: node.into(), kind, seq: 0, rpc_id: None })
+        self.obs(Observation::Sent {
+            node: node.into(),
+            kind,
+            seq: 0,
+            rpc_id: None,
+        })
     }
 
     pub fn recv(&mut self, node: &str, kind: &'static str, reply: &'static str) -> &mut Tb {
-        self.obs(Observation::Received { node: node.into(), kind, seq: 0, reply, retry_after_ms: None })
+        self.obs(Observation::Received {
+            node: node.into(),
+            kind,
+            seq: 0,
+            reply,
+            retry_after_ms: None,
+        })
     }
 
     pub fn moved(&mut self, node: &str, path: &[LocalState]) -> &mut Tb {
-        self.obs(Observation::Moved { node: node.into(), event: "test".into(), path: path.to_vec(), version: 0 })
+        self.obs(Observation::Moved {
+            node: node.into(),
+            event: "test".into(),
+            path: path.to_vec(),
+            version: 0,
+        })
     }
 
-    pub fn accepted(&mut self, node: &str, terminal: TerminalState, digest: Option<&str>) -> &mut Tb {
-        self.obs(Observation::Accepted { node: node.into(), terminal, result_digest: digest.map(String::from) })
+    pub fn accepted(
+        &mut self,
+        node: &str,
+        terminal: TerminalState,
+        digest: Option<&str>,
+    ) -> &mut Tb {
+        self.obs(Observation::Accepted {
+            node: node.into(),
+            terminal,
+            result_digest: digest.map(String::from),
+        })
     }
 
-    pub fn fault(&mut self, fault: FaultKind, node: Option<&str>, state: Option<LocalState>) -> &mut Tb {
-        self.push(What::Fault { decision: 0, fault, node: node.map(String::from), state, detail: FaultDetail::None })
+    pub fn fault(
+        &mut self,
+        fault: FaultKind,
+        node: Option<&str>,
+        state: Option<LocalState>,
+    ) -> &mut Tb {
+        self.push(What::Fault {
+            decision: 0,
+            fault,
+            node: node.map(String::from),
+            state,
+            detail: FaultDetail::None,
+        })
     }
 
     /// A final ledger record; returns it for tweaks.
-    pub fn record(&mut self, node: &str, state: LocalState, op: Option<&str>) -> &mut ToolOperation {
-        let mut r = ToolOperation::new(node, "tool", "v1", serde_json::json!({}), AdapterId::Mcp20251125, &key(node), 1, 0, 600_000);
+    pub fn record(
+        &mut self,
+        node: &str,
+        state: LocalState,
+        op: Option<&str>,
+    ) -> &mut ToolOperation {
+        let mut r = ToolOperation::new(
+            node,
+            "tool",
+            "v1",
+            serde_json::json!({}),
+            AdapterId::Mcp20251125,
+            &key(node),
+            1,
+            0,
+            600_000,
+        );
         r.local_state = state;
         r.operation_id = op.map(String::from);
         self.ledger.records.push(r);
@@ -106,7 +164,13 @@ impl Tb {
     }
 
     /// A ledger receipt and its outbox entry, as the acceptance transaction writes them.
-    pub fn receipt(&mut self, node: &str, op: Option<&str>, terminal: TerminalState, digest: Option<&str>) -> &mut Tb {
+    pub fn receipt(
+        &mut self,
+        node: &str,
+        op: Option<&str>,
+        terminal: TerminalState,
+        digest: Option<&str>,
+    ) -> &mut Tb {
         let receipt_id = format!("{node}#receipt");
         self.ledger.receipts.push(Receipt {
             receipt_id: receipt_id.clone(),
@@ -120,8 +184,15 @@ impl Tb {
             result_digest: digest.map(String::from),
             accepted_at_ms: self.t,
         });
-        let payload = matches!(terminal, TerminalState::Completed | TerminalState::Failed).then(|| serde_json::json!({"r": node}));
-        self.ledger.outbox.push(OutboxEntry { call_node_id: node.into(), receipt_id, terminal_state: terminal, payload, status: OutboxStatus::Ready });
+        let payload = matches!(terminal, TerminalState::Completed | TerminalState::Failed)
+            .then(|| serde_json::json!({"r": node}));
+        self.ledger.outbox.push(OutboxEntry {
+            call_node_id: node.into(),
+            receipt_id,
+            terminal_state: terminal,
+            payload,
+            status: OutboxStatus::Ready,
+        });
         self
     }
 
@@ -137,7 +208,14 @@ impl Tb {
     }
 
     /// A server task; counts as a task created for `node`.
-    pub fn task(&mut self, id: &str, node: &str, terminal: Option<TaskStatus>, digest: Option<&str>, terminal_at_ms: Option<u64>) -> &mut Tb {
+    pub fn task(
+        &mut self,
+        id: &str,
+        node: &str,
+        terminal: Option<TaskStatus>,
+        digest: Option<&str>,
+        terminal_at_ms: Option<u64>,
+    ) -> &mut Tb {
         let status = terminal.unwrap_or(TaskStatus::Working);
         self.truth.tasks.insert(
             id.into(),
@@ -162,11 +240,20 @@ impl Tb {
                 dedupe_hits: 0,
             },
         );
-        *self.truth.tasks_created_per_call_node.entry(node.into()).or_default() += 1;
+        *self
+            .truth
+            .tasks_created_per_call_node
+            .entry(node.into())
+            .or_default() += 1;
         self
     }
 
-    pub fn sync_run(&mut self, node: &str, outcome: ScriptOutcome, digest: Option<&str>) -> &mut Tb {
+    pub fn sync_run(
+        &mut self,
+        node: &str,
+        outcome: ScriptOutcome,
+        digest: Option<&str>,
+    ) -> &mut Tb {
         self.truth.sync_runs.push(SyncRunTruth {
             call_node: node.into(),
             tool: "tool".into(),
@@ -185,26 +272,47 @@ impl Tb {
     pub fn happy_path(&mut self, n: &str, t0: u64) -> &mut Tb {
         let (op, d) = (format!("t-{n}"), format!("d-{n}"));
         self.at(t0).submit(n).sent(n, "submit");
-        self.at(t0 + 10).recv(n, "submit", "submitted").moved(n, &[Submitting, Working]);
+        self.at(t0 + 10)
+            .recv(n, "submit", "submitted")
+            .moved(n, &[Submitting, Working]);
         self.at(t0 + 1_000).sent(n, "poll");
-        self.at(t0 + 1_010).recv(n, "poll", "status").moved(n, &[Working, TerminalObserved]);
-        self.moved(n, &[TerminalObserved, FetchingResult]).sent(n, "fetch");
-        self.at(t0 + 1_020).recv(n, "fetch", "result").moved(n, &[FetchingResult, Accepted]);
+        self.at(t0 + 1_010)
+            .recv(n, "poll", "status")
+            .moved(n, &[Working, TerminalObserved]);
+        self.moved(n, &[TerminalObserved, FetchingResult])
+            .sent(n, "fetch");
+        self.at(t0 + 1_020)
+            .recv(n, "fetch", "result")
+            .moved(n, &[FetchingResult, Accepted]);
         self.accepted(n, TerminalState::Completed, Some(&d));
         self.record(n, Accepted, Some(&op));
         self.receipt(n, Some(&op), TerminalState::Completed, Some(&d));
-        self.task(&op, n, Some(TaskStatus::Completed), Some(&d), Some(t0 + 900))
+        self.task(
+            &op,
+            n,
+            Some(TaskStatus::Completed),
+            Some(&d),
+            Some(t0 + 900),
+        )
     }
 
     /// Submitted, then cancelled by the caller; the server confirmed the cancel.
     pub fn cancel_path(&mut self, n: &str, t0: u64) -> &mut Tb {
         let op = format!("t-{n}");
         self.at(t0).submit(n).sent(n, "submit");
-        self.at(t0 + 10).recv(n, "submit", "submitted").moved(n, &[Submitting, Working]);
-        self.at(t0 + 3_000).caller(crate::trace::CallerAction::Cancel, n).moved(n, &[Working, CancelRequested]).sent(n, "cancel");
-        self.at(t0 + 3_040).recv(n, "cancel", "cancel_ack").moved(n, &[CancelRequested, CancelledAccepted]);
+        self.at(t0 + 10)
+            .recv(n, "submit", "submitted")
+            .moved(n, &[Submitting, Working]);
+        self.at(t0 + 3_000)
+            .caller(crate::trace::CallerAction::Cancel, n)
+            .moved(n, &[Working, CancelRequested])
+            .sent(n, "cancel");
+        self.at(t0 + 3_040)
+            .recv(n, "cancel", "cancel_ack")
+            .moved(n, &[CancelRequested, CancelledAccepted]);
         self.accepted(n, TerminalState::Cancelled, None);
-        self.record(n, CancelledAccepted, Some(&op)).cancel_generation = 1;
+        self.record(n, CancelledAccepted, Some(&op))
+            .cancel_generation = 1;
         self.receipt(n, Some(&op), TerminalState::Cancelled, None);
         self.task(&op, n, Some(TaskStatus::Cancelled), None, Some(t0 + 3_020))
     }
@@ -213,7 +321,9 @@ impl Tb {
     pub fn sync_path(&mut self, n: &str, t0: u64) -> &mut Tb {
         let d = format!("d-{n}");
         self.at(t0).submit(n).sent(n, "submit_sync");
-        self.at(t0 + 500).recv(n, "submit_sync", "sync_result").moved(n, &[Submitting, Accepted]);
+        self.at(t0 + 500)
+            .recv(n, "submit_sync", "sync_result")
+            .moved(n, &[Submitting, Accepted]);
         self.accepted(n, TerminalState::Completed, Some(&d));
         self.record(n, Accepted, None).synchronous = true;
         self.receipt(n, None, TerminalState::Completed, Some(&d));
@@ -223,7 +333,9 @@ impl Tb {
     /// The server refused the submission; no operation exists.
     pub fn reject_path(&mut self, n: &str, t0: u64) -> &mut Tb {
         self.at(t0).submit(n).sent(n, "submit");
-        self.at(t0 + 20).recv(n, "submit", "submit_refused").moved(n, &[Submitting, Rejected]);
+        self.at(t0 + 20)
+            .recv(n, "submit", "submit_refused")
+            .moved(n, &[Submitting, Rejected]);
         self.accepted(n, TerminalState::Rejected, None);
         self.record(n, Rejected, None);
         self.receipt(n, None, TerminalState::Rejected, None)
@@ -234,12 +346,25 @@ impl Tb {
     pub fn unknown_path(&mut self, n: &str, t0: u64) -> &mut Tb {
         let op = format!("t-{n}");
         self.at(t0).submit(n).sent(n, "submit");
-        self.at(t0 + 5_000).moved(n, &[Submitting, SubmissionUnknown]).sent(n, "lookup");
-        self.at(t0 + 5_030).recv(n, "lookup", "lookup_unsupported").moved(n, &[SubmissionUnknown, Unknown]);
-        self.obs(Observation::Reconcile { node: n.into(), reason: "test".into() });
+        self.at(t0 + 5_000)
+            .moved(n, &[Submitting, SubmissionUnknown])
+            .sent(n, "lookup");
+        self.at(t0 + 5_030)
+            .recv(n, "lookup", "lookup_unsupported")
+            .moved(n, &[SubmissionUnknown, Unknown]);
+        self.obs(Observation::Reconcile {
+            node: n.into(),
+            reason: "test".into(),
+        });
         self.record(n, Unknown, None);
         self.reconcile_item(n, None);
-        self.task(&op, n, Some(TaskStatus::Completed), Some("d"), Some(t0 + 1_000))
+        self.task(
+            &op,
+            n,
+            Some(TaskStatus::Completed),
+            Some("d"),
+            Some(t0 + 1_000),
+        )
     }
 
     /// The trace, with `Final` and `End { reason: end }`.
@@ -271,10 +396,21 @@ impl Tb {
             trace.push(e.t_ms, e.what);
         }
         if fin {
-            trace.push(last, What::Final { ledger: self.ledger.clone(), truth: self.truth.clone() });
+            trace.push(
+                last,
+                What::Final {
+                    ledger: self.ledger.clone(),
+                    truth: self.truth.clone(),
+                },
+            );
         }
         if let Some(reason) = end {
-            trace.push(last, What::End { reason: reason.into() });
+            trace.push(
+                last,
+                What::End {
+                    reason: reason.into(),
+                },
+            );
         }
         trace
     }
@@ -293,14 +429,24 @@ pub fn happy(node: &str, t0: u64) -> Tb {
 /// One of each clean story, interleaved in time.
 pub fn all_paths() -> Tb {
     let mut b = Tb::new();
-    b.happy_path("n1", 0).cancel_path("n2", 100).sync_path("n3", 200).reject_path("n4", 300).unknown_path("n5", 400);
+    b.happy_path("n1", 0)
+        .cancel_path("n2", 100)
+        .sync_path("n3", 200)
+        .reject_path("n4", 300)
+        .unknown_path("n5", 400);
     b
 }
 
 /// Every clean trace must pass `check`.
 pub fn assert_clean(check: fn(&Trace) -> Vec<Violation>) {
     let mut singles = vec![];
-    for path in [Tb::happy_path, Tb::cancel_path, Tb::sync_path, Tb::reject_path, Tb::unknown_path] {
+    for path in [
+        Tb::happy_path,
+        Tb::cancel_path,
+        Tb::sync_path,
+        Tb::reject_path,
+        Tb::unknown_path,
+    ] {
         let mut b = Tb::new();
         path(&mut b, "n1", 0);
         singles.push(b);
@@ -308,6 +454,10 @@ pub fn assert_clean(check: fn(&Trace) -> Vec<Violation>) {
     for b in singles.iter().chain([&all_paths()]) {
         let trace = b.build(SETTLED);
         let v = check(&trace);
-        assert!(v.is_empty(), "clean trace flagged: {v:?}\n{}", String::from_utf8_lossy(&trace.canonical_bytes()));
+        assert!(
+            v.is_empty(),
+            "clean trace flagged: {v:?}\n{}",
+            String::from_utf8_lossy(&trace.canonical_bytes())
+        );
     }
 }

@@ -19,11 +19,29 @@ pub fn check(trace: &Trace) -> Vec<Violation> {
 pub fn violations(v: &View) -> Vec<Violation> {
     let mut out = vec![];
     for item in &v.ledger.reconciliation_queue {
-        out.extend(item_problem(v, item).map(|detail| Violation { checker: NAME, node: Some(item.call_node_id.clone()), detail }));
+        out.extend(item_problem(v, item).map(|detail| Violation {
+            checker: NAME,
+            node: Some(item.call_node_id.clone()),
+            detail,
+        }));
     }
-    for rec in v.ledger.records.iter().filter(|r| r.local_state == LocalState::Unknown) {
-        if !v.ledger.reconciliation_queue.iter().any(|i| i.call_node_id == rec.call_node_id) {
-            out.push(Violation { checker: NAME, node: Some(rec.call_node_id.clone()), detail: "UNKNOWN record with no reconciliation item".into() });
+    for rec in v
+        .ledger
+        .records
+        .iter()
+        .filter(|r| r.local_state == LocalState::Unknown)
+    {
+        if !v
+            .ledger
+            .reconciliation_queue
+            .iter()
+            .any(|i| i.call_node_id == rec.call_node_id)
+        {
+            out.push(Violation {
+                checker: NAME,
+                node: Some(rec.call_node_id.clone()),
+                detail: "UNKNOWN record with no reconciliation item".into(),
+            });
         }
     }
     out
@@ -33,18 +51,38 @@ fn item_problem(v: &View, item: &ReconcileItem) -> Option<String> {
     if item.submission_key.is_empty() {
         return Some("reconciliation item without a submission key".into());
     }
-    let by_key = v.ledger.records.iter().find(|r| r.submission_key == item.submission_key);
+    let by_key = v
+        .ledger
+        .records
+        .iter()
+        .find(|r| r.submission_key == item.submission_key);
     match by_key {
-        None => return Some(format!("submission key {} finds no record", item.submission_key)),
+        None => {
+            return Some(format!(
+                "submission key {} finds no record",
+                item.submission_key
+            ))
+        }
         Some(r) if r.call_node_id != item.call_node_id => {
-            return Some(format!("submission key {} finds call node {}", item.submission_key, r.call_node_id));
+            return Some(format!(
+                "submission key {} finds call node {}",
+                item.submission_key, r.call_node_id
+            ));
         }
         Some(_) => {}
     }
     let op = item.operation_id.as_deref()?;
-    match v.ledger.records.iter().find(|r| r.operation_id.as_deref() == Some(op)) {
+    match v
+        .ledger
+        .records
+        .iter()
+        .find(|r| r.operation_id.as_deref() == Some(op))
+    {
         None => Some(format!("operation id {op} finds no record")),
-        Some(r) if r.call_node_id != item.call_node_id => Some(format!("operation id {op} finds call node {}", r.call_node_id)),
+        Some(r) if r.call_node_id != item.call_node_id => Some(format!(
+            "operation id {op} finds call node {}",
+            r.call_node_id
+        )),
         Some(_) => None,
     }
 }

@@ -34,9 +34,13 @@ impl<'a> View<'a> {
     /// that hit its event limit drops both, since `Trace::push` refuses events past the limit).
     pub fn of(trace: &'a Trace) -> Result<View<'a>, Violation> {
         let begin = trace.events.iter().find_map(|e| match &e.what {
-            What::Begin { max_qps, safety_window_ms, liveness_bound_ms, call_nodes, .. } => {
-                Some((*max_qps, *safety_window_ms, *liveness_bound_ms, *call_nodes))
-            }
+            What::Begin {
+                max_qps,
+                safety_window_ms,
+                liveness_bound_ms,
+                call_nodes,
+                ..
+            } => Some((*max_qps, *safety_window_ms, *liveness_bound_ms, *call_nodes)),
             _ => None,
         });
         let fin = trace.events.iter().rev().find_map(|e| match &e.what {
@@ -48,7 +52,10 @@ impl<'a> View<'a> {
             _ => None,
         });
         match (begin, fin) {
-            (Some((max_qps, safety_window_ms, liveness_bound_ms, call_nodes)), Some((ledger, truth))) => Ok(View {
+            (
+                Some((max_qps, safety_window_ms, liveness_bound_ms, call_nodes)),
+                Some((ledger, truth)),
+            ) => Ok(View {
                 trace,
                 max_qps,
                 safety_window_ms,
@@ -96,7 +103,11 @@ pub fn judge(trace: &Trace, f: impl FnOnce(&View) -> Vec<Violation>) -> Vec<Viol
 /// The server task that belongs to `node`: the one named by `operation_id` when that task is the
 /// node's, otherwise the node's first task by id. A task of another node never counts, so an id
 /// that points elsewhere (task id misuse) finds nothing here and is judged by the caller.
-pub fn node_task<'t>(truth: &'t GroundTruth, node: &str, operation_id: Option<&str>) -> Option<(&'t str, &'t TaskTruth)> {
+pub fn node_task<'t>(
+    truth: &'t GroundTruth,
+    node: &str,
+    operation_id: Option<&str>,
+) -> Option<(&'t str, &'t TaskTruth)> {
     if let Some(op) = operation_id {
         if let Some((id, t)) = truth.tasks.get_key_value(op) {
             if t.call_node == node {
@@ -104,7 +115,11 @@ pub fn node_task<'t>(truth: &'t GroundTruth, node: &str, operation_id: Option<&s
             }
         }
     }
-    truth.tasks.iter().find(|(_, t)| t.call_node == node).map(|(id, t)| (id.as_str(), t))
+    truth
+        .tasks
+        .iter()
+        .find(|(_, t)| t.call_node == node)
+        .map(|(id, t)| (id.as_str(), t))
 }
 
 /// One executor process: (epoch, incarnation).
@@ -113,7 +128,11 @@ pub type ExecId = (u64, u32);
 /// Each observation in trace order with its time and executor.
 pub fn observations(trace: &Trace) -> impl Iterator<Item = (u64, ExecId, &Observation)> {
     trace.events.iter().filter_map(|e| match &e.what {
-        What::Exec { epoch, incarnation, obs } => Some((e.t_ms, (*epoch, *incarnation), obs)),
+        What::Exec {
+            epoch,
+            incarnation,
+            obs,
+        } => Some((e.t_ms, (*epoch, *incarnation), obs)),
         _ => None,
     })
 }
@@ -163,9 +182,19 @@ mod tests {
 
     #[test]
     fn event_names_are_the_cores() {
-        let reply = Reply::RateLimited { retry_after_ms: Some(1) };
-        let ev = Event::Reply { kind: RequestKind::Poll, seq: 1, epoch: 1, reply: reply.clone() };
-        assert_eq!(ev.name(), reply_event(RequestKind::Poll.name(), reply.name()));
+        let reply = Reply::RateLimited {
+            retry_after_ms: Some(1),
+        };
+        let ev = Event::Reply {
+            kind: RequestKind::Poll,
+            seq: 1,
+            epoch: 1,
+            reply: reply.clone(),
+        };
+        assert_eq!(
+            ev.name(),
+            reply_event(RequestKind::Poll.name(), reply.name())
+        );
         assert_eq!(Event::Resume.name(), RESUME_EVENT);
     }
 }

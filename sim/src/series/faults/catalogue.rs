@@ -96,7 +96,10 @@ impl FaultKind {
     ];
 
     pub fn name(self) -> String {
-        serde_json::to_value(self).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default()
+        serde_json::to_value(self)
+            .ok()
+            .and_then(|v| v.as_str().map(String::from))
+            .unwrap_or_default()
     }
 
     pub fn from_name(name: &str) -> Option<FaultKind> {
@@ -135,7 +138,10 @@ use FaultKind as F;
 /// carries the JSON-RPC id.
 const MCP_2025_11_25: &[Cell] = &[
     c(F::LostResponseAfterCreation, &[Submitting]),
-    c(F::LostRequest, &[Submitting, Working, InputRequired, FetchingResult]),
+    c(
+        F::LostRequest,
+        &[Submitting, Working, InputRequired, FetchingResult],
+    ),
     c(F::PollsOutOfOrder, &[Working]),
     c(F::InputRequiredReplay, &[InputRequired]),
     c(F::CompletionCancelRace, &[CancelRequested]),
@@ -149,7 +155,10 @@ const MCP_2025_11_25: &[Cell] = &[
     c(F::Poll429, &[Working, InputRequired, FetchingResult]),
     c(F::Poll503, &[Working, InputRequired, FetchingResult]),
     c(F::ConnectionDrop, &[Working]),
-    c(F::ExecutorCrash, &[Submitting, Working, InputRequired, FetchingResult]),
+    c(
+        F::ExecutorCrash,
+        &[Submitting, Working, InputRequired, FetchingResult],
+    ),
     c(F::ServerDeletesRunningTask, &[Working, InputRequired]),
     c(F::Rollback, &[Working]),
     c(F::ApprovalReplay, &[InputRequired]),
@@ -199,7 +208,10 @@ const AIP_151: &[Cell] = &[
     c(F::OldEpochMessage, &[Working]),
     c(F::TaskIdMisuse, &[Working, FetchingResult]),
     c(F::NotFoundBeforeExpiry, &[Working, FetchingResult]),
-    c(F::NotFoundAfterExpiry, &[Working, CancelRequested, FetchingResult]),
+    c(
+        F::NotFoundAfterExpiry,
+        &[Working, CancelRequested, FetchingResult],
+    ),
     c(F::Poll429, &[Working, FetchingResult]),
     c(F::Poll503, &[Working, FetchingResult]),
     c(F::ConnectionDrop, &[Working]),
@@ -225,7 +237,10 @@ pub fn expresses(p: Protocol, f: FaultKind) -> bool {
 
 /// The states `f` meets on `p` (empty if `p` cannot express `f`).
 pub fn reachable(p: Protocol, f: FaultKind) -> &'static [LocalState] {
-    row(p).iter().find(|c| c.fault == f).map_or(&[], |c| c.states)
+    row(p)
+        .iter()
+        .find(|c| c.fault == f)
+        .map_or(&[], |c| c.states)
 }
 
 #[cfg(test)]
@@ -236,16 +251,33 @@ mod tests {
     fn names_round_trip_and_every_row_is_sound() {
         for f in FaultKind::ALL {
             assert_eq!(FaultKind::from_name(&f.name()), Some(f));
-            assert!(Protocol::ALL.iter().any(|&p| expresses(p, f)), "{} is expressed nowhere", f.name());
+            assert!(
+                Protocol::ALL.iter().any(|&p| expresses(p, f)),
+                "{} is expressed nowhere",
+                f.name()
+            );
         }
         assert_eq!(FaultKind::from_name("no_such_fault"), None);
         for p in Protocol::ALL {
             let row = row(p);
             for (i, cell) in row.iter().enumerate() {
-                assert!(!cell.states.is_empty(), "{p}: {} has no reachable state", cell.fault.name());
-                assert!(row[..i].iter().all(|o| o.fault != cell.fault), "{p}: {} listed twice", cell.fault.name());
+                assert!(
+                    !cell.states.is_empty(),
+                    "{p}: {} has no reachable state",
+                    cell.fault.name()
+                );
+                assert!(
+                    row[..i].iter().all(|o| o.fault != cell.fault),
+                    "{p}: {} listed twice",
+                    cell.fault.name()
+                );
                 if let Some(src) = cell.fault.follows_from() {
-                    assert!(expresses(p, src), "{p}: {} follows from {}, which it cannot express", cell.fault.name(), src.name());
+                    assert!(
+                        expresses(p, src),
+                        "{p}: {} follows from {}, which it cannot express",
+                        cell.fault.name(),
+                        src.name()
+                    );
                 }
             }
         }
@@ -253,11 +285,22 @@ mod tests {
 
     #[test]
     fn what_each_wire_format_cannot_carry_is_left_out() {
-        for f in [F::InputRequiredReplay, F::ApprovalReplay, F::ReplyToOtherExchange] {
+        for f in [
+            F::InputRequiredReplay,
+            F::ApprovalReplay,
+            F::ReplyToOtherExchange,
+        ] {
             assert!(!expresses(Protocol::Aip151, f), "{}", f.name());
-            assert!(expresses(Protocol::Mcp20251125, f) && expresses(Protocol::McpTasksExt, f), "{}", f.name());
+            assert!(
+                expresses(Protocol::Mcp20251125, f) && expresses(Protocol::McpTasksExt, f),
+                "{}",
+                f.name()
+            );
         }
         assert_eq!(row(Protocol::Mcp20251125).len(), FaultKind::ALL.len());
-        assert_eq!(reachable(Protocol::Aip151, F::ApprovalReplay), &[] as &[LocalState]);
+        assert_eq!(
+            reachable(Protocol::Aip151, F::ApprovalReplay),
+            &[] as &[LocalState]
+        );
     }
 }

@@ -20,7 +20,11 @@ pub struct FaultProfile {
 impl FaultProfile {
     /// Swarm testing: each configured fault is on with `enable_rate`, at a rate drawn in
     /// [0, configured max]. A series thus tests a few faults hard rather than all of them thinly.
-    pub fn draw(max_rates: &BTreeMap<FaultKind, f64>, enable_rate: f64, rng: &mut ChaCha8Rng) -> FaultProfile {
+    pub fn draw(
+        max_rates: &BTreeMap<FaultKind, f64>,
+        enable_rate: f64,
+        rng: &mut ChaCha8Rng,
+    ) -> FaultProfile {
         let mut rates = BTreeMap::new();
         for (&f, &max) in max_rates {
             let on = rng.gen_bool(enable_rate);
@@ -40,7 +44,11 @@ impl FaultProfile {
         if self.rates.is_empty() {
             return "none".into();
         }
-        self.rates.iter().map(|(f, r)| format!("{}={r:.3}", f.name())).collect::<Vec<_>>().join(" ")
+        self.rates
+            .iter()
+            .map(|(f, r)| format!("{}={r:.3}", f.name()))
+            .collect::<Vec<_>>()
+            .join(" ")
     }
 }
 
@@ -86,9 +94,23 @@ impl FaultPlan {
         FaultPlan::with_mode(profile, rng, safety_until_ms, PlanMode::Draw)
     }
 
-    pub fn with_mode(profile: FaultProfile, mut rng: ChaCha8Rng, safety_until_ms: u64, mode: PlanMode) -> FaultPlan {
+    pub fn with_mode(
+        profile: FaultProfile,
+        mut rng: ChaCha8Rng,
+        safety_until_ms: u64,
+        mode: PlanMode,
+    ) -> FaultPlan {
         let key = rng.gen();
-        FaultPlan { profile, rng, key, decisions: 0, safety_until_ms, mode, asks: BTreeMap::new(), fired: vec![] }
+        FaultPlan {
+            profile,
+            rng,
+            key,
+            decisions: 0,
+            safety_until_ms,
+            mode,
+            asks: BTreeMap::new(),
+            fired: vec![],
+        }
     }
 
     /// A uniform draw in [0, 1) for the `ask`-th ask of `fault`, keyed by the series, not by
@@ -96,7 +118,9 @@ impl FaultPlan {
     /// faults or the executor's settings did (common random numbers for `tune`, stable asks for
     /// `shrink`).
     fn keyed_uniform(&self, fault: FaultKind, ask: u64) -> f64 {
-        let mut z = self.key ^ (fault as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ ask.wrapping_mul(0xD1B5_4A32_D192_ED03);
+        let mut z = self.key
+            ^ (fault as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+            ^ ask.wrapping_mul(0xD1B5_4A32_D192_ED03);
         // SplitMix64 finaliser: every input bit moves every output bit.
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
         z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
@@ -136,7 +160,12 @@ impl FaultPlan {
         let ask = self.asks.entry(fault).or_insert(0);
         *ask += 1;
         if fires {
-            self.fired.push(Firing { fault, ask: *ask, decision: Some(self.decisions), t_ms: Some(now_ms) });
+            self.fired.push(Firing {
+                fault,
+                ask: *ask,
+                decision: Some(self.decisions),
+                t_ms: Some(now_ms),
+            });
         }
         fires.then_some(self.decisions)
     }
@@ -162,7 +191,10 @@ impl FaultPlan {
 
     /// Take the record of firings and asks out of the plan (at the end of a series).
     pub fn take_record(&mut self) -> (Vec<Firing>, BTreeMap<FaultKind, u64>) {
-        (std::mem::take(&mut self.fired), std::mem::take(&mut self.asks))
+        (
+            std::mem::take(&mut self.fired),
+            std::mem::take(&mut self.asks),
+        )
     }
 }
 
@@ -174,8 +206,15 @@ mod plan_tests {
     use crate::series::faults::schedule::{Schedule, ScheduleSize};
 
     fn plan(mode: PlanMode) -> FaultPlan {
-        let rates = [(FaultKind::LostRequest, 0.3), (FaultKind::Poll429, 0.5)].into_iter().collect();
-        FaultPlan::with_mode(FaultProfile { rates }, ChaCha8Rng::seed_from_u64(7), 1_000, mode)
+        let rates = [(FaultKind::LostRequest, 0.3), (FaultKind::Poll429, 0.5)]
+            .into_iter()
+            .collect();
+        FaultPlan::with_mode(
+            FaultProfile { rates },
+            ChaCha8Rng::seed_from_u64(7),
+            1_000,
+            mode,
+        )
     }
 
     /// The asks of a made-up series: (fault, time), some after the safety phase.
@@ -192,7 +231,9 @@ mod plan_tests {
     ];
 
     fn run(p: &mut FaultPlan) -> Vec<(Option<u64>, u64)> {
-        ASKS.iter().map(|&(f, t)| (p.fire(f, t), p.draw(0, 1 << 40))).collect()
+        ASKS.iter()
+            .map(|&(f, t)| (p.fire(f, t), p.draw(0, 1 << 40)))
+            .collect()
     }
 
     #[test]
@@ -212,11 +253,20 @@ mod plan_tests {
 
     #[test]
     fn replay_fires_exactly_the_schedule_even_for_a_fault_the_profile_has_off() {
-        let set = [(FaultKind::LostRequest, 2), (FaultKind::ConnectionDrop, 1), (FaultKind::Poll429, 9)].into_iter().collect();
+        let set = [
+            (FaultKind::LostRequest, 2),
+            (FaultKind::ConnectionDrop, 1),
+            (FaultKind::Poll429, 9),
+        ]
+        .into_iter()
+        .collect();
         let mut p = plan(PlanMode::Replay(set));
         run(&mut p);
         let fired: Vec<(FaultKind, u64)> = p.firings().iter().map(|f| (f.fault, f.ask)).collect();
-        assert_eq!(fired, [(FaultKind::ConnectionDrop, 1), (FaultKind::LostRequest, 2)]);
+        assert_eq!(
+            fired,
+            [(FaultKind::ConnectionDrop, 1), (FaultKind::LostRequest, 2)]
+        );
     }
 
     #[test]
@@ -230,10 +280,25 @@ mod plan_tests {
             server_deletes_running_task: true,
             short_ttl_ms: Some(30_000),
             nodes: Some(vec!["n000".into(), "n003".into()]),
-            shrunk_from: Some(ScheduleSize { firings: 12, nodes: 6, rollback: true, server_deletes_running_task: true }),
+            shrunk_from: Some(ScheduleSize {
+                firings: 12,
+                nodes: 6,
+                rollback: true,
+                server_deletes_running_task: true,
+            }),
             firings: vec![
-                Firing { fault: FaultKind::Poll429, ask: 3, decision: Some(8), t_ms: Some(100) },
-                Firing { fault: FaultKind::LostRequest, ask: 1, decision: None, t_ms: None },
+                Firing {
+                    fault: FaultKind::Poll429,
+                    ask: 3,
+                    decision: Some(8),
+                    t_ms: Some(100),
+                },
+                Firing {
+                    fault: FaultKind::LostRequest,
+                    ask: 1,
+                    decision: None,
+                    t_ms: None,
+                },
             ],
         };
         let text = s.to_toml().unwrap();
@@ -241,8 +306,14 @@ mod plan_tests {
         // The minimal hand-written file: everything off, every node.
         let min = Schedule::from_toml("scenario = \"a.toml\"\nseed = 1\n").unwrap();
         assert!(min.firings.is_empty() && !min.rollback && min.nodes.is_none());
-        assert!(Schedule::from_toml("scenario = \"a\"\nseed = 1\n[[firing]]\nfault = \"lost_request\"\nask = 0\n").is_err());
-        assert!(Schedule::from_toml("scenario = \"a\"\nseed = 1\n[[firing]]\nfault = \"no_such\"\nask = 1\n").is_err());
+        assert!(Schedule::from_toml(
+            "scenario = \"a\"\nseed = 1\n[[firing]]\nfault = \"lost_request\"\nask = 0\n"
+        )
+        .is_err());
+        assert!(Schedule::from_toml(
+            "scenario = \"a\"\nseed = 1\n[[firing]]\nfault = \"no_such\"\nask = 1\n"
+        )
+        .is_err());
         assert!(Schedule::from_toml("scenario = \"a\"\nseed = 1\nsurprise = 2\n").is_err());
     }
 }
@@ -254,7 +325,12 @@ mod plan_props {
 
     use super::*;
 
-    const KINDS: [FaultKind; 4] = [FaultKind::LostRequest, FaultKind::Poll429, FaultKind::ExecutorCrash, FaultKind::ConnectionDrop];
+    const KINDS: [FaultKind; 4] = [
+        FaultKind::LostRequest,
+        FaultKind::Poll429,
+        FaultKind::ExecutorCrash,
+        FaultKind::ConnectionDrop,
+    ];
 
     proptest! {
         /// Any sequence of asks: replaying what `Draw` recorded gives the same firings, decision

@@ -113,7 +113,8 @@ impl Schedule {
 
     /// The file form: a comment header, then TOML.
     pub fn to_toml(&self) -> Result<String, String> {
-        let body = toml::to_string(self).map_err(|e| format!("cannot serialise the schedule: {e}"))?;
+        let body =
+            toml::to_string(self).map_err(|e| format!("cannot serialise the schedule: {e}"))?;
         Ok(format!(
             "# toolop-sim fault schedule. Replay: toolop-sim replay --schedule <this file>\n\
              # A fault fires iff its (fault, ask) is listed: ask = the n-th time (from 1) the series\n\
@@ -130,21 +131,27 @@ impl Schedule {
                 return Err(format!("firing {}: ask counts from 1", f.fault.name()));
             }
             if !seen.insert((f.fault, f.ask)) {
-                return Err(format!("firing {} ask {} is listed twice", f.fault.name(), f.ask));
+                return Err(format!(
+                    "firing {} ask {} is listed twice",
+                    f.fault.name(),
+                    f.ask
+                ));
             }
         }
         Ok(s)
     }
 
     pub fn load(path: &std::path::Path) -> Result<Schedule, String> {
-        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
         Schedule::from_toml(&text).map_err(|e| format!("{}: {e}", path.display()))
     }
 
     pub fn save(&self, path: &std::path::Path) -> Result<(), String> {
         let text = self.to_toml()?;
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+            std::fs::create_dir_all(dir)
+                .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
         }
         std::fs::write(path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))
     }

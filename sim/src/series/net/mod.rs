@@ -98,8 +98,20 @@ pub type SharedNet = Arc<Mutex<Net>>;
 
 impl Net {
     pub fn new(ctx: NetCtx, to_server: Vec<mpsc::UnboundedSender<Delivery>>) -> Net {
-        let expressible = ctx.lanes.iter().map(|&p| catalogue::row(p).iter().map(|c| c.fault).collect()).collect();
-        Net { ctx, to_server, conns: BTreeMap::new(), newest_epoch: 0, inflight: BTreeMap::new(), history: BTreeMap::new(), expressible }
+        let expressible = ctx
+            .lanes
+            .iter()
+            .map(|&p| catalogue::row(p).iter().map(|c| c.fault).collect())
+            .collect();
+        Net {
+            ctx,
+            to_server,
+            conns: BTreeMap::new(),
+            newest_epoch: 0,
+            inflight: BTreeMap::new(),
+            history: BTreeMap::new(),
+            expressible,
+        }
     }
 
     /// Drop every channel end the network holds. Tasks still parked on those channels when a
@@ -131,7 +143,13 @@ impl Net {
     }
 
     /// [`Net::fire`], with the detail worked out (and its shape drawn) only once it fires.
-    fn fire_with(&self, lane: usize, fault: FaultKind, node: Option<&str>, detail: impl FnOnce(&Net) -> FaultDetail) -> bool {
+    fn fire_with(
+        &self,
+        lane: usize,
+        fault: FaultKind,
+        node: Option<&str>,
+        detail: impl FnOnce(&Net) -> FaultDetail,
+    ) -> bool {
         if !self.expressible[lane].contains(&fault) {
             return false;
         }
@@ -144,16 +162,46 @@ impl Net {
         true
     }
 
-    fn record_fault(&self, decision: u64, fault: FaultKind, node: Option<&str>, detail: FaultDetail) {
+    fn record_fault(
+        &self,
+        decision: u64,
+        fault: FaultKind,
+        node: Option<&str>,
+        detail: FaultDetail,
+    ) {
         let now = self.now_ms();
         let mut trace = self.ctx.trace.lock().expect("trace lock");
         let state = node.and_then(|n| trace.state_of(n));
-        trace.push(now, What::Fault { decision, fault, node: node.map(String::from), state, detail });
+        trace.push(
+            now,
+            What::Fault {
+                decision,
+                fault,
+                node: node.map(String::from),
+                state,
+                detail,
+            },
+        );
     }
 
-    fn record(&self, dir: Dir, exchange: ExchangeKind, node: Option<&str>, request_id: Option<u64>, bytes: usize, verdict: NetVerdict) {
+    fn record(
+        &self,
+        dir: Dir,
+        exchange: ExchangeKind,
+        node: Option<&str>,
+        request_id: Option<u64>,
+        bytes: usize,
+        verdict: NetVerdict,
+    ) {
         let now = self.now_ms();
-        let what = What::Net { dir, exchange, node: node.map(String::from), request_id, bytes, verdict };
+        let what = What::Net {
+            dir,
+            exchange,
+            node: node.map(String::from),
+            request_id,
+            bytes,
+            verdict,
+        };
         self.ctx.trace.lock().expect("trace lock").push(now, what);
     }
 
@@ -163,7 +211,11 @@ impl Net {
         let mut n = net.lock().expect("net lock");
         n.newest_epoch = n.newest_epoch.max(epoch);
         n.conns.insert(conn, Conn { tx, lane, epoch });
-        SimTransport { net: net.clone(), conn, rx }
+        SimTransport {
+            net: net.clone(),
+            conn,
+            rx,
+        }
     }
 
     /// Close a connection: frames in flight to it are lost, as on a real dropped socket, and
@@ -175,7 +227,11 @@ impl Net {
 
     /// The newest open connection of a lane: where its server sends what it initiates.
     pub fn latest_connection(&self, lane: usize) -> Option<u32> {
-        self.conns.iter().rev().find(|(_, c)| c.lane == lane).map(|(&id, _)| id)
+        self.conns
+            .iter()
+            .rev()
+            .find(|(_, c)| c.lane == lane)
+            .map(|(&id, _)| id)
     }
 
     /// A frame from an executor: decoded by the lane's codec, judged, carried (or not).
@@ -196,30 +252,83 @@ impl Net {
             };
             (decoded, node, key, task)
         };
-        let node = node.or_else(|| key.and_then(|k| self.ctx.directory.lock().expect("directory lock").get(&k).cloned()));
+        let node = node.or_else(|| {
+            key.and_then(|k| {
+                self.ctx
+                    .directory
+                    .lock()
+                    .expect("directory lock")
+                    .get(&k)
+                    .cloned()
+            })
+        });
         let exchange = decoded.exchange;
         if let Some(call) = decoded.call {
-            self.inflight.insert((lane, call), Inflight { conn, exchange, node: node.clone(), task });
+            self.inflight.insert(
+                (lane, call),
+                Inflight {
+                    conn,
+                    exchange,
+                    node: node.clone(),
+                    task,
+                },
+            );
         }
         match self.request_verdict(lane, &decoded, node.as_deref()) {
             Verdict::Reply(response) => {
-                let call = decoded.call.expect("only requests awaiting a reply get one from a replica");
+                let call = decoded
+                    .call
+                    .expect("only requests awaiting a reply get one from a replica");
                 let (status, retry_after_ms) = match &response {
-                    Response::Throttled { throttle, retry_after_ms } => (throttle.http_status(), Some(*retry_after_ms)),
+                    Response::Throttled {
+                        throttle,
+                        retry_after_ms,
+                    } => (throttle.http_status(), Some(*retry_after_ms)),
                     _ => (404, None),
                 };
-                self.record(Dir::ToServer, exchange, node.as_deref(), request_id, bytes, NetVerdict::Replica { status, retry_after_ms });
+                self.record(
+                    Dir::ToServer,
+                    exchange,
+                    node.as_deref(),
+                    request_id,
+                    bytes,
+                    NetVerdict::Replica {
+                        status,
+                        retry_after_ms,
+                    },
+                );
                 self.inflight.remove(&(lane, call));
-                let frame = self.ctx.servers[lane].lock().expect("server lock").encode_reply(call, &response, &Default::default());
+                let frame = self.ctx.servers[lane]
+                    .lock()
+                    .expect("server lock")
+                    .encode_reply(call, &response, &Default::default());
                 let latency = self.latency();
                 self.deliver_to(conn, frame, latency);
             }
-            Verdict::Drop => self.record(Dir::ToServer, exchange, node.as_deref(), request_id, bytes, NetVerdict::Lost),
+            Verdict::Drop => self.record(
+                Dir::ToServer,
+                exchange,
+                node.as_deref(),
+                request_id,
+                bytes,
+                NetVerdict::Lost,
+            ),
             _ => {
-                self.record(Dir::ToServer, exchange, node.as_deref(), request_id, bytes, NetVerdict::Deliver);
+                self.record(
+                    Dir::ToServer,
+                    exchange,
+                    node.as_deref(),
+                    request_id,
+                    bytes,
+                    NetVerdict::Deliver,
+                );
                 if let Some(tx) = self.to_server.get(lane).cloned() {
                     let latency = self.latency();
-                    let delivery = Delivery { conn, decoded, node: node.clone() };
+                    let delivery = Delivery {
+                        conn,
+                        decoded,
+                        node: node.clone(),
+                    };
                     tokio::spawn(async move {
                         tokio::time::sleep(Duration::from_millis(latency)).await;
                         // The server outlives every delivery in a series; a send after it ends is moot.
@@ -228,7 +337,12 @@ impl Net {
                 }
             }
         }
-        if self.fire(lane, FaultKind::ConnectionDrop, node.as_deref(), FaultDetail::Exchange { exchange }) {
+        if self.fire(
+            lane,
+            FaultKind::ConnectionDrop,
+            node.as_deref(),
+            FaultDetail::Exchange { exchange },
+        ) {
             self.disconnect(conn);
         }
         Ok(())
@@ -241,25 +355,41 @@ impl Net {
         let Some(inflight) = self.inflight.remove(&(lane, call)) else {
             // Nobody waits for it (the request's connection record is gone): encode to close
             // the codec's books, carry nothing.
-            let _ = self.ctx.servers[lane].lock().expect("server lock").encode_reply(call, &response, &Default::default());
+            let _ = self.ctx.servers[lane]
+                .lock()
+                .expect("server lock")
+                .encode_reply(call, &response, &Default::default());
             return None;
         };
         let caps = self.ctx.servers[lane].lock().expect("server lock").caps();
         let info = rules::ReplyInfo::of(inflight.exchange, &response, caps);
         let v = self.reply_verdict(lane, call, &inflight, &info);
         let mut v = v;
-        let mut frame = self.ctx.servers[lane].lock().expect("server lock").encode_reply(call, &response, &v.shape);
+        let mut frame = self.ctx.servers[lane]
+            .lock()
+            .expect("server lock")
+            .encode_reply(call, &response, &v.shape);
         if v.cut_bytes && frame.body.len() >= 2 {
             let to_bytes = self.draw(1, frame.body.len() as u64 - 1) as usize;
             frame.body.truncate(to_bytes);
             v.verdict = NetVerdict::Truncated { to_bytes };
         }
         let node = inflight.node.as_deref();
-        self.record(Dir::ToExecutor, inflight.exchange, node, frame.request_id, frame.body.len(), v.verdict.clone());
+        self.record(
+            Dir::ToExecutor,
+            inflight.exchange,
+            node,
+            frame.request_id,
+            frame.body.len(),
+            v.verdict.clone(),
+        );
         if v.verdict == NetVerdict::Lost {
             return None;
         }
-        let intact = matches!(v.verdict, NetVerdict::Deliver | NetVerdict::Held { .. } | NetVerdict::Duplicated { .. });
+        let intact = matches!(
+            v.verdict,
+            NetVerdict::Deliver | NetVerdict::Held { .. } | NetVerdict::Duplicated { .. }
+        );
         let request_id = frame.request_id.filter(|_| intact);
         self.note_old_epoch(lane, inflight.conn, node);
         self.copy_to_old_epoch(lane, inflight.conn, inflight.exchange, node, &frame);
@@ -274,7 +404,12 @@ impl Net {
             if past.len() >= HISTORY_PER_NODE {
                 past.remove(0);
             }
-            past.push(Past { conn: inflight.conn, epoch, exchange: inflight.exchange, frame });
+            past.push(Past {
+                conn: inflight.conn,
+                epoch,
+                exchange: inflight.exchange,
+                frame,
+            });
         }
         self.late_duplicates(lane);
         request_id
@@ -282,16 +417,38 @@ impl Net {
 
     /// Something the server of `lane` sends unasked (an input request, a status notification):
     /// to the lane's newest connection.
-    pub fn push(&mut self, lane: usize, frame: InFrame, exchange: ExchangeKind, node: Option<String>) {
-        let Some(conn) = self.latest_connection(lane) else { return };
+    pub fn push(
+        &mut self,
+        lane: usize,
+        frame: InFrame,
+        exchange: ExchangeKind,
+        node: Option<String>,
+    ) {
+        let Some(conn) = self.latest_connection(lane) else {
+            return;
+        };
         let mut verdict = NetVerdict::Deliver;
         let mut again = None;
-        if exchange == ExchangeKind::ServerRequest && self.fire(lane, FaultKind::InputRequiredReplay, node.as_deref(), FaultDetail::Exchange { exchange }) {
+        if exchange == ExchangeKind::ServerRequest
+            && self.fire(
+                lane,
+                FaultKind::InputRequiredReplay,
+                node.as_deref(),
+                FaultDetail::Exchange { exchange },
+            )
+        {
             let after_ms = self.draw(1_000, 30_000);
             verdict = NetVerdict::Duplicated { after_ms };
             again = Some(after_ms);
         }
-        self.record(Dir::ToExecutor, exchange, node.as_deref(), None, frame.body.len(), verdict);
+        self.record(
+            Dir::ToExecutor,
+            exchange,
+            node.as_deref(),
+            None,
+            frame.body.len(),
+            verdict,
+        );
         self.note_old_epoch(lane, conn, node.as_deref());
         self.copy_to_old_epoch(lane, conn, exchange, node.as_deref(), &frame);
         if let Some(after_ms) = again {
@@ -304,9 +461,15 @@ impl Net {
     /// A message reaching an executor of an older epoch than the newest one: the old-epoch
     /// fault, which follows from a rollback.
     fn note_old_epoch(&self, lane: usize, conn: u32, node: Option<&str>) {
-        let old = self.conns.get(&conn).is_some_and(|c| c.epoch < self.newest_epoch);
+        let old = self
+            .conns
+            .get(&conn)
+            .is_some_and(|c| c.epoch < self.newest_epoch);
         if old && self.expressible[lane].contains(&FaultKind::OldEpochMessage) {
-            let epochs = FaultDetail::Epochs { from: self.conns[&conn].epoch, to: self.newest_epoch };
+            let epochs = FaultDetail::Epochs {
+                from: self.conns[&conn].epoch,
+                to: self.newest_epoch,
+            };
             self.record_fault(0, FaultKind::OldEpochMessage, node, epochs);
         }
     }
@@ -314,23 +477,51 @@ impl Net {
     /// The old-epoch fault: while an executor of an older epoch lingers after a rollback, a
     /// message for the newest one may reach it as well (a callback or reply routed to the old
     /// process). It must refuse it.
-    fn copy_to_old_epoch(&self, lane: usize, conn: u32, exchange: ExchangeKind, node: Option<&str>, frame: &InFrame) {
-        if self.conns.get(&conn).is_none_or(|c| c.epoch < self.newest_epoch) {
+    fn copy_to_old_epoch(
+        &self,
+        lane: usize,
+        conn: u32,
+        exchange: ExchangeKind,
+        node: Option<&str>,
+        frame: &InFrame,
+    ) {
+        if self
+            .conns
+            .get(&conn)
+            .is_none_or(|c| c.epoch < self.newest_epoch)
+        {
             return;
         }
-        let Some(old) = self.conns.iter().find(|(_, c)| c.lane == lane && c.epoch < self.newest_epoch).map(|(&id, c)| (id, c.epoch)) else {
+        let Some(old) = self
+            .conns
+            .iter()
+            .find(|(_, c)| c.lane == lane && c.epoch < self.newest_epoch)
+            .map(|(&id, c)| (id, c.epoch))
+        else {
             return;
         };
-        let epochs = FaultDetail::Epochs { from: old.1, to: self.newest_epoch };
+        let epochs = FaultDetail::Epochs {
+            from: old.1,
+            to: self.newest_epoch,
+        };
         if self.fire(lane, FaultKind::OldEpochMessage, node, epochs) {
-            self.record(Dir::ToExecutor, exchange, node, frame.request_id, frame.body.len(), NetVerdict::ToOldEpoch);
+            self.record(
+                Dir::ToExecutor,
+                exchange,
+                node,
+                frame.request_id,
+                frame.body.len(),
+                NetVerdict::ToOldEpoch,
+            );
             let latency = self.latency();
             self.deliver_to(old.0, frame.clone(), latency);
         }
     }
 
     fn deliver_to(&self, conn: u32, frame: InFrame, delay_ms: u64) {
-        let Some(tx) = self.conns.get(&conn).map(|c| c.tx.clone()) else { return };
+        let Some(tx) = self.conns.get(&conn).map(|c| c.tx.clone()) else {
+            return;
+        };
         tokio::spawn(async move {
             tokio::time::sleep(Duration::from_millis(delay_ms)).await;
             let _ = tx.send(frame);
