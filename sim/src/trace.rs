@@ -308,6 +308,28 @@ impl Trace {
         }
     }
 
+    /// A fault firing at `t_ms`, meeting `node` in the state the trace shows for it now.
+    pub fn push_fault(
+        &mut self,
+        t_ms: u64,
+        decision: u64,
+        fault: FaultKind,
+        node: Option<&str>,
+        detail: FaultDetail,
+    ) {
+        let state = node.and_then(|n| self.state_of(n));
+        self.push(
+            t_ms,
+            What::Fault {
+                decision,
+                fault,
+                node: node.map(String::from),
+                state,
+                detail,
+            },
+        );
+    }
+
     /// The last local state the trace shows for `node`, if it shows one.
     pub fn state_of(&self, node: &str) -> Option<LocalState> {
         self.states.get(node).copied()

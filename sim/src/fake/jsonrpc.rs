@@ -143,7 +143,57 @@ impl<W> Default for RpcCalls<W> {
     }
 }
 
+/// A client message the codec reads further.
+pub enum Incoming {
+    Request {
+        id: Value,
+        method: String,
+        params: Value,
+    },
+    /// A response to one of the server's requests (an answer to an input request).
+    Response { id: Value, body: Map<String, Value> },
+    /// What the frame already decodes to: a malformed message answered with its JSON-RPC
+    /// error, or a notification ignored.
+    Done(Decoded),
+}
+
+/// A client's answer to a server request: nothing to reply, the service takes it.
+pub fn client_answer(request: Request) -> Decoded {
+    Decoded {
+        exchange: ExchangeKind::Answer,
+        call: None,
+        ask: Ask::Service(request),
+    }
+}
+
 impl<W> RpcCalls<W> {
+    /// Read a client frame.
+    pub fn read(&mut self, frame: &toolop::transport::OutFrame) -> Incoming {
+        match read(&frame.body) {
+            Message::Invalid { id, code, message } => {
+                // A reply to a body nobody can read still belongs to its POST.
+                let request_id = if id.is_null() && code == PARSE_ERROR {
+                    frame.request_id
+                } else {
+                    id.as_u64()
+                };
+                Incoming::Done(self.direct(
+                    ExchangeKind::Other,
+                    id,
+                    request_id,
+                    Direct::Error(code, message),
+                ))
+            }
+            Message::Notification => Incoming::Done(Decoded {
+                exchange: ExchangeKind::Other,
+                call: None,
+                ask: Ask::Nothing,
+            }),
+            Message::Request { id, method, params } => Incoming::Request { id, method, params },
+            Message::Response { id, body } => Incoming::Response { id, body },
+        }
+    }
+
     /// A request the codec answers itself with `d`.
     pub fn direct(
         &mut self,
@@ -282,8 +332,49 @@ pub fn iso8601(ms: u64, micros: bool) -> String {
     }
 }
 
+/// The fields every MCP Task object starts with: id, status, creation and update times
+/// (`micros`: the Python SDK's microsecond spelling).
+pub fn task_head(id: &str, v: &super::codec::TaskView, micros: bool) -> Map<String, Value> {
+    let mut m = Map::new();
+    m.insert("taskId".into(), json!(id));
+    m.insert("status".into(), json!(v.status.as_str()));
+    m.insert("createdAt".into(), json!(iso8601(v.created_at_ms, micros)));
+    m.insert(
+        "lastUpdatedAt".into(),
+        json!(iso8601(v.updated_at_ms, micros)),
+    );
+    m
+}
+
+/// What a `tools/call` names: the tool, the toolop idempotency key, the script in its
+/// arguments; or the `-32602` to answer.
+pub fn call_parts(
+    params: &Value,
+) -> Result<(String, Option<String>, super::script::TaskScript), Direct> {
+    let name = params
+        .get("name")
+        .and_then(Value::as_str)
+        .ok_or_else(|| Direct::Error(INVALID_PARAMS, "Invalid params: missing tool name".into()))?;
+    let key = params
+        .get("_meta")
+        .and_then(|m| m.get(META_IDEMPOTENCY_KEY))
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    let script = super::script::TaskScript::from_arguments(params.get("arguments"))
+        .map_err(|e| Direct::Error(INVALID_PARAMS, e))?;
+    Ok((name.to_string(), key, script))
+}
+
+/// The `tools/list` entries of `tools`; `execution.taskSupport` only where the protocol has it.
+pub fn tool_descriptors(tools: &[super::codec::FakeTool], with_task_support: bool) -> Vec<Value> {
+    tools
+        .iter()
+        .map(|t| tool_descriptor(t, with_task_support))
+        .collect()
+}
+
 /// An MCP tool descriptor; `execution.taskSupport` only where the protocol has it.
-pub fn tool_descriptor(t: &super::codec::FakeTool, with_task_support: bool) -> Value {
+fn tool_descriptor(t: &super::codec::FakeTool, with_task_support: bool) -> Value {
     let mut d = json!({"name": t.name, "inputSchema": {"type": "object"}});
     if let Some(ts) = t.task_support.filter(|_| with_task_support) {
         let word = match ts {

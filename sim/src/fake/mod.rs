@@ -20,6 +20,8 @@ pub mod truth;
 pub mod aip151;
 pub mod mcp_2025_11_25;
 pub mod mcp_tasks_ext;
+#[cfg(test)]
+pub(crate) mod testdrv;
 
 use codec::{Ask, CallId, Codec, CodecCaps, Decoded, FakeTool, Push, Request, Response, Shape};
 use service::{CancelFaults, IdStyle, Out, Reply, ServiceConfig, TaskService};

@@ -179,18 +179,10 @@ impl World {
         detail: FaultDetail,
     ) {
         let now = self.now_ms();
-        let mut trace = self.trace.lock().expect("trace lock");
-        let state = node.and_then(|n| trace.state_of(n));
-        trace.push(
-            now,
-            What::Fault {
-                decision,
-                fault,
-                node: node.map(String::from),
-                state,
-                detail,
-            },
-        );
+        self.trace
+            .lock()
+            .expect("trace lock")
+            .push_fault(now, decision, fault, node, detail);
     }
 
     /// Whether `fault` fires now, on a lane whose protocol can express it; not recorded.

@@ -45,17 +45,7 @@ impl McpCodec {
     fn task_json(&self, view: &TaskView, id: &str) -> Value {
         let profile = self.profile();
         let micros = profile == Profile::PythonSdk;
-        let mut m = Map::new();
-        m.insert("taskId".into(), json!(id));
-        m.insert("status".into(), json!(view.status.as_str()));
-        m.insert(
-            "createdAt".into(),
-            json!(jsonrpc::iso8601(view.created_at_ms, micros)),
-        );
-        m.insert(
-            "lastUpdatedAt".into(),
-            json!(jsonrpc::iso8601(view.updated_at_ms, micros)),
-        );
+        let mut m = jsonrpc::task_head(id, view, micros);
         match (view.ttl_ms, profile) {
             (Some(ttl), _) => {
                 m.insert("ttl".into(), json!(ttl));

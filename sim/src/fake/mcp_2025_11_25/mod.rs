@@ -34,11 +34,8 @@ use serde_json::{json, Value};
 use toolop::protocol::TaskSupport;
 use toolop::transport::OutFrame;
 
-use crate::fake::codec::{
-    AnswerItem, Ask, Decoded, ExchangeKind, FakeTool, Request, RunAs, Submit,
-};
-use crate::fake::jsonrpc::{self, Direct, Message, RpcCalls, INVALID_PARAMS, METHOD_NOT_FOUND};
-use crate::fake::script::TaskScript;
+use crate::fake::codec::{AnswerItem, Decoded, ExchangeKind, FakeTool, Request, RunAs, Submit};
+use crate::fake::jsonrpc::{self, Direct, Incoming, RpcCalls, INVALID_PARAMS, METHOD_NOT_FOUND};
 use crate::fake::truth::AnswerAction;
 
 mod encode;
@@ -147,16 +144,6 @@ impl McpCodec {
         self.cfg.profile
     }
 
-    fn direct(
-        &mut self,
-        exchange: ExchangeKind,
-        id: Value,
-        request_id: Option<u64>,
-        d: Direct,
-    ) -> Decoded {
-        self.calls.direct(exchange, id, request_id, d)
-    }
-
     fn service(
         &mut self,
         exchange: ExchangeKind,
@@ -182,7 +169,9 @@ impl McpCodec {
                 .map(str::to_string)
             else {
                 let (code, msg) = texts::missing_task_id(self.profile());
-                return self.direct(exchange, id, rid, Direct::Error(code, msg));
+                return self
+                    .calls
+                    .direct(exchange, id, rid, Direct::Error(code, msg));
             };
             let request = match m {
                 TasksMethod::Get => Request::Poll { task: task.clone() },
@@ -194,12 +183,15 @@ impl McpCodec {
         match method {
             "initialize" => {
                 let d = Direct::Result(self.initialize());
-                self.direct(ExchangeKind::Handshake, id, rid, d)
+                self.calls.direct(ExchangeKind::Handshake, id, rid, d)
             }
-            "ping" => self.direct(ExchangeKind::Handshake, id, rid, Direct::Result(json!({}))),
+            "ping" => {
+                self.calls
+                    .direct(ExchangeKind::Handshake, id, rid, Direct::Result(json!({})))
+            }
             "tools/list" => {
                 let d = Direct::Result(self.tools_list());
-                self.direct(ExchangeKind::Handshake, id, rid, d)
+                self.calls.direct(ExchangeKind::Handshake, id, rid, d)
             }
             "tools/call" => self.tools_call(id, params),
             "tasks/list" => {
@@ -221,13 +213,13 @@ impl McpCodec {
                             .map(str::to_string);
                         if let (Profile::SpecStrict, Some(c)) = (self.profile(), &cursor) {
                             let d = Direct::Error(INVALID_PARAMS, format!("Invalid cursor: {c}"));
-                            return self.direct(ExchangeKind::List, id, rid, d);
+                            return self.calls.direct(ExchangeKind::List, id, rid, d);
                         }
                         self.service(ExchangeKind::List, id, What::List { cursor }, Request::List)
                     }
                 }
             }
-            _ => self.direct(
+            _ => self.calls.direct(
                 ExchangeKind::Other,
                 id,
                 rid,
@@ -260,12 +252,7 @@ impl McpCodec {
     }
 
     fn tools_list(&self) -> Value {
-        let tools: Vec<Value> = self
-            .cfg
-            .tools
-            .iter()
-            .map(|t| jsonrpc::tool_descriptor(t, true))
-            .collect();
+        let tools = jsonrpc::tool_descriptors(&self.cfg.tools, true);
         json!({ "tools": tools })
     }
 
@@ -273,28 +260,12 @@ impl McpCodec {
         let profile = self.profile();
         let rid = id.as_u64();
         let refuse =
-            |me: &mut Self, id: Value, d: Direct| me.direct(ExchangeKind::Submit, id, rid, d);
-        let Some(name) = params
-            .get("name")
-            .and_then(Value::as_str)
-            .map(str::to_string)
-        else {
-            return refuse(
-                self,
-                id,
-                Direct::Error(INVALID_PARAMS, "Invalid params: missing tool name".into()),
-            );
+            |me: &mut Self, id: Value, d: Direct| me.calls.direct(ExchangeKind::Submit, id, rid, d);
+        let (name, key, script) = match jsonrpc::call_parts(params) {
+            Ok(parts) => parts,
+            Err(d) => return refuse(self, id, d),
         };
         let task_param = params.get("task").filter(|t| !t.is_null());
-        let key = params
-            .get("_meta")
-            .and_then(|m| m.get(jsonrpc::META_IDEMPOTENCY_KEY))
-            .and_then(Value::as_str)
-            .map(str::to_string);
-        let script = match TaskScript::from_arguments(params.get("arguments")) {
-            Ok(s) => s,
-            Err(e) => return refuse(self, id, Direct::Error(INVALID_PARAMS, e)),
-        };
         let Some(tool) = self.cfg.tools.iter().find(|t| t.name == name) else {
             let d = match (profile, task_param.is_some()) {
                 (Profile::PythonSdk, _) => {
@@ -439,34 +410,11 @@ impl McpCodec {
 
 impl McpCodec {
     pub(super) fn decode_frame(&mut self, frame: OutFrame) -> Decoded {
-        match jsonrpc::read(&frame.body) {
-            Message::Invalid { id, code, message } => {
-                // A reply to a body we cannot read still belongs to its POST.
-                let request_id = if id.is_null() && code == jsonrpc::PARSE_ERROR {
-                    frame.request_id
-                } else {
-                    id.as_u64()
-                };
-                self.direct(
-                    ExchangeKind::Other,
-                    id,
-                    request_id,
-                    Direct::Error(code, message),
-                )
-            }
-            Message::Notification => Decoded {
-                exchange: ExchangeKind::Other,
-                call: None,
-                ask: Ask::Nothing,
-            },
-            Message::Request { id, method, params } => self.on_request(id, &method, &params),
-            Message::Response { id, body } => {
-                let request = self.on_client_response(&id, &body);
-                Decoded {
-                    exchange: ExchangeKind::Answer,
-                    call: None,
-                    ask: Ask::Service(request),
-                }
+        match self.calls.read(&frame) {
+            Incoming::Done(decoded) => decoded,
+            Incoming::Request { id, method, params } => self.on_request(id, &method, &params),
+            Incoming::Response { id, body } => {
+                jsonrpc::client_answer(self.on_client_response(&id, &body))
             }
         }
     }

@@ -5,13 +5,12 @@ use crate::fake::jsonrpc::{EXT_IDEMPOTENCY, META_RESULT_DIGEST, META_SYNC_UPPER_
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use serde_json::{json, Value};
-use toolop::transport::{InFrame, OutFrame};
 
 use super::*;
 use crate::fake::codec::FakeTool;
 use crate::fake::jsonrpc;
 use crate::fake::script::{ScriptOutcome, TaskScript};
-use crate::fake::truth::{payload_digest, TaskStatus, TaskTruth, WorkEnd};
+use crate::fake::truth::{payload_digest, TaskStatus, WorkEnd};
 use toolop::protocol::TaskSupport;
 
 pub(super) const ALL: [Profile; 3] = [Profile::SpecStrict, Profile::TsSdk, Profile::PythonSdk];
@@ -34,31 +33,18 @@ pub(super) fn script(node: &str, duration_ms: u64, outcome: ScriptOutcome) -> Ta
     TaskScript::for_test(node, duration_ms, outcome)
 }
 
-/// A test client: sends requests with fresh ids, steps time event by event, keeps a log.
-pub(super) struct Drv {
-    pub(super) s: crate::fake::FakeServer,
-    pub(super) now: u64,
-    pub(super) next_id: u64,
-    /// Every frame the server sent, with the time.
-    pub(super) log: Vec<(u64, Value)>,
+/// The JSON-RPC test client, with this protocol's constructors and submission.
+pub(super) type Drv = crate::fake::testdrv::RpcDrv;
+
+pub(super) trait McpDrv {
+    fn new(profile: Profile, ext: bool) -> Self;
+    fn with(cfg: McpConfig, seed: u64) -> Self;
+    fn submit(&mut self, tool: &str, s: &TaskScript, task: Value) -> String;
+    fn answer_of(out: &[Value], id: u64) -> Option<Value>;
 }
 
-pub(super) fn parse(f: &InFrame) -> Value {
-    assert_eq!(f.http_status, 200);
-    assert_eq!(f.retry_after_ms, None);
-    let v: Value = serde_json::from_slice(&f.body).expect("server sends JSON");
-    assert_eq!(v["jsonrpc"], "2.0");
-    // request_id is the JSON-RPC id for responses to numeric ids, None for server messages.
-    if v.get("method").is_some() {
-        assert_eq!(f.request_id, None, "{v}");
-    } else if v["error"]["code"] != json!(-32700) {
-        assert_eq!(f.request_id, v["id"].as_u64(), "{v}");
-    }
-    v
-}
-
-impl Drv {
-    pub(super) fn new(profile: Profile, ext: bool) -> Drv {
+impl McpDrv for Drv {
+    fn new(profile: Profile, ext: bool) -> Drv {
         Drv::with(
             McpConfig {
                 toolop_extensions: ext,
@@ -68,88 +54,12 @@ impl Drv {
         )
     }
 
-    pub(super) fn with(cfg: McpConfig, seed: u64) -> Drv {
-        Drv {
-            s: server(cfg, ChaCha8Rng::seed_from_u64(seed)),
-            now: 0,
-            next_id: 1,
-            log: Vec::new(),
-        }
-    }
-
-    pub(super) fn send_raw(&mut self, body: Vec<u8>, request_id: Option<u64>) -> Vec<Value> {
-        let out: Vec<Value> = self
-            .s
-            .handle(
-                self.now,
-                OutFrame {
-                    request_id,
-                    body,
-                    http: None,
-                },
-            )
-            .iter()
-            .map(parse)
-            .collect();
-        self.log.extend(out.iter().map(|v| (self.now, v.clone())));
-        out
-    }
-
-    pub(super) fn send(&mut self, msg: Value) -> Vec<Value> {
-        let rid = msg["id"].as_u64();
-        self.send_raw(serde_json::to_vec(&msg).unwrap(), rid)
-    }
-
-    /// Send a request; returns (id, direct replies).
-    pub(super) fn req(&mut self, method: &str, params: Value) -> (u64, Vec<Value>) {
-        let id = self.next_id;
-        self.next_id += 1;
-        let out =
-            self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
-        for v in &out {
-            assert_eq!(v["id"], json!(id));
-        }
-        (id, out)
-    }
-
-    /// A request answered at once, with fault decisions riding on it (a cancel's).
-    pub(super) fn call_with(
-        &mut self,
-        method: &str,
-        params: Value,
-        faults: crate::fake::service::CancelFaults,
-    ) -> Value {
-        let id = self.next_id;
-        self.next_id += 1;
-        let msg = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
-        let out: Vec<Value> = self
-            .s
-            .handle_with(
-                self.now,
-                OutFrame {
-                    request_id: Some(id),
-                    body: serde_json::to_vec(&msg).unwrap(),
-                    http: None,
-                },
-                faults,
-            )
-            .iter()
-            .map(parse)
-            .collect();
-        self.log.extend(out.iter().map(|v| (self.now, v.clone())));
-        assert_eq!(out.len(), 1, "{method}: {out:?}");
-        out.into_iter().next().unwrap()
-    }
-
-    /// A request answered at once.
-    pub(super) fn call(&mut self, method: &str, params: Value) -> Value {
-        let (_, out) = self.req(method, params);
-        assert_eq!(out.len(), 1, "{method}: {out:?}");
-        out.into_iter().next().unwrap()
+    fn with(cfg: McpConfig, seed: u64) -> Drv {
+        Drv::on(server(cfg, ChaCha8Rng::seed_from_u64(seed)))
     }
 
     /// Submit a task-augmented call; returns the task id.
-    pub(super) fn submit(&mut self, tool: &str, s: &TaskScript, task: Value) -> String {
+    fn submit(&mut self, tool: &str, s: &TaskScript, task: Value) -> String {
         let r = self.call(
             "tools/call",
             json!({"name": tool, "arguments": s.to_arguments(), "task": task}),
@@ -160,34 +70,10 @@ impl Drv {
             .to_string()
     }
 
-    pub(super) fn get(&mut self, task_id: &str) -> Value {
-        self.call("tasks/get", json!({ "taskId": task_id }))
-    }
-
-    pub(super) fn status(&mut self, task_id: &str) -> String {
-        self.get(task_id)["result"]["status"]
-            .as_str()
-            .unwrap()
-            .to_string()
-    }
-
-    /// Move time to `t`, calling `advance` at each event on the way; returns what was sent.
-    pub(super) fn to(&mut self, t: u64) -> Vec<Value> {
-        let frames = self.s.run_to(&mut self.now, t);
-        let out: Vec<Value> = frames.iter().map(|(_, f)| parse(f)).collect();
-        self.log
-            .extend(frames.iter().map(|(at, _)| *at).zip(out.iter().cloned()));
-        out
-    }
-
-    pub(super) fn answer_of(out: &[Value], id: u64) -> Option<Value> {
+    fn answer_of(out: &[Value], id: u64) -> Option<Value> {
         out.iter()
             .find(|v| v["id"] == json!(id) && v.get("method").is_none())
             .cloned()
-    }
-
-    pub(super) fn truth(&self, task_id: &str) -> &TaskTruth {
-        &self.s.truth().tasks[task_id]
     }
 }
 

@@ -4,7 +4,7 @@
 use crate::fake::jsonrpc::{META_IDEMPOTENCY_KEY, META_LOOKUP_KEY};
 use serde_json::{json, Value};
 
-use super::tests::{elicitations, notes, script, tools, Drv, ALL, RELATED};
+use super::tests::{elicitations, notes, script, tools, Drv, McpDrv, ALL, RELATED};
 use super::*;
 use crate::fake::jsonrpc;
 use crate::fake::script::ScriptOutcome;

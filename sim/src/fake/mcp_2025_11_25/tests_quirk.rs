@@ -7,7 +7,7 @@ use serde_json::{json, Value};
 
 use crate::fake::service::CancelFaults;
 
-use super::tests::{script, Drv, ALL};
+use super::tests::{script, Drv, McpDrv, ALL};
 use super::*;
 use crate::fake::script::ScriptOutcome;
 use crate::fake::truth::{AnswerAction, TaskStatus, WorkEnd};

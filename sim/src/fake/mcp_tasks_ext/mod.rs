@@ -33,13 +33,15 @@ use toolop::protocol::TaskSupport;
 use toolop::transport::{InFrame, OutFrame};
 
 use crate::fake::codec::{
-    AnswerItem, Ask, CallId, Codec, CodecCaps, Decoded, ExchangeKind, FakeTool, Note, Outcome,
-    Push, Request, Response, ResultBody, ResultShape, RunAs, Shape, Submit, TaskView,
+    AnswerItem, CallId, Codec, CodecCaps, Decoded, ExchangeKind, FakeTool, Note, Outcome, Push,
+    Request, Response, ResultBody, ResultShape, RunAs, Shape, Submit, TaskView,
 };
 use crate::fake::jsonrpc::{
-    self, Direct, Message, RpcCalls, INVALID_PARAMS, METHOD_NOT_FOUND, TOOL_ERROR,
+    self, Direct, Incoming, RpcCalls, INVALID_PARAMS, METHOD_NOT_FOUND, TOOL_ERROR,
 };
-use crate::fake::script::{ScriptOutcome, TaskScript};
+use crate::fake::script::ScriptOutcome;
+#[cfg(test)]
+use crate::fake::script::TaskScript;
 use crate::fake::service::{AtTerminal, CancelRule, Dedupe, InputDelivery, Policy};
 use crate::fake::truth::{payload_digest, AnswerAction, TaskStatus};
 
@@ -223,37 +225,14 @@ impl ExtCodec {
 
     /// The extension has no per-tool task support handshake: the server decides per call.
     fn tools_list(&self) -> Value {
-        let tools: Vec<Value> = self
-            .cfg
-            .tools
-            .iter()
-            .map(|t| jsonrpc::tool_descriptor(t, false))
-            .collect();
+        let tools = jsonrpc::tool_descriptors(&self.cfg.tools, false);
         json!({ "tools": tools, "resultType": "complete" })
     }
 
     fn tools_call(&mut self, id: Value, params: &Value) -> Decoded {
-        let Some(name) = params
-            .get("name")
-            .and_then(Value::as_str)
-            .map(str::to_string)
-        else {
-            return self.direct(
-                ExchangeKind::Submit,
-                id,
-                Direct::Error(INVALID_PARAMS, "Invalid params: missing tool name".into()),
-            );
-        };
-        let key = params
-            .get("_meta")
-            .and_then(|m| m.get(jsonrpc::META_IDEMPOTENCY_KEY))
-            .and_then(Value::as_str)
-            .map(str::to_string);
-        let script = match TaskScript::from_arguments(params.get("arguments")) {
-            Ok(s) => s,
-            Err(e) => {
-                return self.direct(ExchangeKind::Submit, id, Direct::Error(INVALID_PARAMS, e))
-            }
+        let (name, key, script) = match jsonrpc::call_parts(params) {
+            Ok(parts) => parts,
+            Err(d) => return self.direct(ExchangeKind::Submit, id, d),
         };
         let Some(support) = self
             .cfg
@@ -311,17 +290,7 @@ impl ExtCodec {
 
     /// The flat Task fields.
     fn task_fields(&self, v: &TaskView, id: &str) -> Map<String, Value> {
-        let mut m = Map::new();
-        m.insert("taskId".into(), json!(id));
-        m.insert("status".into(), json!(v.status.as_str()));
-        m.insert(
-            "createdAt".into(),
-            json!(jsonrpc::iso8601(v.created_at_ms, false)),
-        );
-        m.insert(
-            "lastUpdatedAt".into(),
-            json!(jsonrpc::iso8601(v.updated_at_ms, false)),
-        );
+        let mut m = jsonrpc::task_head(id, v, false);
         m.insert("ttlMs".into(), json!(v.ttl_ms));
         m.insert("pollIntervalMs".into(), json!(self.cfg.poll_interval_ms));
         if let Some(s) = status_message(v) {
@@ -495,28 +464,11 @@ impl Codec for ExtCodec {
     }
 
     fn decode(&mut self, frame: OutFrame) -> Decoded {
-        match jsonrpc::read(&frame.body) {
-            Message::Invalid { id, code, message } => {
-                let request_id = if id.is_null() && code == jsonrpc::PARSE_ERROR {
-                    frame.request_id
-                } else {
-                    id.as_u64()
-                };
-                self.calls.direct(
-                    ExchangeKind::Other,
-                    id,
-                    request_id,
-                    Direct::Error(code, message),
-                )
-            }
-            Message::Notification => Decoded {
-                exchange: ExchangeKind::Other,
-                call: None,
-                ask: Ask::Nothing,
-            },
-            Message::Request { id, method, params } => self.on_request(id, &method, &params),
+        match self.calls.read(&frame) {
+            Incoming::Done(decoded) => decoded,
+            Incoming::Request { id, method, params } => self.on_request(id, &method, &params),
             // There are no server requests in this era: whatever this answers, it is stale.
-            Message::Response { body, .. } => {
+            Incoming::Response { body, .. } => {
                 let action = AnswerAction::from_word(
                     body.get("result")
                         .and_then(|r| r.get("action"))
@@ -528,14 +480,10 @@ impl Codec for ExtCodec {
                     action,
                     content: None,
                 };
-                Decoded {
-                    exchange: ExchangeKind::Answer,
-                    call: None,
-                    ask: Ask::Service(Request::Answer {
-                        task: None,
-                        items: vec![item],
-                    }),
-                }
+                jsonrpc::client_answer(Request::Answer {
+                    task: None,
+                    items: vec![item],
+                })
             }
         }
     }

@@ -7,15 +7,13 @@ use serde_json::{json, Value};
 use toolop::protocol::mcp_tasks_ext::McpTasksExtAdapter;
 use toolop::protocol::{Adapter, ApprovalReply, Outbound, Reply, RequestKind, TaskSupport};
 use toolop::record::ProtocolStatus;
-use toolop::transport::{InFrame, OutFrame};
+use toolop::transport::OutFrame;
 
 use super::*;
 use crate::fake::jsonrpc::{
     EXT_IDEMPOTENCY, META_IDEMPOTENCY_KEY, META_RESULT_DIGEST, META_SYNC_UPPER_BOUND_MS,
 };
-use crate::fake::truth::{
-    payload_digest, AnswerAction, SyncRunKind, TaskStatus, TaskTruth, WorkEnd,
-};
+use crate::fake::truth::{payload_digest, AnswerAction, SyncRunKind, TaskStatus, WorkEnd};
 use crate::fake::FakeServer;
 
 const EXT: &str = "io.modelcontextprotocol/tasks";
@@ -56,97 +54,31 @@ fn meta(tasks: bool, key: Option<&str>) -> Value {
     m
 }
 
-fn parse(f: &InFrame) -> Value {
-    assert_eq!(f.http_status, 200);
-    assert_eq!(f.retry_after_ms, None);
-    let v: Value = serde_json::from_slice(&f.body).expect("server sends JSON");
-    assert_eq!(v["jsonrpc"], "2.0");
-    if v["error"]["code"] != json!(-32700) {
-        assert_eq!(f.request_id, v["id"].as_u64(), "{v}");
-    }
-    v
+/// The JSON-RPC test client, with this protocol's constructors and calls.
+type Drv = crate::fake::testdrv::RpcDrv;
+
+trait ExtDrv {
+    fn new() -> Self;
+    fn with(cfg: ExtConfig, seed: u64) -> Self;
+    fn tool_call(
+        &mut self,
+        tool: &str,
+        s: &TaskScript,
+        tasks: bool,
+        key: Option<&str>,
+    ) -> (u64, Vec<Value>);
+    fn submit(&mut self, tool: &str, s: &TaskScript) -> String;
+    fn update(&mut self, task_id: &str, responses: Value) -> Value;
+    fn cancel(&mut self, task_id: &str) -> Value;
 }
 
-/// A test client: sends requests with fresh ids, steps time event by event, keeps a log.
-struct Drv {
-    s: FakeServer,
-    now: u64,
-    next_id: u64,
-    log: Vec<(u64, Value)>,
-}
-
-impl Drv {
+impl ExtDrv for Drv {
     fn new() -> Drv {
         Drv::with(cfg(), 7)
     }
 
     fn with(cfg: ExtConfig, seed: u64) -> Drv {
-        Drv {
-            s: server(cfg, ChaCha8Rng::seed_from_u64(seed)),
-            now: 0,
-            next_id: 1,
-            log: Vec::new(),
-        }
-    }
-
-    fn send_raw(&mut self, body: Vec<u8>, request_id: Option<u64>) -> Vec<Value> {
-        let out: Vec<Value> = self
-            .s
-            .handle(
-                self.now,
-                OutFrame {
-                    request_id,
-                    body,
-                    http: None,
-                },
-            )
-            .iter()
-            .map(parse)
-            .collect();
-        self.log.extend(out.iter().map(|v| (self.now, v.clone())));
-        out
-    }
-
-    fn req(&mut self, method: &str, params: Value) -> (u64, Vec<Value>) {
-        let id = self.next_id;
-        self.next_id += 1;
-        let msg = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
-        let out = self.send_raw(serde_json::to_vec(&msg).unwrap(), Some(id));
-        for v in &out {
-            assert_eq!(v["id"], json!(id));
-        }
-        (id, out)
-    }
-
-    /// A request answered at once.
-    fn call_with(
-        &mut self,
-        method: &str,
-        params: Value,
-        faults: crate::fake::service::CancelFaults,
-    ) -> Value {
-        let id = self.next_id;
-        self.next_id += 1;
-        let msg = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
-        let frame = OutFrame {
-            request_id: Some(id),
-            body: serde_json::to_vec(&msg).unwrap(),
-            http: None,
-        };
-        let out: Vec<Value> = self
-            .s
-            .handle_with(self.now, frame, faults)
-            .iter()
-            .map(parse)
-            .collect();
-        assert_eq!(out.len(), 1, "{method}: {out:?}");
-        out.into_iter().next().unwrap()
-    }
-
-    fn call(&mut self, method: &str, params: Value) -> Value {
-        let (_, out) = self.req(method, params);
-        assert_eq!(out.len(), 1, "{method}: {out:?}");
-        out.into_iter().next().unwrap()
+        Drv::on(server(cfg, ChaCha8Rng::seed_from_u64(seed)))
     }
 
     fn tool_call(
@@ -174,17 +106,6 @@ impl Drv {
             .to_string()
     }
 
-    fn get(&mut self, task_id: &str) -> Value {
-        self.call("tasks/get", json!({"taskId": task_id}))
-    }
-
-    fn status(&mut self, task_id: &str) -> String {
-        self.get(task_id)["result"]["status"]
-            .as_str()
-            .unwrap()
-            .to_string()
-    }
-
     fn update(&mut self, task_id: &str, responses: Value) -> Value {
         self.call(
             "tasks/update",
@@ -194,19 +115,6 @@ impl Drv {
 
     fn cancel(&mut self, task_id: &str) -> Value {
         self.call("tasks/cancel", json!({"taskId": task_id}))
-    }
-
-    /// Move time to `t`, calling `advance` at each event on the way; returns what was sent.
-    fn to(&mut self, t: u64) -> Vec<Value> {
-        let frames = self.s.run_to(&mut self.now, t);
-        let out: Vec<Value> = frames.iter().map(|(_, f)| parse(f)).collect();
-        self.log
-            .extend(frames.iter().map(|(at, _)| *at).zip(out.iter().cloned()));
-        out
-    }
-
-    fn truth(&self, task_id: &str) -> &TaskTruth {
-        &self.s.truth().tasks[task_id]
     }
 }
 

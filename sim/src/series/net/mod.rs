@@ -170,18 +170,11 @@ impl Net {
         detail: FaultDetail,
     ) {
         let now = self.now_ms();
-        let mut trace = self.ctx.trace.lock().expect("trace lock");
-        let state = node.and_then(|n| trace.state_of(n));
-        trace.push(
-            now,
-            What::Fault {
-                decision,
-                fault,
-                node: node.map(String::from),
-                state,
-                detail,
-            },
-        );
+        self.ctx
+            .trace
+            .lock()
+            .expect("trace lock")
+            .push_fault(now, decision, fault, node, detail);
     }
 
     fn record(
@@ -274,29 +267,35 @@ impl Net {
                 },
             );
         }
-        match self.request_verdict(lane, &decoded, node.as_deref()) {
+        let verdict = self.request_verdict(lane, &decoded, node.as_deref());
+        let recorded = match &verdict {
+            Verdict::Reply(Response::Throttled {
+                throttle,
+                retry_after_ms,
+            }) => NetVerdict::Replica {
+                status: throttle.http_status(),
+                retry_after_ms: Some(*retry_after_ms),
+            },
+            Verdict::Reply(_) => NetVerdict::Replica {
+                status: 404,
+                retry_after_ms: None,
+            },
+            Verdict::Drop => NetVerdict::Lost,
+            Verdict::Pass => NetVerdict::Deliver,
+        };
+        self.record(
+            Dir::ToServer,
+            exchange,
+            node.as_deref(),
+            request_id,
+            bytes,
+            recorded,
+        );
+        match verdict {
             Verdict::Reply(response) => {
                 let call = decoded
                     .call
                     .expect("only requests awaiting a reply get one from a replica");
-                let (status, retry_after_ms) = match &response {
-                    Response::Throttled {
-                        throttle,
-                        retry_after_ms,
-                    } => (throttle.http_status(), Some(*retry_after_ms)),
-                    _ => (404, None),
-                };
-                self.record(
-                    Dir::ToServer,
-                    exchange,
-                    node.as_deref(),
-                    request_id,
-                    bytes,
-                    NetVerdict::Replica {
-                        status,
-                        retry_after_ms,
-                    },
-                );
                 self.inflight.remove(&(lane, call));
                 let frame = self.ctx.servers[lane]
                     .lock()
@@ -305,23 +304,8 @@ impl Net {
                 let latency = self.latency();
                 self.deliver_to(conn, frame, latency);
             }
-            Verdict::Drop => self.record(
-                Dir::ToServer,
-                exchange,
-                node.as_deref(),
-                request_id,
-                bytes,
-                NetVerdict::Lost,
-            ),
-            _ => {
-                self.record(
-                    Dir::ToServer,
-                    exchange,
-                    node.as_deref(),
-                    request_id,
-                    bytes,
-                    NetVerdict::Deliver,
-                );
+            Verdict::Drop => {}
+            Verdict::Pass => {
                 if let Some(tx) = self.to_server.get(lane).cloned() {
                     let latency = self.latency();
                     let delivery = Delivery {
