@@ -690,23 +690,22 @@ fn the_wording_table_is_the_reviewed_one() {
     expect_test::expect_file!["data/wording-table.md"].assert_eq(&md);
 }
 
-/// An HTTP exchange belongs to its POST: a body naming another request is a reply to neither
-/// (the real reply of TS 02-happy-path-poll seq 10 answers request 2).
+/// An HTTP exchange belongs to its POST: a body naming another request is an operating error on
+/// that exchange, never a reply to the other request (the real reply of TS 02-happy-path-poll
+/// seq 10 answers request 2). The exchange ends at once as malformed (and is retried) instead of
+/// waiting for its timeout.
 #[test]
 fn a_reply_naming_another_request_than_its_exchange_is_an_operating_error() {
     let a = adapter();
     let text = server_text(TS, "02-happy-path-poll", 10);
     assert_eq!(a.classify(&frame(200, Some(2), None, text.as_bytes())), Inbound::Response { rpc_id: 2 });
     assert_eq!(a.classify(&frame(200, None, None, text.as_bytes())), Inbound::Response { rpc_id: 2 });
-    match a.classify(&frame(200, Some(5), None, text.as_bytes())) {
-        Inbound::Malformed { reason } => {
-            assert!(reason.contains("names request 2") && reason.contains("exchange of request 5"), "{reason}")
-        }
-        other => panic!("a reply to request 2 on the exchange of request 5 became {other:?}"),
+    let other = frame(200, Some(5), None, text.as_bytes());
+    assert_eq!(a.classify(&other), Inbound::Response { rpc_id: 5 }, "routed by the exchange, not by the body");
+    match a.decode_reply(RequestKind::Poll, &other) {
+        Reply::Malformed { reason } => assert!(reason.contains("names request 2") && reason.contains("request 5"), "{reason}"),
+        got => panic!("a reply to request 2 on the exchange of request 5 became {got:?}"),
     }
-    // An error status with a mismatching body is no different.
-    let err = server_text(TS, "06-unknown-task", 8); // id 2
-    assert!(matches!(a.classify(&frame(404, Some(5), None, err.as_bytes())), Inbound::Malformed { .. }));
     // No numeric id in the body: the exchange decides (TS 400 with `id: null`).
     let ts400 = server_text(TS, "11-cross-session", 34);
     assert_eq!(a.classify(&frame(400, Some(5), None, ts400.as_bytes())), Inbound::Response { rpc_id: 5 });
@@ -1244,4 +1243,23 @@ proptest! {
         prop_assert_eq!((view.ttl_ms, view.poll_interval_ms, view.status_message), (ttl, poll, msg));
         prop_assert_eq!(view.status.is_terminal(), !matches!(status, "working" | "input_required"));
     }
+}
+
+/// A POST's response answers that POST. A body whose JSON-RPC id names another of our requests
+/// (a broken server or proxy: the reply-to-other-exchange fault) is routed by the transport and
+/// refused as malformed, so it cannot hand one call node another node's task.
+#[test]
+fn a_reply_whose_body_names_another_request_is_refused_not_rerouted() {
+    let a = adapter();
+    let body = br#"{"jsonrpc":"2.0","id":7,"result":{"task":{"taskId":"t-other","status":"working","createdAt":"2026-12-01T00:00:00Z","lastUpdatedAt":"2026-12-01T00:00:00Z","ttl":60000,"pollInterval":1000}}}"#;
+    let f = frame(200, Some(8), None, body);
+    assert_eq!(a.classify(&f), Inbound::Response { rpc_id: 8 });
+    match a.decode_reply(RequestKind::Submit, &f) {
+        Reply::Malformed { reason } => assert!(reason.contains("names request 7") && reason.contains("request 8"), "{reason}"),
+        other => panic!("{other:?}"),
+    }
+    // The same body on its own request decodes; without a transport correlation (stdio) the
+    // body's id is all there is.
+    assert_eq!(a.decode_reply(RequestKind::Submit, &frame(200, Some(7), None, body)).name(), "submitted");
+    assert_eq!(a.classify(&frame(200, None, None, body)), Inbound::Response { rpc_id: 7 });
 }

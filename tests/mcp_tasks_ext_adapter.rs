@@ -1118,3 +1118,18 @@ fn rmcp_errors_are_read_by_code_and_exact_words() {
     assert_eq!(a.decode_reply(RequestKind::SubmitSync, &rmcp_frame("155")).name(), "submit_refused");
 }
 
+/// As for MCP 2025-11-25: a body naming another request than the one the transport answers is
+/// refused, never handed to the other request.
+#[test]
+fn a_reply_whose_body_names_another_request_is_refused_not_rerouted() {
+    let a = adapter();
+    let body = serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": 3, "result": {"resultType": "complete", "taskId": "t", "status": "working"}})).unwrap();
+    let f = InFrame { request_id: Some(9), ..InFrame::message(body.clone()) };
+    assert_eq!(a.classify(&f), Inbound::Response { rpc_id: 9 });
+    match a.decode_reply(RequestKind::Poll, &f) {
+        Reply::Malformed { reason } => assert!(reason.contains("names request 3"), "{reason}"),
+        other => panic!("{other:?}"),
+    }
+    let own = InFrame { request_id: Some(3), ..InFrame::message(body) };
+    assert_ne!(a.decode_reply(RequestKind::Poll, &own).name(), "malformed");
+}

@@ -5,20 +5,117 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
+use toolop::protocol::TaskSupport;
+use toolop::record::AdapterId;
 use toolop::runner::RunnerConfig;
 
-use crate::faults::FaultKind;
+use crate::series::faults::{catalogue, FaultKind};
+
+/// The protocols a lane can speak: the executor's adapter and the fake server's codec.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum Protocol {
+    /// MCP 2025-11-25 with Tasks (SEP-1686).
+    #[serde(rename = "mcp-2025-11-25")]
+    Mcp20251125,
+    /// The MCP tasks extension `io.modelcontextprotocol/tasks` (SEP-2663, 2026-07-28).
+    #[serde(rename = "mcp-tasks-ext")]
+    McpTasksExt,
+    /// Google AIP-151 long-running operations over HTTP/JSON.
+    #[serde(rename = "aip-151")]
+    Aip151,
+}
+
+impl Protocol {
+    pub const ALL: [Protocol; 3] = [
+        Protocol::Mcp20251125,
+        Protocol::McpTasksExt,
+        Protocol::Aip151,
+    ];
+
+    /// The name scenario files, reports and traces use.
+    pub fn name(self) -> &'static str {
+        match self {
+            Protocol::Mcp20251125 => "mcp-2025-11-25",
+            Protocol::McpTasksExt => "mcp-tasks-ext",
+            Protocol::Aip151 => "aip-151",
+        }
+    }
+
+    /// The executor adapter that speaks it.
+    pub fn adapter_id(self) -> AdapterId {
+        match self {
+            Protocol::Mcp20251125 => AdapterId::Mcp20251125,
+            Protocol::McpTasksExt => AdapterId::McpTasksExt,
+            Protocol::Aip151 => AdapterId::Aip151,
+        }
+    }
+
+    /// The server profiles its fake can imitate; the first is the default.
+    pub fn profiles(self) -> &'static [ServerProfile] {
+        match self {
+            Protocol::Mcp20251125 => &[
+                ServerProfile::SpecStrict,
+                ServerProfile::TsSdk,
+                ServerProfile::PythonSdk,
+            ],
+            Protocol::McpTasksExt => &[ServerProfile::SpecStrict],
+            Protocol::Aip151 => &[
+                ServerProfile::CancelDoneOk,
+                ServerProfile::CancelDoneFailedPrecondition,
+                ServerProfile::CancelDoneNotFound,
+            ],
+        }
+    }
+}
+
+impl std::fmt::Display for Protocol {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Which real server a fake imitates where its protocol leaves room ([`Protocol::profiles`]
+/// says which apply to which protocol).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ServerProfile {
+    /// The protocol text read strictly.
+    SpecStrict,
+    /// MCP: `@modelcontextprotocol/sdk@1.32.2`.
+    TsSdk,
+    /// MCP: `mcp==1.30.0`.
+    PythonSdk,
+    /// AIP-151: CancelOperation on a done operation answers `200 {}`.
+    CancelDoneOk,
+    /// AIP-151: ... answers `400 FAILED_PRECONDITION`.
+    CancelDoneFailedPrecondition,
+    /// AIP-151: ... answers `404 NOT_FOUND`.
+    CancelDoneNotFound,
+}
+
+impl ServerProfile {
+    pub fn name(self) -> &'static str {
+        match self {
+            ServerProfile::SpecStrict => "spec-strict",
+            ServerProfile::TsSdk => "ts-sdk",
+            ServerProfile::PythonSdk => "python-sdk",
+            ServerProfile::CancelDoneOk => "cancel-done-ok",
+            ServerProfile::CancelDoneFailedPrecondition => "cancel-done-failed-precondition",
+            ServerProfile::CancelDoneNotFound => "cancel-done-not-found",
+        }
+    }
+}
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Scenario {
     pub name: String,
     #[serde(default = "default_protocol")]
-    pub protocol: String,
-    /// A second protocol version the executor speaks at the same time (its own lane and server):
-    /// `executor.launch` sends a fraction of new work there.
+    pub protocol: Protocol,
+    /// A second protocol version the executor speaks at the same time (its own lane and server,
+    /// with that protocol's first profile): `executor.launch` sends a fraction of new work there.
     #[serde(default)]
-    pub successor: Option<String>,
+    pub successor: Option<Protocol>,
     /// When the operator retires the primary adapter: no new work on it from then on.
     #[serde(default)]
     pub retire_primary_at_ms: Option<u64>,
@@ -56,6 +153,9 @@ pub struct FaultsSpec {
     pub restart_delay_ms: [u64; 2],
     /// How long a rolled-back executor keeps running beside its successor.
     pub rollback_overlap_ms: [u64; 2],
+    /// When the operator rolls back, drawn in this range (and within the safety window): while
+    /// call nodes are in flight, so the takeover meets them.
+    pub rollback_at_ms: [u64; 2],
     /// Server maximum ttl drawn when `server_deletes_running_task` is enabled.
     pub short_ttl_ms: [u64; 2],
 }
@@ -69,6 +169,7 @@ impl Default for FaultsSpec {
             liveness_bound_ms: 3_600_000,
             restart_delay_ms: [100, 20_000],
             rollback_overlap_ms: [1_000, 30_000],
+            rollback_at_ms: [1_000, 120_000],
             short_ttl_ms: [5_000, 60_000],
         }
     }
@@ -77,7 +178,15 @@ impl Default for FaultsSpec {
 impl FaultsSpec {
     /// Rates by fault kind; names were validated when the file was loaded.
     pub fn max_rates(&self) -> BTreeMap<FaultKind, f64> {
-        self.rates.iter().filter_map(|(n, &r)| FaultKind::from_name(n).map(|f| (f, r))).collect()
+        self.rates
+            .iter()
+            .filter_map(|(n, &r)| FaultKind::from_name(n).map(|f| (f, r)))
+            .collect()
+    }
+
+    /// Whether `f` may fire in this scenario (a positive rate).
+    pub fn enabled(&self, f: FaultKind) -> bool {
+        self.max_rates().get(&f).is_some_and(|&r| r > 0.0)
     }
 }
 
@@ -115,11 +224,9 @@ impl Default for GatesSpec {
     }
 }
 
-fn default_protocol() -> String {
-    "mcp-2025-11-25".into()
+fn default_protocol() -> Protocol {
+    Protocol::Mcp20251125
 }
-
-pub const PROTOCOLS: [&str; 3] = ["mcp-2025-11-25", "mcp-tasks-ext", "aip-151"];
 
 /// The AIP-151 service: URL templates (configuration, never guessed) and its behaviour.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -154,8 +261,8 @@ impl Default for AipSpec {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ServerSpec {
-    /// Profiles the seed draws from: "spec-strict", "ts-sdk", "python-sdk".
-    pub profiles: Vec<String>,
+    /// Profiles the seed draws from; each must be one of the protocol's ([`Protocol::profiles`]).
+    pub profiles: Vec<ServerProfile>,
     /// The toolop extensions (idempotency key, lookup by key, result digest): drawn with this probability.
     #[serde(default = "one")]
     pub toolop_extensions_rate: f64,
@@ -178,7 +285,9 @@ pub struct NetworkSpec {
 
 impl Default for NetworkSpec {
     fn default() -> Self {
-        NetworkSpec { latency_ms: [2, 40] }
+        NetworkSpec {
+            latency_ms: [2, 40],
+        }
     }
 }
 
@@ -203,9 +312,9 @@ fn default_spread() -> u64 {
 #[serde(deny_unknown_fields)]
 pub struct ToolSpec {
     pub name: String,
-    /// "required", "optional", "forbidden", or absent (= forbidden).
+    /// `required`, `optional`, `forbidden`, or absent (= forbidden).
     #[serde(default)]
-    pub task_support: Option<String>,
+    pub task_support: Option<TaskSupport>,
     #[serde(default)]
     pub sync_upper_bound_ms: Option<u64>,
     #[serde(default = "one_u32")]
@@ -240,7 +349,11 @@ pub struct CallerSpec {
 
 impl Default for CallerSpec {
     fn default() -> Self {
-        CallerSpec { cancel_rate: 0.0, cancel_after_ms: [500, 30_000], detach_rate: 0.0 }
+        CallerSpec {
+            cancel_rate: 0.0,
+            cancel_after_ms: [500, 30_000],
+            detach_rate: 0.0,
+        }
     }
 }
 
@@ -255,7 +368,11 @@ pub struct ApprovalSpec {
 
 impl Default for ApprovalSpec {
     fn default() -> Self {
-        ApprovalSpec { delay_ms: [100, 5_000], decline_rate: 0.1, silent_rate: 0.0 }
+        ApprovalSpec {
+            delay_ms: [100, 5_000],
+            decline_rate: 0.1,
+            silent_rate: 0.0,
+        }
     }
 }
 
@@ -270,12 +387,12 @@ pub struct Limits {
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits { sim_time_ms: 4 * 3_600_000, max_events: 200_000 }
+        Limits {
+            sim_time_ms: 4 * 3_600_000,
+            max_events: 200_000,
+        }
     }
 }
-
-pub const PROFILES: [&str; 3] = ["spec-strict", "ts-sdk", "python-sdk"];
-pub const TASK_SUPPORT: [&str; 3] = ["required", "optional", "forbidden"];
 
 /// A scenario problem: which file, which field, what is wrong.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -294,73 +411,123 @@ impl std::fmt::Display for ScenarioError {
 impl std::error::Error for ScenarioError {}
 
 impl Scenario {
+    /// The protocols of the scenario's lanes, in lane order: the primary, then the successor.
+    pub fn lanes(&self) -> Vec<Protocol> {
+        let mut out = vec![self.protocol];
+        out.extend(self.successor);
+        out
+    }
+
     pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
         let file = path.display().to_string();
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| ScenarioError { file: file.clone(), field: "(file)".into(), problem: format!("cannot read: {e}") })?;
+        let text = std::fs::read_to_string(path).map_err(|e| ScenarioError {
+            file: file.clone(),
+            field: "(file)".into(),
+            problem: format!("cannot read: {e}"),
+        })?;
         Scenario::parse(&file, &text)
     }
 
     pub fn parse(file: &str, text: &str) -> Result<Scenario, ScenarioError> {
         let s: Scenario = toml::from_str(text).map_err(|e| {
             // toml names the key path in its message; keep its line/column text as the problem.
-            let field = e.span().map(|sp| field_at(text, sp.start)).unwrap_or_else(|| "(document)".into());
-            let line = e.span().map(|sp| text[..sp.start.min(text.len())].matches('\n').count() + 1);
+            let field = e
+                .span()
+                .map(|sp| field_at(text, sp.start))
+                .unwrap_or_else(|| "(document)".into());
+            let line = e
+                .span()
+                .map(|sp| text[..sp.start.min(text.len())].matches('\n').count() + 1);
             let problem = match line {
                 Some(l) => format!("{} (line {l})", e.message().trim()),
                 None => e.message().trim().to_string(),
             };
-            ScenarioError { file: file.into(), field, problem }
+            ScenarioError {
+                file: file.into(),
+                field,
+                problem,
+            }
         })?;
-        s.validate().map_err(|(field, problem)| ScenarioError { file: file.into(), field, problem })?;
+        s.validate().map_err(|(field, problem)| ScenarioError {
+            file: file.into(),
+            field,
+            problem,
+        })?;
         Ok(s)
     }
 
     fn validate(&self) -> Result<(), (String, String)> {
         let bad = |f: &str, p: String| Err((f.to_string(), p));
-        if !PROTOCOLS.contains(&self.protocol.as_str()) {
-            return bad("protocol", format!("unknown protocol {:?}; known: {PROTOCOLS:?}", self.protocol));
-        }
-        if let Some(p) = &self.successor {
-            if !PROTOCOLS.contains(&p.as_str()) || *p == self.protocol {
-                return bad("successor", format!("{p:?} must be another protocol of {PROTOCOLS:?}"));
-            }
+        if self.successor == Some(self.protocol) {
+            return bad(
+                "successor",
+                format!(
+                    "{} is the primary protocol already; a successor must be another one",
+                    self.protocol
+                ),
+            );
         }
         if self.retire_primary_at_ms.is_some() && self.successor.is_none() {
-            return bad("retire_primary_at_ms", "retiring the only adapter leaves nothing to run new work".into());
+            return bad(
+                "retire_primary_at_ms",
+                "retiring the only adapter leaves nothing to run new work".into(),
+            );
         }
-        rate("executor.launch.new_adapter_fraction", self.executor.launch.new_adapter_fraction)?;
+        rate(
+            "executor.launch.new_adapter_fraction",
+            self.executor.launch.new_adapter_fraction,
+        )?;
         rate("aip.preempt_rate", self.aip.preempt_rate)?;
-        for (field, t) in [("aip.submit_path", &self.aip.submit_path), ("aip.operation_path", &self.aip.operation_path)] {
-            let var = if field == "aip.submit_path" { "{tool}" } else { "{name}" };
+        for (field, t) in [
+            ("aip.submit_path", &self.aip.submit_path),
+            ("aip.operation_path", &self.aip.operation_path),
+        ] {
+            let var = if field == "aip.submit_path" {
+                "{tool}"
+            } else {
+                "{name}"
+            };
             if !t.starts_with('/') || !t.contains(var) {
-                return bad(field, format!("{t:?} must be an absolute path template containing {var}"));
+                return bad(
+                    field,
+                    format!("{t:?} must be an absolute path template containing {var}"),
+                );
             }
         }
         if self.server.profiles.is_empty() {
             return bad("server.profiles", "needs at least one profile".into());
         }
         for p in &self.server.profiles {
-            if !PROFILES.contains(&p.as_str()) {
-                return bad("server.profiles", format!("unknown profile {p:?}; known: {PROFILES:?}"));
+            if !self.protocol.profiles().contains(p) {
+                let known: Vec<&str> = self.protocol.profiles().iter().map(|p| p.name()).collect();
+                return bad(
+                    "server.profiles",
+                    format!(
+                        "{} is not a profile of {}; its profiles: {}",
+                        p.name(),
+                        self.protocol,
+                        known.join(", ")
+                    ),
+                );
             }
         }
-        rate("server.toolop_extensions_rate", self.server.toolop_extensions_rate)?;
+        rate(
+            "server.toolop_extensions_rate",
+            self.server.toolop_extensions_rate,
+        )?;
         range("network.latency_ms", self.network.latency_ms)?;
         let [lo, hi] = self.workload.call_nodes;
         if lo == 0 || lo > hi || hi > 1_000 {
-            return bad("workload.call_nodes", format!("[{lo}, {hi}] must satisfy 1 <= min <= max <= 1000"));
+            return bad(
+                "workload.call_nodes",
+                format!("[{lo}, {hi}] must satisfy 1 <= min <= max <= 1000"),
+            );
         }
         if self.workload.tools.is_empty() {
             return bad("workload.tools", "needs at least one tool".into());
         }
         for (i, t) in self.workload.tools.iter().enumerate() {
             let f = |name: &str| format!("workload.tools[{i}].{name}");
-            if let Some(ts) = &t.task_support {
-                if !TASK_SUPPORT.contains(&ts.as_str()) {
-                    return bad(&f("task_support"), format!("unknown {ts:?}; known: {TASK_SUPPORT:?}"));
-                }
-            }
             if t.weight == 0 {
                 return bad(&f("weight"), "must be positive".into());
             }
@@ -370,12 +537,24 @@ impl Scenario {
             rate(&f("tool_error_rate"), t.tool_error_rate)?;
             rate(&f("input_rate"), t.input_rate)?;
             if t.fail_rate + t.tool_error_rate > 1.0 {
-                return bad(&f("fail_rate"), "fail_rate + tool_error_rate exceeds 1".into());
+                return bad(
+                    &f("fail_rate"),
+                    "fail_rate + tool_error_rate exceeds 1".into(),
+                );
             }
         }
-        rate("workload.caller.cancel_rate", self.workload.caller.cancel_rate)?;
-        rate("workload.caller.detach_rate", self.workload.caller.detach_rate)?;
-        range("workload.caller.cancel_after_ms", self.workload.caller.cancel_after_ms)?;
+        rate(
+            "workload.caller.cancel_rate",
+            self.workload.caller.cancel_rate,
+        )?;
+        rate(
+            "workload.caller.detach_rate",
+            self.workload.caller.detach_rate,
+        )?;
+        range(
+            "workload.caller.cancel_after_ms",
+            self.workload.caller.cancel_after_ms,
+        )?;
         range("approval.delay_ms", self.approval.delay_ms)?;
         rate("approval.decline_rate", self.approval.decline_rate)?;
         rate("approval.silent_rate", self.approval.silent_rate)?;
@@ -387,29 +566,62 @@ impl Scenario {
         }
         let p = &self.executor.core.poll;
         if p.initial_interval_ms == 0 || p.interval_cap_ms < p.initial_interval_ms {
-            return bad("executor.core.poll", "need 0 < initial_interval_ms <= interval_cap_ms".into());
+            return bad(
+                "executor.core.poll",
+                "need 0 < initial_interval_ms <= interval_cap_ms".into(),
+            );
         }
         if !(1.0..=10.0).contains(&p.backoff_multiplier) {
-            return bad("executor.core.poll.backoff_multiplier", format!("{} is outside [1, 10]", p.backoff_multiplier));
+            return bad(
+                "executor.core.poll.backoff_multiplier",
+                format!("{} is outside [1, 10]", p.backoff_multiplier),
+            );
         }
         rate("executor.core.poll.jitter_fraction", p.jitter_fraction)?;
         for (name, &r) in &self.faults.rates {
             let field = format!("faults.rates.{name}");
-            if FaultKind::from_name(name).is_none() {
+            let Some(fault) = FaultKind::from_name(name) else {
                 let known: Vec<String> = FaultKind::ALL.iter().map(|f| f.name()).collect();
-                return bad(&field, format!("unknown fault {name:?}; known: {}", known.join(", ")));
-            }
+                return bad(
+                    &field,
+                    format!("unknown fault {name:?}; known: {}", known.join(", ")),
+                );
+            };
             rate(&field, r)?;
+            for p in self.lanes() {
+                if !catalogue::expresses(p, fault) {
+                    let can: Vec<String> =
+                        catalogue::row(p).iter().map(|c| c.fault.name()).collect();
+                    return bad(
+                        &field,
+                        format!(
+                            "{} cannot express {name}; it can express: {}",
+                            p,
+                            can.join(", ")
+                        ),
+                    );
+                }
+            }
         }
         rate("faults.swarm_enable_rate", self.faults.swarm_enable_rate)?;
         range("faults.restart_delay_ms", self.faults.restart_delay_ms)?;
-        range("faults.rollback_overlap_ms", self.faults.rollback_overlap_ms)?;
+        range(
+            "faults.rollback_overlap_ms",
+            self.faults.rollback_overlap_ms,
+        )?;
+        range("faults.rollback_at_ms", self.faults.rollback_at_ms)?;
         range("faults.short_ttl_ms", self.faults.short_ttl_ms)?;
         if !(0.0..=100.0).contains(&self.gates.outbox_traceable_min_pct) {
-            return bad("gates.outbox_traceable_min_pct", "must be a percentage in [0, 100]".into());
+            return bad(
+                "gates.outbox_traceable_min_pct",
+                "must be a percentage in [0, 100]".into(),
+            );
         }
         if self.limits.sim_time_ms == 0 || self.limits.max_events == 0 {
-            return bad("limits", "sim_time_ms and max_events must be positive".into());
+            return bad(
+                "limits",
+                "sim_time_ms and max_events must be positive".into(),
+            );
         }
         Ok(())
     }
@@ -436,7 +648,10 @@ fn range(field: &str, [lo, hi]: [u64; 2]) -> Result<(), (String, String)> {
 fn field_at(text: &str, offset: usize) -> String {
     let before = &text[..offset.min(text.len())];
     let line_start = before.rfind('\n').map(|i| i + 1).unwrap_or(0);
-    let line_end = text[line_start..].find('\n').map(|i| line_start + i).unwrap_or(text.len());
+    let line_end = text[line_start..]
+        .find('\n')
+        .map(|i| line_start + i)
+        .unwrap_or(text.len());
     let line = text[line_start..line_end].trim();
     let table = before
         .lines()
@@ -444,7 +659,11 @@ fn field_at(text: &str, offset: usize) -> String {
         .map(str::trim)
         .find(|l| l.starts_with('['))
         .map(|l| l.trim_matches(|c| c == '[' || c == ']').to_string());
-    let key = line.split('=').next().map(str::trim).filter(|k| !k.is_empty() && !k.starts_with('['));
+    let key = line
+        .split('=')
+        .next()
+        .map(str::trim)
+        .filter(|k| !k.is_empty() && !k.starts_with('['));
     match (table, key) {
         (Some(t), Some(k)) => format!("{t}.{k}"),
         (None, Some(k)) => k.to_string(),
@@ -473,25 +692,97 @@ duration_ms = [100, 200]
         let e = Scenario::parse("x.toml", text).expect_err("should be refused");
         assert_eq!(e.file, "x.toml");
         assert_eq!(e.field, field, "field for {e}");
-        assert!(e.problem.contains(problem_part), "problem {:?} should mention {problem_part:?}", e.problem);
+        assert!(
+            e.problem.contains(problem_part),
+            "problem {:?} should mention {problem_part:?}",
+            e.problem
+        );
     }
 
     #[test]
     fn good_file_parses_with_defaults() {
         let s = Scenario::parse("x.toml", GOOD).unwrap();
         assert_eq!(s.executor.max_qps, 20);
-        assert_eq!(s.protocol, "mcp-2025-11-25");
+        assert_eq!(s.protocol, Protocol::Mcp20251125);
     }
 
     #[test]
     fn bad_files_name_file_field_and_problem() {
-        check(&GOOD.replace("[1, 2]", "[3, 2]"), "workload.call_nodes", "min <= max");
-        check(&GOOD.replace("\"ts-sdk\"", "\"go-sdk\""), "server.profiles", "unknown profile");
-        check(&GOOD.replace("duration_ms = [100, 200]", "duration_ms = [100, 200]\ninput_rate = 1.5"), "workload.tools[0].input_rate", "outside [0, 1]");
-        check(&GOOD.replace("name = \"report\"", "name = \"report\"\ncolour = 1"), "workload.tools.colour", "unknown field");
-        check(&GOOD.replace("call_nodes = [1, 2]", "call_nodes = \"many\""), "workload.call_nodes", "invalid type");
-        check(&format!("{GOOD}\n[executor]\nmax_qps = 0\n"), "executor.max_qps", "positive");
-        check(&format!("{GOOD}\n[faults.rates]\nlost_requests = 0.1\n"), "faults.rates.lost_requests", "unknown fault");
-        check(&format!("{GOOD}\n[faults.rates]\nlost_request = 2.0\n"), "faults.rates.lost_request", "outside [0, 1]");
+        check(
+            &GOOD.replace("[1, 2]", "[3, 2]"),
+            "workload.call_nodes",
+            "min <= max",
+        );
+        check(
+            &GOOD.replace("\"ts-sdk\"", "\"go-sdk\""),
+            "server.profiles",
+            "unknown variant `go-sdk`",
+        );
+        check(
+            &GOOD.replace("name = \"t\"", "name = \"t\"\nprotocol = \"mcp-2024\""),
+            "protocol",
+            "unknown variant `mcp-2024`",
+        );
+        check(
+            &GOOD.replace("name = \"t\"", "name = \"t\"\nprotocol = \"aip-151\""),
+            "server.profiles",
+            "ts-sdk is not a profile of aip-151",
+        );
+        check(
+            &GOOD.replace("\"required\"", "\"always\""),
+            "workload.tools.task_support",
+            "unknown variant `always`",
+        );
+        let aip = GOOD
+            .replace("name = \"t\"", "name = \"t\"\nprotocol = \"aip-151\"")
+            .replace("\"ts-sdk\"", "\"cancel-done-ok\"");
+        check(
+            &format!("{aip}\n[faults.rates]\napproval_replay = 0.1\n"),
+            "faults.rates.approval_replay",
+            "aip-151 cannot express approval_replay",
+        );
+        check(
+            &format!("{aip}\n[faults.rates]\nreply_to_other_exchange = 0.1\n"),
+            "faults.rates.reply_to_other_exchange",
+            "aip-151 cannot express",
+        );
+        assert!(Scenario::parse(
+            "x.toml",
+            &format!("{aip}\n[faults.rates]\nlate_duplicate_reply = 0.1\n")
+        )
+        .is_ok());
+        check(
+            &GOOD.replace(
+                "duration_ms = [100, 200]",
+                "duration_ms = [100, 200]\ninput_rate = 1.5",
+            ),
+            "workload.tools[0].input_rate",
+            "outside [0, 1]",
+        );
+        check(
+            &GOOD.replace("name = \"report\"", "name = \"report\"\ncolour = 1"),
+            "workload.tools.colour",
+            "unknown field",
+        );
+        check(
+            &GOOD.replace("call_nodes = [1, 2]", "call_nodes = \"many\""),
+            "workload.call_nodes",
+            "invalid type",
+        );
+        check(
+            &format!("{GOOD}\n[executor]\nmax_qps = 0\n"),
+            "executor.max_qps",
+            "positive",
+        );
+        check(
+            &format!("{GOOD}\n[faults.rates]\nlost_requests = 0.1\n"),
+            "faults.rates.lost_requests",
+            "unknown fault",
+        );
+        check(
+            &format!("{GOOD}\n[faults.rates]\nlost_request = 2.0\n"),
+            "faults.rates.lost_request",
+            "outside [0, 1]",
+        );
     }
 }

@@ -1,16 +1,23 @@
-//! The trace: the only input to checkers and reports. An ordered list of typed events with a
+//! The trace: the only input to judges and reports. An ordered list of typed events with a
 //! canonical byte form (one JSON object per line, fields in declaration order, map keys sorted)
 //! and a SHA-256 hash over those bytes.
+//!
+//! The trace also keeps, as it is written, the last local state it shows for each call node:
+//! the world attributes a fault to the executor state it met by reading the trace, never the
+//! executor's ledger.
 
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use serde::Serialize;
 use toolop::ledger::LedgerSnapshot;
 use toolop::record::LocalState;
-use toolop::runner::Observation;
+use toolop::runner::{CrashPoint, Observation};
 
-use crate::fake::mcp::GroundTruth;
-use crate::faults::FaultKind;
+use crate::fake::codec::ExchangeKind;
+use crate::fake::truth::{GroundTruth, TaskStatus};
+use crate::scenario::Protocol;
+use crate::series::faults::FaultKind;
 
 /// One thing that happened in a series, at simulated time `t_ms`.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -27,7 +34,7 @@ pub enum What {
     Begin {
         scenario: String,
         seed: u64,
-        protocol: String,
+        protocol: Protocol,
         call_nodes: u32,
         /// The poll-rate bound (gates.max_qps) checked in every one-second window.
         max_qps: u32,
@@ -37,20 +44,46 @@ pub enum What {
         liveness_bound_ms: u64,
         faults: String,
     },
-    /// A fault fired at decision point `decision`, meeting `node` in local state `state`.
-    Fault { decision: u64, fault: FaultKind, node: Option<String>, state: Option<LocalState>, detail: String },
+    /// A fault fired at decision point `decision` (0: a fault that follows from another), meeting
+    /// `node` in local state `state` (the last state the trace showed for it).
+    Fault {
+        decision: u64,
+        fault: FaultKind,
+        node: Option<String>,
+        state: Option<LocalState>,
+        detail: FaultDetail,
+    },
     /// Last event before `End`: the ledger and the server's ground truth as they stand.
-    Final { ledger: LedgerSnapshot, truth: GroundTruth },
-    /// The executor (incarnation `epoch`) reported an observation.
-    Exec { epoch: u64, incarnation: u32, obs: Observation },
-    /// A frame crossed the simulated network.
-    Net { dir: Dir, request_id: Option<u64>, bytes: usize, verdict: String },
+    Final {
+        ledger: LedgerSnapshot,
+        truth: GroundTruth,
+    },
+    /// An executor process (execution epoch, incarnation) reported an observation.
+    Exec {
+        epoch: u64,
+        incarnation: u32,
+        obs: Observation,
+    },
+    /// A frame crossed the simulated network: the exchange it belongs to, the call node the
+    /// world attributes it to, and what the fault layer did with it.
+    Net {
+        dir: Dir,
+        exchange: ExchangeKind,
+        node: Option<String>,
+        request_id: Option<u64>,
+        bytes: usize,
+        verdict: NetVerdict,
+    },
     /// The caller acted.
-    Caller { action: String, node: String },
+    Caller { action: CallerAction, node: String },
     /// The approval agent answered (or chose silence).
-    Approval { node: String, round: u32, action: String },
-    /// The world crashed, restarted or rolled back an executor.
-    World { action: String, detail: String },
+    Approval {
+        node: String,
+        round: u32,
+        action: ApprovalAction,
+    },
+    /// The world stopped, restarted or rolled back an executor.
+    World { action: WorldAction },
     /// The series ended.
     End { reason: String },
 }
@@ -62,25 +95,253 @@ pub enum Dir {
     ToExecutor,
 }
 
+/// What the fault layer did with one frame.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "verdict", rename_all = "snake_case")]
+pub enum NetVerdict {
+    Deliver,
+    /// Never arrives.
+    Lost,
+    /// Answered by something in front of the server (HTTP status, Retry-After it asked for).
+    Replica {
+        status: u16,
+        retry_after_ms: Option<u64>,
+    },
+    /// Held back this much longer than the link's latency.
+    Held {
+        extra_ms: u64,
+    },
+    /// Delivered, and delivered again this much later.
+    Duplicated {
+        after_ms: u64,
+    },
+    /// Every task id in it names another task.
+    TaskIdRewritten {
+        to: String,
+    },
+    /// The result's last content block dropped (the server's digest kept).
+    LastBlockDropped,
+    /// Cut to this many bytes.
+    Truncated {
+        to_bytes: usize,
+    },
+    /// Its body names another request than the one it answers.
+    BodyNamesOtherRequest,
+    /// An old reply, delivered again late.
+    LateDuplicate,
+    /// A copy delivered to an executor of an older epoch that still lingers.
+    ToOldEpoch,
+}
+
+/// What the caller did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CallerAction {
+    Submit,
+    Cancel,
+    /// Stop waiting (never a server-side cancel).
+    Detach,
+    /// Retire an adapter (the node is the adapter's name).
+    Retire,
+    /// Submit again after an executor restart that had not recorded the node.
+    Resubmit,
+    /// Cancel again after an executor restart that had not recorded the cancel.
+    Recancel,
+}
+
+impl CallerAction {
+    pub fn name(self) -> &'static str {
+        match self {
+            CallerAction::Submit => "submit",
+            CallerAction::Cancel => "cancel",
+            CallerAction::Detach => "detach",
+            CallerAction::Retire => "retire",
+            CallerAction::Resubmit => "resubmit",
+            CallerAction::Recancel => "recancel",
+        }
+    }
+}
+
+/// What the approval agent did with a round.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ApprovalAction {
+    Accept,
+    Decline,
+    Cancel,
+    /// No answer at all (the executor's deadline must decline).
+    Silent,
+    /// An accepted answer sent again (the approval-replay fault).
+    ReplayAccept,
+}
+
+impl ApprovalAction {
+    pub fn name(self) -> &'static str {
+        match self {
+            ApprovalAction::Accept => "accept",
+            ApprovalAction::Decline => "decline",
+            ApprovalAction::Cancel => "cancel",
+            ApprovalAction::Silent => "silent",
+            ApprovalAction::ReplayAccept => "replay_accept",
+        }
+    }
+}
+
+/// What the world did to executor processes.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "action", rename_all = "snake_case")]
+pub enum WorldAction {
+    /// An incarnation stopped (crash, dropped connection, failed handshake).
+    ExecutorDown {
+        incarnation: u32,
+        exit: String,
+    },
+    ExecutorRestart {
+        incarnation: u32,
+        epoch: u64,
+    },
+    /// A new epoch took over; the old incarnation lingers for a while.
+    Rollback {
+        incarnation: u32,
+        epoch: u64,
+    },
+    OldEpochStopped {
+        epoch: u64,
+    },
+    /// The executor task itself failed (a panic in the runner).
+    ExecutorTaskFailed {
+        error: String,
+    },
+    IncarnationLimit {
+        limit: u32,
+    },
+}
+
+/// What a fault did, as far as judges and people need to know.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum FaultDetail {
+    /// Nothing beyond the fault itself.
+    None,
+    /// The exchange the fault hit.
+    Exchange {
+        exchange: ExchangeKind,
+    },
+    /// A reply from in front of the server.
+    Replica {
+        exchange: ExchangeKind,
+        status: u16,
+        retry_after_ms: Option<u64>,
+    },
+    Crash {
+        point: CrashPoint,
+    },
+    Epochs {
+        from: u64,
+        to: u64,
+    },
+    /// An input round's answer sent again.
+    Round {
+        round: u32,
+    },
+    /// A cancelled task that later showed another status.
+    StatusFlip {
+        task: String,
+        to: TaskStatus,
+    },
+    /// The task a server-side fault concerned.
+    Task {
+        task: String,
+    },
+}
+
 #[derive(Clone, Debug, Default)]
 pub struct Trace {
     pub events: Vec<TraceEvent>,
     /// Set once the event limit is reached; later events are dropped, not recorded.
     pub truncated: bool,
     pub max_events: u64,
+    /// The last local state the trace shows per call node (any executor).
+    states: BTreeMap<String, LocalState>,
 }
 
 impl Trace {
     pub fn new(max_events: u64) -> Trace {
-        Trace { events: Vec::new(), truncated: false, max_events }
+        Trace {
+            events: Vec::new(),
+            truncated: false,
+            max_events,
+            states: BTreeMap::new(),
+        }
     }
 
     pub fn push(&mut self, t_ms: u64, what: What) {
+        if let What::Exec { obs, .. } = &what {
+            self.note_state(obs);
+        }
         if self.events.len() as u64 >= self.max_events {
             self.truncated = true;
             return;
         }
         self.events.push(TraceEvent { t_ms, what });
+    }
+
+    fn note_state(&mut self, obs: &Observation) {
+        match obs {
+            Observation::Moved { node, path, .. } => {
+                if let Some(&last) = path.last() {
+                    match self.states.get_mut(node) {
+                        Some(s) => *s = last,
+                        None => {
+                            self.states.insert(node.clone(), last);
+                        }
+                    }
+                }
+            }
+            // Every record starts SUBMITTING; the first thing a node shows is its start step.
+            Observation::Stayed { node, .. } | Observation::Sent { node, .. }
+                if !self.states.contains_key(node) =>
+            {
+                self.states.insert(node.clone(), LocalState::Submitting);
+            }
+            _ => {}
+        }
+    }
+
+    /// A fault firing at `t_ms`, meeting `node` in the state the trace shows for it now.
+    pub fn push_fault(
+        &mut self,
+        t_ms: u64,
+        decision: u64,
+        fault: FaultKind,
+        node: Option<&str>,
+        detail: FaultDetail,
+    ) {
+        let state = node.and_then(|n| self.state_of(n));
+        self.push(
+            t_ms,
+            What::Fault {
+                decision,
+                fault,
+                node: node.map(String::from),
+                state,
+                detail,
+            },
+        );
+    }
+
+    /// The last local state the trace shows for `node`, if it shows one.
+    pub fn state_of(&self, node: &str) -> Option<LocalState> {
+        self.states.get(node).copied()
+    }
+
+    /// Call nodes the trace shows in a state that is not final, in id order.
+    pub fn in_flight(&self) -> Vec<String> {
+        self.states
+            .iter()
+            .filter(|(_, s)| !s.is_final())
+            .map(|(n, _)| n.clone())
+            .collect()
     }
 
     /// Canonical bytes: one JSON line per event.
@@ -108,13 +369,27 @@ mod tests {
     #[test]
     fn hash_is_over_canonical_bytes_and_changes_with_any_event() {
         let mut a = Trace::new(10);
-        a.push(1, What::Caller { action: "submit".into(), node: "n1".into() });
+        a.push(
+            1,
+            What::Caller {
+                action: CallerAction::Submit,
+                node: "n1".into(),
+            },
+        );
         let mut b = a.clone();
         assert_eq!(a.hash(), b.hash());
-        b.push(2, What::End { reason: "done".into() });
+        b.push(
+            2,
+            What::End {
+                reason: "done".into(),
+            },
+        );
         assert_ne!(a.hash(), b.hash());
         let line = String::from_utf8(a.canonical_bytes()).unwrap();
-        assert_eq!(line, "{\"t_ms\":1,\"src\":\"caller\",\"action\":\"submit\",\"node\":\"n1\"}\n");
+        assert_eq!(
+            line,
+            "{\"t_ms\":1,\"src\":\"caller\",\"action\":\"submit\",\"node\":\"n1\"}\n"
+        );
     }
 
     #[test]
@@ -125,5 +400,55 @@ mod tests {
         }
         assert_eq!(t.events.len(), 2);
         assert!(t.truncated);
+    }
+
+    #[test]
+    fn the_state_of_a_node_is_the_last_the_trace_shows() {
+        let mut t = Trace::new(10);
+        let exec = |obs| What::Exec {
+            epoch: 1,
+            incarnation: 1,
+            obs,
+        };
+        assert_eq!(t.state_of("n1"), None);
+        t.push(
+            1,
+            exec(Observation::Stayed {
+                node: "n1".into(),
+                event: "start".into(),
+            }),
+        );
+        assert_eq!(t.state_of("n1"), Some(LocalState::Submitting));
+        t.push(
+            2,
+            exec(Observation::Moved {
+                node: "n1".into(),
+                event: "e".into(),
+                path: vec![LocalState::Submitting, LocalState::Working],
+                version: 2,
+            }),
+        );
+        t.push(
+            3,
+            exec(Observation::Sent {
+                node: "n1".into(),
+                kind: "poll",
+                seq: 1,
+                rpc_id: Some(3),
+            }),
+        );
+        assert_eq!(t.state_of("n1"), Some(LocalState::Working));
+        assert_eq!(t.in_flight(), ["n1"]);
+        t.push(
+            4,
+            exec(Observation::Moved {
+                node: "n1".into(),
+                event: "e".into(),
+                path: vec![LocalState::Working, LocalState::Accepted],
+                version: 3,
+            }),
+        );
+        assert_eq!(t.state_of("n1"), Some(LocalState::Accepted));
+        assert!(t.in_flight().is_empty());
     }
 }

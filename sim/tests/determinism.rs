@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::Command;
 
 use toolop_sim::scenario::Scenario;
-use toolop_sim::world::{self, run_series};
+use toolop_sim::series::{self, run_series};
 
 fn smoke() -> Scenario {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scenarios/smoke.toml");
@@ -27,7 +27,11 @@ fn same_seed_same_hash_alone_and_after_other_seeds() {
     again.reverse();
     assert_eq!(first, again, "a seed's hash depended on what ran before it");
     let distinct: std::collections::BTreeSet<_> = first.iter().collect();
-    assert_eq!(distinct.len(), seeds.len(), "different seeds should give different traces");
+    assert_eq!(
+        distinct.len(),
+        seeds.len(),
+        "different seeds should give different traces"
+    );
 }
 
 #[test]
@@ -43,12 +47,28 @@ fn same_seed_same_hash_in_a_second_process() {
         .arg(&reports)
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let stdout = String::from_utf8(out.stdout).unwrap();
-    let printed = stdout.lines().find_map(|l| l.strip_prefix("trace hash: ")).expect("hash line");
-    assert_eq!(printed, expected, "replay: toolop-sim run --scenario scenarios/smoke.toml --seed {seed}");
+    let printed = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("trace hash: "))
+        .expect("hash line");
+    assert_eq!(
+        printed, expected,
+        "replay: toolop-sim run --scenario scenarios/smoke.toml --seed {seed}"
+    );
     // The trace file on disk hashes to the printed hash.
-    let bytes = std::fs::read(reports.join("smoke").join(seed.to_string()).join("trace.jsonl")).unwrap();
+    let bytes = std::fs::read(
+        reports
+            .join("smoke")
+            .join(seed.to_string())
+            .join("trace.jsonl"),
+    )
+    .unwrap();
     assert_eq!(toolop::digest::sha256_hex(&bytes), expected);
     let _ = std::fs::remove_dir_all(&reports);
 }
@@ -61,8 +81,8 @@ fn madsim_determinism_check_passes() {
         madsim::runtime::Runtime::check_determinism(seed, madsim::Config::default(), || async {
             let sc = smoke();
             let seed = madsim::runtime::Handle::current().seed();
-            let params = world::draw_params(&sc, seed);
-            let r = world::world_main(sc, params).await;
+            let params = series::draw_params(&sc, seed);
+            let r = series::world_main(sc, params).await;
             assert!(!r.trace.events.is_empty());
         });
     }
@@ -73,11 +93,39 @@ fn every_series_settles_and_records_a_receipt_or_reconciliation() {
     let sc = smoke();
     for seed in 0..30u64 {
         let r = run_series(&sc, seed).unwrap();
-        assert_eq!(r.end_reason, "all call nodes settled", "seed {seed}: replay: toolop-sim run --scenario scenarios/smoke.toml --seed {seed}");
-        let nodes = toolop_sim::summary::nodes(&r.trace);
+        assert_eq!(
+            r.end_reason, "all call nodes settled",
+            "seed {seed}: replay: toolop-sim run --scenario scenarios/smoke.toml --seed {seed}"
+        );
+        let nodes = toolop_sim::report::summary::nodes(&r.trace);
         assert_eq!(nodes.len(), r.params.nodes.len());
         for (id, n) in nodes {
-            assert!(n.terminal.is_some() || n.reconcile.is_some(), "seed {seed} node {id} has neither receipt nor reconciliation");
+            assert!(
+                n.terminal.is_some() || n.reconcile.is_some(),
+                "seed {seed} node {id} has neither receipt nor reconciliation"
+            );
+        }
+    }
+}
+
+/// The fault scenarios of every protocol replay to the same hash: the codecs, the task service
+/// and the fault layer draw only from the seed.
+#[test]
+fn fault_scenarios_of_every_protocol_replay_to_the_same_hash() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    for file in [
+        "scenarios/mcp_faults.toml",
+        "scenarios/aip151_faults.toml",
+        "scenarios/mcp_ext_faults.toml",
+    ] {
+        let sc = Scenario::load(&root.join(file)).unwrap();
+        for seed in [3u64, 17, 101] {
+            let a = run_series(&sc, seed).unwrap();
+            let b = run_series(&sc, seed).unwrap();
+            assert_eq!(
+                a.hash, b.hash,
+                "replay: toolop-sim replay --scenario {file} --seed {seed}"
+            );
         }
     }
 }

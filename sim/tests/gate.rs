@@ -6,14 +6,18 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use toolop_sim::scenario::Scenario;
-use toolop_sim::world::run_series;
+use toolop_sim::series::run_series;
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
 fn sim(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_toolop-sim")).current_dir(root()).args(args).output().unwrap()
+    Command::new(env!("CARGO_BIN_EXE_toolop-sim"))
+        .current_dir(root())
+        .args(args)
+        .output()
+        .unwrap()
 }
 
 fn tmp(name: &str) -> PathBuf {
@@ -25,28 +29,64 @@ fn tmp(name: &str) -> PathBuf {
 #[test]
 fn default_set_passes_and_reports_parse_and_replay_matches_the_sweep() {
     let reports = tmp("default");
-    let out = sim(&["gate", "--scenario", "scenarios/smoke.toml", "scenarios/mcp_faults.toml", "--series", "300", "--start-seed", "1000", "--reports", reports.to_str().unwrap()]);
+    let out = sim(&[
+        "gate",
+        "--scenario",
+        "scenarios/smoke.toml",
+        "scenarios/mcp_faults.toml",
+        "--series",
+        "300",
+        "--start-seed",
+        "1000",
+        "--reports",
+        reports.to_str().unwrap(),
+    ]);
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(0), "gate failed:\n{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
-    assert!(stdout.contains("GATE") && stdout.contains("coverage"), "gate table and coverage matrix printed");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "gate failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("GATE") && stdout.contains("coverage"),
+        "gate table and coverage matrix printed"
+    );
     let dir = reports.join("gate");
     let mut rdr = csv::Reader::from_path(dir.join("series.csv")).unwrap();
     let headers = rdr.headers().unwrap().clone();
-    let col = |name: &str| headers.iter().position(|h| h == name).unwrap_or_else(|| panic!("column {name}"));
+    let col = |name: &str| {
+        headers
+            .iter()
+            .position(|h| h == name)
+            .unwrap_or_else(|| panic!("column {name}"))
+    };
     let (seed_col, hash_col, scen_col) = (col("seed"), col("trace_hash"), col("scenario"));
     let rows: Vec<csv::StringRecord> = rdr.records().map(|r| r.unwrap()).collect();
     assert_eq!(rows.len(), 300);
     let junit = std::fs::read_to_string(dir.join("junit.xml")).unwrap();
-    assert!(junit.matches("<testcase").count() >= 8, "one test case per gate");
+    assert!(
+        junit.matches("<testcase").count() >= 8,
+        "one test case per gate"
+    );
     assert!(!junit.contains("<failure"));
-    assert!(std::fs::read_to_string(dir.join("summary.md")).unwrap().contains("PASS"));
+    assert!(std::fs::read_to_string(dir.join("summary.md"))
+        .unwrap()
+        .contains("PASS"));
     // A sample of seeds replays to the sweep's trace hash.
     for r in rows.iter().step_by(37) {
         let seed: u64 = r[seed_col].parse().unwrap();
-        let file = root().join("scenarios").join(format!("{}.toml", &r[scen_col]));
+        let file = root()
+            .join("scenarios")
+            .join(format!("{}.toml", &r[scen_col]));
         let sc = Scenario::load(&file).unwrap();
         let again = run_series(&sc, seed).unwrap();
-        assert_eq!(again.hash, &r[hash_col], "replay: toolop-sim replay --scenario {} --seed {seed}", file.display());
+        assert_eq!(
+            again.hash,
+            &r[hash_col],
+            "replay: toolop-sim replay --scenario {} --seed {seed}",
+            file.display()
+        );
     }
     let _ = std::fs::remove_dir_all(&reports);
 }
@@ -54,13 +94,39 @@ fn default_set_passes_and_reports_parse_and_replay_matches_the_sweep() {
 #[test]
 fn the_canary_must_fail_the_gate() {
     let reports = tmp("canary");
-    let out = sim(&["gate", "--scenario", "scenarios/canary_must_fail.toml", "--series", "60", "--reports", reports.to_str().unwrap()]);
+    let out = sim(&[
+        "gate",
+        "--scenario",
+        "scenarios/canary_must_fail.toml",
+        "--series",
+        "100",
+        "--reports",
+        reports.to_str().unwrap(),
+    ]);
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(1), "the canary passed the gate:\n{stdout}");
-    let failing: Vec<&str> = stdout.lines().filter(|l| l.trim_end().ends_with("FAIL")).collect();
-    assert!(failing.iter().any(|l| l.contains("poll_rate_per_second")), "{stdout}");
-    assert!(failing.iter().any(|l| l.contains("cancel_confirmation_p99_ms")), "{stdout}");
-    assert!(stdout.contains("toolop-sim replay --scenario scenarios/canary_must_fail.toml --seed"), "failing seeds come with replay commands");
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "the canary passed the gate:\n{stdout}"
+    );
+    let failing: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.trim_end().ends_with("FAIL"))
+        .collect();
+    assert!(
+        failing.iter().any(|l| l.contains("poll_rate_per_second")),
+        "{stdout}"
+    );
+    assert!(
+        failing
+            .iter()
+            .any(|l| l.contains("cancel_confirmation_p99_ms")),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("toolop-sim replay --scenario scenarios/canary_must_fail.toml --seed"),
+        "failing seeds come with replay commands"
+    );
     let junit = std::fs::read_to_string(reports.join("gate").join("junit.xml")).unwrap();
     assert!(junit.contains("<failure"));
     let _ = std::fs::remove_dir_all(&reports);
@@ -71,7 +137,13 @@ fn bad_input(text: &str, expect: &[&str]) {
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("bad.toml");
     std::fs::write(&file, text).unwrap();
-    let out = sim(&["gate", "--scenario", file.to_str().unwrap(), "--series", "5"]);
+    let out = sim(&[
+        "gate",
+        "--scenario",
+        file.to_str().unwrap(),
+        "--series",
+        "5",
+    ]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("bad.toml"), "names the file: {stderr}");
@@ -84,11 +156,25 @@ fn bad_input(text: &str, expect: &[&str]) {
 #[test]
 fn bad_scenarios_unknown_faults_and_rates_out_of_range_exit_2() {
     let good = std::fs::read_to_string(root().join("scenarios/mcp_faults.toml")).unwrap();
-    bad_input("name = \"x\"\n[server\n", &["field `server`", "unclosed table", "line 2"]);
-    bad_input(&good.replace("lost_request = 0.1", "lost_requests = 0.1"), &["faults.rates.lost_requests", "unknown fault"]);
-    bad_input(&good.replace("lost_request = 0.1", "lost_request = 1.5"), &["faults.rates.lost_request", "outside [0, 1]"]);
-    bad_input(&good.replace("call_nodes = [4, 8]", "call_nodes = [8, 4]"), &["workload.call_nodes"]);
+    bad_input(
+        "name = \"x\"\n[server\n",
+        &["field `server`", "unclosed table", "line 2"],
+    );
+    bad_input(
+        &good.replace("lost_request = 0.1", "lost_requests = 0.1"),
+        &["faults.rates.lost_requests", "unknown fault"],
+    );
+    bad_input(
+        &good.replace("lost_request = 0.1", "lost_request = 1.5"),
+        &["faults.rates.lost_request", "outside [0, 1]"],
+    );
+    bad_input(
+        &good.replace("call_nodes = [4, 8]", "call_nodes = [8, 4]"),
+        &["workload.call_nodes"],
+    );
     let out = sim(&["gate", "--scenario", "no/such/file.toml", "--series", "5"]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(Path::new("no/such/file.toml").to_str().is_some_and(|f| String::from_utf8_lossy(&out.stderr).contains(f)));
+    assert!(Path::new("no/such/file.toml")
+        .to_str()
+        .is_some_and(|f| String::from_utf8_lossy(&out.stderr).contains(f)));
 }

@@ -6,27 +6,46 @@
 use std::path::PathBuf;
 
 use toolop::core::mutation::Mutation;
-use toolop_sim::mutants;
+use toolop_sim::campaign::mutants;
+use toolop_sim::campaign::sweep::Loaded;
 use toolop_sim::scenario::Scenario;
-use toolop_sim::sweep::Loaded;
 
 fn default_set() -> Vec<Loaded> {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
-    toolop_sim::mutants::DEFAULT_SET
+    toolop_sim::campaign::mutants::DEFAULT_SET
         .iter()
-        .map(|f| Loaded { file: PathBuf::from(f), scenario: Scenario::load(&root.join(f)).unwrap() })
+        .map(|f| Loaded {
+            file: PathBuf::from(f),
+            scenario: Scenario::load(&root.join(f)).unwrap(),
+        })
         .collect()
 }
 
 #[test]
 fn every_mutation_is_caught_and_the_unmutated_executor_is_clean() {
-    let budget: u64 = std::env::var("TOOLOP_MUTANT_SERIES").ok().and_then(|s| s.parse().ok()).unwrap_or(600);
+    let budget: u64 = std::env::var("TOOLOP_MUTANT_SERIES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(600);
     let set = default_set();
     let base = mutants::baseline(&set, budget, 2);
-    assert!(base.values().all(|&n| n == 0), "the unmutated executor trips checkers: {base:?}");
-    let results: Vec<_> = Mutation::ALL.iter().map(|&m| mutants::hunt(&set, m, budget, 2)).collect();
+    assert!(
+        base.values().all(|&n| n == 0),
+        "the unmutated executor trips checkers: {base:?}"
+    );
+    let results: Vec<_> = Mutation::ALL
+        .iter()
+        .map(|&m| mutants::hunt(&set, m, budget, 2))
+        .collect();
     let table = mutants::table(&results, &base);
     println!("{table}");
-    let survivors: Vec<String> = results.iter().filter(|r| !r.caught()).map(|r| r.mutation.name()).collect();
-    assert!(survivors.is_empty(), "mutations survived {budget} series: {survivors:?}\n{table}");
+    let survivors: Vec<String> = results
+        .iter()
+        .filter(|r| !r.caught())
+        .map(|r| r.mutation.name())
+        .collect();
+    assert!(
+        survivors.is_empty(),
+        "mutations survived {budget} series: {survivors:?}\n{table}"
+    );
 }

@@ -181,8 +181,10 @@ pub enum Command {
     EffectReconciliation { reason: String },
 }
 
-/// Why an event was not applied.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// Why an event was not applied. Serialised (tagged by `rejection`) into observations, so a
+/// reader matches on data, never on text.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "rejection", rename_all = "snake_case")]
 pub enum Rejection {
     StaleEpoch { event_epoch: u64, record_epoch: u64 },
     /// An answer older than one already applied.
@@ -193,6 +195,22 @@ pub enum Rejection {
     StaleApproval { round: u32, current_round: u32 },
     AlreadyFinal,
     NotApplicable,
+}
+
+impl Rejection {
+    /// A short name for people: `stale_epoch`, `stale_answer`, ...
+    pub fn name(&self) -> &'static str {
+        match self {
+            Rejection::StaleEpoch { .. } => "stale_epoch",
+            Rejection::StaleAnswer { .. } => "stale_answer",
+            Rejection::OperationMismatch { .. } => "operation_mismatch",
+            Rejection::ReplayedInput => "replayed_input",
+            Rejection::UnsolicitedInput => "unsolicited_input",
+            Rejection::StaleApproval { .. } => "stale_approval",
+            Rejection::AlreadyFinal => "already_final",
+            Rejection::NotApplicable => "not_applicable",
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

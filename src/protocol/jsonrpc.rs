@@ -188,12 +188,28 @@ pub(super) fn parse_error_object(err: &Map<String, Value>) -> Result<(i64, Strin
 }
 
 pub(super) fn parse_reply(body: &[u8]) -> Result<RpcReply, String> {
+    parse_reply_to(body, None)
+}
+
+/// The reply in `frame`, which the transport tied to our request `frame.request_id`. Over HTTP a
+/// POST's response answers that POST: a body whose id names another of our requests is a broken
+/// reply (a server or proxy fault), never a reason to believe it answers the other request.
+pub(super) fn parse_frame_reply(frame: &InFrame) -> Result<RpcReply, String> {
+    parse_reply_to(&frame.body, frame.request_id)
+}
+
+fn parse_reply_to(body: &[u8], transport_id: Option<u64>) -> Result<RpcReply, String> {
     let v = parse_json(body)?;
     let Value::Object(mut obj) = v else {
         return Err(format!("JSON-RPC message is not an object but {}", type_name(&v)));
     };
     if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
         return Err("missing or wrong \"jsonrpc\": \"2.0\"".into());
+    }
+    if let (Some(t), Some(b)) = (transport_id, obj.get("id").and_then(Value::as_u64)) {
+        if t != b {
+            return Err(format!("the reply's body names request {b}, but it is the response to request {t}"));
+        }
     }
     match (obj.remove("result"), obj.remove("error")) {
         (Some(Value::Object(result)), None) => Ok(RpcReply::Result(result)),
@@ -211,17 +227,16 @@ pub(super) fn parse_reply(body: &[u8]) -> Result<RpcReply, String> {
     }
 }
 
-/// The request a response answers. The body's numeric id names it; replies with `id: null` (or
-/// the Python SDK's 404 with `"id": "server-error"`) belong to the exchange the transport tied
-/// the frame to. A body naming one request on the exchange of another is an operating error: it
-/// is a reply to neither (the exchange's own reply is then lost and its timeout handles it).
+/// The request a response answers. The transport's correlation comes first: over HTTP a POST's
+/// response answers that POST, whatever id its body names. Decoding then refuses a body that
+/// names another request (see [`parse_frame_reply`]), so that exchange ends at once as a broken
+/// reply and is retried, instead of waiting for its timeout; it is never taken as the reply to
+/// the other request. Without a correlation (stdio, the GET stream) the body's numeric id names
+/// it; replies with `id: null` (or the Python SDK's 404 with `"id": "server-error"`) need one.
 pub(super) fn response_rpc_id(msg: &Map<String, Value>, frame: &InFrame) -> Result<u64, String> {
-    match (msg.get("id").and_then(Value::as_u64), frame.request_id) {
-        (Some(body), Some(exchange)) if body != exchange => Err(format!(
-            "response names request {body} but arrived on the exchange of request {exchange}: a reply to neither"
-        )),
-        (Some(id), _) | (None, Some(id)) => Ok(id),
-        (None, None) => Err("response without a numeric id".into()),
+    match frame.request_id.or(msg.get("id").and_then(Value::as_u64)) {
+        Some(id) => Ok(id),
+        None => Err("response without a numeric id".into()),
     }
 }
 

@@ -7,7 +7,7 @@
 
 use super::jsonrpc::{
     call_error, cancel_error, check_call_result, has_path, http_status_reply, negotiation_result,
-    parse_json, parse_reply, parse_task, refusal_in_result, related_task_id, request,
+    parse_frame_reply, parse_json, parse_reply, parse_task, refusal_in_result, related_task_id, request,
     response_rpc_id, result_view_of, says_no_result_stored, server_answer, server_request,
     task_read_error, to_bytes, type_name, RpcReply, INVALID_PARAMS, METHOD_NOT_FOUND, RELATED_TASK,
 };
@@ -549,7 +549,7 @@ impl Adapter for Mcp20251125Adapter {
                 _ => Reply::Accepted,
             };
         }
-        let reply = match parse_reply(&frame.body) {
+        let reply = match parse_frame_reply(frame) {
             Ok(reply) => reply,
             Err(reason) => {
                 return Reply::Malformed {

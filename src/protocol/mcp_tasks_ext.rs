@@ -47,7 +47,7 @@
 
 use super::jsonrpc::{
     call_error, cancel_error, check_call_result, has_path, http_status_reply, negotiation_result,
-    parse_error_object, parse_json, parse_reply, parse_task, refusal_in_result, related_task_id,
+    parse_error_object, parse_frame_reply, parse_json, parse_task, refusal_in_result, related_task_id,
     request, response_rpc_id, result_view_of, server_answer, server_request, task_read_error,
     to_bytes, type_name, RpcReply, METHOD_NOT_FOUND,
 };
@@ -725,7 +725,7 @@ impl Adapter for McpTasksExtAdapter {
         if let Some(reply) = http_status_reply(frame) {
             return reply;
         }
-        let reply = match parse_reply(&frame.body) {
+        let reply = match parse_frame_reply(frame) {
             Ok(reply) => reply,
             Err(reason) => {
                 return Reply::Malformed {

@@ -194,7 +194,7 @@ impl Runner {
         let obs = match step.outcome {
             Outcome::Moved(path) => Observation::Moved { node: node.to_string(), event: name, path, version },
             Outcome::Stayed => Observation::Stayed { node: node.to_string(), event: name },
-            Outcome::Rejected(r) => Observation::Rejected { node: node.to_string(), event: name, reason: format!("{r:?}") },
+            Outcome::Rejected(r) => Observation::Rejected { node: node.to_string(), event: name, reason: r },
             Outcome::Refused { from, to } => Observation::Refused { node: node.to_string(), event: name, from, to },
         };
         self.observe(obs);

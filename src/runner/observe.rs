@@ -3,6 +3,7 @@
 
 use serde::Serialize;
 
+use crate::core::Rejection;
 use crate::record::{LocalState, TerminalState};
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -19,7 +20,7 @@ pub enum Observation {
     Lost { node: String, kind: &'static str, seq: u64 },
     Moved { node: String, event: String, path: Vec<LocalState>, version: u64 },
     Stayed { node: String, event: String },
-    Rejected { node: String, event: String, reason: String },
+    Rejected { node: String, event: String, reason: Rejection },
     Refused { node: String, event: String, from: LocalState, to: LocalState },
     LedgerRefused { node: String, error: String },
     Accepted { node: String, terminal: TerminalState, result_digest: Option<String> },

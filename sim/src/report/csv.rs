@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use crate::gates::{SeriesRow, SweepReport};
+use crate::judge::gates::{SeriesRow, SweepReport};
 
 /// The columns of `series.csv`, in order.
 pub const HEADER: [&str; 16] = [
@@ -40,7 +40,10 @@ pub fn to_string(r: &SweepReport) -> std::io::Result<String> {
     String::from_utf8(bytes).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
 }
 
-fn write_records<W: std::io::Write>(w: &mut ::csv::Writer<W>, r: &SweepReport) -> std::io::Result<()> {
+fn write_records<W: std::io::Write>(
+    w: &mut ::csv::Writer<W>,
+    r: &SweepReport,
+) -> std::io::Result<()> {
     w.write_record(HEADER)?;
     for row in &r.rows {
         w.write_record(record(row))?;
@@ -57,7 +60,11 @@ pub fn record(row: &SeriesRow) -> [String; 16] {
         row.scenario.clone(),
         row.protocol.clone(),
         m.call_nodes.to_string(),
-        m.faults.values().map(|&n| u64::from(n)).sum::<u64>().to_string(),
+        m.faults
+            .values()
+            .map(|&n| u64::from(n))
+            .sum::<u64>()
+            .to_string(),
         counts(m.faults.iter().map(|(f, &n)| (f.name(), n))),
         counts(m.terminal_states.iter().map(|(s, &n)| (s.clone(), n))),
         m.polls.to_string(),
@@ -74,7 +81,10 @@ pub fn record(row: &SeriesRow) -> [String; 16] {
 
 /// "name:n;name:n" over the non-zero counts, in the map's order; empty when there are none.
 fn counts(it: impl Iterator<Item = (String, u32)>) -> String {
-    it.filter(|&(_, n)| n > 0).map(|(k, n)| format!("{k}:{n}")).collect::<Vec<_>>().join(";")
+    it.filter(|&(_, n)| n > 0)
+        .map(|(k, n)| format!("{k}:{n}"))
+        .collect::<Vec<_>>()
+        .join(";")
 }
 
 /// Parses a "name:n;name:n" cell back (for scripts and tests).
@@ -90,8 +100,8 @@ pub fn parse_counts(cell: &str) -> BTreeMap<String, u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::faults::FaultKind;
     use crate::report::sample_report;
+    use crate::series::faults::FaultKind;
 
     #[test]
     fn series_csv_parses_back() {
@@ -113,15 +123,22 @@ mod tests {
         assert_eq!(&first[10], "", "no unknown reconciliation: empty cell");
         assert_eq!(&records[1][13], "1");
         assert_eq!(&records[2][5], "");
-        assert_eq!(parse_counts(&first[5]), [("lost_request".to_string(), 3), (poll_429, 1)].into());
+        assert_eq!(
+            parse_counts(&first[5]),
+            [("lost_request".to_string(), 3), (poll_429, 1)].into()
+        );
     }
 
     #[test]
     fn series_csv_file_matches_string() {
         let r = sample_report();
-        let path = std::env::temp_dir().join(format!("toolop-sim-series-{}.csv", std::process::id()));
+        let path =
+            std::env::temp_dir().join(format!("toolop-sim-series-{}.csv", std::process::id()));
         write(&path, &r).unwrap();
-        assert_eq!(std::fs::read_to_string(&path).unwrap(), to_string(&r).unwrap());
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            to_string(&r).unwrap()
+        );
         std::fs::remove_file(&path).unwrap();
     }
 }

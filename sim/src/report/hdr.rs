@@ -6,8 +6,8 @@ use std::fmt::Write as _;
 
 use hdrhistogram::Histogram;
 
-use crate::gates::SweepReport;
-use crate::metrics::SeriesMetrics;
+use crate::judge::gates::SweepReport;
+use crate::judge::metrics::SeriesMetrics;
 
 /// Significant decimal digits kept by every histogram here.
 pub const SIGFIG: u8 = 3;
@@ -20,8 +20,12 @@ pub type Values = fn(&SeriesMetrics) -> &[u64];
 
 /// The histogram files: file name, and the per-series values aggregated into it.
 pub const HISTOGRAMS: [(&str, Values); 4] = [
-    ("hist_cancel_confirmation_ms.hgrm", |m| &m.cancel_confirmation_ms),
-    ("hist_unknown_reconciliation_ms.hgrm", |m| &m.unknown_reconciliation_ms),
+    ("hist_cancel_confirmation_ms.hgrm", |m| {
+        &m.cancel_confirmation_ms
+    }),
+    ("hist_unknown_reconciliation_ms.hgrm", |m| {
+        &m.unknown_reconciliation_ms
+    }),
     ("hist_end_to_end_ms.hgrm", |m| &m.end_to_end_ms),
     ("hist_polls_per_operation.hgrm", |m| &m.polls_per_operation),
 ];
@@ -30,7 +34,15 @@ pub const HISTOGRAMS: [(&str, Values); 4] = [
 pub fn histogram_values(r: &SweepReport) -> Vec<(&'static str, Vec<u64>)> {
     HISTOGRAMS
         .iter()
-        .map(|&(file, values)| (file, r.rows.iter().flat_map(|row| values(&row.metrics).iter().copied()).collect()))
+        .map(|&(file, values)| {
+            (
+                file,
+                r.rows
+                    .iter()
+                    .flat_map(|row| values(&row.metrics).iter().copied())
+                    .collect(),
+            )
+        })
         .collect()
 }
 
@@ -119,7 +131,10 @@ pub fn percentiles(values: &[u64]) -> Option<Percentiles> {
 /// 31st of 100 values). TotalCount is the number of recordings at or below the line's value.
 pub fn hgrm(values: &[u64]) -> String {
     let h = histogram(values);
-    let mut out = format!("{:>12} {:>14} {:>10} {:>14}\n\n", "Value", "Percentile", "TotalCount", "1/(1-Percentile)");
+    let mut out = format!(
+        "{:>12} {:>14} {:>10} {:>14}\n\n",
+        "Value", "Percentile", "TotalCount", "1/(1-Percentile)"
+    );
     let n = h.len();
     if n > 0 {
         let line = |out: &mut String, k: u64, q: f64, inverse: Option<f64>| {
@@ -139,7 +154,12 @@ pub fn hgrm(values: &[u64]) -> String {
         let (mut num, mut den) = (0u128, ticks * 2);
         loop {
             let k = (num * u128::from(n)).div_ceil(den).max(1) as u64;
-            line(&mut out, k, num as f64 / den as f64, Some(den as f64 / (den - num) as f64));
+            line(
+                &mut out,
+                k,
+                num as f64 / den as f64,
+                Some(den as f64 / (den - num) as f64),
+            );
             if k >= n {
                 break;
             }
@@ -158,9 +178,24 @@ pub fn hgrm(values: &[u64]) -> String {
         line(&mut out, n, 1.0, None);
     }
     let max = if h.is_empty() { 0 } else { h.max() };
-    let _ = writeln!(out, "#[Mean    = {:12.3}, StdDeviation   = {:12.3}]", h.mean(), h.stdev());
-    let _ = writeln!(out, "#[Max     = {:12.3}, Total count    = {:12}]", max as f64, h.len());
-    let _ = writeln!(out, "#[Buckets = {:12}, SubBuckets     = {:12}]", h.buckets(), sub_buckets(h.sigfig()));
+    let _ = writeln!(
+        out,
+        "#[Mean    = {:12.3}, StdDeviation   = {:12.3}]",
+        h.mean(),
+        h.stdev()
+    );
+    let _ = writeln!(
+        out,
+        "#[Max     = {:12.3}, Total count    = {:12}]",
+        max as f64,
+        h.len()
+    );
+    let _ = writeln!(
+        out,
+        "#[Buckets = {:12}, SubBuckets     = {:12}]",
+        h.buckets(),
+        sub_buckets(h.sigfig())
+    );
     out
 }
 
@@ -199,7 +234,15 @@ mod tests {
         assert_eq!(percentile(&[7], 50.0), Some(7));
         assert_eq!(percentile(&[], 50.0), None);
         assert_eq!(percentile(&v, f64::NAN), None);
-        assert_eq!(percentiles(&v), Some(Percentiles { count: 100, p50: 50, p99: 99, max: 100 }));
+        assert_eq!(
+            percentiles(&v),
+            Some(Percentiles {
+                count: 100,
+                p50: 50,
+                p99: 99,
+                max: 100
+            })
+        );
         assert_eq!(percentiles(&[]), None);
     }
 
@@ -218,11 +261,16 @@ mod tests {
         let text = hgrm(&v);
         let mut lines = text.lines();
         let header: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
-        assert_eq!(header, ["Value", "Percentile", "TotalCount", "1/(1-Percentile)"]);
+        assert_eq!(
+            header,
+            ["Value", "Percentile", "TotalCount", "1/(1-Percentile)"]
+        );
         assert_eq!(lines.next(), Some(""));
         let data: Vec<(f64, f64, u64)> = text.lines().filter_map(parse_hgrm_line).collect();
         assert!(data.len() > 20, "{text}");
-        assert!(data.windows(2).all(|w| w[0].0 <= w[1].0 && w[0].1 < w[1].1 && w[0].2 <= w[1].2));
+        assert!(data
+            .windows(2)
+            .all(|w| w[0].0 <= w[1].0 && w[0].1 < w[1].1 && w[0].2 <= w[1].2));
         assert_eq!(data[0], (1.0, 0.0, 1));
         assert_eq!(*data.last().unwrap(), (100.0, 1.0, 100));
         // Every tick agrees with percentile() at that tick's level, and counts what lies below.
@@ -237,12 +285,26 @@ mod tests {
         let p99 = percentile(&v, 99.0).unwrap();
         let i = data.iter().position(|&(_, q, _)| q >= 0.99).unwrap();
         assert!(data[i - 1].0 as u64 <= p99 && p99 <= data[i].0 as u64);
-        assert!(text.contains("#[Mean    =       50.500, StdDeviation   ="), "{text}");
-        assert!(text.contains("#[Max     =      100.000, Total count    =          100]"), "{text}");
-        assert!(text.contains("#[Buckets =            1, SubBuckets     =         2048]"), "{text}");
+        assert!(
+            text.contains("#[Mean    =       50.500, StdDeviation   ="),
+            "{text}"
+        );
+        assert!(
+            text.contains("#[Max     =      100.000, Total count    =          100]"),
+            "{text}"
+        );
+        assert!(
+            text.contains("#[Buckets =            1, SubBuckets     =         2048]"),
+            "{text}"
+        );
         // Data lines have four columns, the last one three.
-        let data_lines: Vec<&str> = text.lines().filter(|l| parse_hgrm_line(l).is_some()).collect();
-        assert!(data_lines[..data_lines.len() - 1].iter().all(|l| l.split_whitespace().count() == 4));
+        let data_lines: Vec<&str> = text
+            .lines()
+            .filter(|l| parse_hgrm_line(l).is_some())
+            .collect();
+        assert!(data_lines[..data_lines.len() - 1]
+            .iter()
+            .all(|l| l.split_whitespace().count() == 4));
         assert_eq!(data_lines.last().unwrap().split_whitespace().count(), 3);
     }
 
@@ -258,7 +320,10 @@ mod tests {
     fn histogram_values_aggregate_all_rows() {
         let r = sample_report();
         let hv = histogram_values(&r);
-        assert_eq!(hv[0], ("hist_cancel_confirmation_ms.hgrm", vec![120, 450, 9000]));
+        assert_eq!(
+            hv[0],
+            ("hist_cancel_confirmation_ms.hgrm", vec![120, 450, 9000])
+        );
         assert_eq!(hv[1].1, Vec::<u64>::new());
         assert_eq!(hv[2].1, vec![1000, 2000, 3000, 1500, 2500, 800]);
         assert_eq!(hv[3].1, vec![3, 4, 7, 1, 2, 3]);

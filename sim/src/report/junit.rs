@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 
 use super::{seed_range, text::failing_list};
-use crate::gates::SweepReport;
+use crate::judge::gates::SweepReport;
 
 /// The suite's name.
 pub const SUITE: &str = "toolop-sim gate";
@@ -31,20 +31,37 @@ pub fn junit_xml(r: &SweepReport) -> String {
         ("failing_seeds", r.failing.len().to_string()),
         ("coverage_min_hits", r.coverage_min_hits.to_string()),
     ] {
-        let _ = writeln!(out, "    <property name=\"{}\" value=\"{}\"/>", attr(name), attr(&value));
+        let _ = writeln!(
+            out,
+            "    <property name=\"{}\" value=\"{}\"/>",
+            attr(name),
+            attr(&value)
+        );
     }
     out.push_str("  </properties>\n");
     for g in &r.gates {
         let name = format!("{}/{}", g.protocol, g.gate);
         let classname = format!("toolop-sim.gate.{}", g.protocol);
-        let open = format!("  <testcase name=\"{}\" classname=\"{}\" time=\"0\"", attr(&name), attr(&classname));
+        let open = format!(
+            "  <testcase name=\"{}\" classname=\"{}\" time=\"0\"",
+            attr(&name),
+            attr(&classname)
+        );
         if g.pass {
             let _ = writeln!(out, "{open}/>");
         } else {
             let message = format!("threshold {}, measured {}", g.threshold, g.measured);
-            let body = format!("gate {name} failed: threshold {}, measured {}", g.threshold, g.measured);
+            let body = format!(
+                "gate {name} failed: threshold {}, measured {}",
+                g.threshold, g.measured
+            );
             let _ = writeln!(out, "{open}>");
-            let _ = writeln!(out, "    <failure message=\"{}\" type=\"gate\">{}</failure>", attr(&message), text(&body));
+            let _ = writeln!(
+                out,
+                "    <failure message=\"{}\" type=\"gate\">{}</failure>",
+                attr(&message),
+                text(&body)
+            );
             out.push_str("  </testcase>\n");
         }
     }
@@ -107,7 +124,9 @@ mod tests {
         assert_eq!(xml.matches("</failure>").count(), 1);
         // The failure sits inside the failing gate's test case.
         let case = xml.find("<testcase name=\"mcp/violations\"").unwrap();
-        let failure = xml.find("<failure message=\"threshold == 0, measured 1\"").unwrap();
+        let failure = xml
+            .find("<failure message=\"threshold == 0, measured 1\"")
+            .unwrap();
         let close = xml[case..].find("</testcase>").unwrap() + case;
         assert!(case < failure && failure < close, "{xml}");
         assert!(xml.contains(">gate mcp/violations failed: threshold == 0, measured 1</failure>"));
@@ -119,18 +138,33 @@ mod tests {
         let mut r = sample_report();
         r.gates[2].pass = false;
         let xml = junit_xml(&r);
-        assert!(xml.contains("name=\"all/coverage &quot;cells&quot; &lt;min&gt;\""), "{xml}");
-        assert!(xml.contains("message=\"threshold &gt;= 2 &amp; reachable, measured 5/6\""), "{xml}");
+        assert!(
+            xml.contains("name=\"all/coverage &quot;cells&quot; &lt;min&gt;\""),
+            "{xml}"
+        );
+        assert!(
+            xml.contains("message=\"threshold &gt;= 2 &amp; reachable, measured 5/6\""),
+            "{xml}"
+        );
         assert!(xml.contains("two receipts &lt;a&amp;b&gt;"), "{xml}");
         // No raw special characters remain: every `&` starts a reference, and angle brackets
         // pair up as tags.
         let body = &xml[xml.find("<testsuite").unwrap()..];
         for (i, _) in body.match_indices('&') {
             let rest = &body[i + 1..];
-            assert!(["amp;", "lt;", "gt;", "quot;", "apos;", "#"].iter().any(|e| rest.starts_with(e)), "{rest}");
+            assert!(
+                ["amp;", "lt;", "gt;", "quot;", "apos;", "#"]
+                    .iter()
+                    .any(|e| rest.starts_with(e)),
+                "{rest}"
+            );
         }
         assert_eq!(body.matches('<').count(), body.matches('>').count());
-        for tag in body.split('<').skip(1).map(|p| p.split_once('>').unwrap().0) {
+        for tag in body
+            .split('<')
+            .skip(1)
+            .map(|p| p.split_once('>').unwrap().0)
+        {
             assert_eq!(tag.matches('"').count() % 2, 0, "{tag}");
         }
         assert_eq!(escape("a\u{1}b\nc", true), "a\u{FFFD}b&#10;c");

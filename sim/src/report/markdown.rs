@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 
 use super::{coverage_grids, seed_range, wall_time, Cell};
-use crate::gates::SweepReport;
+use crate::judge::gates::SweepReport;
 
 /// The Markdown summary: a title with PASS/FAIL, the run (name, seed range, series count, wall
 /// time), the gate table, one coverage matrix per protocol (reachable cells under
@@ -33,7 +33,9 @@ pub fn summary_markdown(r: &SweepReport) -> String {
     if r.gates.is_empty() {
         out.push_str("No gates.\n\n");
     } else {
-        out.push_str("| Protocol | Gate | Threshold | Measured | Verdict |\n|---|---|---|---|---|\n");
+        out.push_str(
+            "| Protocol | Gate | Threshold | Measured | Verdict |\n|---|---|---|---|---|\n",
+        );
         for g in &r.gates {
             let verdict = if g.pass { "✅ PASS" } else { "❌ **FAIL**" };
             let _ = writeln!(
@@ -52,7 +54,7 @@ pub fn summary_markdown(r: &SweepReport) -> String {
     let _ = writeln!(
         out,
         "Fault firings per executor local state. **⚠ n**: reachable cell with fewer than {} hits; \
-         ·: cell the catalogue does not declare reachable.\n",
+         off: declared, but its fault was not enabled; ·: cell the catalogue does not declare.\n",
         r.coverage_min_hits
     );
     let grids = coverage_grids(r);
@@ -61,7 +63,11 @@ pub fn summary_markdown(r: &SweepReport) -> String {
     }
     for grid in &grids {
         let below = grid.below_min();
-        let _ = writeln!(out, "### {} ({below} reachable cell(s) below minimum)\n", text(&grid.protocol));
+        let _ = writeln!(
+            out,
+            "### {} ({below} reachable cell(s) below minimum)\n",
+            text(&grid.protocol)
+        );
         if grid.states.is_empty() {
             out.push_str("No reachable cells declared.\n\n");
             continue;
@@ -77,8 +83,16 @@ pub fn summary_markdown(r: &SweepReport) -> String {
             let _ = write!(out, "| {} |", code(&fault.name(), true));
             for cell in cells {
                 let cell = match *cell {
-                    Cell::Reachable { hits, below_min: true } => format!("**⚠ {hits}**"),
-                    Cell::Reachable { hits, below_min: false } => hits.to_string(),
+                    Cell::Reachable {
+                        hits,
+                        below_min: true,
+                    } => format!("**⚠ {hits}**"),
+                    Cell::Reachable {
+                        hits,
+                        below_min: false,
+                    } => hits.to_string(),
+                    Cell::Off { hits: 0 } => "off".into(),
+                    Cell::Off { hits } => format!("off {hits}"),
                     Cell::Unreachable { hits: 0 } => "·".into(),
                     Cell::Unreachable { hits } => hits.to_string(),
                 };
@@ -99,7 +113,11 @@ pub fn summary_markdown(r: &SweepReport) -> String {
             "- seed {} of {}: {}",
             f.seed,
             code(&f.scenario_file, false),
-            if f.reasons.is_empty() { "(no reason given)".to_string() } else { text(&f.reasons.join("; ")) },
+            if f.reasons.is_empty() {
+                "(no reason given)".to_string()
+            } else {
+                text(&f.reasons.join("; "))
+            },
         );
         let _ = writeln!(out, "  replay: {}", code(&f.replay, false));
     }
@@ -134,7 +152,11 @@ fn code(s: &str, in_table: bool) -> String {
     }
     let longest = s.split(|c| c != '`').map(str::len).max().unwrap_or(0);
     let fence = "`".repeat(longest + 1);
-    let pad = if s.starts_with('`') || s.ends_with('`') { " " } else { "" };
+    let pad = if s.starts_with('`') || s.ends_with('`') {
+        " "
+    } else {
+        ""
+    };
     format!("{fence}{pad}{s}{pad}{fence}")
 }
 
@@ -150,14 +172,43 @@ mod tests {
         assert!(md.starts_with("# toolop-sim gate: ❌ FAIL\n"), "{md}");
         assert!(md.contains("seeds 100..=102, 3 series"), "{md}");
         assert!(md.contains("wall time 12.345 s"), "{md}");
-        assert!(md.contains("| mcp | `violations` | == 0 | 1 | ❌ **FAIL** |"), "{md}");
-        assert!(md.contains("### aip151 (3 reachable cell(s) below minimum)"), "{md}");
-        assert!(md.contains("| all | `coverage \"cells\" <min>` | \\>= 2 \\& reachable | 5/6 | ✅ PASS |"), "{md}");
-        assert!(md.contains("| Fault | `SUBMITTING` | `WORKING` | `FETCHING_RESULT` |"), "{md}");
-        assert!(md.contains("| `lost_request` | 3 | **⚠ 1** | **⚠ 0** |"), "{md}");
-        assert!(md.contains(&format!("| `{}` | · | 4 | · |", crate::faults::FaultKind::Poll429.name())), "{md}");
-        assert!(md.contains("### mcp (2 reachable cell(s) below minimum)"), "{md}");
-        assert!(md.contains("`cargo run -p toolop-sim -- run scenarios/smoke.toml --seed 101`"), "{md}");
+        assert!(
+            md.contains("| mcp | `violations` | == 0 | 1 | ❌ **FAIL** |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("### aip151 (3 reachable cell(s) below minimum)"),
+            "{md}"
+        );
+        assert!(
+            md.contains(
+                "| all | `coverage \"cells\" <min>` | \\>= 2 \\& reachable | 5/6 | ✅ PASS |"
+            ),
+            "{md}"
+        );
+        assert!(
+            md.contains("| Fault | `SUBMITTING` | `WORKING` | `FETCHING_RESULT` |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| `lost_request` | 3 | **⚠ 1** | **⚠ 0** |"),
+            "{md}"
+        );
+        assert!(
+            md.contains(&format!(
+                "| `{}` | · | 4 | · |",
+                crate::series::faults::FaultKind::Poll429.name()
+            )),
+            "{md}"
+        );
+        assert!(
+            md.contains("### mcp (2 reachable cell(s) below minimum)"),
+            "{md}"
+        );
+        assert!(
+            md.contains("`cargo run -p toolop-sim -- run scenarios/smoke.toml --seed 101`"),
+            "{md}"
+        );
         assert!(md.contains("- seed 101 of `scenarios/smoke.toml`: at\\_most\\_one\\_receipt: two receipts \\<a\\&b\\>"), "{md}");
     }
 

@@ -17,15 +17,19 @@ use std::path::{Path, PathBuf};
 
 use toolop::record::LocalState;
 
-use crate::faults::FaultKind;
-use crate::gates::SweepReport;
+use crate::judge::gates::SweepReport;
+use crate::series::faults::FaultKind;
 
 pub mod csv;
 pub mod hdr;
 pub mod junit;
 pub mod markdown;
 pub mod progress;
+/// A readable per-node summary of one series.
+pub mod summary;
 pub mod text;
+/// A readable timeline of one trace, for replay.
+pub mod timeline;
 
 pub use self::hdr::{hgrm, percentile, percentiles, Percentiles};
 pub use self::junit::junit_xml;
@@ -66,7 +70,11 @@ fn seed_range(r: &SweepReport) -> String {
     match r.series {
         0 => "no seeds".into(),
         1 => format!("seed {}", r.start_seed),
-        n => format!("seeds {}..={}", r.start_seed, r.start_seed.saturating_add(n - 1)),
+        n => format!(
+            "seeds {}..={}",
+            r.start_seed,
+            r.start_seed.saturating_add(n - 1)
+        ),
     }
 }
 
@@ -78,18 +86,22 @@ fn wall_time(ms: u64) -> String {
 /// One cell of the coverage matrix.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Cell {
-    /// The catalogue declares the cell reachable; `below_min` when it got fewer hits than the
-    /// sweep's `coverage_min_hits`.
+    /// The catalogue declares the cell and the sweep must hit it (its fault was enabled);
+    /// `below_min` when it got fewer hits than the protocol's minimum: the coverage gate fails.
     Reachable { hits: u64, below_min: bool },
-    /// Not declared reachable (hits shown only when, unexpectedly, there are some).
+    /// Declared, but its fault was off in every coverage-gated scenario of the protocol.
+    Off { hits: u64 },
+    /// Not declared (hits shown only when, unexpectedly, there are some).
     Unreachable { hits: u64 },
 }
 
 /// The coverage matrix of one protocol: rows are faults, columns the local states that appear in
-/// the catalogue's reachable cells.
+/// any protocol's declared cells.
 #[derive(Clone, Debug)]
 struct CoverageGrid {
     protocol: String,
+    /// Hits each required cell needs.
+    min_hits: u64,
     states: Vec<LocalState>,
     rows: Vec<(FaultKind, Vec<Cell>)>,
 }
@@ -99,52 +111,94 @@ impl CoverageGrid {
         self.rows
             .iter()
             .flat_map(|(_, cells)| cells)
-            .filter(|c| matches!(c, Cell::Reachable { below_min: true, .. }))
+            .filter(|c| {
+                matches!(
+                    c,
+                    Cell::Reachable {
+                        below_min: true,
+                        ..
+                    }
+                )
+            })
             .count()
     }
 }
 
-/// One grid per protocol (protocols of the coverage map and of the rows, sorted). Columns: the
-/// states named in `r.reachable`, in [`LocalState::ALL`] order. Rows: the faults named in
-/// `r.reachable` or hit in this protocol, in [`FaultKind::ALL`] order.
+/// One grid per protocol of the coverage plan (then any other protocol with rows or hits, in
+/// name order). Columns: the states of every plan's declared cells, in [`LocalState::ALL`]
+/// order. Rows: the faults the protocol's catalogue row declares, then any other fault that hit,
+/// in [`FaultKind::ALL`] order. The cells are the plan's, the same the coverage gate judges.
 fn coverage_grids(r: &SweepReport) -> Vec<CoverageGrid> {
-    let reachable: BTreeSet<(FaultKind, LocalState)> = r.reachable.iter().copied().collect();
-    let states: Vec<LocalState> =
-        LocalState::ALL.into_iter().filter(|s| reachable.iter().any(|(_, rs)| rs == s)).collect();
-    let protocols: BTreeSet<&str> = r
+    let states: Vec<LocalState> = LocalState::ALL
+        .into_iter()
+        .filter(|s| {
+            r.coverage_plan
+                .iter()
+                .any(|p| p.cells.iter().any(|c| c.state == *s))
+        })
+        .collect();
+    let mut protocols: Vec<&str> = r
+        .coverage_plan
+        .iter()
+        .map(|p| p.protocol.as_str())
+        .collect();
+    let others: BTreeSet<&str> = r
         .coverage
         .keys()
         .map(|(p, _, _)| p.as_str())
         .chain(r.rows.iter().map(|row| row.protocol.as_str()))
         .collect();
+    protocols.extend(
+        others
+            .into_iter()
+            .filter(|p| !r.coverage_plan.iter().any(|c| c.protocol == *p)),
+    );
     protocols
         .into_iter()
         .map(|protocol| {
+            let plan = r.coverage_plan.iter().find(|p| p.protocol == protocol);
             let hits = |f: FaultKind, s: LocalState| {
-                r.coverage.get(&(protocol.to_string(), f, s)).copied().unwrap_or(0)
+                r.coverage
+                    .get(&(protocol.to_string(), f, s))
+                    .copied()
+                    .unwrap_or(0)
             };
+            let declared = |f: FaultKind, s: LocalState| {
+                plan.and_then(|p| p.cells.iter().find(|c| c.fault == f && c.state == s))
+            };
+            let min = plan.map_or(r.coverage_min_hits.max(1), |p| p.min_hits);
             let rows = FaultKind::ALL
                 .into_iter()
                 .filter(|&f| {
-                    reachable.iter().any(|&(rf, _)| rf == f)
-                        || r.coverage.iter().any(|((p, rf, _), &n)| p == protocol && *rf == f && n > 0)
+                    plan.is_some_and(|p| p.cells.iter().any(|c| c.fault == f))
+                        || r.coverage
+                            .iter()
+                            .any(|((p, rf, _), &n)| p == protocol && *rf == f && n > 0)
                 })
                 .map(|f| {
                     let cells = states
                         .iter()
                         .map(|&s| {
                             let hits = hits(f, s);
-                            if reachable.contains(&(f, s)) {
-                                Cell::Reachable { hits, below_min: hits < r.coverage_min_hits }
-                            } else {
-                                Cell::Unreachable { hits }
+                            match declared(f, s) {
+                                Some(c) if c.required => Cell::Reachable {
+                                    hits,
+                                    below_min: hits < min,
+                                },
+                                Some(_) => Cell::Off { hits },
+                                None => Cell::Unreachable { hits },
                             }
                         })
                         .collect();
                     (f, cells)
                 })
                 .collect();
-            CoverageGrid { protocol: protocol.to_string(), states: states.clone(), rows }
+            CoverageGrid {
+                protocol: protocol.to_string(),
+                min_hits: min,
+                states: states.clone(),
+                rows,
+            }
         })
         .collect()
 }
@@ -155,43 +209,69 @@ fn coverage_grids(r: &SweepReport) -> Vec<CoverageGrid> {
 pub(crate) fn sample_report() -> SweepReport {
     use std::collections::BTreeMap;
 
-    use crate::checkers::Violation;
-    use crate::gates::{FailingSeed, GateRow, SeriesRow};
-    use crate::metrics::SeriesMetrics;
+    use crate::judge::checkers::Violation;
+    use crate::judge::gates::{FailingSeed, GateRow, SeriesRow};
+    use crate::judge::metrics::SeriesMetrics;
 
-    let metrics = |faults: &[(FaultKind, u32)], cancel: &[u64], e2e: &[u64], polls: &[u64]| SeriesMetrics {
-        call_nodes: 5,
-        faults: faults.iter().copied().collect(),
-        terminal_states: [("completed".to_string(), 4), ("cancelled".to_string(), 1)].into(),
-        polls: polls.iter().sum(),
-        polls_per_operation: polls.to_vec(),
-        max_sends_in_window: 3,
-        cancel_confirmation_ms: cancel.to_vec(),
-        unknown_reconciliation_ms: Vec::new(),
-        end_to_end_ms: e2e.to_vec(),
-        ..SeriesMetrics::default()
-    };
-    let row = |seed: u64, protocol: &str, metrics: SeriesMetrics, violations: Vec<Violation>| SeriesRow {
-        seed,
-        scenario: "smoke".into(),
-        scenario_file: "scenarios/smoke.toml".into(),
-        protocol: protocol.into(),
-        metrics,
-        violations,
-        trace_hash: format!("{seed:016x}"),
-        end_reason: "quiescent".into(),
-        events: 100,
-        sim_end_ms: 60_000,
-    };
+    let metrics =
+        |faults: &[(FaultKind, u32)], cancel: &[u64], e2e: &[u64], polls: &[u64]| SeriesMetrics {
+            call_nodes: 5,
+            faults: faults.iter().copied().collect(),
+            terminal_states: [("completed".to_string(), 4), ("cancelled".to_string(), 1)].into(),
+            polls: polls.iter().sum(),
+            polls_per_operation: polls.to_vec(),
+            max_sends_in_window: 3,
+            cancel_confirmation_ms: cancel.to_vec(),
+            unknown_reconciliation_ms: Vec::new(),
+            end_to_end_ms: e2e.to_vec(),
+            ..SeriesMetrics::default()
+        };
+    let row =
+        |seed: u64, protocol: &str, metrics: SeriesMetrics, violations: Vec<Violation>| SeriesRow {
+            seed,
+            scenario: "smoke".into(),
+            scenario_file: "scenarios/smoke.toml".into(),
+            protocol: protocol.into(),
+            metrics,
+            violations,
+            trace_hash: format!("{seed:016x}"),
+            end_reason: "quiescent".into(),
+            events: 100,
+            sim_end_ms: 60_000,
+        };
     let rows = vec![
-        row(100, "mcp", metrics(&[(FaultKind::LostRequest, 3), (FaultKind::Poll429, 1)], &[120, 450], &[1000, 2000, 3000], &[3, 4]), Vec::new()),
+        row(
+            100,
+            "mcp",
+            metrics(
+                &[(FaultKind::LostRequest, 3), (FaultKind::Poll429, 1)],
+                &[120, 450],
+                &[1000, 2000, 3000],
+                &[3, 4],
+            ),
+            Vec::new(),
+        ),
         row(
             101,
             "mcp",
-            metrics(&[(FaultKind::CancelAckLost, 2)], &[9000], &[1500, 2500], &[7]),
-            vec![Violation { checker: "at_most_one_receipt", node: Some("n1".into()), detail: "two receipts <a&b>".into() }],
+            metrics(
+                &[(FaultKind::CancelAckLost, 2)],
+                &[9000],
+                &[1500, 2500],
+                &[7],
+            ),
+            vec![Violation {
+                checker: "at_most_one_receipt",
+                node: Some("n1".into()),
+                detail: "two receipts <a&b>".into(),
+            }],
         ),
-        row(102, "aip151", metrics(&[], &[], &[800], &[1, 2, 3]), Vec::new()),
+        row(
+            102,
+            "aip151",
+            metrics(&[], &[], &[800], &[1, 2, 3]),
+            Vec::new(),
+        ),
     ];
     let gate = |protocol: &str, gate: &str, threshold: &str, measured: &str, pass: bool| GateRow {
         protocol: protocol.into(),
@@ -202,18 +282,81 @@ pub(crate) fn sample_report() -> SweepReport {
     };
     let gates = vec![
         gate("mcp", "violations", "== 0", "1", false),
-        gate("mcp", "cancel_confirmation_p99_ms", "<= 10000", "9000", true),
-        gate("all", "coverage \"cells\" <min>", ">= 2 & reachable", "5/6", true),
+        gate(
+            "mcp",
+            "cancel_confirmation_p99_ms",
+            "<= 10000",
+            "9000",
+            true,
+        ),
+        gate(
+            "all",
+            "coverage \"cells\" <min>",
+            ">= 2 & reachable",
+            "5/6",
+            true,
+        ),
     ];
     let mut coverage = BTreeMap::new();
-    coverage.insert(("mcp".to_string(), FaultKind::LostRequest, LocalState::Submitting), 3);
-    coverage.insert(("mcp".to_string(), FaultKind::LostRequest, LocalState::Working), 1);
-    coverage.insert(("mcp".to_string(), FaultKind::Poll429, LocalState::Working), 4);
-    coverage.insert(("aip151".to_string(), FaultKind::Poll429, LocalState::Working), 2);
-    let reachable = [FaultKind::LostRequest, FaultKind::Poll429]
-        .into_iter()
-        .flat_map(|f| f.reachable().iter().map(move |&s| (f, s)))
-        .collect();
+    coverage.insert(
+        (
+            "mcp".to_string(),
+            FaultKind::LostRequest,
+            LocalState::Submitting,
+        ),
+        3,
+    );
+    coverage.insert(
+        (
+            "mcp".to_string(),
+            FaultKind::LostRequest,
+            LocalState::Working,
+        ),
+        1,
+    );
+    coverage.insert(
+        ("mcp".to_string(), FaultKind::Poll429, LocalState::Working),
+        4,
+    );
+    coverage.insert(
+        (
+            "aip151".to_string(),
+            FaultKind::Poll429,
+            LocalState::Working,
+        ),
+        2,
+    );
+    use crate::judge::coverage::{DeclaredCell, ProtocolCoverage};
+    let cell = |fault, state, required| DeclaredCell {
+        fault,
+        state,
+        required,
+    };
+    let coverage_plan = vec![
+        ProtocolCoverage {
+            protocol: "mcp".into(),
+            cells: vec![
+                cell(FaultKind::LostRequest, LocalState::Submitting, true),
+                cell(FaultKind::LostRequest, LocalState::Working, true),
+                cell(FaultKind::LostRequest, LocalState::FetchingResult, true),
+                cell(FaultKind::Poll429, LocalState::Working, true),
+                cell(FaultKind::CancelAckLost, LocalState::Working, false),
+            ],
+            gated: true,
+            min_hits: 2,
+        },
+        ProtocolCoverage {
+            protocol: "aip151".into(),
+            cells: vec![
+                cell(FaultKind::LostRequest, LocalState::Submitting, true),
+                cell(FaultKind::LostRequest, LocalState::Working, true),
+                cell(FaultKind::LostRequest, LocalState::FetchingResult, true),
+                cell(FaultKind::Poll429, LocalState::Working, true),
+            ],
+            gated: true,
+            min_hits: 2,
+        },
+    ];
     SweepReport {
         run: "sample".into(),
         start_seed: 100,
@@ -221,7 +364,7 @@ pub(crate) fn sample_report() -> SweepReport {
         rows,
         gates,
         coverage,
-        reachable,
+        coverage_plan,
         coverage_min_hits: 2,
         failing: vec![FailingSeed {
             scenario_file: "scenarios/smoke.toml".into(),
@@ -242,8 +385,10 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("toolop-sim-report-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let written = write_all(&dir.join("run"), &sample_report()).unwrap();
-        let names: Vec<String> =
-            written.iter().map(|p| p.file_name().unwrap().to_string_lossy().into_owned()).collect();
+        let names: Vec<String> = written
+            .iter()
+            .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+            .collect();
         assert_eq!(
             names,
             [
@@ -264,16 +409,47 @@ mod tests {
     fn coverage_grid_marks_cells() {
         let r = sample_report();
         let grids = coverage_grids(&r);
-        assert_eq!(grids.iter().map(|g| g.protocol.as_str()).collect::<Vec<_>>(), ["aip151", "mcp"]);
-        let mcp = &grids[1];
-        assert_eq!(mcp.states, [LocalState::Submitting, LocalState::Working, LocalState::FetchingResult]);
+        assert_eq!(
+            grids
+                .iter()
+                .map(|g| g.protocol.as_str())
+                .collect::<Vec<_>>(),
+            ["mcp", "aip151"]
+        );
+        let mcp = &grids[0];
+        assert_eq!(
+            mcp.states,
+            [
+                LocalState::Submitting,
+                LocalState::Working,
+                LocalState::FetchingResult
+            ]
+        );
         let (f, cells) = &mcp.rows[0];
         assert_eq!(*f, FaultKind::LostRequest);
-        assert_eq!(cells[0], Cell::Reachable { hits: 3, below_min: false });
-        assert_eq!(cells[1], Cell::Reachable { hits: 1, below_min: true });
+        assert_eq!(
+            cells[0],
+            Cell::Reachable {
+                hits: 3,
+                below_min: false
+            }
+        );
+        assert_eq!(
+            cells[1],
+            Cell::Reachable {
+                hits: 1,
+                below_min: true
+            }
+        );
         let (f, cells) = &mcp.rows[1];
+        assert_eq!(*f, FaultKind::CancelAckLost);
+        assert_eq!(cells[1], Cell::Off { hits: 0 });
+        let (f, cells) = &mcp.rows[2];
         assert_eq!(*f, FaultKind::Poll429);
         assert_eq!(cells[0], Cell::Unreachable { hits: 0 });
+        // The cells the gate would call missing are the ones the grid marks.
+        let missing = r.coverage_plan[0].missing(&r.coverage);
+        assert_eq!(missing.len(), mcp.below_min());
         assert_eq!(seed_range(&r), "seeds 100..=102");
         assert_eq!(wall_time(12_345), "12.345 s");
     }

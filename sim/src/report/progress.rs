@@ -24,7 +24,9 @@ impl Progress {
         )
         .unwrap_or_else(|_| ProgressStyle::default_bar())
         .progress_chars("=> ");
-        Progress { bar: ProgressBar::new(total).with_style(style) }
+        Progress {
+            bar: ProgressBar::new(total).with_style(style),
+        }
     }
 
     /// A bar that never draws (it still counts).

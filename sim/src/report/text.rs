@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 
 use super::{coverage_grids, seed_range, Cell};
-use crate::gates::SweepReport;
+use crate::judge::gates::SweepReport;
 
 /// The gate rows as a fixed-width table: PROTOCOL, GATE, THRESHOLD, MEASURED, VERDICT
 /// (PASS/FAIL), then a line with the overall verdict.
@@ -21,7 +21,11 @@ pub fn gate_table(r: &SweepReport) -> String {
             ]
         })
         .collect();
-    let mut out = table(&["PROTOCOL", "GATE", "THRESHOLD", "MEASURED", "VERDICT"], &rows, &[false; 5]);
+    let mut out = table(
+        &["PROTOCOL", "GATE", "THRESHOLD", "MEASURED", "VERDICT"],
+        &rows,
+        &[false; 5],
+    );
     let failed = r.gates.iter().filter(|g| !g.pass).count();
     let _ = writeln!(
         out,
@@ -49,10 +53,10 @@ pub fn coverage_table(r: &SweepReport) -> String {
         }
         let _ = writeln!(
             out,
-            "coverage {}: {} reachable cell(s) below {} hits (n! below minimum, · unreachable)",
+            "coverage {}: {} reachable cell(s) below {} hits (n! below minimum, off: fault not enabled, · not declared)",
             grid.protocol,
             grid.below_min(),
-            r.coverage_min_hits
+            grid.min_hits
         );
         let mut headers = vec!["FAULT"];
         headers.extend(grid.states.iter().map(|s| s.name()));
@@ -62,8 +66,16 @@ pub fn coverage_table(r: &SweepReport) -> String {
             .map(|(fault, cells)| {
                 let mut row = vec![fault.name()];
                 row.extend(cells.iter().map(|c| match *c {
-                    Cell::Reachable { hits, below_min: true } => format!("{hits}!"),
-                    Cell::Reachable { hits, below_min: false } => hits.to_string(),
+                    Cell::Reachable {
+                        hits,
+                        below_min: true,
+                    } => format!("{hits}!"),
+                    Cell::Reachable {
+                        hits,
+                        below_min: false,
+                    } => hits.to_string(),
+                    Cell::Off { hits: 0 } => "off".into(),
+                    Cell::Off { hits } => format!("off {hits}"),
                     Cell::Unreachable { hits: 0 } => "·".into(),
                     Cell::Unreachable { hits } => hits.to_string(),
                 }));
@@ -122,7 +134,14 @@ fn table(headers: &[&str], rows: &[Vec<String>], right: &[bool]) -> String {
         s.trim_end().to_string() + "\n"
     };
     let mut out = line(&mut headers.iter().copied());
-    out.push_str(&line(&mut widths.iter().map(|&w| "-".repeat(w)).collect::<Vec<_>>().iter().map(String::as_str)));
+    out.push_str(&line(
+        &mut widths
+            .iter()
+            .map(|&w| "-".repeat(w))
+            .collect::<Vec<_>>()
+            .iter()
+            .map(String::as_str),
+    ));
     for row in rows {
         out.push_str(&line(&mut row.iter().map(String::as_str)));
     }
@@ -145,16 +164,25 @@ mod tests {
         let verdict_col = lines[0].find("VERDICT").unwrap();
         assert_eq!(&lines[2][verdict_col..], "FAIL");
         assert_eq!(&lines[3][verdict_col..], "PASS");
-        assert!(lines[5].starts_with("FAIL: 1 of 3 gate(s) failing (seeds 100..=102, 3 series)"), "{t}");
+        assert!(
+            lines[5].starts_with("FAIL: 1 of 3 gate(s) failing (seeds 100..=102, 3 series)"),
+            "{t}"
+        );
     }
 
     #[test]
     fn coverage_table_marks_cells() {
         let t = coverage_table(&sample_report());
-        assert!(t.contains("coverage mcp: 2 reachable cell(s) below 2 hits"), "{t}");
+        assert!(
+            t.contains("coverage mcp: 2 reachable cell(s) below 2 hits"),
+            "{t}"
+        );
         let mcp = &t[t.find("coverage mcp:").unwrap()..];
         let row = mcp.lines().find(|l| l.starts_with("lost_request")).unwrap();
-        assert_eq!(row.split_whitespace().collect::<Vec<_>>(), ["lost_request", "3", "1!", "0!"]);
+        assert_eq!(
+            row.split_whitespace().collect::<Vec<_>>(),
+            ["lost_request", "3", "1!", "0!"]
+        );
         let header = mcp.lines().find(|l| l.starts_with("FAULT")).unwrap();
         // Right-aligned cells end under their header.
         assert_eq!(row.chars().count(), header.chars().count());
@@ -167,7 +195,9 @@ mod tests {
         let t = failing_list(&r);
         assert!(t.contains("seed 101 (scenarios/smoke.toml)"));
         assert!(t.contains("  - at_most_one_receipt: two receipts <a&b>"));
-        assert!(t.contains("  replay: cargo run -p toolop-sim -- run scenarios/smoke.toml --seed 101"));
+        assert!(
+            t.contains("  replay: cargo run -p toolop-sim -- run scenarios/smoke.toml --seed 101")
+        );
         let mut ok = r.clone();
         ok.failing.clear();
         assert_eq!(failing_list(&ok), "no failing seeds\n");

@@ -4,13 +4,66 @@
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use serde_json::{json, Value};
-use toolop::digest::value_digest;
 use toolop::protocol::aip151::{Aip151Adapter, Aip151Config};
 use toolop::protocol::{Adapter, Outbound, Reply, RequestKind};
 use toolop::record::ProtocolStatus;
 use toolop::transport::{HttpTarget, InFrame, OutFrame};
 
 use super::*;
+use crate::fake::script::ScriptOutcome;
+use crate::fake::truth::{payload_digest, TaskStatus, TaskTruth, WorkEnd};
+use crate::fake::FakeServer;
+
+/// The service's settings in one place, as the tests vary them; built with the routes of the
+/// adapter's configuration so that the adapter and the fake agree on paths.
+#[derive(Clone, Debug)]
+struct AipServerConfig {
+    api: Aip151Config,
+    name_prefix: String,
+    toolop_extensions: bool,
+    list_supported: bool,
+    delete_supported: bool,
+    cancel_on_done: CancelOnDone,
+    cancel_delay_ms: (u64, u64),
+    preempt_rate: f64,
+    retention_after_done_ms: Option<u64>,
+}
+
+impl AipServerConfig {
+    fn new(api: Aip151Config) -> AipServerConfig {
+        AipServerConfig {
+            api,
+            name_prefix: "projects/p/locations/l/operations".into(),
+            toolop_extensions: true,
+            list_supported: true,
+            delete_supported: true,
+            cancel_on_done: CancelOnDone::Ok,
+            cancel_delay_ms: (0, 200),
+            preempt_rate: 0.0,
+            retention_after_done_ms: None,
+        }
+    }
+
+    fn server(&self, rng: ChaCha8Rng) -> FakeServer {
+        let a = &self.api;
+        let mut c = AipConfig::new(
+            &a.submit_path,
+            &a.operation_path,
+            &a.operations_collection,
+            a.tools.clone(),
+        );
+        c.name_prefix = self.name_prefix.clone();
+        c.dedupe_window_ms = a.dedupe_window_ms;
+        c.cancel_supported = a.cancel_supported;
+        c.toolop_extensions = self.toolop_extensions;
+        c.list_supported = self.list_supported;
+        c.delete_supported = self.delete_supported;
+        c.cancel_on_done = self.cancel_on_done;
+        c.cancel_delay_ms = self.cancel_delay_ms;
+        c.retention_after_done_ms = self.retention_after_done_ms;
+        server(c, None, self.preempt_rate, rng)
+    }
+}
 
 fn api() -> Aip151Config {
     Aip151Config {
@@ -28,12 +81,12 @@ fn cfg() -> AipServerConfig {
 }
 
 fn script(node: &str, duration_ms: u64, outcome: ScriptOutcome) -> TaskScript {
-    TaskScript { call_node: node.into(), duration_ms, outcome, text: format!("{node} ok"), ..TaskScript::default() }
+    TaskScript::for_test(node, duration_ms, outcome)
 }
 
 /// A test client speaking plain HTTP to the fake, with fresh correlation ids.
 struct Drv {
-    s: FakeAipServer,
+    s: FakeServer,
     now: u64,
     next_id: u64,
 }
@@ -44,12 +97,19 @@ impl Drv {
     }
 
     fn seeded(cfg: AipServerConfig, seed: u64) -> Drv {
-        Drv { s: FakeAipServer::new(cfg, ChaCha8Rng::seed_from_u64(seed)), now: 0, next_id: 1 }
+        Drv {
+            s: cfg.server(ChaCha8Rng::seed_from_u64(seed)),
+            now: 0,
+            next_id: 1,
+        }
     }
 
     fn to(&mut self, t: u64) {
         self.now = t;
-        assert!(self.s.advance(t).is_empty(), "AIP has no server push");
+        assert!(
+            self.s.advance_frames(t).is_empty(),
+            "AIP has no server push"
+        );
     }
 
     fn send(&mut self, method: &str, path: &str, body: &[u8]) -> (u16, Value) {
@@ -58,7 +118,10 @@ impl Drv {
         let frame = OutFrame {
             request_id: Some(id),
             body: body.to_vec(),
-            http: Some(HttpTarget { method: method.into(), path: path.into() }),
+            http: Some(HttpTarget {
+                method: method.into(),
+                path: path.into(),
+            }),
         };
         let out = self.s.handle(self.now, frame);
         assert_eq!(out.len(), 1, "exactly one reply");
@@ -69,7 +132,10 @@ impl Drv {
         if f.http_status != 200 {
             // The JSON error mapping: code is the HTTP status, status the canonical name.
             assert_eq!(v["error"]["code"], json!(f.http_status), "{v}");
-            assert!(v["error"]["status"].is_string() && v["error"]["message"].is_string(), "{v}");
+            assert!(
+                v["error"]["status"].is_string() && v["error"]["message"].is_string(),
+                "{v}"
+            );
         }
         (f.http_status, v)
     }
@@ -79,7 +145,11 @@ impl Drv {
         if let Some(k) = key {
             body["requestId"] = json!(k);
         }
-        self.send("POST", &format!("/v1/projects/p/reports:{tool}"), &serde_json::to_vec(&body).unwrap())
+        self.send(
+            "POST",
+            &format!("/v1/projects/p/reports:{tool}"),
+            &serde_json::to_vec(&body).unwrap(),
+        )
     }
 
     fn get(&mut self, name: &str) -> (u16, Value) {
@@ -111,10 +181,17 @@ fn status_name(v: &Value) -> &str {
 #[test]
 fn an_operation_runs_for_its_duration_then_carries_its_response() {
     let mut d = Drv::new(cfg());
-    let (st, op) = d.submit("build", Some("k-1"), &script("n1", 1_000, ScriptOutcome::Completed));
+    let (st, op) = d.submit(
+        "build",
+        Some("k-1"),
+        &script("n1", 1_000, ScriptOutcome::Completed),
+    );
     assert_eq!(st, 200);
     let name = name_of(&op);
-    assert!(name.starts_with("projects/p/locations/l/operations/op-"), "{name}");
+    assert!(
+        name.starts_with("projects/p/locations/l/operations/op-"),
+        "{name}"
+    );
     // proto3: `done` omitted while false; no result yet; metadata typed.
     assert_eq!(op.get("done"), None);
     assert!(op.get("response").is_none() && op.get("error").is_none());
@@ -129,15 +206,28 @@ fn an_operation_runs_for_its_duration_then_carries_its_response() {
     let response = &op["response"];
     assert_eq!(response["@type"], RESPONSE_TYPE);
     assert_eq!(response["content"][0]["text"], "n1 ok");
-    assert_eq!(op["metadata"][METADATA_RESULT_DIGEST], json!(value_digest(response)));
+    assert_eq!(
+        op["metadata"][METADATA_RESULT_DIGEST],
+        json!(payload_digest(response))
+    );
     let t = d.truth(&name);
     assert_eq!(t.call_node, "n1");
     assert_eq!(t.tool, "build");
     assert_eq!(t.idempotency_key.as_deref(), Some("k-1"));
-    assert_eq!((t.status, t.terminal_status, t.terminal_at_ms), (TaskStatus::Completed, Some(TaskStatus::Completed), Some(1_000)));
-    assert_eq!(t.result_digest, Some(value_digest(response)));
+    assert_eq!(
+        (t.status, t.terminal_status, t.terminal_at_ms),
+        (
+            TaskStatus::Completed,
+            Some(TaskStatus::Completed),
+            Some(1_000)
+        )
+    );
+    assert_eq!(t.result_digest, Some(payload_digest(response)));
     assert_eq!(t.side_effects, 1);
-    assert_eq!(t.work_end, Some(WorkEnd::Finished(ScriptOutcome::Completed)));
+    assert_eq!(
+        t.work_end,
+        Some(WorkEnd::Finished(ScriptOutcome::Completed))
+    );
     assert_eq!(d.s.truth().tasks_created_per_call_node["n1"], 1);
     assert_eq!(d.s.truth().effects_per_call_node["n1"], 1);
     assert_eq!(d.s.next_event_at_ms(), None);
@@ -151,16 +241,33 @@ fn a_zero_duration_operation_is_done_on_the_first_response() {
     assert_eq!(op["done"], true);
     assert!(op["response"].is_object());
     let t = d.truth(&name_of(&op));
-    assert_eq!((t.terminal_status, t.terminal_at_ms, t.idempotency_key.clone()), (Some(TaskStatus::Completed), Some(0), None));
+    assert_eq!(
+        (
+            t.terminal_status,
+            t.terminal_at_ms,
+            t.idempotency_key.clone()
+        ),
+        (Some(TaskStatus::Completed), Some(0), None)
+    );
 }
 
 #[test]
 fn each_script_outcome_ends_the_operation_its_own_way() {
     let mut d = Drv::new(cfg());
     let cases = [
-        (ScriptOutcome::Failed, Some(FAILED_CODE), TaskStatus::Failed, 1),
-        (ScriptOutcome::ToolError, Some(TOOL_ERROR_CODE), TaskStatus::Failed, 0),
-        (ScriptOutcome::DoneWithoutResult, None, TaskStatus::DoneWithoutResult, 1),
+        (ScriptOutcome::Failed, Some(INTERNAL), TaskStatus::Failed, 1),
+        (
+            ScriptOutcome::ToolError,
+            Some(FAILED_PRECONDITION),
+            TaskStatus::Failed,
+            0,
+        ),
+        (
+            ScriptOutcome::DoneWithoutResult,
+            None,
+            TaskStatus::DoneWithoutResult,
+            1,
+        ),
     ];
     for (i, (outcome, code, status, effects)) in cases.into_iter().enumerate() {
         let node = format!("n{i}");
@@ -177,7 +284,11 @@ fn each_script_outcome_ends_the_operation_its_own_way() {
             None => assert!(op.get("error").is_none(), "{op}"),
         }
         let t = d.truth(&name_of(&op));
-        assert_eq!((t.terminal_status, t.side_effects, t.result_digest.clone()), (Some(status), effects, None), "{outcome:?}");
+        assert_eq!(
+            (t.terminal_status, t.side_effects, t.result_digest.clone()),
+            (Some(status), effects, None),
+            "{outcome:?}"
+        );
     }
 }
 
@@ -188,9 +299,17 @@ fn request_id_dedupes_within_the_window_and_a_repeat_after_it_is_a_second_operat
     let (_, first) = d.submit("build", Some("key-a"), &s);
     d.to(9_999);
     let (st, again) = d.submit("build", Some("key-a"), &s);
-    assert_eq!((st, &again), (200, &first), "the original operation, same name");
+    assert_eq!(
+        (st, &again),
+        (200, &first),
+        "the original operation, same name"
+    );
     // Another key is another operation.
-    let (_, other) = d.submit("build", Some("key-b"), &script("other", 60_000, ScriptOutcome::Completed));
+    let (_, other) = d.submit(
+        "build",
+        Some("key-b"),
+        &script("other", 60_000, ScriptOutcome::Completed),
+    );
     assert_ne!(name_of(&other), name_of(&first));
     assert_eq!(d.s.truth().duplicate_submits_deduped, 1);
     assert_eq!(d.truth(&name_of(&first)).dedupe_hits, 1);
@@ -198,7 +317,11 @@ fn request_id_dedupes_within_the_window_and_a_repeat_after_it_is_a_second_operat
     d.to(10_000);
     let (_, second) = d.submit("build", Some("key-a"), &s);
     assert_ne!(name_of(&second), name_of(&first));
-    assert_eq!(d.s.truth().tasks_created_per_call_node["dup"], 2, "the second operation is recorded");
+    assert_eq!(
+        d.s.truth().tasks_created_per_call_node["dup"],
+        2,
+        "the second operation is recorded"
+    );
     assert_eq!(d.s.truth().duplicate_submits_deduped, 1);
     // The key now dedupes to the newest operation.
     let (_, third) = d.submit("build", Some("key-a"), &s);
@@ -220,15 +343,27 @@ fn a_duplicate_inside_the_window_never_runs_the_work_twice_even_after_deletion()
     let name = name_of(&op);
     assert_eq!(d.send("DELETE", &format!("/v1/{name}"), b"").0, 200);
     let (st, again) = d.submit("build", Some("k"), &s);
-    assert_eq!((st, name_of(&again)), (200, name.clone()), "stale success: the original operation");
+    assert_eq!(
+        (st, name_of(&again)),
+        (200, name.clone()),
+        "stale success: the original operation"
+    );
     assert_eq!(d.s.truth().tasks_created_per_call_node["gone"], 1);
 }
 
 #[test]
 fn list_operations_answers_the_request_id_filter() {
     let mut d = Drv::new(cfg());
-    let (_, a) = d.submit("build", Some("k-a"), &script("a", 5_000, ScriptOutcome::Completed));
-    d.submit("build", Some("k-b"), &script("b", 5_000, ScriptOutcome::Completed));
+    let (_, a) = d.submit(
+        "build",
+        Some("k-a"),
+        &script("a", 5_000, ScriptOutcome::Completed),
+    );
+    d.submit(
+        "build",
+        Some("k-b"),
+        &script("b", 5_000, ScriptOutcome::Completed),
+    );
     let (st, list) = d.lookup("k-a");
     assert_eq!(st, 200);
     assert_eq!(list["operations"].as_array().unwrap().len(), 1);
@@ -236,7 +371,13 @@ fn list_operations_answers_the_request_id_filter() {
     // Nothing matches: an empty list is `{}` in proto3 JSON.
     assert_eq!(d.lookup("k-none"), (200, json!({})));
     // Without a filter: every operation.
-    assert_eq!(d.send("GET", "/v1/operations", b"").1["operations"].as_array().unwrap().len(), 2);
+    assert_eq!(
+        d.send("GET", "/v1/operations", b"").1["operations"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
     // Any other filter is refused.
     let (st, e) = d.send("GET", "/v1/operations?filter=done%3Dtrue", b"");
     assert_eq!((st, status_name(&e)), (400, "INVALID_ARGUMENT"));
@@ -244,7 +385,11 @@ fn list_operations_answers_the_request_id_filter() {
     let mut c = cfg();
     c.toolop_extensions = false;
     let mut d = Drv::new(c);
-    d.submit("build", Some("k-a"), &script("a", 5_000, ScriptOutcome::Completed));
+    d.submit(
+        "build",
+        Some("k-a"),
+        &script("a", 5_000, ScriptOutcome::Completed),
+    );
     let (st, e) = d.lookup("k-a");
     assert_eq!((st, status_name(&e)), (400, "INVALID_ARGUMENT"));
     // A service without ListOperations.
@@ -270,10 +415,18 @@ fn a_cancel_takes_effect_after_the_drawn_delay() {
     let mut c = cfg();
     c.cancel_delay_ms = (300, 300);
     let mut d = Drv::new(c);
-    let (_, op) = d.submit("build", None, &script("c", 10_000, ScriptOutcome::Completed));
+    let (_, op) = d.submit(
+        "build",
+        None,
+        &script("c", 10_000, ScriptOutcome::Completed),
+    );
     let name = name_of(&op);
     d.to(1_000);
-    assert_eq!(d.cancel(&name), (200, json!({})), "Empty: best effort, says nothing");
+    assert_eq!(
+        d.cancel(&name),
+        (200, json!({})),
+        "Empty: best effort, says nothing"
+    );
     // Still running until the delay has passed; a second cancel changes nothing.
     d.to(1_299);
     assert_eq!(d.cancel(&name), (200, json!({})));
@@ -284,7 +437,10 @@ fn a_cancel_takes_effect_after_the_drawn_delay() {
     assert_eq!(op["done"], true);
     assert_eq!(op["error"], json!({"code": 1, "message": "CANCELLED"}));
     let t = d.truth(&name);
-    assert_eq!((t.terminal_status, t.terminal_at_ms, t.side_effects), (Some(TaskStatus::Cancelled), Some(1_300), 0));
+    assert_eq!(
+        (t.terminal_status, t.terminal_at_ms, t.side_effects),
+        (Some(TaskStatus::Cancelled), Some(1_300), 0)
+    );
     assert_eq!(t.work_end, Some(WorkEnd::StoppedByCancel));
     // The completion that would have come is off the schedule.
     assert_eq!(d.s.next_event_at_ms(), None);
@@ -295,7 +451,11 @@ fn completion_wins_a_cancel_that_takes_effect_too_late() {
     let mut c = cfg();
     c.cancel_delay_ms = (500, 500);
     let mut d = Drv::new(c);
-    let (_, op) = d.submit("build", None, &script("race", 1_000, ScriptOutcome::Completed));
+    let (_, op) = d.submit(
+        "build",
+        None,
+        &script("race", 1_000, ScriptOutcome::Completed),
+    );
     let name = name_of(&op);
     d.to(600);
     assert_eq!(d.cancel(&name).0, 200);
@@ -303,18 +463,28 @@ fn completion_wins_a_cancel_that_takes_effect_too_late() {
     let op = d.get(&name).1;
     assert!(op["response"].is_object(), "{op}");
     let t = d.truth(&name);
-    assert_eq!((t.terminal_status, t.side_effects), (Some(TaskStatus::Completed), 1));
+    assert_eq!(
+        (t.terminal_status, t.side_effects),
+        (Some(TaskStatus::Completed), 1)
+    );
     // At equal times the completion wins too.
     let mut d = Drv::new({
         let mut c = cfg();
         c.cancel_delay_ms = (400, 400);
         c
     });
-    let (_, op) = d.submit("build", None, &script("tie", 1_000, ScriptOutcome::Completed));
+    let (_, op) = d.submit(
+        "build",
+        None,
+        &script("tie", 1_000, ScriptOutcome::Completed),
+    );
     d.to(600);
     d.cancel(&name_of(&op));
     d.to(1_000);
-    assert_eq!(d.truth(&name_of(&op)).terminal_status, Some(TaskStatus::Completed));
+    assert_eq!(
+        d.truth(&name_of(&op)).terminal_status,
+        Some(TaskStatus::Completed)
+    );
 }
 
 #[test]
@@ -326,14 +496,20 @@ fn cancel_is_unimplemented_when_configured() {
     let (st, e) = d.cancel(&name_of(&op));
     assert_eq!((st, status_name(&e)), (501, "UNIMPLEMENTED"));
     d.to(1_000);
-    assert_eq!(d.truth(&name_of(&op)).terminal_status, Some(TaskStatus::Completed));
+    assert_eq!(
+        d.truth(&name_of(&op)).terminal_status,
+        Some(TaskStatus::Completed)
+    );
 }
 
 #[test]
 fn cancel_of_a_done_operation_is_answered_as_configured() {
     for (mode, want) in [
         (CancelOnDone::Ok, (200, "")),
-        (CancelOnDone::FailedPrecondition, (400, "FAILED_PRECONDITION")),
+        (
+            CancelOnDone::FailedPrecondition,
+            (400, "FAILED_PRECONDITION"),
+        ),
         (CancelOnDone::NotFound, (404, "NOT_FOUND")),
     ] {
         let mut c = cfg();
@@ -356,10 +532,23 @@ fn preemption_ends_the_configured_fraction_aborted() {
         let mut c = cfg();
         c.preempt_rate = rate;
         let mut d = Drv::new(c);
-        let names: Vec<String> =
-            (0..40).map(|i| name_of(&d.submit("build", None, &script(&format!("p{i}"), 1_000, ScriptOutcome::Completed)).1)).collect();
+        let names: Vec<String> = (0..40)
+            .map(|i| {
+                name_of(
+                    &d.submit(
+                        "build",
+                        None,
+                        &script(&format!("p{i}"), 1_000, ScriptOutcome::Completed),
+                    )
+                    .1,
+                )
+            })
+            .collect();
         d.to(1_000);
-        names.iter().filter(|n| d.get(n).1["error"]["code"] == json!(code::ABORTED)).count()
+        names
+            .iter()
+            .filter(|n| d.get(n).1["error"]["code"] == json!(ABORTED))
+            .count()
     };
     assert_eq!(run(0.0), 0);
     assert_eq!(run(1.0), 40);
@@ -369,15 +558,25 @@ fn preemption_ends_the_configured_fraction_aborted() {
     let mut c = cfg();
     c.preempt_rate = 1.0;
     let mut d = Drv::new(c);
-    let (_, op) = d.submit("build", None, &script("pre", 1_000, ScriptOutcome::Completed));
+    let (_, op) = d.submit(
+        "build",
+        None,
+        &script("pre", 1_000, ScriptOutcome::Completed),
+    );
     let name = name_of(&op);
     let at = d.s.next_event_at_ms().unwrap();
     assert!(at < 1_000, "pre-empted during the run, at {at}");
     d.to(at);
     let op = d.get(&name).1;
-    assert_eq!((op["done"].clone(), op["error"]["code"].clone()), (json!(true), json!(10)));
+    assert_eq!(
+        (op["done"].clone(), op["error"]["code"].clone()),
+        (json!(true), json!(10))
+    );
     let t = d.truth(&name);
-    assert_eq!((t.terminal_status, t.side_effects), (Some(TaskStatus::Failed), 0));
+    assert_eq!(
+        (t.terminal_status, t.side_effects),
+        (Some(TaskStatus::Failed), 0)
+    );
     assert_eq!(d.s.next_event_at_ms(), None);
 }
 
@@ -386,33 +585,60 @@ fn retention_deletes_the_record_counting_from_completion() {
     let mut c = cfg();
     c.retention_after_done_ms = Some(5_000);
     let mut d = Drv::new(c);
-    let (_, op) = d.submit("build", Some("k"), &script("r", 2_000, ScriptOutcome::Completed));
+    let (_, op) = d.submit(
+        "build",
+        Some("k"),
+        &script("r", 2_000, ScriptOutcome::Completed),
+    );
     let name = name_of(&op);
     d.to(6_999);
-    assert_eq!(d.get(&name).0, 200, "retention runs from completion (2 000), not creation");
-    assert_eq!(d.lookup("k").1["operations"].as_array().map(Vec::len), Some(1));
+    assert_eq!(
+        d.get(&name).0,
+        200,
+        "retention runs from completion (2 000), not creation"
+    );
+    assert_eq!(
+        d.lookup("k").1["operations"].as_array().map(Vec::len),
+        Some(1)
+    );
     d.to(7_000);
     let (st, e) = d.get(&name);
     assert_eq!((st, status_name(&e)), (404, "NOT_FOUND"));
     assert_eq!(d.lookup("k"), (200, json!({})));
     assert_eq!(d.cancel(&name).0, 404);
     let t = d.truth(&name);
-    assert_eq!((t.deleted_at_ms, t.terminal_status), (Some(7_000), Some(TaskStatus::Completed)));
+    assert_eq!(
+        (t.deleted_at_ms, t.terminal_status),
+        (Some(7_000), Some(TaskStatus::Completed))
+    );
 }
 
 #[test]
 fn delete_drops_the_record_but_the_work_continues() {
     let mut d = Drv::new(cfg());
-    let (_, op) = d.submit("build", None, &script("del", 1_000, ScriptOutcome::Completed));
+    let (_, op) = d.submit(
+        "build",
+        None,
+        &script("del", 1_000, ScriptOutcome::Completed),
+    );
     let name = name_of(&op);
     d.to(100);
-    assert_eq!(d.send("DELETE", &format!("/v1/{name}"), b""), (200, json!({})));
+    assert_eq!(
+        d.send("DELETE", &format!("/v1/{name}"), b""),
+        (200, json!({}))
+    );
     assert_eq!(d.get(&name).0, 404);
     assert_eq!(d.send("DELETE", &format!("/v1/{name}"), b"").0, 404);
     d.to(1_000);
     let t = d.truth(&name);
-    assert_eq!((t.side_effects, t.effects_after_deletion, t.deleted_at_ms), (1, 1, Some(100)));
-    assert_eq!(t.work_end, Some(WorkEnd::Finished(ScriptOutcome::Completed)));
+    assert_eq!(
+        (t.side_effects, t.effects_after_deletion, t.deleted_at_ms),
+        (1, 1, Some(100))
+    );
+    assert_eq!(
+        t.work_end,
+        Some(WorkEnd::Finished(ScriptOutcome::Completed))
+    );
     assert_eq!(t.terminal_status, None, "nobody could see the end");
     assert_eq!(d.s.truth().effects_per_call_node["del"], 1);
     // Delete may be unimplemented.
@@ -420,7 +646,10 @@ fn delete_drops_the_record_but_the_work_continues() {
     c.delete_supported = false;
     let mut d = Drv::new(c);
     let (_, op) = d.submit("build", None, &script("x", 1_000, ScriptOutcome::Completed));
-    assert_eq!(d.send("DELETE", &format!("/v1/{}", name_of(&op)), b"").0, 501);
+    assert_eq!(
+        d.send("DELETE", &format!("/v1/{}", name_of(&op)), b"").0,
+        501
+    );
 }
 
 #[test]
@@ -429,10 +658,25 @@ fn bad_requests_are_refused_before_any_operation_exists() {
     let cases: [(&str, &str, &[u8], u16); 7] = [
         ("POST", "/v1/projects/p/reports:build", b"not json", 400),
         ("POST", "/v1/projects/p/reports:build", b"[1]", 400),
-        ("POST", "/v1/projects/p/reports:build", br#"{"requestId": 5}"#, 400),
-        ("POST", "/v1/projects/p/reports:build", br#"{"__sim": {"duration_ms": "x"}}"#, 400),
+        (
+            "POST",
+            "/v1/projects/p/reports:build",
+            br#"{"requestId": 5}"#,
+            400,
+        ),
+        (
+            "POST",
+            "/v1/projects/p/reports:build",
+            br#"{"__sim": {"duration_ms": "x"}}"#,
+            400,
+        ),
         ("POST", "/v1/projects/p/reports:nosuch", b"{}", 404),
-        ("PUT", "/v1/projects/p/locations/l/operations/op-1", b"{}", 404),
+        (
+            "PUT",
+            "/v1/projects/p/locations/l/operations/op-1",
+            b"{}",
+            404,
+        ),
         ("GET", "/v2/elsewhere", b"", 404),
     ];
     for (m, p, body, want) in cases {
@@ -440,9 +684,29 @@ fn bad_requests_are_refused_before_any_operation_exists() {
     }
     assert!(d.s.truth().tasks.is_empty());
     // A frame without an HTTP target: no reply when uncorrelated, 400 when it awaits one.
-    assert!(d.s.handle(0, OutFrame { request_id: None, body: vec![], http: None }).is_empty());
-    let r = d.s.handle(0, OutFrame { request_id: Some(99), body: vec![], http: None });
-    assert_eq!((r.len(), r[0].http_status, r[0].request_id), (1, 400, Some(99)));
+    assert!(d
+        .s
+        .handle(
+            0,
+            OutFrame {
+                request_id: None,
+                body: vec![],
+                http: None
+            }
+        )
+        .is_empty());
+    let r = d.s.handle(
+        0,
+        OutFrame {
+            request_id: Some(99),
+            body: vec![],
+            http: None,
+        },
+    );
+    assert_eq!(
+        (r.len(), r[0].http_status, r[0].request_id),
+        (1, 400, Some(99))
+    );
 }
 
 #[test]
@@ -458,13 +722,18 @@ fn routes_follow_the_configured_templates() {
     let mut c = AipServerConfig::new(a.clone());
     c.name_prefix = "operations".into();
     let mut d = Drv::new(c);
-    let body = serde_json::to_vec(&script("t", 1_000, ScriptOutcome::Completed).to_arguments()).unwrap();
+    let body =
+        serde_json::to_vec(&script("t", 1_000, ScriptOutcome::Completed).to_arguments()).unwrap();
     let (st, op) = d.send("POST", "/v2beta/build:run", &body);
     assert_eq!(st, 200);
     let name = name_of(&op);
     assert!(name.starts_with("operations/op-"));
     assert_eq!(d.send("GET", &a.operation_path_for(&name), b"").0, 200);
-    assert_eq!(d.send("GET", &format!("/v1/{name}"), b"").0, 404, "the default route is not this service's");
+    assert_eq!(
+        d.send("GET", &format!("/v1/{name}"), b"").0,
+        404,
+        "the default route is not this service's"
+    );
     assert_eq!(d.send("POST", &a.cancel_path_for(&name), b"{}").0, 200);
     assert_eq!(d.send("GET", "/v2beta/regions/eu/operations", b"").0, 200);
 }
@@ -480,7 +749,11 @@ fn conversation(seed: u64) -> (Vec<(u16, Value)>, String) {
     let mut names = vec![];
     for i in 0..8u64 {
         d.to(i * 100);
-        let r = d.submit("build", Some(&format!("k{i}")), &script(&format!("n{i}"), 500 + i * 300, ScriptOutcome::Completed));
+        let r = d.submit(
+            "build",
+            Some(&format!("k{i}")),
+            &script(&format!("n{i}"), 500 + i * 300, ScriptOutcome::Completed),
+        );
         names.push(name_of(&r.1));
         out.push(r);
     }
@@ -505,7 +778,13 @@ fn equal_seeds_give_identical_replies_and_truth() {
 }
 
 /// One exchange: the adapter encodes, the fake answers, the adapter decodes.
-fn call(adapter: &Aip151Adapter, s: &mut FakeAipServer, now: u64, kind: RequestKind, out: Outbound) -> Reply {
+fn call(
+    adapter: &Aip151Adapter,
+    s: &mut FakeServer,
+    now: u64,
+    kind: RequestKind,
+    out: Outbound,
+) -> Reply {
     let frames: Vec<InFrame> = s.handle(now, adapter.encode_frame(9, &out));
     assert_eq!(frames.len(), 1);
     assert_eq!(frames[0].request_id, Some(9));
@@ -516,26 +795,93 @@ fn call(adapter: &Aip151Adapter, s: &mut FakeAipServer, now: u64, kind: RequestK
 fn the_adapter_and_the_fake_agree_end_to_end() {
     let adapter = Aip151Adapter::new(api());
     let cases = [
-        (ScriptOutcome::Completed, ProtocolStatus::Completed, "result"),
-        (ScriptOutcome::Failed, ProtocolStatus::Failed, "result_is_error"),
-        (ScriptOutcome::ToolError, ProtocolStatus::Failed, "result_is_error"),
-        (ScriptOutcome::DoneWithoutResult, ProtocolStatus::DoneWithoutResult, "no_result_stored"),
+        (
+            ScriptOutcome::Completed,
+            ProtocolStatus::Completed,
+            "result",
+        ),
+        (
+            ScriptOutcome::Failed,
+            ProtocolStatus::Failed,
+            "result_is_error",
+        ),
+        (
+            ScriptOutcome::ToolError,
+            ProtocolStatus::Failed,
+            "result_is_error",
+        ),
+        (
+            ScriptOutcome::DoneWithoutResult,
+            ProtocolStatus::DoneWithoutResult,
+            "no_result_stored",
+        ),
     ];
     for (i, (outcome, status, fetched)) in cases.into_iter().enumerate() {
-        let mut s = FakeAipServer::new(cfg(), ChaCha8Rng::seed_from_u64(i as u64));
+        let mut s = cfg().server(ChaCha8Rng::seed_from_u64(i as u64));
         let node = format!("e{i}");
         let arguments = script(&node, 1_000, outcome).to_arguments();
-        let submit = Outbound::Submit { key: format!("key-{i}"), tool: "build".into(), arguments, ttl_ms: None };
-        let Reply::Submitted(v) = call(&adapter, &mut s, 0, RequestKind::Submit, submit.clone()) else { panic!("submitted") };
+        let submit = Outbound::Submit {
+            key: format!("key-{i}"),
+            tool: "build".into(),
+            arguments,
+            ttl_ms: None,
+        };
+        let Reply::Submitted(v) = call(&adapter, &mut s, 0, RequestKind::Submit, submit.clone())
+        else {
+            panic!("submitted")
+        };
         assert_eq!(v.status, ProtocolStatus::Working);
         let name = v.operation_id.clone();
         // A resubmission under the same key finds the same operation; so does a lookup.
-        assert_eq!(call(&adapter, &mut s, 10, RequestKind::Submit, submit), Reply::Submitted(v.clone()));
-        assert_eq!(call(&adapter, &mut s, 20, RequestKind::Lookup, Outbound::LookupByKey { key: format!("key-{i}") }), Reply::LookupFound(v.clone()));
-        assert_eq!(call(&adapter, &mut s, 20, RequestKind::Lookup, Outbound::LookupByKey { key: "other".into() }), Reply::LookupNotFound);
-        let Reply::Status(done) = call(&adapter, &mut s, 1_000, RequestKind::Poll, Outbound::Poll { operation_id: name.clone() }) else { panic!("status") };
+        assert_eq!(
+            call(&adapter, &mut s, 10, RequestKind::Submit, submit),
+            Reply::Submitted(v.clone())
+        );
+        assert_eq!(
+            call(
+                &adapter,
+                &mut s,
+                20,
+                RequestKind::Lookup,
+                Outbound::LookupByKey {
+                    key: format!("key-{i}")
+                }
+            ),
+            Reply::LookupFound(v.clone())
+        );
+        assert_eq!(
+            call(
+                &adapter,
+                &mut s,
+                20,
+                RequestKind::Lookup,
+                Outbound::LookupByKey {
+                    key: "other".into()
+                }
+            ),
+            Reply::LookupNotFound
+        );
+        let Reply::Status(done) = call(
+            &adapter,
+            &mut s,
+            1_000,
+            RequestKind::Poll,
+            Outbound::Poll {
+                operation_id: name.clone(),
+            },
+        ) else {
+            panic!("status")
+        };
         assert_eq!(done.status, status, "{outcome:?}");
-        let r = call(&adapter, &mut s, 1_000, RequestKind::Fetch, Outbound::FetchResult { operation_id: name.clone() });
+        let r = call(
+            &adapter,
+            &mut s,
+            1_000,
+            RequestKind::Fetch,
+            Outbound::FetchResult {
+                operation_id: name.clone(),
+            },
+        );
         assert_eq!(r.name(), fetched, "{r:?}");
         let truth = s.truth().tasks[&name].clone();
         if let Reply::Result(rv) = &r {
@@ -544,31 +890,85 @@ fn the_adapter_and_the_fake_agree_end_to_end() {
             assert_eq!(rv.related_operation_id.as_deref(), Some(name.as_str()));
         }
         // Cancel of the done operation: OK by default, which is "pending", never an outcome.
-        assert_eq!(call(&adapter, &mut s, 1_100, RequestKind::Cancel, Outbound::Cancel { operation_id: name.clone() }), Reply::CancelPending);
+        assert_eq!(
+            call(
+                &adapter,
+                &mut s,
+                1_100,
+                RequestKind::Cancel,
+                Outbound::Cancel {
+                    operation_id: name.clone()
+                }
+            ),
+            Reply::CancelPending
+        );
         assert_eq!(s.truth().tasks_created_per_call_node[&node], 1);
     }
     // A cancel that wins, read through the adapter.
     let mut c = cfg();
     c.cancel_delay_ms = (10, 10);
-    let mut s = FakeAipServer::new(c, ChaCha8Rng::seed_from_u64(1));
+    let mut s = c.server(ChaCha8Rng::seed_from_u64(1));
     let submit = Outbound::Submit {
         key: "kc".into(),
         tool: "build".into(),
         arguments: script("c", 5_000, ScriptOutcome::Completed).to_arguments(),
         ttl_ms: None,
     };
-    let Reply::Submitted(v) = call(&adapter, &mut s, 0, RequestKind::Submit, submit) else { panic!("submitted") };
+    let Reply::Submitted(v) = call(&adapter, &mut s, 0, RequestKind::Submit, submit) else {
+        panic!("submitted")
+    };
     let name = v.operation_id;
-    assert_eq!(call(&adapter, &mut s, 100, RequestKind::Cancel, Outbound::Cancel { operation_id: name.clone() }), Reply::CancelPending);
-    let Reply::Status(v) = call(&adapter, &mut s, 110, RequestKind::Poll, Outbound::Poll { operation_id: name.clone() }) else { panic!("status") };
+    assert_eq!(
+        call(
+            &adapter,
+            &mut s,
+            100,
+            RequestKind::Cancel,
+            Outbound::Cancel {
+                operation_id: name.clone()
+            }
+        ),
+        Reply::CancelPending
+    );
+    let Reply::Status(v) = call(
+        &adapter,
+        &mut s,
+        110,
+        RequestKind::Poll,
+        Outbound::Poll {
+            operation_id: name.clone(),
+        },
+    ) else {
+        panic!("status")
+    };
     assert_eq!(v.status, ProtocolStatus::Cancelled);
-    assert_eq!(call(&adapter, &mut s, 110, RequestKind::Fetch, Outbound::FetchResult { operation_id: name.clone() }).name(), "no_result_stored");
+    assert_eq!(
+        call(
+            &adapter,
+            &mut s,
+            110,
+            RequestKind::Fetch,
+            Outbound::FetchResult {
+                operation_id: name.clone()
+            }
+        )
+        .name(),
+        "no_result_stored"
+    );
     // Cancel on a service without it reads as an error, never as an outcome.
     let mut a = api();
     a.cancel_supported = false;
     let adapter = Aip151Adapter::new(a.clone());
-    let mut s = FakeAipServer::new(AipServerConfig::new(a), ChaCha8Rng::seed_from_u64(1));
-    let out = Outbound::Cancel { operation_id: "projects/p/locations/l/operations/op-x".into() };
-    let r = adapter.decode_reply(RequestKind::Cancel, &s.handle(0, adapter.encode_frame(1, &out))[0]);
-    assert!(matches!(r, Reply::Error { ref message } if message.starts_with("UNIMPLEMENTED")), "{r:?}");
+    let mut s = AipServerConfig::new(a).server(ChaCha8Rng::seed_from_u64(1));
+    let out = Outbound::Cancel {
+        operation_id: "projects/p/locations/l/operations/op-x".into(),
+    };
+    let r = adapter.decode_reply(
+        RequestKind::Cancel,
+        &s.handle(0, adapter.encode_frame(1, &out))[0],
+    );
+    assert!(
+        matches!(r, Reply::Error { ref message } if message.starts_with("UNIMPLEMENTED")),
+        "{r:?}"
+    );
 }

@@ -1,0 +1,162 @@
+//! The mutation run: the gate against deliberately broken executors. Every planted anti-pattern
+//! must be caught (some checker fires on some series) within the series budget, and the
+//! unmutated executor must trip none of the checkers on the same seeds.
+
+use std::collections::BTreeMap;
+
+use toolop::core::mutation::Mutation;
+
+use crate::campaign::sweep::{self, Loaded};
+use crate::judge::gates::SeriesRow;
+
+/// The scenario set mutants run against: the default gate set plus the load scenario that
+/// makes a missing QPS limiter visible.
+pub const DEFAULT_SET: [&str; 5] = [
+    "scenarios/smoke.toml",
+    "scenarios/mcp_faults.toml",
+    "scenarios/mcp_load.toml",
+    "scenarios/aip151_faults.toml",
+    "scenarios/mcp_ext_faults.toml",
+];
+
+/// Replay budget for shrinking each mutation's first failure.
+const SHRINK_REPLAYS: u32 = 150;
+
+/// What the run found for one mutation.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MutantResult {
+    pub mutation: Mutation,
+    /// The first failing series (by index in the sweep), with its seed and scenario file.
+    pub first_failure: Option<(u64, u64, String)>,
+    /// Checkers that fired on the first failing series.
+    pub caught_by: Vec<String>,
+    /// Fault firings in the first failing series, and in its shrunk schedule.
+    pub fault_events: u64,
+    pub shrunk_fault_events: Option<u64>,
+    /// Series run before deciding.
+    pub series_run: u64,
+}
+
+impl MutantResult {
+    pub fn caught(&self) -> bool {
+        self.first_failure.is_some()
+    }
+}
+
+/// The scenario set with a mutation planted in every executor.
+pub fn plant(scenarios: &[Loaded], m: Option<Mutation>) -> Vec<Loaded> {
+    scenarios
+        .iter()
+        .map(|l| {
+            let mut l = l.clone();
+            l.scenario.executor.core.mutation = m;
+            l
+        })
+        .collect()
+}
+
+fn first_failing(rows: &[SeriesRow]) -> Option<(usize, &SeriesRow)> {
+    rows.iter()
+        .enumerate()
+        .find(|(_, r)| !r.violations.is_empty())
+}
+
+/// Run series in chunks until one fails or the budget is spent.
+pub fn hunt(scenarios: &[Loaded], m: Mutation, budget: u64, jobs: usize) -> MutantResult {
+    let planted = plant(scenarios, Some(m));
+    let chunk = 100u64;
+    let mut done = 0;
+    while done < budget {
+        let n = chunk.min(budget - done);
+        let (rows, _) = sweep::run(&planted, done, n, jobs, &|| {});
+        if let Some((i, r)) = first_failing(&rows) {
+            let mut caught_by: Vec<String> =
+                r.violations.iter().map(|v| v.checker.to_string()).collect();
+            caught_by.dedup();
+            let fault_events = r.metrics.faults.values().map(|&n| u64::from(n)).sum();
+            let which = planted
+                .iter()
+                .find(|l| l.file.display().to_string() == r.scenario_file);
+            let shrunk_fault_events = which.and_then(|l| {
+                let s = crate::campaign::shrink::shrink_seed(
+                    &l.scenario,
+                    &r.scenario_file,
+                    r.seed,
+                    caught_by.first().map(String::as_str),
+                    SHRINK_REPLAYS,
+                );
+                s.ok().flatten().map(|s| s.shrunk_size.firings as u64)
+            });
+            return MutantResult {
+                mutation: m,
+                first_failure: Some((done + i as u64 + 1, r.seed, r.scenario_file.clone())),
+                caught_by,
+                fault_events,
+                shrunk_fault_events,
+                series_run: done + n,
+            };
+        }
+        done += n;
+    }
+    MutantResult {
+        mutation: m,
+        first_failure: None,
+        caught_by: vec![],
+        fault_events: 0,
+        shrunk_fault_events: None,
+        series_run: done,
+    }
+}
+
+/// Violations per checker of the unmutated executor over the same budget (must all be zero).
+pub fn baseline(scenarios: &[Loaded], budget: u64, jobs: usize) -> BTreeMap<String, u64> {
+    let (rows, _) = sweep::run(&plant(scenarios, None), 0, budget, jobs, &|| {});
+    let mut out = BTreeMap::new();
+    for r in &rows {
+        for v in &r.violations {
+            *out.entry(v.checker.to_string()).or_insert(0) += 1;
+        }
+    }
+    out
+}
+
+/// The table the command prints (and the README shows).
+pub fn table(results: &[MutantResult], baseline: &BTreeMap<String, u64>) -> String {
+    let mut s = format!(
+        "{:<38} {:<6} {:>10} {:>7} {:<44} {:>6} {:>6}\n",
+        "MUTATION", "CAUGHT", "FIRST SEED", "SERIES", "CAUGHT BY", "FAULTS", "SHRUNK"
+    );
+    for r in results {
+        let (seed, series) = match &r.first_failure {
+            Some((i, seed, _)) => (seed.to_string(), i.to_string()),
+            None => ("-".into(), format!(">{}", r.series_run)),
+        };
+        let by = if r.caught_by.is_empty() {
+            "-".to_string()
+        } else {
+            r.caught_by.join(",")
+        };
+        s.push_str(&format!(
+            "{:<38} {:<6} {:>10} {:>7} {:<44} {:>6} {:>6}\n",
+            r.mutation.name(),
+            if r.caught() { "yes" } else { "NO" },
+            seed,
+            series,
+            by,
+            r.fault_events,
+            r.shrunk_fault_events
+                .map(|n| n.to_string())
+                .unwrap_or_else(|| "-".into())
+        ));
+    }
+    let clean = baseline.values().all(|&n| n == 0);
+    s.push_str(&format!(
+        "unmutated executor on the same seeds: {}\n",
+        if clean {
+            "no checker fired".to_string()
+        } else {
+            format!("checker violations {baseline:?}")
+        }
+    ));
+    s
+}

@@ -1,0 +1,375 @@
+//! The seam between wire formats and the task service. A [`Codec`] turns a client's frame into a
+//! protocol-neutral [`Request`] (or answers it itself: handshakes, malformed frames, unknown
+//! methods), and turns the service's neutral [`Response`]s and [`Push`]es back into frames. The
+//! network sees only [`ExchangeKind`] and the neutral response, never a byte of the wire format.
+//!
+//! Codecs are written from the protocol texts (`shared/spec/`), apart from the executor's
+//! adapters in `src/protocol/`: they import no decoder, no encoder and no wire constant from
+//! there, so a misreading of the protocol in an adapter shows as a disagreement with its codec
+//! instead of being repeated on both sides.
+
+use serde::Serialize;
+use serde_json::Value;
+use toolop::protocol::TaskSupport;
+use toolop::transport::{InFrame, OutFrame};
+
+use super::script::TaskScript;
+use super::service::Policy;
+use super::truth::{AnswerAction, TaskStatus};
+
+/// A tool a fake server offers (MCP servers list them; AIP-151 routes them).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FakeTool {
+    pub name: String,
+    /// `execution.taskSupport`; `None` omits `execution` (which means forbidden).
+    pub task_support: Option<TaskSupport>,
+    /// Advertised as `_meta["io.toolop/sync-upper-bound-ms"]` on the descriptor.
+    pub sync_upper_bound_ms: Option<u64>,
+}
+
+impl FakeTool {
+    pub fn new(name: impl Into<String>, task_support: Option<TaskSupport>) -> FakeTool {
+        FakeTool {
+            name: name.into(),
+            task_support,
+            sync_upper_bound_ms: None,
+        }
+    }
+}
+
+/// A request that expects a reply, numbered by the codec that decoded it. The service and the
+/// network refer to requests only by this number.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub struct CallId(pub u64);
+
+/// What kind of exchange a frame belongs to: all the fault rules may know about it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ExchangeKind {
+    /// Negotiation and discovery (initialize, tools/list, ping).
+    Handshake,
+    Submit,
+    /// A status read of one operation.
+    Poll,
+    /// A result read of one operation.
+    Fetch,
+    Cancel,
+    /// The client's answer to an input request.
+    Answer,
+    /// Find an operation by the submission key.
+    Lookup,
+    List,
+    Delete,
+    /// A request the server sends the client (an input request).
+    ServerRequest,
+    /// A notification from the server.
+    Notification,
+    /// Anything else (malformed frames, unknown methods, client notifications).
+    Other,
+}
+
+impl ExchangeKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            ExchangeKind::Handshake => "handshake",
+            ExchangeKind::Submit => "submit",
+            ExchangeKind::Poll => "poll",
+            ExchangeKind::Fetch => "fetch",
+            ExchangeKind::Cancel => "cancel",
+            ExchangeKind::Answer => "answer",
+            ExchangeKind::Lookup => "lookup",
+            ExchangeKind::List => "list",
+            ExchangeKind::Delete => "delete",
+            ExchangeKind::ServerRequest => "server_request",
+            ExchangeKind::Notification => "notification",
+            ExchangeKind::Other => "other",
+        }
+    }
+}
+
+/// How the client wants a submission run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RunAs {
+    /// As a task (operation) the client polls.
+    Task,
+    /// Inline: the reply is the result, after the work's duration.
+    Inline,
+    /// Inline, and then the call is refused anyway (TS SDK: `task` sent for a tool that forbids
+    /// it: the tool runs, the reply is an error).
+    InlineThenRefuse,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Submit {
+    pub tool: String,
+    pub script: TaskScript,
+    pub key: Option<String>,
+    /// Whether the server deduplicates by `key`.
+    pub dedupe: bool,
+    pub run: RunAs,
+    /// The retention the client asked for, if any.
+    pub requested_ttl_ms: Option<u64>,
+}
+
+/// One answer to an input round, as the codec could place it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AnswerItem {
+    /// The rounds the answer may be for: (task id, round), every round the protocol's id names.
+    pub candidates: Vec<(String, u32)>,
+    /// The task the answer says it is for, when it says (MCP related-task metadata).
+    pub prefer_task: Option<String>,
+    pub action: AnswerAction,
+    pub content: Option<Value>,
+}
+
+/// A protocol-neutral request to the task service.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Request {
+    Submit(Submit),
+    Poll {
+        task: String,
+    },
+    /// A result read; the service may hold it until the task is terminal.
+    Fetch {
+        task: String,
+    },
+    Cancel {
+        task: String,
+    },
+    /// Remove the record; the work goes on (AIP-151 DeleteOperation).
+    Delete {
+        task: String,
+    },
+    /// Answers to input rounds; `task`: the task the request names (it must exist), if any.
+    Answer {
+        task: Option<String>,
+        items: Vec<AnswerItem>,
+    },
+    Lookup {
+        key: String,
+    },
+    List,
+}
+
+/// Why work stopped before its end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Stop {
+    Cancelled,
+    Preempted,
+}
+
+/// A tool result: `blocks` text blocks made of `text` (see [`TaskScript::block_text`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ResultBody {
+    pub text: String,
+    pub blocks: u32,
+    pub is_error: bool,
+}
+
+/// What a terminal task stores.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    Result(ResultBody),
+    ToolError {
+        message: String,
+    },
+    Stopped(Stop),
+    /// Done with neither result nor error.
+    Nothing,
+}
+
+/// What changed a task's status: codecs derive their status messages from this history.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Note {
+    InputAsked,
+    Answered,
+    /// The work ended and its outcome became visible (`flipped`: after a cancel, the
+    /// status-after-cancel quirk).
+    Ended {
+        outcome: super::script::ScriptOutcome,
+        flipped: bool,
+    },
+    Cancelled,
+    Preempted,
+}
+
+/// A task as the service shows it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TaskView {
+    pub id: String,
+    pub call_node: String,
+    pub tool: String,
+    pub status: TaskStatus,
+    pub created_at_ms: u64,
+    pub updated_at_ms: u64,
+    pub ttl_ms: Option<u64>,
+    /// The script's text (status messages quote it).
+    pub text: String,
+    pub notes: Vec<Note>,
+    /// The stored outcome, once terminal.
+    pub outcome: Option<Outcome>,
+    /// The pending input round, if the task waits for one.
+    pub pending_round: Option<u32>,
+    pub deleted: bool,
+}
+
+/// A 429/503 from something in front of the server.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Throttle {
+    RateLimited,
+    Unavailable,
+}
+
+impl Throttle {
+    pub fn http_status(self) -> u16 {
+        match self {
+            Throttle::RateLimited => 429,
+            Throttle::Unavailable => 503,
+        }
+    }
+}
+
+/// A protocol-neutral response from the task service (or from something in front of it).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Response {
+    /// The task a submission created or found, a status read, or an immediate cancel's result.
+    Task(TaskView),
+    /// A result read of a terminal task, or an inline run's end.
+    Outcome(Outcome),
+    /// A result read of a task with nothing stored (`cancelled`: it was cancelled).
+    NoResult {
+        cancelled: bool,
+    },
+    /// An inline run refused after running ([`RunAs::InlineThenRefuse`]).
+    InlineRefused,
+    /// No such task (`expired`: it existed and was deleted).
+    NotFound {
+        expired: bool,
+    },
+    /// A cancel accepted; only a later read says who won.
+    CancelAccepted,
+    /// A cancel of a task already terminal.
+    CancelRejected {
+        status: TaskStatus,
+    },
+    Tasks(Vec<TaskView>),
+    Ack,
+    /// Refused before reaching the server.
+    Throttled {
+        throttle: Throttle,
+        retry_after_ms: u64,
+    },
+}
+
+/// Something the server sends without being asked.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Push {
+    /// An input request for `round` of `task` (protocols that push them).
+    Input {
+        task: String,
+        call_node: String,
+        round: u32,
+    },
+    /// A status change (servers that notify).
+    Status(TaskView),
+}
+
+/// What a decoded frame asks for.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Ask {
+    Service(Request),
+    /// The codec answers by itself (handshake, malformed frame, unknown method, refused call).
+    Codec,
+    /// Nothing to do and nothing to answer (a client notification).
+    Nothing,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Decoded {
+    pub exchange: ExchangeKind,
+    /// Set when a reply is due.
+    pub call: Option<CallId>,
+    pub ask: Ask,
+}
+
+/// Neutral edits of a response, applied by the codec as it encodes (the fault layer's
+/// rewrites: it names them, the codec knows where they go).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Shape {
+    /// Every task id in the reply names this task instead.
+    pub task_id: Option<String>,
+    /// The reply's own id names this other request (where the body carries an id).
+    pub body_call: Option<CallId>,
+    /// The result loses its last content block; a digest the server claims stays as it was.
+    pub drop_last_block: bool,
+}
+
+/// What a codec's wire format can carry, which decides the faults it can express.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CodecCaps {
+    /// Replies carry their request's id in the body (JSON-RPC), apart from the transport.
+    pub body_ids: bool,
+    /// Status reads show a terminal task's result.
+    pub poll_shows_result: bool,
+    /// Status reads show pending input requests.
+    pub poll_shows_input: bool,
+    /// Results carry the server's digest.
+    pub result_digest: bool,
+}
+
+/// The result payload as the server puts it on the wire (without metadata): what the truth's
+/// `result_digest` digests. `None` when the protocol shows no payload for it (AIP-151 shows an
+/// error result as an `error` status only).
+pub trait ResultShape {
+    fn payload(&self, body: &ResultBody) -> Option<Value>;
+}
+
+/// One protocol's wire format. See the module docs.
+pub trait Codec: ResultShape + Send {
+    fn caps(&self) -> CodecCaps;
+    /// How the service behind this codec (and its profile) behaves.
+    fn policy(&self) -> Policy;
+    fn decode(&mut self, frame: OutFrame) -> Decoded;
+    /// The reply to `call`. A codec answer ([`Ask::Codec`]) is encoded from what the codec kept
+    /// at decode time, unless `response` comes from in front of the server (`Throttled`, or a
+    /// replica's `NotFound`): the request never reached the codec's server then.
+    fn encode_reply(&mut self, call: CallId, response: &Response, shape: &Shape) -> InFrame;
+    /// A frame for a push, or `None` when this protocol does not send it.
+    fn encode_push(&mut self, push: &Push) -> Option<InFrame>;
+}
+
+/// The requests a codec is waiting to answer, with what it needs to encode each answer.
+#[derive(Debug)]
+pub struct CallBook<C> {
+    next: u64,
+    open: std::collections::BTreeMap<CallId, C>,
+}
+
+impl<C> Default for CallBook<C> {
+    fn default() -> Self {
+        CallBook {
+            next: 0,
+            open: std::collections::BTreeMap::new(),
+        }
+    }
+}
+
+impl<C> CallBook<C> {
+    pub fn open(&mut self, ctx: C) -> CallId {
+        self.next += 1;
+        let id = CallId(self.next);
+        self.open.insert(id, ctx);
+        id
+    }
+
+    /// The context of `call`, closed: a request is answered once.
+    pub fn close(&mut self, call: CallId) -> Option<C> {
+        self.open.remove(&call)
+    }
+
+    pub fn get(&self, call: CallId) -> Option<&C> {
+        self.open.get(&call)
+    }
+}

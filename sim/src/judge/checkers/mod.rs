@@ -1,0 +1,239 @@
+//! Always-properties over a series trace. Each checker is passive: it reads the trace and
+//! returns violations; it never drives the simulation. Every checker judges a trace with a
+//! `Begin` (the bounds) and a `Final` (ledger and ground truth); a trace without either gets the
+//! single violation `trace_incomplete` instead. No checker panics on any trace.
+//!
+//! Each module has `NAME` (the stable `Violation::checker`), `check(trace)` and
+//! `violations(view)`; the metrics reuse the latter, so each property has one implementation.
+
+use serde::Serialize;
+
+use crate::trace::Trace;
+
+/// 1. At most one terminal receipt per call node.
+pub mod at_most_one_receipt;
+/// The executor cancels on the server only when the caller asked (a detach is no cancel).
+pub mod cancel_only_when_asked;
+/// 2. Completed never advances downstream without a fetched, verified result.
+pub mod completed_needs_verified_result;
+/// An input round is answered with the answer given for it (never a replayed older one).
+pub mod input_answer_matches_round;
+/// After a newer epoch took a call node over, no older executor acts on it.
+pub mod no_action_from_old_epoch;
+/// 3. After a successful cancel, a late completion never advances.
+pub mod no_advance_after_cancel;
+/// A call node is submitted again only on proof that the previous submission created nothing.
+pub mod no_blind_resubmit;
+/// 5. The accepted terminal state equals the server's ground truth.
+pub mod no_divergence;
+/// 6. No second operation from a duplicate submission.
+pub mod no_second_operation;
+/// An answer to an older request never overwrites what a newer one established.
+pub mod no_stale_overwrite;
+/// 8. Every outbox entry traces back to a terminal receipt.
+pub mod outbox_traceable;
+/// 7. Sends never exceed the max QPS in any one-second window.
+pub mod poll_rate_within_bound;
+/// Retirement by version: no new work on a retired adapter; what it has drains.
+pub mod retired_adapter_drains;
+/// A 429/503's Retry-After is waited out before the refused request is repeated.
+pub mod retry_after_honoured;
+/// Liveness: every call node settles within the bound after the safety phase.
+pub mod settles_within_bound;
+/// Launch control: shadow operations never reach the outbox.
+pub mod shadow_never_reaches_outbox;
+/// 4. Every UNKNOWN operation is queryable by task id or by submission key.
+pub mod unknown_is_queryable;
+/// Shared readings: `Begin`/`Final`, settle times, the node's server task.
+pub mod view;
+
+#[cfg(test)]
+pub(crate) mod testkit;
+
+pub use view::INCOMPLETE;
+
+/// One broken property.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Violation {
+    /// The checker's name, e.g. "at_most_one_receipt".
+    pub checker: &'static str,
+    pub node: Option<String>,
+    pub detail: String,
+}
+
+type Checker = fn(&view::View) -> Vec<Violation>;
+
+/// Every checker, in report order: (name, check).
+pub const CHECKERS: [(&str, Checker); 17] = [
+    (at_most_one_receipt::NAME, at_most_one_receipt::violations),
+    (
+        completed_needs_verified_result::NAME,
+        completed_needs_verified_result::violations,
+    ),
+    (
+        no_advance_after_cancel::NAME,
+        no_advance_after_cancel::violations,
+    ),
+    (unknown_is_queryable::NAME, unknown_is_queryable::violations),
+    (no_divergence::NAME, no_divergence::violations),
+    (no_second_operation::NAME, no_second_operation::violations),
+    (
+        poll_rate_within_bound::NAME,
+        poll_rate_within_bound::violations,
+    ),
+    (outbox_traceable::NAME, outbox_traceable::violations),
+    (settles_within_bound::NAME, settles_within_bound::violations),
+    (
+        input_answer_matches_round::NAME,
+        input_answer_matches_round::violations,
+    ),
+    (
+        cancel_only_when_asked::NAME,
+        cancel_only_when_asked::violations,
+    ),
+    (
+        no_action_from_old_epoch::NAME,
+        no_action_from_old_epoch::violations,
+    ),
+    (retry_after_honoured::NAME, retry_after_honoured::violations),
+    (no_stale_overwrite::NAME, no_stale_overwrite::violations),
+    (no_blind_resubmit::NAME, no_blind_resubmit::violations),
+    (
+        retired_adapter_drains::NAME,
+        retired_adapter_drains::violations,
+    ),
+    (
+        shadow_never_reaches_outbox::NAME,
+        shadow_never_reaches_outbox::violations,
+    ),
+];
+
+/// Run every checker over a trace, in `CHECKERS` order.
+pub fn check_all(trace: &Trace) -> Vec<Violation> {
+    view::judge(trace, |v| {
+        CHECKERS.iter().flat_map(|(_, check)| check(v)).collect()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::testkit::{all_paths, happy, SETTLED};
+    use super::*;
+    use crate::trace::{TraceEvent, What};
+    use toolop::record::TerminalState;
+
+    #[test]
+    fn a_clean_series_has_no_violations() {
+        let v = check_all(&all_paths().build(SETTLED));
+        assert!(v.is_empty(), "{v:?}");
+    }
+
+    #[test]
+    fn a_truncated_trace_gives_one_incomplete_violation() {
+        let b = all_paths();
+        for trace in [
+            b.assemble(true, false, None),
+            b.assemble(false, true, Some(SETTLED)),
+            b.assemble(false, false, None),
+        ] {
+            let v = check_all(&trace);
+            assert_eq!(v.len(), 1, "{v:?}");
+            assert_eq!(v[0].checker, INCOMPLETE);
+            // Each checker alone says the same.
+            let each: [fn(&Trace) -> Vec<Violation>; 15] = [
+                at_most_one_receipt::check,
+                completed_needs_verified_result::check,
+                no_advance_after_cancel::check,
+                unknown_is_queryable::check,
+                no_divergence::check,
+                no_second_operation::check,
+                poll_rate_within_bound::check,
+                outbox_traceable::check,
+                settles_within_bound::check,
+                input_answer_matches_round::check,
+                cancel_only_when_asked::check,
+                no_action_from_old_epoch::check,
+                retry_after_honoured::check,
+                no_stale_overwrite::check,
+                no_blind_resubmit::check,
+            ];
+            for check in each {
+                assert_eq!(check(&trace), v);
+            }
+        }
+    }
+
+    #[test]
+    fn violations_come_in_checker_order_with_stable_names() {
+        let mut b = happy("n1", 0);
+        b.exec(2, 1)
+            .at(2_000)
+            .accepted("n1", TerminalState::Completed, Some("d-n1"));
+        let v = check_all(&b.build("simulated time limit reached"));
+        let names: Vec<&str> = v.iter().map(|v| v.checker).collect();
+        assert_eq!(
+            names,
+            [
+                "at_most_one_receipt",
+                "completed_needs_verified_result",
+                "settles_within_bound"
+            ]
+        );
+        let all: Vec<&str> = CHECKERS.iter().map(|(n, _)| *n).collect();
+        assert_eq!(
+            all,
+            [
+                "at_most_one_receipt",
+                "completed_needs_verified_result",
+                "no_advance_after_cancel",
+                "unknown_is_queryable",
+                "no_divergence",
+                "no_second_operation",
+                "poll_rate_within_bound",
+                "outbox_traceable",
+                "settles_within_bound",
+                "input_answer_matches_round",
+                "cancel_only_when_asked",
+                "no_action_from_old_epoch",
+                "retry_after_honoured",
+                "no_stale_overwrite",
+                "no_blind_resubmit",
+                "retired_adapter_drains",
+                "shadow_never_reaches_outbox"
+            ]
+        );
+    }
+
+    #[test]
+    fn no_checker_panics_on_odd_traces() {
+        // Events in any order, empty paths, a Final before Begin, duplicates: judged, not panicked on.
+        let full = all_paths().build(SETTLED);
+        let mut reversed = full.clone();
+        reversed.events.reverse();
+        let mut odd = full.clone();
+        odd.events.push(TraceEvent {
+            t_ms: 0,
+            what: What::Exec {
+                epoch: 0,
+                incarnation: 0,
+                obs: toolop::runner::Observation::Moved {
+                    node: String::new(),
+                    event: String::new(),
+                    path: vec![],
+                    version: 0,
+                },
+            },
+        });
+        odd.events.push(TraceEvent {
+            t_ms: u64::MAX,
+            what: What::Caller {
+                action: crate::trace::CallerAction::Submit,
+                node: "ghost".into(),
+            },
+        });
+        for trace in [reversed, odd, Trace::default()] {
+            let _ = check_all(&trace);
+            let _ = crate::judge::metrics::measure(&trace);
+        }
+    }
+}

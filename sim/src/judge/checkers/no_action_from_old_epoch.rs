@@ -1,0 +1,170 @@
+//! Always: once an executor of a newer execution epoch has resumed a call node (its `resume`
+//! step was applied), no executor of an older epoch acts on that node again: it applies no
+//! event (no `Moved`, no `Stayed`), accepts nothing, and sends nothing it decided after the
+//! takeover. A correct old executor only rejects what still reaches it (stale epoch).
+//!
+//! A send the old executor decided before the takeover but the QPS limiter let out after it is
+//! that executor's last word, not an action after the takeover; every send decided after the
+//! takeover follows an applied step, which is what this checker reports.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use toolop::runner::Observation;
+
+use super::view::{judge, observations, ExecId, View, RESUME_EVENT};
+use super::Violation;
+use crate::trace::Trace;
+
+pub const NAME: &str = "no_action_from_old_epoch";
+
+pub fn check(trace: &Trace) -> Vec<Violation> {
+    judge(trace, violations)
+}
+
+pub fn violations(v: &View) -> Vec<Violation> {
+    let mut out = vec![];
+    // Per node: the newest epoch that resumed it, and when.
+    let mut claimed: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
+    let mut reported: BTreeSet<(ExecId, &str)> = BTreeSet::new();
+    for (t, exec, obs) in observations(v.trace) {
+        let (node, what) = match obs {
+            Observation::Moved { node, event, .. } => (node, format!("moved the record ({event})")),
+            Observation::Stayed { node, event } => (node, format!("applied {event}")),
+            Observation::Accepted { node, terminal, .. } => {
+                (node, format!("accepted {}", terminal.name()))
+            }
+            _ => continue,
+        };
+        let node = node.as_str();
+        if let Some(&(epoch, at)) = claimed.get(node) {
+            if exec.0 < epoch && reported.insert((exec, node)) {
+                out.push(Violation {
+                    checker: NAME,
+                    node: Some(node.to_string()),
+                    detail: format!(
+                        "executor epoch {} incarnation {} {what} at {t} ms, after epoch {epoch} resumed the node at {at} ms",
+                        exec.0, exec.1
+                    ),
+                });
+            }
+        }
+        if let Observation::Moved { event, .. } | Observation::Stayed { event, .. } = obs {
+            if event == RESUME_EVENT && claimed.get(node).is_none_or(|&(e, _)| exec.0 > e) {
+                claimed.insert(node, (exec.0, t));
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::judge::checkers::testkit::{assert_clean, Tb, SETTLED};
+    use crate::trace::What;
+    use toolop::record::LocalState::*;
+    use toolop::record::TerminalState;
+
+    /// Epoch 1 submits n1; a rollback starts epoch 2, which resumes it and finishes it. The
+    /// old executor lingers: its late reply is rejected (stale epoch), and a send it decided
+    /// before the takeover leaves after it.
+    fn rollback() -> Tb {
+        let mut b = Tb::new();
+        b.at(0).submit("n1").sent("n1", "submit");
+        b.at(10)
+            .recv("n1", "submit", "submitted")
+            .moved("n1", &[Submitting, Working]);
+        b.at(1_000).obs(Observation::Stayed {
+            node: "n1".into(),
+            event: "timer:poll_due".into(),
+        });
+        b.at(2_000).push(What::World {
+            action: crate::trace::WorldAction::Rollback {
+                incarnation: 2,
+                epoch: 2,
+            },
+        });
+        b.exec(2, 2).at(2_050).obs(Observation::Stayed {
+            node: "n1".into(),
+            event: "resume".into(),
+        });
+        b.exec(1, 1).at(2_060).sent("n1", "poll");
+        b.at(2_100).recv("n1", "poll", "status");
+        b.obs(Observation::Rejected {
+            node: "n1".into(),
+            event: "reply:poll:status".into(),
+            reason: toolop::core::Rejection::StaleEpoch {
+                event_epoch: 1,
+                record_epoch: 2,
+            },
+        });
+        b.exec(2, 2).at(3_000).sent("n1", "poll");
+        b.at(3_010)
+            .recv("n1", "poll", "status")
+            .moved("n1", &[Working, TerminalObserved, FetchingResult])
+            .sent("n1", "fetch");
+        b.at(3_020)
+            .recv("n1", "fetch", "result")
+            .moved("n1", &[FetchingResult, Accepted]);
+        b.accepted("n1", TerminalState::Completed, Some("d-n1"));
+        b.record("n1", Accepted, Some("t-n1"));
+        b.receipt("n1", Some("t-n1"), TerminalState::Completed, Some("d-n1"));
+        b.task(
+            "t-n1",
+            "n1",
+            Some(crate::fake::truth::TaskStatus::Completed),
+            Some("d-n1"),
+            Some(2_900),
+        );
+        b
+    }
+
+    #[test]
+    fn clean_traces_pass() {
+        assert_clean(check);
+        assert_eq!(check(&rollback().build(SETTLED)), vec![]);
+        // A restart in the same epoch takes nothing from anyone.
+        let mut b = rollback();
+        b.exec(2, 3).at(5_000).obs(Observation::Stayed {
+            node: "n1".into(),
+            event: "resume".into(),
+        });
+        b.exec(2, 2).at(5_001).obs(Observation::Stayed {
+            node: "n1".into(),
+            event: "caller_detached".into(),
+        });
+        assert_eq!(check(&b.build(SETTLED)), vec![]);
+    }
+
+    #[test]
+    fn an_old_executor_acting_after_the_takeover_is_caught() {
+        let mut b = rollback();
+        // The old executor applies its late reply instead of rejecting it, and accepts.
+        b.exec(1, 1)
+            .at(2_200)
+            .moved("n1", &[Working, TerminalObserved]);
+        b.at(2_300)
+            .accepted("n1", TerminalState::Completed, Some("d-n1"));
+        let v = check(&b.build(SETTLED));
+        assert_eq!(v.len(), 1, "one violation per executor and node: {v:?}");
+        assert!(
+            v[0].detail
+                .contains("epoch 1 incarnation 1 moved the record"),
+            "{v:?}"
+        );
+        assert!(
+            v[0].detail.contains("epoch 2 resumed the node at 2050 ms"),
+            "{v:?}"
+        );
+    }
+
+    #[test]
+    fn before_the_takeover_the_old_executor_may_act() {
+        let mut b = rollback();
+        b.exec(1, 1).at(2_040).obs(Observation::Stayed {
+            node: "n1".into(),
+            event: "timer:poll_due".into(),
+        });
+        assert_eq!(check(&b.build(SETTLED)), vec![]);
+    }
+}

@@ -1,0 +1,195 @@
+//! Always: a late answer never overwrites a newer one. Every request of a call node carries a
+//! sequence number; once an executor has applied the answer to request `s` (the step for that
+//! reply moved or kept the record), an answer to an older request `s' < s` that reaches the same
+//! executor is rejected (stale), never applied: no `Moved` follows it, and no `Stayed` either
+//! while the record is not final (a final record may note a late completion without a change).
+//! Judged per executor incarnation, over every request kind (polls, cancels, lookups, fetches).
+
+use std::collections::BTreeMap;
+
+use toolop::record::LocalState;
+use toolop::runner::Observation;
+
+use super::view::{judge, observations, reply_event, ExecId, View};
+use super::Violation;
+use crate::trace::Trace;
+
+pub const NAME: &str = "no_stale_overwrite";
+
+pub fn check(trace: &Trace) -> Vec<Violation> {
+    judge(trace, violations)
+}
+
+/// A received answer waiting for the step that handles it.
+struct Answer {
+    event: String,
+    seq: u64,
+    at_ms: u64,
+    /// The newest sequence number this executor had applied for the node when it arrived.
+    stale_behind: Option<u64>,
+}
+
+pub fn violations(v: &View) -> Vec<Violation> {
+    let mut out = vec![];
+    let mut applied: BTreeMap<(ExecId, &str), u64> = BTreeMap::new();
+    let mut waiting: BTreeMap<(ExecId, &str), Answer> = BTreeMap::new();
+    // The node's local state as the last move left it (any executor).
+    let mut state: BTreeMap<&str, LocalState> = BTreeMap::new();
+    for (t, exec, obs) in observations(v.trace) {
+        match obs {
+            Observation::Received {
+                node,
+                kind,
+                seq,
+                reply,
+                ..
+            } => {
+                let key = (exec, node.as_str());
+                let stale_behind = applied.get(&key).copied().filter(|&a| *seq < a);
+                waiting.insert(
+                    key,
+                    Answer {
+                        event: reply_event(kind, reply),
+                        seq: *seq,
+                        at_ms: t,
+                        stale_behind,
+                    },
+                );
+            }
+            Observation::Moved { node, event, .. } | Observation::Stayed { node, event } => {
+                let key = (exec, node.as_str());
+                let moved = matches!(obs, Observation::Moved { .. });
+                let was_final = state.get(node.as_str()).is_some_and(|s| s.is_final());
+                if let Observation::Moved { path, .. } = obs {
+                    if let Some(last) = path.last() {
+                        state.insert(node, *last);
+                    }
+                }
+                let Some(a) = waiting.remove(&key).filter(|a| a.event == *event) else {
+                    continue;
+                };
+                match a.stale_behind {
+                    Some(newer) if moved || !was_final => out.push(Violation {
+                        checker: NAME,
+                        node: Some(node.clone()),
+                        detail: format!(
+                            "executor epoch {} incarnation {} applied {} for request {} (received at {} ms) after applying request {newer}: {}",
+                            exec.0,
+                            exec.1,
+                            a.event,
+                            a.seq,
+                            a.at_ms,
+                            if moved { "the record moved" } else { "the record was kept" }
+                        ),
+                    }),
+                    Some(_) => {}
+                    None => {
+                        applied.insert(key, a.seq);
+                    }
+                }
+            }
+            Observation::Rejected { node, .. }
+            | Observation::Refused { node, .. }
+            | Observation::LedgerRefused { node, .. } => {
+                waiting.remove(&(exec, node.as_str()));
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::judge::checkers::testkit::{assert_clean, Tb, SETTLED};
+    use toolop::record::LocalState::*;
+
+    fn recv(b: &mut Tb, t: u64, kind: &'static str, seq: u64, reply: &'static str) {
+        b.at(t).obs(Observation::Received {
+            node: "n1".into(),
+            kind,
+            seq,
+            reply,
+            retry_after_ms: None,
+        });
+    }
+
+    /// n1 in INPUT_REQUIRED: poll 3 and cancel 4 are out; the cancel answer comes first and is
+    /// applied; poll 3's answer comes late.
+    fn reordered() -> Tb {
+        let mut b = Tb::new();
+        b.cancel_path("n1", 0);
+        recv(&mut b, 4_000, "poll", 2, "status");
+        b.moved("n1", &[Working, InputRequired]);
+        recv(&mut b, 5_000, "cancel", 4, "cancel_rejected_terminal");
+        b.obs(Observation::Stayed {
+            node: "n1".into(),
+            event: "reply:cancel:cancel_rejected_terminal".into(),
+        });
+        recv(&mut b, 5_010, "poll", 3, "status");
+        b
+    }
+
+    #[test]
+    fn clean_traces_pass() {
+        assert_clean(check);
+        let mut b = reordered();
+        b.obs(Observation::Rejected {
+            node: "n1".into(),
+            event: "reply:poll:status".into(),
+            reason: toolop::core::Rejection::StaleAnswer {
+                seq: 3,
+                applied_seq: 4,
+            },
+        });
+        assert_eq!(check(&b.build(SETTLED)), vec![]);
+        // A final record may note a late answer without changing.
+        let mut b = reordered();
+        b.at(4_500)
+            .moved("n1", &[InputRequired, CancelRequested, CancelledAccepted]);
+        b.at(5_010).obs(Observation::Stayed {
+            node: "n1".into(),
+            event: "reply:poll:status".into(),
+        });
+        assert_eq!(check(&b.build(SETTLED)), vec![]);
+        // Another incarnation has applied nothing yet.
+        let mut b = reordered();
+        b.exec(1, 2).at(5_010);
+        recv(&mut b, 5_020, "poll", 1, "status");
+        b.obs(Observation::Moved {
+            node: "n1".into(),
+            event: "reply:poll:status".into(),
+            path: vec![InputRequired, Working],
+            version: 0,
+        });
+        assert_eq!(check(&b.build(SETTLED)), vec![]);
+    }
+
+    #[test]
+    fn a_late_answer_that_moves_the_record_is_caught() {
+        let mut b = reordered();
+        b.obs(Observation::Moved {
+            node: "n1".into(),
+            event: "reply:poll:status".into(),
+            path: vec![InputRequired, Working],
+            version: 0,
+        });
+        let v = check(&b.build(SETTLED));
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(
+            v[0].detail.contains("request 3") && v[0].detail.contains("after applying request 4"),
+            "{v:?}"
+        );
+    }
+
+    #[test]
+    fn a_late_answer_applied_without_a_move_is_caught_while_not_final() {
+        let mut b = reordered();
+        b.obs(Observation::Stayed {
+            node: "n1".into(),
+            event: "reply:poll:status".into(),
+        });
+        assert_eq!(check(&b.build(SETTLED)).len(), 1);
+    }
+}

@@ -1,0 +1,200 @@
+//! What the checkers share: the bounds from `Begin`, the ledger and ground truth from `Final`,
+//! and a few per-node readings of the trace that more than one checker (or a metric) needs.
+//! Everything here reads; nothing assumes the trace is well formed.
+
+use std::collections::BTreeMap;
+
+use toolop::ledger::LedgerSnapshot;
+use toolop::record::{LocalState, ToolOperation};
+use toolop::runner::Observation;
+
+use crate::fake::truth::{GroundTruth, TaskTruth};
+use crate::trace::{CallerAction, Trace, What};
+
+use super::Violation;
+
+/// The name of the single violation reported for a trace that cannot be judged.
+pub const INCOMPLETE: &str = "trace_incomplete";
+
+/// A trace with the two events every property needs: `Begin` (bounds) and `Final` (outcome).
+pub struct View<'a> {
+    pub trace: &'a Trace,
+    pub max_qps: u32,
+    pub safety_window_ms: u64,
+    pub liveness_bound_ms: u64,
+    pub call_nodes: u32,
+    pub ledger: &'a LedgerSnapshot,
+    pub truth: &'a GroundTruth,
+    /// `None` when the trace has no `End` (the liveness check fails it).
+    pub end_reason: Option<&'a str>,
+}
+
+impl<'a> View<'a> {
+    /// The first `Begin` and the last `Final`; without either the trace is incomplete (a series
+    /// that hit its event limit drops both, since `Trace::push` refuses events past the limit).
+    pub fn of(trace: &'a Trace) -> Result<View<'a>, Violation> {
+        let begin = trace.events.iter().find_map(|e| match &e.what {
+            What::Begin {
+                max_qps,
+                safety_window_ms,
+                liveness_bound_ms,
+                call_nodes,
+                ..
+            } => Some((*max_qps, *safety_window_ms, *liveness_bound_ms, *call_nodes)),
+            _ => None,
+        });
+        let fin = trace.events.iter().rev().find_map(|e| match &e.what {
+            What::Final { ledger, truth } => Some((ledger, truth)),
+            _ => None,
+        });
+        let end_reason = trace.events.iter().rev().find_map(|e| match &e.what {
+            What::End { reason } => Some(reason.as_str()),
+            _ => None,
+        });
+        match (begin, fin) {
+            (
+                Some((max_qps, safety_window_ms, liveness_bound_ms, call_nodes)),
+                Some((ledger, truth)),
+            ) => Ok(View {
+                trace,
+                max_qps,
+                safety_window_ms,
+                liveness_bound_ms,
+                call_nodes,
+                ledger,
+                truth,
+                end_reason,
+            }),
+            (b, f) => {
+                let mut missing = vec![];
+                if b.is_none() {
+                    missing.push("Begin");
+                }
+                if f.is_none() {
+                    missing.push("Final");
+                }
+                Err(Violation {
+                    checker: INCOMPLETE,
+                    node: None,
+                    detail: format!(
+                        "no {} event ({} events, truncated: {})",
+                        missing.join(" and no "),
+                        trace.events.len(),
+                        trace.truncated
+                    ),
+                })
+            }
+        }
+    }
+
+    pub fn record(&self, node: &str) -> Option<&'a ToolOperation> {
+        self.ledger.records.iter().find(|r| r.call_node_id == node)
+    }
+}
+
+/// Run `f` over a complete trace, or report the single incomplete-trace violation.
+pub fn judge(trace: &Trace, f: impl FnOnce(&View) -> Vec<Violation>) -> Vec<Violation> {
+    match View::of(trace) {
+        Ok(v) => f(&v),
+        Err(incomplete) => vec![incomplete],
+    }
+}
+
+/// The server task that belongs to `node`: the one named by `operation_id` when that task is the
+/// node's, otherwise the node's first task by id. A task of another node never counts, so an id
+/// that points elsewhere (task id misuse) finds nothing here and is judged by the caller.
+pub fn node_task<'t>(
+    truth: &'t GroundTruth,
+    node: &str,
+    operation_id: Option<&str>,
+) -> Option<(&'t str, &'t TaskTruth)> {
+    if let Some(op) = operation_id {
+        if let Some((id, t)) = truth.tasks.get_key_value(op) {
+            if t.call_node == node {
+                return Some((id.as_str(), t));
+            }
+        }
+    }
+    truth
+        .tasks
+        .iter()
+        .find(|(_, t)| t.call_node == node)
+        .map(|(id, t)| (id.as_str(), t))
+}
+
+/// One executor process: (epoch, incarnation).
+pub type ExecId = (u64, u32);
+
+/// Each observation in trace order with its time and executor.
+pub fn observations(trace: &Trace) -> impl Iterator<Item = (u64, ExecId, &Observation)> {
+    trace.events.iter().filter_map(|e| match &e.what {
+        What::Exec {
+            epoch,
+            incarnation,
+            obs,
+        } => Some((e.t_ms, (*epoch, *incarnation), obs)),
+        _ => None,
+    })
+}
+
+/// First time the caller did `action` per node.
+pub fn caller_times(trace: &Trace, action: CallerAction) -> BTreeMap<String, u64> {
+    let mut out = BTreeMap::new();
+    for e in &trace.events {
+        if let What::Caller { action: a, node } = &e.what {
+            if *a == action {
+                out.entry(node.clone()).or_insert(e.t_ms);
+            }
+        }
+    }
+    out
+}
+
+/// When each node first reached a final local state, and which one: the first `Moved` whose path
+/// ends in a final state. Final states are never left, so the first is the settlement.
+pub fn settle_times(trace: &Trace) -> BTreeMap<String, (u64, LocalState)> {
+    let mut out = BTreeMap::new();
+    for (t, _, obs) in observations(trace) {
+        if let Observation::Moved { node, path, .. } = obs {
+            if let Some(last) = path.last().filter(|s| s.is_final()) {
+                out.entry(node.clone()).or_insert((t, *last));
+            }
+        }
+    }
+    out
+}
+
+/// The `event` of the step that handled a reply (`Moved`, `Stayed`, `Rejected`): the core's
+/// `Event::Reply` name, from the request kind and reply names that `Received` carries.
+pub fn reply_event(kind: &str, reply: &str) -> String {
+    format!("reply:{kind}:{reply}")
+}
+
+/// The `event` of the step that resumes a record when an executor (re)starts or takes over.
+pub const RESUME_EVENT: &str = "resume";
+
+#[cfg(test)]
+mod tests {
+    use toolop::core::Event;
+    use toolop::protocol::{Reply, RequestKind};
+
+    use super::*;
+
+    #[test]
+    fn event_names_are_the_cores() {
+        let reply = Reply::RateLimited {
+            retry_after_ms: Some(1),
+        };
+        let ev = Event::Reply {
+            kind: RequestKind::Poll,
+            seq: 1,
+            epoch: 1,
+            reply: reply.clone(),
+        };
+        assert_eq!(
+            ev.name(),
+            reply_event(RequestKind::Poll.name(), reply.name())
+        );
+        assert_eq!(Event::Resume.name(), RESUME_EVENT);
+    }
+}

@@ -1,0 +1,309 @@
+//! Per-series measurements, computed from the trace alone (the same trace the checkers read),
+//! so gate, tune and reports never re-implement a metric.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+use toolop::record::LocalState;
+use toolop::runner::Observation;
+
+use crate::judge::checkers::view::{caller_times, node_task, observations, settle_times, View};
+use crate::judge::checkers::{
+    at_most_one_receipt, no_divergence, no_second_operation, outbox_traceable,
+    poll_rate_within_bound, settles_within_bound,
+};
+use crate::series::faults::FaultKind;
+use crate::trace::{CallerAction, Trace, What};
+
+/// What one series measured. Durations in simulated milliseconds.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct SeriesMetrics {
+    pub call_nodes: u32,
+    /// Fault firings by kind.
+    pub faults: BTreeMap<FaultKind, u32>,
+    /// (fault, executor local state at firing) -> firings: the coverage matrix of this series.
+    pub coverage: BTreeMap<(FaultKind, LocalState), u32>,
+    /// Terminal outcome per call node: "completed", "failed", "cancelled", "done_without_result",
+    /// "rejected", "unknown" (manual reconciliation), or "unsettled"; "no_receipt" for a record
+    /// in a receipt state whose receipt is missing (an executor bug the checkers also report).
+    /// Read from the final records, so empty for a trace without `Final`.
+    pub terminal_states: BTreeMap<String, u32>,
+    /// Status reads (`poll` sends) over the series.
+    pub polls: u64,
+    /// Polls per operation (one entry per call node that got an operation id).
+    pub polls_per_operation: Vec<u64>,
+    /// Most sends by one executor incarnation in any window [t, t+999] ms.
+    pub max_sends_in_window: u32,
+    /// Cancel click to the executor knowing who won: the cancel confirmed (CANCELLED_ACCEPTED),
+    /// a terminal state observed instead (TERMINAL_OBSERVED: the work finished first), or the
+    /// node settled otherwise. Fetching a result the cancel lost to is not part of it. A node
+    /// that had settled before the click has nothing to confirm and is left out.
+    pub cancel_confirmation_ms: Vec<u64>,
+    /// Time spent not knowing whether an operation exists: entering SUBMISSION_UNKNOWN to leaving
+    /// it, and submission to hand-off for nodes that end in UNKNOWN.
+    pub unknown_reconciliation_ms: Vec<u64>,
+    /// Submission to settlement, per settled call node.
+    pub end_to_end_ms: Vec<u64>,
+    /// Server-side terminal time to acceptance, per accepted node with a server task.
+    pub completion_detection_ms: Vec<u64>,
+    /// 429 replies the executor received.
+    pub rate_limited: u32,
+    /// Receipts whose terminal state differs from the server's ground truth.
+    pub divergences: u32,
+    /// Call nodes for which the server started more than one operation (tasks + sync runs - 1).
+    pub second_operations: u32,
+    /// Outbox entries without a matching receipt.
+    pub untraceable_outbox: u32,
+    pub outbox_entries: u32,
+    /// Call nodes with more than one receipt (or Accepted observation).
+    pub extra_receipts: u32,
+    /// Call nodes that did not settle within the liveness bound (the liveness check's violations,
+    /// so a series that did not end "all call nodes settled" counts one more).
+    pub liveness_failures: u32,
+}
+
+/// Measure one series from its trace. Counts that need the ledger or the ground truth (terminal
+/// states, polls per operation, completion detection, divergences, second operations, outbox,
+/// receipts, liveness) stay at zero or empty for a trace without `Begin` or `Final`; such a
+/// trace is reported by `checkers::check_all` as `trace_incomplete`.
+pub fn measure(trace: &Trace) -> SeriesMetrics {
+    let submitted = caller_times(trace, CallerAction::Submit);
+    let settled = settle_times(trace);
+    let mut m = SeriesMetrics {
+        call_nodes: trace
+            .events
+            .iter()
+            .find_map(|e| match &e.what {
+                What::Begin { call_nodes, .. } => Some(*call_nodes),
+                _ => None,
+            })
+            .unwrap_or(submitted.len() as u32),
+        max_sends_in_window: poll_rate_within_bound::max_sends_in_window(trace),
+        ..SeriesMetrics::default()
+    };
+    for e in &trace.events {
+        if let What::Fault { fault, state, .. } = &e.what {
+            *m.faults.entry(*fault).or_default() += 1;
+            if let Some(state) = state {
+                *m.coverage.entry((*fault, *state)).or_default() += 1;
+            }
+        }
+    }
+    for (_, _, obs) in observations(trace) {
+        match obs {
+            Observation::Sent { kind: "poll", .. } => m.polls += 1,
+            Observation::Received {
+                reply: "rate_limited",
+                ..
+            } => m.rate_limited += 1,
+            _ => {}
+        }
+    }
+    for (node, submitted_ms) in &submitted {
+        if let Some((t, _)) = settled.get(node) {
+            m.end_to_end_ms.push(t.saturating_sub(*submitted_ms));
+        }
+    }
+    for (node, clicked_ms) in caller_times(trace, CallerAction::Cancel) {
+        if let Some((t, _)) = settled.get(&node).filter(|(t, _)| *t >= clicked_ms) {
+            let known = outcome_known_after(trace, &node, clicked_ms)
+                .unwrap_or(*t)
+                .min(*t);
+            m.cancel_confirmation_ms.push(known - clicked_ms);
+        }
+    }
+    m.unknown_reconciliation_ms = unknown_durations(trace, &submitted, &settled);
+    if let Ok(v) = View::of(trace) {
+        measure_final(&v, &submitted, &mut m);
+    }
+    m
+}
+
+/// The first time at or after `after` that `node` moved into a state that says who won a cancel.
+fn outcome_known_after(trace: &Trace, node: &str, after: u64) -> Option<u64> {
+    observations(trace).find_map(|(t, _, obs)| match obs {
+        Observation::Moved { node: n, path, .. } if n == node && t >= after => path
+            .iter()
+            .skip(1)
+            .any(|s| {
+                matches!(
+                    s,
+                    LocalState::CancelledAccepted | LocalState::TerminalObserved
+                ) || s.is_final()
+            })
+            .then_some(t),
+        _ => None,
+    })
+}
+
+/// Time in SUBMISSION_UNKNOWN (entering it to the next move out of it, wherever in a move's
+/// path that happens), then submission to hand-off for nodes that settled in UNKNOWN.
+fn unknown_durations(
+    trace: &Trace,
+    submitted: &BTreeMap<String, u64>,
+    settled: &BTreeMap<String, (u64, LocalState)>,
+) -> Vec<u64> {
+    let mut out = vec![];
+    let mut entered: BTreeMap<&str, u64> = BTreeMap::new();
+    for (t, _, obs) in observations(trace) {
+        let Observation::Moved { node, path, .. } = obs else {
+            continue;
+        };
+        for state in path.iter().skip(1) {
+            match (
+                *state == LocalState::SubmissionUnknown,
+                entered.get(node.as_str()),
+            ) {
+                (true, None) => {
+                    entered.insert(node, t);
+                }
+                (false, Some(since)) => {
+                    out.push(t.saturating_sub(*since));
+                    entered.remove(node.as_str());
+                }
+                _ => {}
+            }
+        }
+    }
+    for (node, (t, state)) in settled {
+        if let (LocalState::Unknown, Some(s)) = (state, submitted.get(node)) {
+            out.push(t.saturating_sub(*s));
+        }
+    }
+    out
+}
+
+fn measure_final(v: &View, submitted: &BTreeMap<String, u64>, m: &mut SeriesMetrics) {
+    // A submitted node the ledger never recorded has no outcome at all.
+    let unrecorded = submitted.keys().filter(|n| v.record(n).is_none()).count() as u32;
+    if unrecorded > 0 {
+        *m.terminal_states.entry("unsettled".into()).or_default() += unrecorded;
+    }
+    let mut polls: BTreeMap<&str, u64> = BTreeMap::new();
+    let mut first_accepted: BTreeMap<&str, u64> = BTreeMap::new();
+    for (t, _, obs) in observations(v.trace) {
+        match obs {
+            Observation::Sent {
+                node, kind: "poll", ..
+            } => *polls.entry(node.as_str()).or_default() += 1,
+            Observation::Accepted { node, .. } => {
+                first_accepted.entry(node.as_str()).or_insert(t);
+            }
+            _ => {}
+        }
+    }
+    let mut records: Vec<_> = v.ledger.records.iter().collect();
+    records.sort_by(|a, b| a.call_node_id.cmp(&b.call_node_id));
+    for r in records {
+        let node = r.call_node_id.as_str();
+        let receipt = v.ledger.receipts.iter().find(|x| x.call_node_id == node);
+        let outcome = match (r.local_state, receipt) {
+            (LocalState::Unknown, _) => "unknown",
+            (s, Some(x)) if s.has_receipt() => x.terminal_state.name(),
+            (s, None) if s.has_receipt() => "no_receipt",
+            _ => "unsettled",
+        };
+        *m.terminal_states.entry(outcome.into()).or_default() += 1;
+        if r.operation_id.is_some() {
+            m.polls_per_operation
+                .push(polls.get(node).copied().unwrap_or(0));
+        }
+        let op = receipt
+            .and_then(|x| x.operation_id.as_deref())
+            .or(r.operation_id.as_deref());
+        let terminal_at = node_task(v.truth, node, op).and_then(|(_, t)| t.terminal_at_ms);
+        if let (Some(accepted_ms), Some(terminal_ms)) = (first_accepted.get(node), terminal_at) {
+            m.completion_detection_ms
+                .push(accepted_ms.saturating_sub(terminal_ms));
+        }
+    }
+    m.divergences = no_divergence::violations(v).len() as u32;
+    m.second_operations = no_second_operation::second_operations(v.truth);
+    m.untraceable_outbox = outbox_traceable::violations(v).len() as u32;
+    m.outbox_entries = v.ledger.outbox.len() as u32;
+    m.extra_receipts = at_most_one_receipt::violations(v).len() as u32;
+    m.liveness_failures = settles_within_bound::violations(v).len() as u32;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fake::truth::TaskStatus;
+    use crate::judge::checkers::testkit::{all_paths, SETTLED};
+    use toolop::record::TerminalState;
+
+    #[test]
+    fn a_clean_series_measures_every_field() {
+        let mut b = all_paths();
+        b.at(1_500)
+            .fault(FaultKind::Poll429, Some("n1"), Some(LocalState::Working))
+            .recv("n1", "poll", "rate_limited");
+        b.at(1_600).fault(FaultKind::ExecutorCrash, None, None);
+        let m = measure(&b.build(SETTLED));
+        let expect = SeriesMetrics {
+            call_nodes: 5,
+            faults: BTreeMap::from([(FaultKind::Poll429, 1), (FaultKind::ExecutorCrash, 1)]),
+            coverage: BTreeMap::from([((FaultKind::Poll429, LocalState::Working), 1)]),
+            terminal_states: BTreeMap::from([
+                ("cancelled".to_string(), 1),
+                ("completed".to_string(), 2),
+                ("rejected".to_string(), 1),
+                ("unknown".to_string(), 1),
+            ]),
+            polls: 1,
+            // n1 polled once, n2 was cancelled before its first poll; n5 never got an id.
+            polls_per_operation: vec![1, 0],
+            // [100, 1099] holds the submits of n2..n5 at 100..400 and n1's poll and fetch.
+            max_sends_in_window: 6,
+            cancel_confirmation_ms: vec![40],
+            // n5: 30 ms in SUBMISSION_UNKNOWN, and 5030 ms from submission to UNKNOWN.
+            unknown_reconciliation_ms: vec![30, 5_030],
+            end_to_end_ms: vec![1_020, 3_040, 500, 20, 5_030],
+            // n1 terminal at 900, accepted at 1020; n2 cancelled at 3120, accepted at 3140.
+            completion_detection_ms: vec![120, 20],
+            rate_limited: 1,
+            divergences: 0,
+            second_operations: 0,
+            untraceable_outbox: 0,
+            outbox_entries: 4,
+            extra_receipts: 0,
+            liveness_failures: 0,
+        };
+        assert_eq!(m, expect);
+    }
+
+    #[test]
+    fn broken_properties_are_counted_as_the_checkers_count_them() {
+        let mut b = all_paths();
+        b.task("t-n1-again", "n1", None, None, None)
+            .task("t-n1-third", "n1", None, None, None);
+        b.exec(2, 1)
+            .at(4_000)
+            .accepted("n3", TerminalState::Completed, Some("d-n3"));
+        b.ledger.receipts.retain(|r| r.call_node_id != "n4");
+        if let Some(t) = b.truth.tasks.get_mut("t-n2") {
+            t.terminal_status = Some(TaskStatus::Completed);
+        }
+        b.at(100).submit("lost");
+        let m = measure(&b.build("simulated time limit reached"));
+        assert_eq!(m.second_operations, 2);
+        assert_eq!(m.extra_receipts, 1);
+        assert_eq!(m.untraceable_outbox, 1);
+        assert_eq!(m.divergences, 1);
+        // "lost" never settled, and the series did not end settled.
+        assert_eq!(m.liveness_failures, 2);
+        assert_eq!(m.terminal_states.get("unsettled"), Some(&1));
+        assert_eq!(m.terminal_states.get("no_receipt"), Some(&1));
+    }
+
+    #[test]
+    fn a_trace_without_final_still_measures_what_the_trace_shows() {
+        let trace = all_paths().assemble(true, false, None);
+        let m = measure(&trace);
+        assert_eq!(m.call_nodes, 5);
+        assert_eq!(m.polls, 1);
+        assert_eq!(m.end_to_end_ms.len(), 5);
+        assert!(m.terminal_states.is_empty() && m.completion_detection_ms.is_empty());
+        assert_eq!(m.liveness_failures, 0);
+    }
+}

@@ -1,0 +1,205 @@
+//! A timeline a person can follow: time, call node, event, state change, fault fired.
+
+use toolop::runner::Observation;
+
+use crate::trace::{Dir, FaultDetail, NetVerdict, Trace, What, WorldAction};
+
+fn secs(t_ms: u64) -> String {
+    format!("{:>9.3}s", t_ms as f64 / 1000.0)
+}
+
+/// One line per meaningful event; network frames only with `verbose`.
+pub fn render(trace: &Trace, verbose: bool) -> String {
+    let mut out = String::new();
+    for e in &trace.events {
+        let line = match &e.what {
+            What::Begin {
+                faults, max_qps, ..
+            } => Some(format!(
+                "-      begin (max_qps {max_qps}; faults: {faults})"
+            )),
+            What::Fault {
+                fault,
+                node,
+                state,
+                detail,
+                ..
+            } => Some(format!(
+                "{:<6} FAULT {} (executor state {}){}",
+                node.as_deref().unwrap_or("-"),
+                fault.name(),
+                state.map(|s| s.name()).unwrap_or("-"),
+                fault_detail(detail)
+            )),
+            What::Caller { action, node } => Some(format!("{node:<6} caller {}", action.name())),
+            What::Approval {
+                node,
+                round,
+                action,
+            } => Some(format!(
+                "{node:<6} approval round {round}: {}",
+                action.name()
+            )),
+            What::World { action } => Some(format!("-      WORLD {}", world_action(action))),
+            What::End { reason } => Some(format!("-      end: {reason}")),
+            What::Final { ledger, .. } => Some(format!(
+                "-      final: {} receipts, {} outbox entries, {} in manual reconciliation",
+                ledger.receipts.len(),
+                ledger.outbox.len(),
+                ledger.reconciliation_queue.len()
+            )),
+            What::Net {
+                dir,
+                exchange,
+                node,
+                request_id,
+                bytes,
+                verdict,
+            } if verbose => Some(format!(
+                "{:<6} net {} {} #{} {bytes} bytes: {}",
+                node.as_deref().unwrap_or("-"),
+                match dir {
+                    Dir::ToServer => "->",
+                    Dir::ToExecutor => "<-",
+                },
+                exchange.name(),
+                request_id.map_or_else(|| "-".to_string(), |r| r.to_string()),
+                net_verdict(verdict)
+            )),
+            What::Net { .. } => None,
+            What::Exec {
+                incarnation, obs, ..
+            } => exec_line(*incarnation, obs, verbose),
+        };
+        if let Some(l) = line {
+            out.push_str(&format!("{} {l}\n", secs(e.t_ms)));
+        }
+    }
+    out
+}
+
+fn exec_line(inc: u32, obs: &Observation, verbose: bool) -> Option<String> {
+    Some(match obs {
+        Observation::Moved {
+            node, event, path, ..
+        } => {
+            let p: Vec<&str> = path.iter().map(|s| s.name()).collect();
+            format!("{node:<6} [{inc}] {event}: {}", p.join(" -> "))
+        }
+        Observation::Rejected {
+            node,
+            event,
+            reason,
+        } => format!("{node:<6} [{inc}] {event} rejected: {}", reason.name()),
+        Observation::Refused {
+            node,
+            event,
+            from,
+            to,
+        } => format!("{node:<6} [{inc}] {event} REFUSED {from} -> {to}"),
+        Observation::Accepted { node, terminal, .. } => {
+            format!("{node:<6} [{inc}] RECEIPT {}", terminal.name())
+        }
+        Observation::Reconcile { node, reason } => {
+            format!("{node:<6} [{inc}] to manual reconciliation: {reason}")
+        }
+        Observation::EffectReconciliation { node, reason } => {
+            format!("{node:<6} [{inc}] effect reconciliation: {reason}")
+        }
+        Observation::LedgerRefused { node, error } => {
+            format!("{node:<6} [{inc}] ledger refused: {error}")
+        }
+        Observation::Sent {
+            node, kind, seq, ..
+        } if verbose => format!("{node:<6} [{inc}] sent {kind} #{seq}"),
+        Observation::Received {
+            node,
+            kind,
+            seq,
+            reply,
+            ..
+        } if verbose => format!("{node:<6} [{inc}] got {reply} for {kind} #{seq}"),
+        Observation::Lost { node, kind, seq } => {
+            format!("{node:<6} [{inc}] no answer to {kind} #{seq}")
+        }
+        Observation::Started { epoch, resumed } => {
+            format!("-      [{inc}] executor started, epoch {epoch}, resumed {resumed}")
+        }
+        Observation::Exit { reason } => format!("-      [{inc}] executor exit: {reason}"),
+        Observation::HandshakeFailed { reason } => {
+            format!("-      [{inc}] handshake failed: {reason}")
+        }
+        _ => return None,
+    })
+}
+
+fn fault_detail(d: &FaultDetail) -> String {
+    match d {
+        FaultDetail::None => String::new(),
+        FaultDetail::Exchange { exchange } => format!(": {}", exchange.name()),
+        FaultDetail::Replica {
+            exchange,
+            status,
+            retry_after_ms,
+        } => match retry_after_ms {
+            Some(ms) => format!(
+                ": {} answered {status}, retry after {ms} ms",
+                exchange.name()
+            ),
+            None => format!(": {} answered {status}", exchange.name()),
+        },
+        FaultDetail::Crash { point } => format!(
+            ": {}",
+            serde_json::to_value(point)
+                .ok()
+                .and_then(|v| v.as_str().map(String::from))
+                .unwrap_or_default()
+        ),
+        FaultDetail::Epochs { from, to } => format!(": epoch {from} -> {to}"),
+        FaultDetail::Round { round } => format!(": round {round} answer sent again"),
+        FaultDetail::StatusFlip { task, to } => {
+            format!(": task {task} cancelled, then {}", to.as_str())
+        }
+        FaultDetail::Task { task } => format!(": task {task}"),
+    }
+}
+
+fn world_action(a: &WorldAction) -> String {
+    match a {
+        WorldAction::ExecutorDown { incarnation, exit } => {
+            format!("executor incarnation {incarnation} down: {exit}")
+        }
+        WorldAction::ExecutorRestart { incarnation, epoch } => {
+            format!("executor restart: incarnation {incarnation}, epoch {epoch}")
+        }
+        WorldAction::Rollback { incarnation, epoch } => {
+            format!("rollback: incarnation {incarnation}, epoch {epoch} takes over")
+        }
+        WorldAction::OldEpochStopped { epoch } => format!("executor of epoch {epoch} stopped"),
+        WorldAction::ExecutorTaskFailed { error } => format!("executor task failed: {error}"),
+        WorldAction::IncarnationLimit { limit } => format!("incarnation limit {limit} reached"),
+    }
+}
+
+fn net_verdict(v: &NetVerdict) -> String {
+    match v {
+        NetVerdict::Deliver => "deliver".into(),
+        NetVerdict::Lost => "lost".into(),
+        NetVerdict::Replica {
+            status,
+            retry_after_ms: Some(ms),
+        } => format!("replica {status}, retry after {ms} ms"),
+        NetVerdict::Replica {
+            status,
+            retry_after_ms: None,
+        } => format!("replica {status}"),
+        NetVerdict::Held { extra_ms } => format!("held +{extra_ms} ms"),
+        NetVerdict::Duplicated { after_ms } => format!("delivered, and again {after_ms} ms later"),
+        NetVerdict::TaskIdRewritten { to } => format!("task id rewritten to {to}"),
+        NetVerdict::LastBlockDropped => "last content block dropped".into(),
+        NetVerdict::Truncated { to_bytes } => format!("truncated to {to_bytes} bytes"),
+        NetVerdict::BodyNamesOtherRequest => "body names another request".into(),
+        NetVerdict::LateDuplicate => "late duplicate".into(),
+        NetVerdict::ToOldEpoch => "copy to an executor of an older epoch".into(),
+    }
+}

@@ -1,0 +1,122 @@
+//! The caller: submits, cancels and detaches at drawn times, then waits (bounded) until every
+//! call node has a receipt or sits in manual reconciliation.
+
+use std::sync::Arc;
+
+use tokio::time::Duration;
+use toolop::ledger::Ledger;
+use toolop::runner::{CallNode, Input};
+
+use super::World;
+use crate::trace::{CallerAction, What};
+
+pub(super) async fn drive(world: &Arc<World>) -> String {
+    let mut plan: Vec<(u64, u8, Input)> = vec![];
+    for n in &world.params.nodes {
+        let node = CallNode {
+            id: n.id.clone(),
+            tool: n.tool.clone(),
+            arguments: n.script.to_arguments(),
+            submission_key: format!("{}:{}:{}", world.params.scenario, world.params.seed, n.id),
+        };
+        world
+            .directory
+            .lock()
+            .expect("directory lock")
+            .insert(node.submission_key.clone(), n.id.clone());
+        plan.push((n.submit_at_ms, 0, Input::Submit(node)));
+        if let Some(t) = n.cancel_at_ms {
+            plan.push((t, 1, Input::Cancel { node: n.id.clone() }));
+        }
+        if let Some(t) = n.detach_at_ms {
+            plan.push((t, 2, Input::Detach { node: n.id.clone() }));
+        }
+    }
+    if let Some(t) = world.sc.retire_primary_at_ms {
+        plan.push((t, 3, Input::RetireAdapter(world.sc.protocol.adapter_id())));
+    }
+    plan.sort_by_key(|a| (a.0, a.1));
+    for (at, _, input) in plan {
+        tokio::time::sleep_until(world.origin + Duration::from_millis(at)).await;
+        let (action, node) = match &input {
+            Input::Submit(n) => {
+                world.submitted.lock().expect("caller lock").push(n.clone());
+                (CallerAction::Submit, n.id.clone())
+            }
+            Input::Cancel { node } => {
+                world
+                    .cancelled
+                    .lock()
+                    .expect("caller lock")
+                    .push(node.clone());
+                (CallerAction::Cancel, node.clone())
+            }
+            Input::Detach { node } => (CallerAction::Detach, node.clone()),
+            Input::RetireAdapter(id) => {
+                *world.retired.lock().expect("caller lock") = Some(*id);
+                (CallerAction::Retire, id.name().to_string())
+            }
+            Input::Approval { .. } | Input::Shutdown => unreachable!(
+                "the caller's plan holds submissions, cancels, detaches and retirements only"
+            ),
+        };
+        world.push(What::Caller { action, node });
+        world.send_input(input);
+    }
+    let limit_ms = world.sc.limits.sim_time_ms;
+    // Check once a simulated second; the limit bounds the loop.
+    for _ in 0..=limit_ms / 1_000 {
+        if world.trace.lock().expect("trace lock").truncated {
+            return "event limit reached".into();
+        }
+        if world.all_settled() {
+            return "all call nodes settled".into();
+        }
+        if world.now_ms() >= limit_ms {
+            break;
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    "simulated time limit reached".into()
+}
+
+/// After an executor restart the caller repeats what the dead process may not have taken in:
+/// submissions the ledger never saw, cancels it never recorded. The ledger makes both idempotent.
+pub(super) fn retry_after_restart(world: &World) {
+    // A retirement is an operator's standing order: a restarted executor hears it again first.
+    if let Some(id) = *world.retired.lock().expect("caller lock") {
+        world.send_input(Input::RetireAdapter(id));
+    }
+    let submitted = world.submitted.lock().expect("caller lock").clone();
+    let cancelled = world.cancelled.lock().expect("caller lock").clone();
+    for node in submitted {
+        let rec = world
+            .ledger
+            .lock()
+            .expect("ledger lock")
+            .by_call_node(&node.id);
+        if rec.is_none() {
+            world.push(What::Caller {
+                action: CallerAction::Resubmit,
+                node: node.id.clone(),
+            });
+            world.send_input(Input::Submit(node));
+        }
+    }
+    for node in cancelled {
+        let rec = world
+            .ledger
+            .lock()
+            .expect("ledger lock")
+            .by_call_node(&node);
+        if rec.is_some_and(|r| {
+            !r.local_state.is_final() && r.cancel_generation == 0 && !r.cancel_wanted
+        }) {
+            world.push(What::Caller {
+                action: CallerAction::Recancel,
+                node: node.clone(),
+            });
+            world.send_input(Input::Cancel { node });
+        }
+    }
+}

@@ -1,0 +1,306 @@
+//! The fault catalogue: one closed enum, each variant documented and named in scenario files
+//! (snake_case), and per protocol the faults it can express with the executor local states each
+//! one meets (the reachable cells of the coverage matrix). The coverage matrix, the coverage
+//! gate and scenario validation all read [`row`]: a fault a protocol cannot express is a load
+//! error, and every declared cell of an enabled fault must be hit.
+
+use serde::{Deserialize, Serialize};
+use toolop::record::LocalState::{self, *};
+
+use crate::scenario::Protocol;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FaultKind {
+    /// The server created the task, and its reply to the submission is lost.
+    LostResponseAfterCreation,
+    /// A request never reaches the server.
+    LostRequest,
+    /// A status read's reply is held past the request timeout, so it arrives after a newer one.
+    PollsOutOfOrder,
+    /// An input request already delivered is delivered again later (pushed again, or a read that
+    /// showed it arrives again).
+    InputRequiredReplay,
+    /// The work completes at the very instant the executor's cancel reaches the server (or, for
+    /// a delayed cancel, exactly when it would take effect).
+    CompletionCancelRace,
+    /// The reply to a cancel is lost.
+    CancelAckLost,
+    /// A reply carrying a terminal task's result is lost.
+    ResultLost,
+    /// A reply carrying a result arrives cut short (bytes cut, or its last content block dropped
+    /// while the server's digest stays).
+    ResultTruncated,
+    /// A message reaches an executor of an older execution epoch after a rollback took over: a
+    /// reply to what it sent before, or (with this fault's rate) a copy of a message meant for
+    /// the newest executor while the old one lingers.
+    OldEpochMessage,
+    /// A reply names a task of another call node, session or server.
+    TaskIdMisuse,
+    /// A lagging replica answers "not found" for a task that exists.
+    NotFoundBeforeExpiry,
+    /// The server answers "not found" because the task expired and was deleted.
+    NotFoundAfterExpiry,
+    /// A status or result read is answered 429 with Retry-After.
+    #[serde(rename = "poll_429")]
+    Poll429,
+    /// A status or result read is answered 503 with Retry-After.
+    #[serde(rename = "poll_503")]
+    Poll503,
+    /// The connection drops; whatever was in flight is lost.
+    ConnectionDrop,
+    /// The executor crashes (between a ledger write and its send, or between a reply and its
+    /// write) and restarts from the ledger alone.
+    ExecutorCrash,
+    /// The server deletes a task at its ttl while it is still running (seen in real SDKs).
+    ServerDeletesRunningTask,
+    /// An operator rolls back: a new executor with a higher epoch takes over the in-flight items.
+    Rollback,
+    /// The approval agent sends an answer for an older input round again (a replayed click).
+    ApprovalReplay,
+    /// A non-compliant server shows the work's outcome for a cancelled task once its work
+    /// finishes (cancelled must stay cancelled; servers that keep working get this wrong).
+    StatusAfterCancel,
+    /// A reply the executor already had is delivered again, late: after the call node was
+    /// settled, or after a rollback (to the new executor, or to the old one still lingering).
+    LateDuplicateReply,
+    /// A reply whose body names another request than the one it answers (where the body
+    /// carries a request id).
+    ReplyToOtherExchange,
+}
+
+impl FaultKind {
+    pub const ALL: [FaultKind; 22] = [
+        FaultKind::LostResponseAfterCreation,
+        FaultKind::LostRequest,
+        FaultKind::PollsOutOfOrder,
+        FaultKind::InputRequiredReplay,
+        FaultKind::CompletionCancelRace,
+        FaultKind::CancelAckLost,
+        FaultKind::ResultLost,
+        FaultKind::ResultTruncated,
+        FaultKind::OldEpochMessage,
+        FaultKind::TaskIdMisuse,
+        FaultKind::NotFoundBeforeExpiry,
+        FaultKind::NotFoundAfterExpiry,
+        FaultKind::Poll429,
+        FaultKind::Poll503,
+        FaultKind::ConnectionDrop,
+        FaultKind::ExecutorCrash,
+        FaultKind::ServerDeletesRunningTask,
+        FaultKind::Rollback,
+        FaultKind::ApprovalReplay,
+        FaultKind::StatusAfterCancel,
+        FaultKind::LateDuplicateReply,
+        FaultKind::ReplyToOtherExchange,
+    ];
+
+    pub fn name(self) -> String {
+        serde_json::to_value(self)
+            .ok()
+            .and_then(|v| v.as_str().map(String::from))
+            .unwrap_or_default()
+    }
+
+    pub fn from_name(name: &str) -> Option<FaultKind> {
+        FaultKind::ALL.into_iter().find(|f| f.name() == name)
+    }
+
+    /// The fault whose rate makes this one happen, for faults without a rate of their own:
+    /// expiry follows from a short server ttl.
+    pub fn follows_from(self) -> Option<FaultKind> {
+        match self {
+            FaultKind::NotFoundAfterExpiry => Some(FaultKind::ServerDeletesRunningTask),
+            _ => None,
+        }
+    }
+}
+
+/// One fault a protocol can express, and the executor states a correct executor meets it in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Cell {
+    pub fault: FaultKind,
+    pub states: &'static [LocalState],
+}
+
+const fn c(fault: FaultKind, states: &'static [LocalState]) -> Cell {
+    Cell { fault, states }
+}
+
+use FaultKind as F;
+
+// The states of each row are the ones a correct executor meets robustly under the default
+// scenarios: at least 200 hits in the 10,000-series gate (about 10 in the 500-series CI gate),
+// or, for a fault that meets the executor in one place only (the cancel-path faults), that
+// place. Hits in other cells are shown in the matrix but not required.
+
+/// MCP 2025-11-25: every fault. Input requests are pushed, so they can be replayed; the body
+/// carries the JSON-RPC id.
+const MCP_2025_11_25: &[Cell] = &[
+    c(F::LostResponseAfterCreation, &[Submitting]),
+    c(
+        F::LostRequest,
+        &[Submitting, Working, InputRequired, FetchingResult],
+    ),
+    c(F::PollsOutOfOrder, &[Working]),
+    c(F::InputRequiredReplay, &[InputRequired]),
+    c(F::CompletionCancelRace, &[CancelRequested]),
+    c(F::CancelAckLost, &[CancelRequested]),
+    c(F::ResultLost, &[FetchingResult]),
+    c(F::ResultTruncated, &[FetchingResult]),
+    c(F::OldEpochMessage, &[Working]),
+    c(F::TaskIdMisuse, &[Working]),
+    c(F::NotFoundBeforeExpiry, &[Working, FetchingResult]),
+    c(F::NotFoundAfterExpiry, &[Working, InputRequired]),
+    c(F::Poll429, &[Working, InputRequired, FetchingResult]),
+    c(F::Poll503, &[Working, InputRequired, FetchingResult]),
+    c(F::ConnectionDrop, &[Working]),
+    c(
+        F::ExecutorCrash,
+        &[Submitting, Working, InputRequired, FetchingResult],
+    ),
+    c(F::ServerDeletesRunningTask, &[Working, InputRequired]),
+    c(F::Rollback, &[Working]),
+    c(F::ApprovalReplay, &[InputRequired]),
+    c(F::StatusAfterCancel, &[CancelledAccepted]),
+    c(F::LateDuplicateReply, &[Accepted]),
+    c(F::ReplyToOtherExchange, &[Working]),
+];
+
+/// The tasks extension: input requests ride on status reads (a replay is a read showing one
+/// delivered again); the body carries the JSON-RPC id.
+const MCP_TASKS_EXT: &[Cell] = &[
+    c(F::LostResponseAfterCreation, &[Submitting]),
+    c(F::LostRequest, &[Submitting, Working]),
+    c(F::PollsOutOfOrder, &[Working]),
+    c(F::InputRequiredReplay, &[Working]),
+    c(F::CompletionCancelRace, &[CancelRequested]),
+    c(F::CancelAckLost, &[CancelRequested]),
+    c(F::ResultLost, &[Working, FetchingResult]),
+    c(F::ResultTruncated, &[Working, FetchingResult]),
+    c(F::OldEpochMessage, &[Working]),
+    c(F::TaskIdMisuse, &[Working]),
+    c(F::NotFoundBeforeExpiry, &[Working]),
+    c(F::NotFoundAfterExpiry, &[Working]),
+    c(F::Poll429, &[Working]),
+    c(F::Poll503, &[Working]),
+    c(F::ConnectionDrop, &[Working]),
+    c(F::ExecutorCrash, &[Working]),
+    c(F::ServerDeletesRunningTask, &[Working]),
+    c(F::Rollback, &[Working]),
+    c(F::ApprovalReplay, &[InputRequired]),
+    c(F::StatusAfterCancel, &[CancelledAccepted]),
+    c(F::LateDuplicateReply, &[Accepted]),
+    c(F::ReplyToOtherExchange, &[Working]),
+];
+
+/// AIP-151: no input requests (no replay of them, no approvals), and the body carries no
+/// request id (a reply is its HTTP response), so it cannot name another request. A done
+/// operation is its own result, so result faults meet status reads too.
+const AIP_151: &[Cell] = &[
+    c(F::LostResponseAfterCreation, &[Submitting]),
+    c(F::LostRequest, &[Submitting, Working, FetchingResult]),
+    c(F::PollsOutOfOrder, &[Working]),
+    c(F::CompletionCancelRace, &[CancelRequested]),
+    c(F::CancelAckLost, &[CancelRequested]),
+    c(F::ResultLost, &[Working, FetchingResult]),
+    c(F::ResultTruncated, &[Working, FetchingResult]),
+    c(F::OldEpochMessage, &[Working]),
+    c(F::TaskIdMisuse, &[Working, FetchingResult]),
+    c(F::NotFoundBeforeExpiry, &[Working, FetchingResult]),
+    c(
+        F::NotFoundAfterExpiry,
+        &[Working, CancelRequested, FetchingResult],
+    ),
+    c(F::Poll429, &[Working, FetchingResult]),
+    c(F::Poll503, &[Working, FetchingResult]),
+    c(F::ConnectionDrop, &[Working]),
+    c(F::ExecutorCrash, &[Working]),
+    c(F::ServerDeletesRunningTask, &[Working]),
+    c(F::Rollback, &[Working]),
+    c(F::StatusAfterCancel, &[CancelledAccepted]),
+    c(F::LateDuplicateReply, &[Accepted]),
+];
+
+/// The faults `p` can express, each with the states it meets: the protocol's catalogue row.
+pub fn row(p: Protocol) -> &'static [Cell] {
+    match p {
+        Protocol::Mcp20251125 => MCP_2025_11_25,
+        Protocol::McpTasksExt => MCP_TASKS_EXT,
+        Protocol::Aip151 => AIP_151,
+    }
+}
+
+pub fn expresses(p: Protocol, f: FaultKind) -> bool {
+    row(p).iter().any(|c| c.fault == f)
+}
+
+/// The states `f` meets on `p` (empty if `p` cannot express `f`).
+pub fn reachable(p: Protocol, f: FaultKind) -> &'static [LocalState] {
+    row(p)
+        .iter()
+        .find(|c| c.fault == f)
+        .map_or(&[], |c| c.states)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_and_every_row_is_sound() {
+        for f in FaultKind::ALL {
+            assert_eq!(FaultKind::from_name(&f.name()), Some(f));
+            assert!(
+                Protocol::ALL.iter().any(|&p| expresses(p, f)),
+                "{} is expressed nowhere",
+                f.name()
+            );
+        }
+        assert_eq!(FaultKind::from_name("no_such_fault"), None);
+        for p in Protocol::ALL {
+            let row = row(p);
+            for (i, cell) in row.iter().enumerate() {
+                assert!(
+                    !cell.states.is_empty(),
+                    "{p}: {} has no reachable state",
+                    cell.fault.name()
+                );
+                assert!(
+                    row[..i].iter().all(|o| o.fault != cell.fault),
+                    "{p}: {} listed twice",
+                    cell.fault.name()
+                );
+                if let Some(src) = cell.fault.follows_from() {
+                    assert!(
+                        expresses(p, src),
+                        "{p}: {} follows from {}, which it cannot express",
+                        cell.fault.name(),
+                        src.name()
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn what_each_wire_format_cannot_carry_is_left_out() {
+        for f in [
+            F::InputRequiredReplay,
+            F::ApprovalReplay,
+            F::ReplyToOtherExchange,
+        ] {
+            assert!(!expresses(Protocol::Aip151, f), "{}", f.name());
+            assert!(
+                expresses(Protocol::Mcp20251125, f) && expresses(Protocol::McpTasksExt, f),
+                "{}",
+                f.name()
+            );
+        }
+        assert_eq!(row(Protocol::Mcp20251125).len(), FaultKind::ALL.len());
+        assert_eq!(
+            reachable(Protocol::Aip151, F::ApprovalReplay),
+            &[] as &[LocalState]
+        );
+    }
+}

@@ -1,0 +1,323 @@
+//! One series: (scenario, seed) -> world -> trace. The world holds the executor processes (the
+//! real `toolop` runner), the fake servers, the network with its fault rules, the approval agent
+//! and the caller, all inside one madsim runtime on one fresh OS thread. Everything random comes
+//! from the seed.
+//!
+//! Rooms: `params` (what the seed draws), `lanes` (adapter and fake server per protocol),
+//! `net` (links and network fault rules), `server` (the fake server's actor and the server-side
+//! faults), `executor` (executor processes: start, crash, restart, rollback), `caller`,
+//! `approval`, `faults` (catalogue, plan, schedules).
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use tokio::sync::mpsc;
+use tokio::time::{Duration, Instant};
+use toolop::ledger::{Ledger, MemoryLedger};
+use toolop::runner::{CallNode, Input};
+
+mod approval;
+mod caller;
+mod executor;
+/// The fault catalogue, swarm-drawn profiles, the plan of decisions, schedules.
+pub mod faults;
+mod lanes;
+/// The simulated network, where every exchange gets a verdict from the fault rules.
+pub mod net;
+mod params;
+mod server;
+
+pub use params::{draw_params, params_with, schedule_of, NodeParams, Params};
+
+use crate::fake::truth::GroundTruth;
+use crate::scenario::Scenario;
+use crate::series::faults::{
+    catalogue, FaultKind, FaultPlan, Firing, PlanMode, Schedule, SharedPlan,
+};
+use crate::series::net::{Net, NetCtx, SharedDirectory, SharedNet, SharedServer};
+use crate::trace::{FaultDetail, SharedTrace, Trace, What};
+
+/// What one series produced.
+#[derive(Clone, Debug)]
+pub struct SeriesResult {
+    pub params: Params,
+    pub trace: Trace,
+    pub hash: String,
+    pub end_reason: String,
+    pub end_ms: u64,
+    /// Every fault firing, in order: the series' own schedule.
+    pub firings: Vec<Firing>,
+    /// Decision points (asks) per fault kind, fired or not.
+    pub asks: BTreeMap<FaultKind, u64>,
+}
+
+/// Run one series on a fresh OS thread (determinism rule: one thread per series).
+pub fn run_series(sc: &Scenario, seed: u64) -> Result<SeriesResult, String> {
+    run_series_with(sc, seed, None)
+}
+
+/// [`run_series`], replaying `schedule` when given (its scenario and seed fields are not read:
+/// `sc` and `seed` are what runs).
+pub fn run_series_with(
+    sc: &Scenario,
+    seed: u64,
+    schedule: Option<&Schedule>,
+) -> Result<SeriesResult, String> {
+    let sc = sc.clone();
+    let schedule = schedule.cloned();
+    std::thread::Builder::new()
+        .name(format!("series-{seed}"))
+        .spawn(move || run_series_here_with(&sc, seed, schedule.as_ref()))
+        .map_err(|e| format!("cannot start the series thread: {e}"))?
+        .join()
+        .map_err(|p| format!("series {seed} panicked: {}", panic_text(&p)))?
+}
+
+fn panic_text(p: &Box<dyn std::any::Any + Send>) -> String {
+    p.downcast_ref::<String>()
+        .cloned()
+        .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_default()
+}
+
+/// Run one series on the current thread. Callers must give each series its own thread.
+pub fn run_series_here(sc: &Scenario, seed: u64) -> Result<SeriesResult, String> {
+    run_series_here_with(sc, seed, None)
+}
+
+/// [`run_series_here`], replaying `schedule` when given.
+#[cfg(madsim)]
+pub fn run_series_here_with(
+    sc: &Scenario,
+    seed: u64,
+    schedule: Option<&Schedule>,
+) -> Result<SeriesResult, String> {
+    let params = params_with(sc, seed, schedule)?;
+    let mode = schedule.map_or(PlanMode::Draw, |s| PlanMode::Replay(s.decisions()));
+    let rt = madsim::runtime::Runtime::with_seed_and_config(seed, madsim::Config::default());
+    let sc = sc.clone();
+    Ok(rt.block_on(async move { world_main_with(sc, params, mode).await }))
+}
+
+#[cfg(not(madsim))]
+pub fn run_series_here_with(
+    _sc: &Scenario,
+    _seed: u64,
+    _schedule: Option<&Schedule>,
+) -> Result<SeriesResult, String> {
+    Err("this build has no simulator: build toolop-sim with RUSTFLAGS=\"--cfg madsim\" (use `make`)".into())
+}
+
+/// Everything the actors of one series share.
+pub(crate) struct World {
+    pub sc: Scenario,
+    pub params: Params,
+    pub origin: Instant,
+    pub trace: SharedTrace,
+    /// The executors' shared ledger. Only executor processes and the caller's restart logic
+    /// read it; the network and the fault rules never do.
+    pub ledger: Arc<Mutex<MemoryLedger>>,
+    pub net: SharedNet,
+    /// The fake server of each lane (one per protocol the executor speaks).
+    pub servers: Vec<SharedServer>,
+    pub plan: SharedPlan,
+    /// Submission key -> call node: what the caller submitted, for attributing exchanges that
+    /// name a key the server never saw.
+    pub directory: SharedDirectory,
+    /// The current executor's input channel: callers and the approval agent send here.
+    pub inputs: Mutex<mpsc::UnboundedSender<Input>>,
+    /// What the caller has done so far, so it can retry after an executor restart.
+    pub submitted: Mutex<Vec<CallNode>>,
+    pub cancelled: Mutex<Vec<String>>,
+    /// The adapter the operator retired, if any.
+    pub retired: Mutex<Option<toolop::record::AdapterId>>,
+}
+
+impl World {
+    /// Empty what the world holds once a series is over. Tasks the runtime never finished keep
+    /// an `Arc<World>` alive through channel wakers (a cycle madsim does not break on drop);
+    /// emptying the world keeps that from leaking a series' worth of memory each time.
+    fn defuse(&self) {
+        self.net.lock().expect("net lock").shutdown();
+        *self.ledger.lock().expect("ledger lock") = MemoryLedger::new();
+        for (lane, s) in self.servers.iter().enumerate() {
+            let protocol = self.sc.lanes()[lane];
+            *s.lock().expect("server lock") = lanes::server(&self.sc, &self.params, protocol, lane);
+        }
+        *self.inputs.lock().expect("inputs lock") = mpsc::unbounded_channel().0;
+        self.submitted.lock().expect("caller lock").clear();
+        self.directory.lock().expect("directory lock").clear();
+    }
+
+    pub fn now_ms(&self) -> u64 {
+        Instant::now().duration_since(self.origin).as_millis() as u64
+    }
+
+    pub fn push(&self, what: What) {
+        let now = self.now_ms();
+        self.trace.lock().expect("trace lock").push(now, what);
+    }
+
+    pub fn send_input(&self, input: Input) {
+        // An executor between incarnations buffers in the new channel; none is ever closed early.
+        let _ = self.inputs.lock().expect("inputs lock").send(input);
+    }
+
+    pub fn all_settled(&self) -> bool {
+        let (records, done) = self.ledger.lock().expect("ledger lock").settled_count();
+        records == self.params.nodes.len() && done == records
+    }
+
+    /// Record a fault firing with the executor state the trace shows for `node`.
+    pub fn record_fault(
+        &self,
+        decision: u64,
+        fault: FaultKind,
+        node: Option<&str>,
+        detail: FaultDetail,
+    ) {
+        let now = self.now_ms();
+        self.trace
+            .lock()
+            .expect("trace lock")
+            .push_fault(now, decision, fault, node, detail);
+    }
+
+    /// Whether `fault` fires now, on a lane whose protocol can express it; not recorded.
+    pub fn ask(&self, lane: usize, fault: FaultKind) -> Option<u64> {
+        if !catalogue::expresses(self.sc.lanes()[lane], fault) {
+            return None;
+        }
+        let now = self.now_ms();
+        self.plan.lock().expect("plan lock").fire(fault, now)
+    }
+
+    /// [`World::ask`], and a firing is recorded.
+    pub fn fire(
+        &self,
+        lane: usize,
+        fault: FaultKind,
+        node: Option<&str>,
+        detail: FaultDetail,
+    ) -> Option<u64> {
+        let decision = self.ask(lane, fault)?;
+        self.record_fault(decision, fault, node, detail);
+        Some(decision)
+    }
+
+    /// A fault that follows from another (no decision of its own), on a lane that can express it.
+    pub fn note(&self, lane: usize, fault: FaultKind, node: Option<&str>, detail: FaultDetail) {
+        if catalogue::expresses(self.sc.lanes()[lane], fault) {
+            self.record_fault(0, fault, node, detail);
+        }
+    }
+}
+
+/// The world of one series, to be run inside a madsim runtime seeded with `params.seed`.
+pub async fn world_main(sc: Scenario, params: Params) -> SeriesResult {
+    world_main_with(sc, params, PlanMode::Draw).await
+}
+
+/// [`world_main`] with the fault plan in `mode` (draw, or replay a schedule's firings).
+pub async fn world_main_with(sc: Scenario, params: Params, mode: PlanMode) -> SeriesResult {
+    let origin = Instant::now();
+    let trace: SharedTrace = Arc::new(Mutex::new(Trace::new(sc.limits.max_events)));
+    let safety = sc.faults.safety_window_ms;
+    let rng = ChaCha8Rng::seed_from_u64(params.net_seed);
+    let plan: SharedPlan = Arc::new(Mutex::new(FaultPlan::with_mode(
+        params.faults.clone(),
+        rng,
+        safety,
+        mode,
+    )));
+    trace.lock().expect("trace lock").push(
+        0,
+        What::Begin {
+            scenario: params.scenario.clone(),
+            seed: params.seed,
+            protocol: sc.protocol,
+            call_nodes: params.nodes.len() as u32,
+            max_qps: sc.gates.max_qps.unwrap_or(sc.executor.max_qps),
+            safety_window_ms: safety,
+            liveness_bound_ms: sc.faults.liveness_bound_ms,
+            faults: params.faults.render(),
+        },
+    );
+    let protocols = sc.lanes();
+    let servers: Vec<SharedServer> = protocols
+        .iter()
+        .enumerate()
+        .map(|(lane, &p)| Arc::new(Mutex::new(lanes::server(&sc, &params, p, lane))))
+        .collect();
+    let ledger = Arc::new(Mutex::new(MemoryLedger::new()));
+    let directory: SharedDirectory = Arc::new(Mutex::new(BTreeMap::new()));
+    let (srv_txs, srv_rxs): (Vec<_>, Vec<_>) =
+        protocols.iter().map(|_| mpsc::unbounded_channel()).unzip();
+    let ctx = NetCtx {
+        trace: trace.clone(),
+        plan: plan.clone(),
+        servers: servers.clone(),
+        lanes: protocols.clone(),
+        directory: directory.clone(),
+        origin,
+        latency_ms: params.latency_ms,
+        request_timeout_ms: sc.executor.request_timeout_ms,
+    };
+    let net: SharedNet = Arc::new(Mutex::new(Net::new(ctx, srv_txs)));
+    let (inputs_tx, inputs_rx) = mpsc::unbounded_channel();
+    let world = Arc::new(World {
+        sc,
+        params,
+        origin,
+        trace,
+        ledger,
+        net,
+        servers,
+        plan,
+        directory,
+        inputs: Mutex::new(inputs_tx),
+        submitted: Mutex::new(vec![]),
+        cancelled: Mutex::new(vec![]),
+        retired: Mutex::new(None),
+    });
+    for (lane, rx) in srv_rxs.into_iter().enumerate() {
+        tokio::spawn(server::serve(world.clone(), lane, rx));
+    }
+    let (approvals_tx, approvals_rx) = mpsc::unbounded_channel();
+    tokio::spawn(approval::agent(world.clone(), approvals_rx));
+    let supervisor = tokio::spawn(executor::supervise(world.clone(), inputs_rx, approvals_tx));
+    let end_reason = caller::drive(&world).await;
+    world.send_input(Input::Shutdown);
+    // The supervisor ends once its executor has seen the shutdown; bounded either way.
+    let _ = tokio::time::timeout(Duration::from_secs(5), supervisor).await;
+    let snapshot = world.ledger.lock().expect("ledger lock").snapshot();
+    let truth = GroundTruth::merge(
+        world
+            .servers
+            .iter()
+            .map(|s| s.lock().expect("server lock").truth().clone()),
+    );
+    world.push(What::Final {
+        ledger: snapshot,
+        truth,
+    });
+    world.push(What::End {
+        reason: end_reason.clone(),
+    });
+    let end_ms = world.now_ms();
+    let trace = std::mem::take(&mut *world.trace.lock().expect("trace lock"));
+    let hash = trace.hash();
+    let (firings, asks) = world.plan.lock().expect("plan lock").take_record();
+    world.defuse();
+    SeriesResult {
+        params: world.params.clone(),
+        trace,
+        hash,
+        end_reason,
+        end_ms,
+        firings,
+        asks,
+    }
+}

@@ -1,0 +1,531 @@
+//! The simulated network between executor processes and the fake servers, with the fault layer
+//! on it. The network carries frames but never reads them: each lane's codec decodes a request
+//! as it enters (into a neutral exchange the rules judge), and encodes each reply as it leaves
+//! (after the rules' neutral edits). Fault rules ([`rules`]) return a [`Verdict`] per leg.
+//!
+//! Attribution: the call node of an exchange comes from the world's own knowledge (the fake
+//! service knows which node a task belongs to from the script it was submitted with; the caller
+//! registered which node a submission key belongs to), and the executor state a fault met from
+//! the trace. The network never reads the executor's ledger.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::mpsc;
+use tokio::time::{Duration, Instant};
+use toolop::transport::{InFrame, OutFrame, Transport, TransportError};
+
+use crate::fake::codec::{Ask, CallId, Decoded, ExchangeKind, Response};
+use crate::fake::FakeServer;
+use crate::scenario::Protocol;
+use crate::series::faults::{catalogue, FaultKind, SharedPlan};
+use crate::trace::{Dir, FaultDetail, NetVerdict, SharedTrace, What};
+
+pub mod rules;
+
+pub use rules::Verdict;
+
+pub type SharedServer = Arc<Mutex<FakeServer>>;
+/// Submission key -> call node, as the caller submitted them.
+pub type SharedDirectory = Arc<Mutex<BTreeMap<String, String>>>;
+
+/// Handles the network needs.
+pub struct NetCtx {
+    pub trace: SharedTrace,
+    pub plan: SharedPlan,
+    /// One server per lane.
+    pub servers: Vec<SharedServer>,
+    /// The protocol of each lane.
+    pub lanes: Vec<Protocol>,
+    pub directory: SharedDirectory,
+    pub origin: Instant,
+    pub latency_ms: [u64; 2],
+    /// The executor's request timeout: a reply held longer than this arrives out of order.
+    pub request_timeout_ms: u64,
+}
+
+/// A request on its way to a server.
+pub struct Delivery {
+    pub conn: u32,
+    pub decoded: Decoded,
+    pub node: Option<String>,
+}
+
+/// One open connection: which lane, which executor process.
+struct Conn {
+    tx: mpsc::UnboundedSender<InFrame>,
+    lane: usize,
+    epoch: u64,
+}
+
+/// A request waiting for its reply.
+#[derive(Clone, Debug)]
+struct Inflight {
+    conn: u32,
+    exchange: ExchangeKind,
+    node: Option<String>,
+    /// The task the request named, if it named one.
+    task: Option<String>,
+}
+
+/// A reply delivered, kept to be delivered again late (the late-duplicate fault).
+#[derive(Clone, Debug)]
+struct Past {
+    conn: u32,
+    epoch: u64,
+    exchange: ExchangeKind,
+    frame: InFrame,
+}
+
+/// Replies kept per call node for late duplicates.
+const HISTORY_PER_NODE: usize = 2;
+
+/// The network: one server inbox per lane, one inbox per open executor connection.
+pub struct Net {
+    ctx: NetCtx,
+    /// One inbox per server lane; empty once the series is over (see [`Net::shutdown`]).
+    to_server: Vec<mpsc::UnboundedSender<Delivery>>,
+    conns: BTreeMap<u32, Conn>,
+    /// The newest execution epoch that has connected.
+    newest_epoch: u64,
+    inflight: BTreeMap<(usize, CallId), Inflight>,
+    history: BTreeMap<String, Vec<Past>>,
+    /// What each lane's protocol can express.
+    expressible: Vec<BTreeSet<FaultKind>>,
+}
+
+pub type SharedNet = Arc<Mutex<Net>>;
+
+impl Net {
+    pub fn new(ctx: NetCtx, to_server: Vec<mpsc::UnboundedSender<Delivery>>) -> Net {
+        let expressible = ctx
+            .lanes
+            .iter()
+            .map(|&p| catalogue::row(p).iter().map(|c| c.fault).collect())
+            .collect();
+        Net {
+            ctx,
+            to_server,
+            conns: BTreeMap::new(),
+            newest_epoch: 0,
+            inflight: BTreeMap::new(),
+            history: BTreeMap::new(),
+            expressible,
+        }
+    }
+
+    /// Drop every channel end the network holds. Tasks still parked on those channels when a
+    /// series ends hold the world through their wakers; without this the cycle leaks the world.
+    pub fn shutdown(&mut self) {
+        self.to_server.clear();
+        self.conns.clear();
+        self.inflight.clear();
+        self.history.clear();
+    }
+
+    fn now_ms(&self) -> u64 {
+        Instant::now().duration_since(self.ctx.origin).as_millis() as u64
+    }
+
+    fn draw(&self, lo: u64, hi: u64) -> u64 {
+        self.ctx.plan.lock().expect("plan lock").draw(lo, hi)
+    }
+
+    fn latency(&self) -> u64 {
+        let [lo, hi] = self.ctx.latency_ms;
+        self.draw(lo, hi)
+    }
+
+    /// Whether `fault` fires now on `lane` (never, if the lane's protocol cannot express it);
+    /// a firing is recorded with the state the trace shows for `node`.
+    fn fire(&self, lane: usize, fault: FaultKind, node: Option<&str>, detail: FaultDetail) -> bool {
+        self.fire_with(lane, fault, node, |_| detail)
+    }
+
+    /// [`Net::fire`], with the detail worked out (and its shape drawn) only once it fires.
+    fn fire_with(
+        &self,
+        lane: usize,
+        fault: FaultKind,
+        node: Option<&str>,
+        detail: impl FnOnce(&Net) -> FaultDetail,
+    ) -> bool {
+        if !self.expressible[lane].contains(&fault) {
+            return false;
+        }
+        let now = self.now_ms();
+        let Some(decision) = self.ctx.plan.lock().expect("plan lock").fire(fault, now) else {
+            return false;
+        };
+        let detail = detail(self);
+        self.record_fault(decision, fault, node, detail);
+        true
+    }
+
+    fn record_fault(
+        &self,
+        decision: u64,
+        fault: FaultKind,
+        node: Option<&str>,
+        detail: FaultDetail,
+    ) {
+        let now = self.now_ms();
+        self.ctx
+            .trace
+            .lock()
+            .expect("trace lock")
+            .push_fault(now, decision, fault, node, detail);
+    }
+
+    fn record(
+        &self,
+        dir: Dir,
+        exchange: ExchangeKind,
+        node: Option<&str>,
+        request_id: Option<u64>,
+        bytes: usize,
+        verdict: NetVerdict,
+    ) {
+        let now = self.now_ms();
+        let what = What::Net {
+            dir,
+            exchange,
+            node: node.map(String::from),
+            request_id,
+            bytes,
+            verdict,
+        };
+        self.ctx.trace.lock().expect("trace lock").push(now, what);
+    }
+
+    /// Open connection `conn` to `lane` for an executor process of `epoch`.
+    pub fn connect(net: &SharedNet, conn: u32, lane: usize, epoch: u64) -> SimTransport {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let mut n = net.lock().expect("net lock");
+        n.newest_epoch = n.newest_epoch.max(epoch);
+        n.conns.insert(conn, Conn { tx, lane, epoch });
+        SimTransport {
+            net: net.clone(),
+            conn,
+            rx,
+        }
+    }
+
+    /// Close a connection: frames in flight to it are lost, as on a real dropped socket, and
+    /// replies to its requests have nowhere to go.
+    pub fn disconnect(&mut self, conn: u32) {
+        self.conns.remove(&conn);
+        self.inflight.retain(|_, i| i.conn != conn);
+    }
+
+    /// The newest open connection of a lane: where its server sends what it initiates.
+    pub fn latest_connection(&self, lane: usize) -> Option<u32> {
+        self.conns
+            .iter()
+            .rev()
+            .find(|(_, c)| c.lane == lane)
+            .map(|(&id, _)| id)
+    }
+
+    /// A frame from an executor: decoded by the lane's codec, judged, carried (or not).
+    fn send(&mut self, conn: u32, frame: OutFrame) -> Result<(), TransportError> {
+        let Some(lane) = self.conns.get(&conn).map(|c| c.lane) else {
+            return Err(TransportError::Disconnected);
+        };
+        let (request_id, bytes) = (frame.request_id, frame.body.len());
+        let (decoded, node, key, task) = {
+            let mut server = self.ctx.servers[lane].lock().expect("server lock");
+            let decoded = server.decode(frame);
+            let (node, key, task) = match &decoded.ask {
+                Ask::Service(r) => {
+                    let (node, key) = server.node_of(r);
+                    (node, key, rules::task_of(r))
+                }
+                Ask::Codec | Ask::Nothing => (None, None, None),
+            };
+            (decoded, node, key, task)
+        };
+        let node = node.or_else(|| {
+            key.and_then(|k| {
+                self.ctx
+                    .directory
+                    .lock()
+                    .expect("directory lock")
+                    .get(&k)
+                    .cloned()
+            })
+        });
+        let exchange = decoded.exchange;
+        if let Some(call) = decoded.call {
+            self.inflight.insert(
+                (lane, call),
+                Inflight {
+                    conn,
+                    exchange,
+                    node: node.clone(),
+                    task,
+                },
+            );
+        }
+        let verdict = self.request_verdict(lane, &decoded, node.as_deref());
+        let recorded = match &verdict {
+            Verdict::Reply(Response::Throttled {
+                throttle,
+                retry_after_ms,
+            }) => NetVerdict::Replica {
+                status: throttle.http_status(),
+                retry_after_ms: Some(*retry_after_ms),
+            },
+            Verdict::Reply(_) => NetVerdict::Replica {
+                status: 404,
+                retry_after_ms: None,
+            },
+            Verdict::Drop => NetVerdict::Lost,
+            Verdict::Pass => NetVerdict::Deliver,
+        };
+        self.record(
+            Dir::ToServer,
+            exchange,
+            node.as_deref(),
+            request_id,
+            bytes,
+            recorded,
+        );
+        match verdict {
+            Verdict::Reply(response) => {
+                let call = decoded
+                    .call
+                    .expect("only requests awaiting a reply get one from a replica");
+                self.inflight.remove(&(lane, call));
+                let frame = self.ctx.servers[lane]
+                    .lock()
+                    .expect("server lock")
+                    .encode_reply(call, &response, &Default::default());
+                let latency = self.latency();
+                self.deliver_to(conn, frame, latency);
+            }
+            Verdict::Drop => {}
+            Verdict::Pass => {
+                if let Some(tx) = self.to_server.get(lane).cloned() {
+                    let latency = self.latency();
+                    let delivery = Delivery {
+                        conn,
+                        decoded,
+                        node: node.clone(),
+                    };
+                    tokio::spawn(async move {
+                        tokio::time::sleep(Duration::from_millis(latency)).await;
+                        // The server outlives every delivery in a series; a send after it ends is moot.
+                        let _ = tx.send(delivery);
+                    });
+                }
+            }
+        }
+        if self.fire(
+            lane,
+            FaultKind::ConnectionDrop,
+            node.as_deref(),
+            FaultDetail::Exchange { exchange },
+        ) {
+            self.disconnect(conn);
+        }
+        Ok(())
+    }
+
+    /// The server's reply to `call` on `lane`: judged, encoded, carried to the connection the
+    /// request came from. Returns the frame's correlation id when the reply is on its way as the
+    /// server wrote it (not lost, cut or rewritten).
+    pub fn reply(&mut self, lane: usize, call: CallId, response: Response) -> Option<u64> {
+        let Some(inflight) = self.inflight.remove(&(lane, call)) else {
+            // Nobody waits for it (the request's connection record is gone): encode to close
+            // the codec's books, carry nothing.
+            let _ = self.ctx.servers[lane]
+                .lock()
+                .expect("server lock")
+                .encode_reply(call, &response, &Default::default());
+            return None;
+        };
+        let caps = self.ctx.servers[lane].lock().expect("server lock").caps();
+        let info = rules::ReplyInfo::of(inflight.exchange, &response, caps);
+        let v = self.reply_verdict(lane, call, &inflight, &info);
+        let mut v = v;
+        let mut frame = self.ctx.servers[lane]
+            .lock()
+            .expect("server lock")
+            .encode_reply(call, &response, &v.shape);
+        if v.cut_bytes && frame.body.len() >= 2 {
+            let to_bytes = self.draw(1, frame.body.len() as u64 - 1) as usize;
+            frame.body.truncate(to_bytes);
+            v.verdict = NetVerdict::Truncated { to_bytes };
+        }
+        let node = inflight.node.as_deref();
+        self.record(
+            Dir::ToExecutor,
+            inflight.exchange,
+            node,
+            frame.request_id,
+            frame.body.len(),
+            v.verdict.clone(),
+        );
+        if v.verdict == NetVerdict::Lost {
+            return None;
+        }
+        let intact = matches!(
+            v.verdict,
+            NetVerdict::Deliver | NetVerdict::Held { .. } | NetVerdict::Duplicated { .. }
+        );
+        let request_id = frame.request_id.filter(|_| intact);
+        self.note_old_epoch(lane, inflight.conn, node);
+        self.copy_to_old_epoch(lane, inflight.conn, inflight.exchange, node, &frame);
+        if let Some(after_ms) = v.duplicate_after_ms {
+            self.deliver_to(inflight.conn, frame.clone(), after_ms);
+        }
+        let latency = self.latency();
+        self.deliver_to(inflight.conn, frame.clone(), latency + v.extra_delay_ms);
+        if let Some(node) = inflight.node {
+            let epoch = self.conns.get(&inflight.conn).map_or(0, |c| c.epoch);
+            let past = self.history.entry(node).or_default();
+            if past.len() >= HISTORY_PER_NODE {
+                past.remove(0);
+            }
+            past.push(Past {
+                conn: inflight.conn,
+                epoch,
+                exchange: inflight.exchange,
+                frame,
+            });
+        }
+        self.late_duplicates(lane);
+        request_id
+    }
+
+    /// Something the server of `lane` sends unasked (an input request, a status notification):
+    /// to the lane's newest connection.
+    pub fn push(
+        &mut self,
+        lane: usize,
+        frame: InFrame,
+        exchange: ExchangeKind,
+        node: Option<String>,
+    ) {
+        let Some(conn) = self.latest_connection(lane) else {
+            return;
+        };
+        let mut verdict = NetVerdict::Deliver;
+        let mut again = None;
+        if exchange == ExchangeKind::ServerRequest
+            && self.fire(
+                lane,
+                FaultKind::InputRequiredReplay,
+                node.as_deref(),
+                FaultDetail::Exchange { exchange },
+            )
+        {
+            let after_ms = self.draw(1_000, 30_000);
+            verdict = NetVerdict::Duplicated { after_ms };
+            again = Some(after_ms);
+        }
+        self.record(
+            Dir::ToExecutor,
+            exchange,
+            node.as_deref(),
+            None,
+            frame.body.len(),
+            verdict,
+        );
+        self.note_old_epoch(lane, conn, node.as_deref());
+        self.copy_to_old_epoch(lane, conn, exchange, node.as_deref(), &frame);
+        if let Some(after_ms) = again {
+            self.deliver_to(conn, frame.clone(), after_ms);
+        }
+        let latency = self.latency();
+        self.deliver_to(conn, frame, latency);
+    }
+
+    /// A message reaching an executor of an older epoch than the newest one: the old-epoch
+    /// fault, which follows from a rollback.
+    fn note_old_epoch(&self, lane: usize, conn: u32, node: Option<&str>) {
+        let old = self
+            .conns
+            .get(&conn)
+            .is_some_and(|c| c.epoch < self.newest_epoch);
+        if old && self.expressible[lane].contains(&FaultKind::OldEpochMessage) {
+            let epochs = FaultDetail::Epochs {
+                from: self.conns[&conn].epoch,
+                to: self.newest_epoch,
+            };
+            self.record_fault(0, FaultKind::OldEpochMessage, node, epochs);
+        }
+    }
+
+    /// The old-epoch fault: while an executor of an older epoch lingers after a rollback, a
+    /// message for the newest one may reach it as well (a callback or reply routed to the old
+    /// process). It must refuse it.
+    fn copy_to_old_epoch(
+        &self,
+        lane: usize,
+        conn: u32,
+        exchange: ExchangeKind,
+        node: Option<&str>,
+        frame: &InFrame,
+    ) {
+        if self
+            .conns
+            .get(&conn)
+            .is_none_or(|c| c.epoch < self.newest_epoch)
+        {
+            return;
+        }
+        let Some(old) = self
+            .conns
+            .iter()
+            .find(|(_, c)| c.lane == lane && c.epoch < self.newest_epoch)
+            .map(|(&id, c)| (id, c.epoch))
+        else {
+            return;
+        };
+        let epochs = FaultDetail::Epochs {
+            from: old.1,
+            to: self.newest_epoch,
+        };
+        if self.fire(lane, FaultKind::OldEpochMessage, node, epochs) {
+            self.record(
+                Dir::ToExecutor,
+                exchange,
+                node,
+                frame.request_id,
+                frame.body.len(),
+                NetVerdict::ToOldEpoch,
+            );
+            let latency = self.latency();
+            self.deliver_to(old.0, frame.clone(), latency);
+        }
+    }
+
+    fn deliver_to(&self, conn: u32, frame: InFrame, delay_ms: u64) {
+        let Some(tx) = self.conns.get(&conn).map(|c| c.tx.clone()) else {
+            return;
+        };
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(delay_ms)).await;
+            let _ = tx.send(frame);
+        });
+    }
+}
+
+/// The executor's end of one connection.
+pub struct SimTransport {
+    net: SharedNet,
+    conn: u32,
+    rx: mpsc::UnboundedReceiver<InFrame>,
+}
+
+impl Transport for SimTransport {
+    fn send(&mut self, frame: OutFrame) -> Result<(), TransportError> {
+        self.net.lock().expect("net lock").send(self.conn, frame)
+    }
+
+    async fn recv(&mut self) -> Option<InFrame> {
+        self.rx.recv().await
+    }
+}

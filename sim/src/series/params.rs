@@ -1,0 +1,249 @@
+//! What the seed draws for a series, in one fixed order, and how a schedule edits it.
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::Serialize;
+
+use super::SeriesResult;
+use crate::fake::script::{ScriptOutcome, TaskScript};
+use crate::scenario::{Scenario, ServerProfile};
+use crate::series::faults::{FaultKind, FaultProfile, Schedule};
+
+/// Everything the seed drew for one series, printed in one block at the start.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Params {
+    pub scenario: String,
+    pub seed: u64,
+    pub profile: ServerProfile,
+    pub toolop_extensions: bool,
+    pub latency_ms: [u64; 2],
+    pub nodes: Vec<NodeParams>,
+    pub server_seed: u64,
+    pub net_seed: u64,
+    pub approval_seed: u64,
+    pub jitter_seed: u64,
+    pub faults: FaultProfile,
+    /// Server maximum ttl for this series (shortened when running tasks are to be deleted).
+    pub server_max_ttl_ms: Option<u64>,
+    /// When an operator rolls the executor back (a new epoch takes over), if at all.
+    pub rollback_at_ms: Option<u64>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct NodeParams {
+    pub id: String,
+    pub tool: String,
+    pub script: TaskScript,
+    pub submit_at_ms: u64,
+    pub cancel_at_ms: Option<u64>,
+    pub detach_at_ms: Option<u64>,
+}
+
+pub(super) fn draw_in(rng: &mut ChaCha8Rng, [lo, hi]: [u64; 2]) -> u64 {
+    rng.gen_range(lo..=hi)
+}
+
+/// Draw every parameter of the series from its seed, in a fixed order.
+pub fn draw_params(sc: &Scenario, seed: u64) -> Params {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let profile = sc.server.profiles[rng.gen_range(0..sc.server.profiles.len())];
+    let toolop_extensions = rng.gen_bool(sc.server.toolop_extensions_rate);
+    let n = rng.gen_range(sc.workload.call_nodes[0]..=sc.workload.call_nodes[1]);
+    let total_weight: u32 = sc.workload.tools.iter().map(|t| t.weight).sum();
+    let mut nodes = Vec::with_capacity(n as usize);
+    for i in 0..n {
+        let mut pick = rng.gen_range(0..total_weight);
+        let tool = sc.workload.tools.iter().find(|t| {
+            if pick < t.weight {
+                true
+            } else {
+                pick -= t.weight;
+                false
+            }
+        });
+        let tool = tool.expect("weights sum covers the draw");
+        let duration_ms = draw_in(&mut rng, tool.duration_ms);
+        let roll: f64 = rng.gen();
+        let outcome = if roll < tool.fail_rate {
+            ScriptOutcome::Failed
+        } else if roll < tool.fail_rate + tool.tool_error_rate {
+            ScriptOutcome::ToolError
+        } else {
+            ScriptOutcome::Completed
+        };
+        let mut input_at_ms = vec![];
+        if duration_ms > 1 && rng.gen_bool(tool.input_rate) {
+            for _ in 0..rng.gen_range(1..=2) {
+                input_at_ms.push(rng.gen_range(0..duration_ms));
+            }
+            input_at_ms.sort_unstable();
+            input_at_ms.dedup();
+        }
+        let blocks = rng.gen_range(tool.blocks[0]..=tool.blocks[1]);
+        let id = format!("n{i:03}");
+        let script = TaskScript {
+            call_node: id.clone(),
+            duration_ms,
+            outcome,
+            text: format!("result of {id}"),
+            input_at_ms,
+            blocks,
+        };
+        let submit_at_ms = rng.gen_range(0..=sc.workload.start_spread_ms);
+        let caller = &sc.workload.caller;
+        let cancel_at_ms = rng
+            .gen_bool(caller.cancel_rate)
+            .then(|| submit_at_ms + draw_in(&mut rng, caller.cancel_after_ms));
+        let detach_at_ms = rng
+            .gen_bool(caller.detach_rate)
+            .then(|| submit_at_ms + draw_in(&mut rng, caller.cancel_after_ms));
+        nodes.push(NodeParams {
+            id,
+            tool: tool.name.clone(),
+            script,
+            submit_at_ms,
+            cancel_at_ms,
+            detach_at_ms,
+        });
+    }
+    let server_seed = rng.gen();
+    let net_seed = rng.gen();
+    let approval_seed = rng.gen();
+    let jitter_seed = rng.gen();
+    let faults = FaultProfile::draw(
+        &sc.faults.max_rates(),
+        sc.faults.swarm_enable_rate,
+        &mut rng,
+    );
+    let short_ttl = draw_in(&mut rng, sc.faults.short_ttl_ms);
+    let server_max_ttl_ms = if faults.rate(FaultKind::ServerDeletesRunningTask) > 0.0 {
+        Some(short_ttl)
+    } else {
+        sc.server.max_ttl_ms
+    };
+    let rollback_roll: f64 = rng.gen();
+    let [lo, hi] = sc.faults.rollback_at_ms;
+    let hi = hi.min(sc.faults.safety_window_ms.saturating_sub(1));
+    let rollback_t = rng.gen_range(lo.min(hi)..=hi);
+    let rollback_at_ms = (rollback_roll < faults.rate(FaultKind::Rollback)).then_some(rollback_t);
+    Params {
+        scenario: sc.name.clone(),
+        seed,
+        profile,
+        toolop_extensions,
+        latency_ms: sc.network.latency_ms,
+        nodes,
+        server_seed,
+        net_seed,
+        approval_seed,
+        jitter_seed,
+        faults,
+        server_max_ttl_ms,
+        rollback_at_ms,
+    }
+}
+
+/// The parameters a schedule runs with: what the seed drew, with the schedule's node filter,
+/// rollback and short-ttl switches applied. Without a schedule, exactly [`draw_params`].
+pub fn params_with(
+    sc: &Scenario,
+    seed: u64,
+    schedule: Option<&Schedule>,
+) -> Result<Params, String> {
+    let mut p = draw_params(sc, seed);
+    let Some(s) = schedule else { return Ok(p) };
+    if let Some(keep) = &s.nodes {
+        if let Some(bad) = keep.iter().find(|id| !p.nodes.iter().any(|n| &&n.id == id)) {
+            let ids: Vec<&str> = p.nodes.iter().map(|n| n.id.as_str()).collect();
+            return Err(format!(
+                "schedule keeps call node {bad}, which seed {seed} did not draw (it drew {})",
+                ids.join(" ")
+            ));
+        }
+        p.nodes.retain(|n| keep.contains(&n.id));
+    }
+    p.rollback_at_ms = match (s.rollback, s.rollback_at_ms.or(p.rollback_at_ms)) {
+        (false, _) => None,
+        (true, Some(t)) => Some(t),
+        (true, None) => {
+            return Err(format!(
+                "schedule: rollback = true needs rollback_at_ms (seed {seed} drew no rollback)"
+            ))
+        }
+    };
+    let drawn_short = (p.faults.rate(FaultKind::ServerDeletesRunningTask) > 0.0)
+        .then_some(p.server_max_ttl_ms)
+        .flatten();
+    p.server_max_ttl_ms = match (s.server_deletes_running_task, s.short_ttl_ms.or(drawn_short)) {
+        (false, _) => sc.server.max_ttl_ms,
+        (true, Some(t)) => Some(t),
+        (true, None) => {
+            return Err(format!("schedule: server_deletes_running_task = true needs short_ttl_ms (seed {seed} drew no short ttl)"))
+        }
+    };
+    Ok(p)
+}
+
+/// The schedule a finished series ran: every firing, the rollback and short-ttl switches as
+/// they were, every node kept. Replayed unmodified it reproduces the series byte for byte.
+pub fn schedule_of(scenario_file: &str, r: &SeriesResult, sc: &Scenario) -> Schedule {
+    let drawn = draw_params(sc, r.params.seed);
+    let short = r.params.server_max_ttl_ms != sc.server.max_ttl_ms;
+    Schedule {
+        scenario: scenario_file.to_string(),
+        seed: r.params.seed,
+        checker: None,
+        rollback: r.params.rollback_at_ms.is_some(),
+        rollback_at_ms: r.params.rollback_at_ms.or(drawn.rollback_at_ms),
+        server_deletes_running_task: short,
+        short_ttl_ms: if short {
+            r.params.server_max_ttl_ms
+        } else {
+            None
+        },
+        nodes: Some(r.params.nodes.iter().map(|n| n.id.clone()).collect()),
+        shrunk_from: None,
+        firings: r.firings.clone(),
+    }
+}
+
+impl Params {
+    /// The parameter block printed before a series runs.
+    pub fn render(&self) -> String {
+        let opt = |v: Option<u64>| v.map_or_else(|| "-".to_string(), |v| v.to_string());
+        let [lo, hi] = self.latency_ms;
+        let mut s = format!(
+            "series scenario={} seed={}\n  server profile={} toolop_extensions={} max_ttl_ms={} latency_ms=[{lo}, {hi}]\n  faults: {}\n  rollback_at_ms={}\n  sub-seeds server={} net={} approval={} jitter={}\n",
+            self.scenario,
+            self.seed,
+            self.profile.name(),
+            self.toolop_extensions,
+            opt(self.server_max_ttl_ms),
+            self.faults.render(),
+            opt(self.rollback_at_ms),
+            self.server_seed,
+            self.net_seed,
+            self.approval_seed,
+            self.jitter_seed
+        );
+        for n in &self.nodes {
+            let inputs: Vec<String> = n.script.input_at_ms.iter().map(u64::to_string).collect();
+            let outcome = serde_json::to_value(n.script.outcome)
+                .ok()
+                .and_then(|v| v.as_str().map(String::from))
+                .unwrap_or_default();
+            s.push_str(&format!(
+                "  {} tool={} submit_at={}ms duration={}ms outcome={outcome} inputs_at=[{}] blocks={} cancel_at={} detach_at={}\n",
+                n.id,
+                n.tool,
+                n.submit_at_ms,
+                n.script.duration_ms,
+                inputs.join(", "),
+                n.script.blocks,
+                opt(n.cancel_at_ms),
+                opt(n.detach_at_ms)
+            ));
+        }
+        s
+    }
+}

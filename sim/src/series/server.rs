@@ -1,0 +1,332 @@
+//! The server room of a lane: the actor that runs the fake server (codec and task service) over
+//! simulated time, and the faults that are server behaviour rather than network behaviour, all
+//! decided here:
+//! - a completion racing a cancel, and the status-after-cancel quirk (a cancel's work outlives
+//!   it, and its end later overwrites `cancelled`): asked when a cancel meets running work;
+//! - not-found after expiry, and a running task deleted at its ttl: noted when the service
+//!   answers a read of a task it deleted (they follow from a short server ttl).
+//!
+//! The status-after-cancel flip happens once the executor has taken in a reply showing the task
+//! `cancelled`: that confirmation is what makes a later outcome a lie, and an executor that never
+//! saw it (the reply was lost, or it crashed before writing it down) may take the task's word.
+//! "Taken in" is read from the trace: the network carried a reply showing `cancelled` under
+//! correlation id R, the executor sent R for (node, kind, seq), received (node, kind, seq), and
+//! the step it took for that reply was applied (moved or kept the record) rather than refused.
+//! The flip is recorded with the state it meets.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use tokio::sync::mpsc;
+use tokio::time::Duration;
+use toolop::runner::Observation;
+
+use super::net::{Delivery, SharedServer};
+use super::World;
+use crate::fake::codec::{Ask, ExchangeKind, Push, Request, Response};
+use crate::fake::service::{CancelFaults, Out};
+use crate::fake::truth::TaskStatus;
+use crate::judge::checkers::view::reply_event;
+use crate::series::faults::FaultKind;
+use crate::trace::{FaultDetail, Trace, What};
+
+/// A task marked for status-after-cancel: the decision that marked it, and the correlation ids
+/// of delivered replies that showed it cancelled.
+#[derive(Default)]
+struct Mark {
+    decision: u64,
+    confirmations: Vec<u64>,
+}
+
+type Marked = BTreeMap<String, Mark>;
+
+pub(super) async fn serve(
+    world: Arc<World>,
+    lane: usize,
+    mut rx: mpsc::UnboundedReceiver<Delivery>,
+) {
+    let server = world.servers[lane].clone();
+    let mut marked: Marked = BTreeMap::new();
+    let mut finished: Vec<String> = Vec::new();
+    loop {
+        flip_after_cancel(&world, lane, &server, &mut marked, &mut finished);
+        let now = world.now_ms();
+        let next = server.lock().expect("server lock").next_event_at_ms();
+        // Without pending work the server still wakes each minute: every wait is bounded.
+        let wake = next.unwrap_or(now + 60_000).max(now);
+        let sleep = tokio::time::sleep_until(world.origin + Duration::from_millis(wake));
+        tokio::select! {
+            biased;
+            msg = rx.recv() => {
+                let Some(delivery) = msg else { return };
+                let now = world.now_ms();
+                let early = server.lock().expect("server lock").advance(now);
+                send_out(&world, lane, &server, &mut marked, early);
+                serve_one(&world, lane, &server, &mut marked, delivery);
+            }
+            _ = sleep => {
+                let now = world.now_ms();
+                let out = server.lock().expect("server lock").advance(now);
+                send_out(&world, lane, &server, &mut marked, out);
+            }
+        }
+    }
+}
+
+/// Serve one request, deciding the server-side faults that ride on it.
+fn serve_one(world: &World, lane: usize, server: &SharedServer, marked: &mut Marked, d: Delivery) {
+    let now = world.now_ms();
+    let node = d.node.as_deref();
+    let task = match &d.decoded.ask {
+        Ask::Service(
+            Request::Poll { task } | Request::Fetch { task } | Request::Cancel { task },
+        ) => Some(task.clone()),
+        _ => None,
+    };
+    let mut faults = CancelFaults::default();
+    if d.decoded.exchange == ExchangeKind::Cancel {
+        let t = task.as_deref().unwrap_or_default();
+        if server
+            .lock()
+            .expect("server lock")
+            .service()
+            .cancel_meets_running_work(t)
+        {
+            let detail = || FaultDetail::Task {
+                task: t.to_string(),
+            };
+            faults.race = world
+                .fire(lane, FaultKind::CompletionCancelRace, node, detail())
+                .is_some();
+            // Recorded when (and if) the status flips.
+            if let Some(decision) = world.ask(lane, FaultKind::StatusAfterCancel) {
+                faults.keep_working = true;
+                marked.insert(
+                    t.to_string(),
+                    Mark {
+                        decision,
+                        confirmations: vec![],
+                    },
+                );
+            }
+        }
+    }
+    let exchange = d.decoded.exchange;
+    let replies = server
+        .lock()
+        .expect("server lock")
+        .serve(now, d.decoded, faults);
+    for r in replies {
+        if let (Response::NotFound { expired: true }, Some(t)) = (&r.response, &task) {
+            note_expiry(world, lane, server, exchange, t, node);
+        }
+        carry(world, lane, marked, r.call, r.response);
+    }
+}
+
+/// Carry one reply; note it when it shows a marked task cancelled.
+fn carry(
+    world: &World,
+    lane: usize,
+    marked: &mut Marked,
+    call: crate::fake::codec::CallId,
+    response: Response,
+) {
+    let shows_cancelled = match &response {
+        Response::Task(v) if v.status == TaskStatus::Cancelled && marked.contains_key(&v.id) => {
+            Some(v.id.clone())
+        }
+        _ => None,
+    };
+    let sent = world
+        .net
+        .lock()
+        .expect("net lock")
+        .reply(lane, call, response);
+    if let (Some(task), Some(request_id)) = (shows_cancelled, sent) {
+        if let Some(m) = marked.get_mut(&task) {
+            m.confirmations.push(request_id);
+        }
+    }
+}
+
+/// The server answered "not found" for a task it deleted: the expiry faults, which follow from
+/// a short ttl. A task deleted before it ended was a running task deleted.
+fn note_expiry(
+    world: &World,
+    lane: usize,
+    server: &SharedServer,
+    exchange: ExchangeKind,
+    task: &str,
+    node: Option<&str>,
+) {
+    if !matches!(
+        exchange,
+        ExchangeKind::Poll | ExchangeKind::Fetch | ExchangeKind::Cancel
+    ) {
+        return;
+    }
+    let running = server
+        .lock()
+        .expect("server lock")
+        .truth()
+        .tasks
+        .get(task)
+        .is_some_and(|t| t.terminal_status.is_none());
+    world.note(
+        lane,
+        FaultKind::NotFoundAfterExpiry,
+        node,
+        FaultDetail::Task {
+            task: task.to_string(),
+        },
+    );
+    if running {
+        world.note(
+            lane,
+            FaultKind::ServerDeletesRunningTask,
+            node,
+            FaultDetail::Task {
+                task: task.to_string(),
+            },
+        );
+    }
+}
+
+/// Carry what the server emitted: replies to held and inline calls, pushes.
+fn send_out(world: &World, lane: usize, server: &SharedServer, marked: &mut Marked, out: Vec<Out>) {
+    for o in out {
+        match o {
+            Out::Reply(r) => carry(world, lane, marked, r.call, r.response),
+            Out::Push(p) => {
+                let (exchange, task) = match &p {
+                    Push::Input { task, .. } => (ExchangeKind::ServerRequest, task.clone()),
+                    Push::Status(v) => (ExchangeKind::Notification, v.id.clone()),
+                };
+                let (frame, node) = {
+                    let mut s = server.lock().expect("server lock");
+                    (
+                        s.encode_push(&p),
+                        s.service().node_of_task(&task).map(str::to_string),
+                    )
+                };
+                if let Some(frame) = frame {
+                    world
+                        .net
+                        .lock()
+                        .expect("net lock")
+                        .push(lane, frame, exchange, node);
+                }
+            }
+        }
+    }
+}
+
+/// Status-after-cancel: marked tasks whose work ended while cancelled flip once the trace shows
+/// their node's cancel confirmed.
+fn flip_after_cancel(
+    world: &World,
+    lane: usize,
+    server: &SharedServer,
+    marked: &mut Marked,
+    finished: &mut Vec<String>,
+) {
+    finished.extend(
+        server
+            .lock()
+            .expect("server lock")
+            .take_finished_after_cancel(),
+    );
+    if finished.is_empty() {
+        return;
+    }
+    let now = world.now_ms();
+    finished.retain(|task| {
+        let Some(mark) = marked.get(task) else {
+            return false;
+        };
+        let decision = mark.decision;
+        let node = server
+            .lock()
+            .expect("server lock")
+            .service()
+            .node_of_task(task)
+            .map(str::to_string);
+        let Some(node) = node else { return false };
+        if !taken_in(
+            &world.trace.lock().expect("trace lock"),
+            &mark.confirmations,
+        ) {
+            return true;
+        }
+        marked.remove(task);
+        let flipped = server
+            .lock()
+            .expect("server lock")
+            .flip_after_cancel(task, now);
+        if let Some(to) = flipped {
+            world.record_fault(
+                decision,
+                FaultKind::StatusAfterCancel,
+                Some(&node),
+                FaultDetail::StatusFlip {
+                    task: task.clone(),
+                    to,
+                },
+            );
+        }
+        false
+    });
+    let out = server.lock().expect("server lock").advance(now);
+    send_out(world, lane, server, marked, out);
+}
+
+/// Whether an executor applied the step for one of the replies carried under `request_ids`.
+fn taken_in(trace: &Trace, request_ids: &[u64]) -> bool {
+    // (exec, node, kind, seq) of the requests those replies answered.
+    let mut sent: Vec<((u64, u32), &str, &str, u64)> = vec![];
+    // A received reply of interest waiting for the step that handles it: (exec, node) -> event.
+    let mut waiting: BTreeMap<((u64, u32), &str), String> = BTreeMap::new();
+    for e in &trace.events {
+        let What::Exec {
+            epoch,
+            incarnation,
+            obs,
+        } = &e.what
+        else {
+            continue;
+        };
+        let exec = (*epoch, *incarnation);
+        match obs {
+            Observation::Sent {
+                node,
+                kind,
+                seq,
+                rpc_id: Some(r),
+            } if request_ids.contains(r) => sent.push((exec, node, kind, *seq)),
+            Observation::Received {
+                node,
+                kind,
+                seq,
+                reply,
+                ..
+            } if sent.contains(&(exec, node.as_str(), *kind, *seq)) => {
+                waiting.insert((exec, node.as_str()), reply_event(kind, reply));
+            }
+            Observation::Moved { node, event, .. } | Observation::Stayed { node, event }
+                if waiting
+                    .remove(&(exec, node.as_str()))
+                    .is_some_and(|w| w == *event) =>
+            {
+                return true;
+            }
+            Observation::Rejected { node, .. }
+            | Observation::Refused { node, .. }
+            | Observation::LedgerRefused { node, .. } => {
+                waiting.remove(&(exec, node.as_str()));
+            }
+            _ => {}
+        }
+    }
+    false
+}
