@@ -8,7 +8,7 @@ SEED ?= 42
 SERIES ?= 10000
 JOBS ?= 2
 
-.PHONY: gate gate-ci canary run replay shrink bench mutants mutants-ci tune test build
+.PHONY: gate gate-ci canary run replay shrink bench ledger-bench mutants mutants-ci tune test build
 
 # The release gate: 10,000 seeded series of the default set, every invariant, every gate.
 gate:
@@ -46,6 +46,12 @@ tune:
 
 bench:
 	$(SIM) bench --scenario $(DEFAULT_SET) --series $(SERIES) --jobs $(JOBS)
+
+# Ledger throughput (commits/s, acceptance transactions/s) on SQLite files, in memory, and the
+# in-memory ledger. A benchmark on real files and real time, never a test.
+LEDGER_RECORDS ?= 2000
+ledger-bench:
+	cargo run --release -q --example ledger_bench -- --records $(LEDGER_RECORDS)
 
 build:
 	cargo build --release
