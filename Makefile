@@ -59,4 +59,6 @@ build:
 
 test:
 	cargo test -p toolop
+	# The ledger suite again as the simulator builds it: SQLite in memory under --cfg madsim.
+	$(SIM_ENV) cargo test --release -q -p toolop --lib ledger::
 	$(SIM_ENV) cargo test --release -p toolop-sim

@@ -4,8 +4,10 @@
 
 use rusqlite::{params, Connection, ErrorCode};
 
-use super::{schema, ConsumeError, SqliteLedger, SqliteOptions, Synchronous, SCHEMA_VERSION};
-use crate::ledger::tests::fixtures::{accept_write, fetching, rec, write};
+use super::{schema, ConsumeError, SqliteLedger, SCHEMA_VERSION};
+use crate::ledger::tests::fixtures::{
+    accept_write, assert_conflict, assert_fenced, cancelled, fetching, ids, rec, write,
+};
 use crate::ledger::{Ledger, LedgerError, OutboxStatus, INITIAL_EPOCH};
 use crate::record::LocalState;
 
@@ -134,13 +136,10 @@ fn a_version_1_database_is_migrated_with_every_row_kept() {
     let mut l = SqliteLedger::init(conn).unwrap();
     assert_eq!(l.schema_version().unwrap(), SCHEMA_VERSION);
     assert_eq!(SCHEMA_VERSION, 2);
-    let ids: Vec<String> = l
-        .records()
-        .unwrap()
-        .into_iter()
-        .map(|r| r.call_node_id)
-        .collect();
-    assert_eq!(ids, ["v1-done", "v1-purged", "v1-working"]);
+    assert_eq!(
+        ids(l.records().unwrap()),
+        ["v1-done", "v1-purged", "v1-working"]
+    );
     assert_eq!(
         l.by_operation_id("op-2").unwrap().unwrap().local_state,
         LocalState::Working
@@ -211,8 +210,10 @@ fn a_database_from_a_newer_toolop_is_refused_not_downgraded() {
     );
 }
 
+#[cfg(not(madsim))]
 #[test]
 fn a_file_ledger_runs_in_wal_and_keeps_everything_across_reopening() {
+    use super::{SqliteOptions, Synchronous};
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("toolop.db");
     for (sync, level) in [(Synchronous::Normal, 1), (Synchronous::Full, 2)] {
@@ -253,6 +254,7 @@ fn a_file_ledger_runs_in_wal_and_keeps_everything_across_reopening() {
     );
 }
 
+#[cfg(not(madsim))]
 #[test]
 fn two_processes_on_one_file_meet_compare_and_swap_and_the_fence() {
     let dir = tempfile::tempdir().unwrap();
@@ -262,37 +264,13 @@ fn two_processes_on_one_file_meet_compare_and_swap_and_the_fence() {
     let read_by_a = fetching(&mut a, "n");
     let read_by_b = b.by_call_node("n").unwrap().unwrap();
     assert_eq!(read_by_a, read_by_b);
-    let mut cancel = read_by_b.clone();
-    cancel.cancel_generation = 1;
-    cancel.local_state = LocalState::CancelRequested;
-    b.commit(write(&read_by_b, cancel)).unwrap();
-    let res = a.commit(accept_write(&read_by_a, Some("d")));
-    assert!(
-        matches!(
-            res,
-            Err(LedgerError::VersionConflict {
-                expected: 2,
-                found: 3,
-                ..
-            })
-        ),
-        "{res:?}"
-    );
+    cancelled(&mut b, &read_by_b);
+    assert_conflict(a.commit(accept_write(&read_by_a, Some("d"))), 2, 3);
     // A rollback in one process fences the other at its next write.
     assert_eq!(b.bump_epoch().unwrap(), 2);
     let now = a.by_call_node("n").unwrap().unwrap();
     let res = a.commit(write(&now, now.clone()));
-    assert!(
-        matches!(
-            res,
-            Err(LedgerError::StaleEpoch {
-                writer: 1,
-                current: 2,
-                ..
-            })
-        ),
-        "{res:?}"
-    );
+    assert_fenced(res, 1, 2);
     assert!(a.receipts().unwrap().is_empty());
 }
 
@@ -394,6 +372,11 @@ fn unreadable_rows_are_storage_errors_not_panics_or_absences() {
         .unwrap();
     let err = l.outbox().unwrap_err();
     assert_eq!(err.to_string(), "ledger storage failed: column outbox.terminal_state holds \"exploded\", which this build does not know");
+}
+
+#[cfg(not(madsim))]
+#[test]
+fn a_file_that_cannot_be_opened_is_named_in_the_error() {
     let missing = std::path::Path::new("/nonexistent-dir-for-toolop/ledger.db");
     let err = SqliteLedger::open(missing).unwrap_err();
     assert!(
@@ -401,4 +384,46 @@ fn unreadable_rows_are_storage_errors_not_panics_or_absences() {
             .contains("/nonexistent-dir-for-toolop/ledger.db"),
         "the error names the file: {err}"
     );
+}
+
+/// The simulator will run series on `open_in_memory` under `--cfg madsim`: SQLite inside the
+/// simulated runtime, two simulated writers racing on one ledger across simulated time.
+#[cfg(madsim)]
+#[tokio::test]
+async fn sqlite_in_memory_runs_inside_the_simulated_runtime() {
+    use std::sync::{Arc, Mutex};
+    let ledger = Arc::new(Mutex::new(SqliteLedger::open_in_memory().unwrap()));
+    ledger
+        .lock()
+        .unwrap()
+        .insert(rec("n"), INITIAL_EPOCH)
+        .unwrap();
+    let writer = |gen: u32| {
+        let ledger = ledger.clone();
+        tokio::spawn(async move {
+            let mut conflicts = 0;
+            for _ in 0..8 {
+                let read = ledger.lock().unwrap().by_call_node("n").unwrap().unwrap();
+                // The commit takes simulated time: the other writer lands in between.
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                let mut next = read.clone();
+                next.input_round += gen;
+                match ledger.lock().unwrap().commit(write(&read, next)) {
+                    Ok(_) => return conflicts,
+                    Err(LedgerError::VersionConflict { .. }) => conflicts += 1,
+                    Err(e) => panic!("{e}"),
+                }
+            }
+            panic!("no commit in 8 attempts")
+        })
+    };
+    let (a, b) = (writer(1), writer(10));
+    let conflicts = a.await.unwrap() + b.await.unwrap();
+    let r = ledger.lock().unwrap().by_call_node("n").unwrap().unwrap();
+    assert_eq!(
+        (r.version, r.input_round),
+        (3, 11),
+        "both writes landed, neither lost"
+    );
+    assert!(conflicts >= 1, "the writers raced");
 }

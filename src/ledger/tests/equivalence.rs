@@ -201,7 +201,7 @@ fn accept_write(
 /// What a step returned.
 #[derive(Debug, PartialEq)]
 enum Done {
-    Record(ToolOperation),
+    Record(Box<ToolOperation>),
     Epoch(u64),
     Marked(bool),
     Nothing,
@@ -219,7 +219,7 @@ fn apply<L: Ledger>(l: &mut L, op: &Op, m: &MemoryLedger) -> Result<Done, Ledger
             r.submission_key = format!("key-{}", id(*key_of));
             let writer = token(l.current_epoch()?, *epoch_delta);
             r.execution_epoch = writer.min(l.current_epoch()?);
-            l.insert(r, writer).map(Done::Record)
+            l.insert(r, writer).map(|r| Done::Record(Box::new(r)))
         }
         Op::Commit {
             node,
@@ -238,7 +238,7 @@ fn apply<L: Ledger>(l: &mut L, op: &Op, m: &MemoryLedger) -> Result<Done, Ledger
                 *reconcile,
                 *effect,
             ))
-            .map(Done::Record),
+            .map(|r| Done::Record(Box::new(r))),
         Op::Accept {
             node,
             terminal,
@@ -256,7 +256,7 @@ fn apply<L: Ledger>(l: &mut L, op: &Op, m: &MemoryLedger) -> Result<Done, Ledger
                 *stale_basis,
                 *epoch_delta,
             ))
-            .map(Done::Record),
+            .map(|r| Done::Record(Box::new(r))),
         Op::Bump => l.bump_epoch().map(Done::Epoch),
         Op::RequestCancel { node, at_ms } => l
             .request_cancel(&id(*node), u64::from(*at_ms))

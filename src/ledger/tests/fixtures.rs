@@ -1,7 +1,7 @@
 //! Records and writes the suite builds on.
 
 use crate::core::{AcceptBasis, AcceptSpec};
-use crate::ledger::{Ledger, Write, INITIAL_EPOCH};
+use crate::ledger::{Ledger, LedgerError, Write, INITIAL_EPOCH};
 use crate::record::{AdapterId, LocalState, TerminalState, ToolOperation};
 
 pub fn rec(id: &str) -> ToolOperation {
@@ -82,5 +82,42 @@ pub fn accept_as(
         accept: Some(accept),
         now_ms: 2,
         ..write(r, next)
+    }
+}
+
+/// A cancel committed over `r`: generation 1, `CANCEL_REQUESTED`.
+pub fn cancelled<L: Ledger>(l: &mut L, r: &ToolOperation) -> ToolOperation {
+    change(l, r, |n| {
+        n.cancel_generation = 1;
+        n.local_state = LocalState::CancelRequested;
+    })
+}
+
+/// The call node ids of `records`, in order.
+pub fn ids(records: Vec<ToolOperation>) -> Vec<String> {
+    records.into_iter().map(|r| r.call_node_id).collect()
+}
+
+/// `res` is a version conflict from `expected` to `found`.
+pub fn assert_conflict<T: std::fmt::Debug>(res: Result<T, LedgerError>, expected: u64, found: u64) {
+    match res {
+        Err(LedgerError::VersionConflict {
+            expected: e,
+            found: f,
+            ..
+        }) if (e, f) == (expected, found) => {}
+        other => panic!("expected a version conflict {expected} -> {found}, got {other:?}"),
+    }
+}
+
+/// `res` is refused by the fence: a writer of epoch `writer`, the ledger at `current`.
+pub fn assert_fenced<T: std::fmt::Debug>(res: Result<T, LedgerError>, writer: u64, current: u64) {
+    match res {
+        Err(LedgerError::StaleEpoch {
+            writer: w,
+            current: c,
+            ..
+        }) if (w, c) == (writer, current) => {}
+        other => panic!("expected writer epoch {writer} fenced at {current}, got {other:?}"),
     }
 }

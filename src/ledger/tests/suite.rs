@@ -1,6 +1,9 @@
 //! The shared ledger tests, each generic over the implementation (see `mod.rs`).
 
-use super::fixtures::{accept_as, accept_write, change, fetching, rec, write};
+use super::fixtures::{
+    accept_as, accept_write, assert_conflict, assert_fenced, cancelled, change, fetching, ids, rec,
+    write,
+};
 use crate::core::AcceptBasis;
 use crate::ledger::{CancelRequest, Ledger, LedgerError, OutboxStatus, Write, INITIAL_EPOCH};
 use crate::record::{LocalState, TerminalState, ToolOperation};
@@ -198,12 +201,7 @@ pub fn acceptance_rechecks_what_the_writer_read_against_the_stored_record<L: Led
 ) {
     type Race<L> = fn(&mut L, &ToolOperation) -> ToolOperation;
     let cases: Vec<(&str, Race<L>)> = vec![
-        ("a cancel moved it to 1", |l, r| {
-            change(l, r, |n| {
-                n.cancel_generation = 1;
-                n.local_state = LocalState::CancelRequested;
-            })
-        }),
+        ("a cancel moved it to 1", |l, r| cancelled(l, r)),
         ("epoch 2 has taken it over", |l, r| {
             let epoch = l.bump_epoch().unwrap();
             let mut n = r.clone();
@@ -263,22 +261,8 @@ pub fn acceptance_rechecks_what_the_writer_read_against_the_stored_record<L: Led
 pub fn compare_and_swap_catches_the_same_races_first<L: Ledger>(new: fn() -> L) {
     let mut l = new();
     let read = fetching(&mut l, "a");
-    change(&mut l, &read, |n| {
-        n.cancel_generation = 1;
-        n.local_state = LocalState::CancelRequested;
-    });
-    let res = l.commit(accept_write(&read, Some("d1")));
-    assert!(
-        matches!(
-            res,
-            Err(LedgerError::VersionConflict {
-                expected: 2,
-                found: 3,
-                ..
-            })
-        ),
-        "{res:?}"
-    );
+    cancelled(&mut l, &read);
+    assert_conflict(l.commit(accept_write(&read, Some("d1"))), 2, 3);
     nothing_accepted(&l, "stale version");
 }
 
@@ -333,17 +317,7 @@ pub fn a_fenced_executor_cannot_commit_a_receipt<L: Ledger>(new: fn() -> L) {
     l.bump_epoch().unwrap();
     // The old executor skipped its own epoch check: its acceptance is otherwise perfect.
     let res = l.commit(decided);
-    assert!(
-        matches!(
-            res,
-            Err(LedgerError::StaleEpoch {
-                writer: 1,
-                current: 2,
-                ..
-            })
-        ),
-        "{res:?}"
-    );
+    assert_fenced(res, 1, 2);
     nothing_accepted(&l, "fenced acceptance");
     // Fencing is per ledger: every record is fenced for the old epoch, untouched ones too.
     let b = l.insert(rec("b"), 2).unwrap();
@@ -418,13 +392,7 @@ pub fn lookups_by_call_node_operation_id_and_key<L: Ledger>(new: fn() -> L) {
     let r2 = change(&mut l, &r, |n| n.operation_id = Some("op-a2".into()));
     assert_eq!(l.by_operation_id("op-a2").unwrap().unwrap(), r2);
     assert_eq!(l.by_operation_id("op-a").unwrap().unwrap(), r2);
-    let ids: Vec<String> = l
-        .records()
-        .unwrap()
-        .into_iter()
-        .map(|r| r.call_node_id)
-        .collect();
-    assert_eq!(ids, ["a", "b"]);
+    assert_eq!(ids(l.records().unwrap()), ["a", "b"]);
 }
 
 pub fn reconciliation_queue_and_effect_records<L: Ledger>(new: fn() -> L) {
@@ -478,13 +446,7 @@ pub fn in_flight_listing_settled_count_and_local_state<L: Ledger>(new: fn() -> L
     fetching(&mut l, "b");
     l.insert(rec("c"), INITIAL_EPOCH).unwrap();
     l.commit(accept_write(&a, Some("d"))).unwrap();
-    let ids: Vec<String> = l
-        .in_flight()
-        .unwrap()
-        .into_iter()
-        .map(|r| r.call_node_id)
-        .collect();
-    assert_eq!(ids, ["b", "c"]);
+    assert_eq!(ids(l.in_flight().unwrap()), ["b", "c"]);
     assert_eq!(l.settled_count().unwrap(), (3, 1));
     assert_eq!(l.local_state("a").unwrap(), Some(LocalState::Accepted));
     assert_eq!(l.local_state("c").unwrap(), Some(LocalState::Submitting));
@@ -513,10 +475,7 @@ pub fn every_terminal_state_carries_its_payload_explicitly<L: Ledger>(new: fn() 
     ))
     .unwrap();
     let c = fetching(&mut l, "c");
-    let c = change(&mut l, &c, |n| {
-        n.cancel_generation = 1;
-        n.local_state = LocalState::CancelRequested;
-    });
+    let c = cancelled(&mut l, &c);
     l.commit(accept_as(
         &c,
         TerminalState::Cancelled,
