@@ -550,6 +550,6 @@ pub fn fault_event(
     detail: String,
 ) -> crate::trace::What {
     use toolop::ledger::Ledger;
-    let state = node.and_then(|n| ledger.lock().expect("ledger lock").local_state(n));
+    let state = node.and_then(|n| ledger.lock().expect("ledger lock").local_state(n).expect("in-memory ledger reads cannot fail"));
     crate::trace::What::Fault { decision, fault, node: node.map(String::from), state, detail }
 }

@@ -210,8 +210,8 @@ impl Net {
         let l = self.ctx.ledger.lock().expect("ledger lock");
         let node = task_id
             .as_deref()
-            .and_then(|t| l.by_operation_id(t))
-            .or_else(|| key.and_then(|k| l.by_submission_key(k)))
+            .and_then(|t| l.by_operation_id(t).expect("in-memory ledger reads cannot fail"))
+            .or_else(|| key.and_then(|k| l.by_submission_key(k).expect("in-memory ledger reads cannot fail")))
             .map(|r| r.call_node_id);
         Sent { method, node, task_id, http }
     }
@@ -357,7 +357,7 @@ impl Net {
 
     fn node_of_related(&self, msg: &Value) -> Option<String> {
         let t = msg["params"]["_meta"][RELATED_TASK]["taskId"].as_str()?;
-        self.ctx.ledger.lock().expect("ledger lock").by_operation_id(t).map(|r| r.call_node_id)
+        self.ctx.ledger.lock().expect("ledger lock").by_operation_id(t).expect("in-memory ledger reads cannot fail").map(|r| r.call_node_id)
     }
 
     fn note_expiry(&self, conn: u32, task_id: &str, node: Option<&str>) {

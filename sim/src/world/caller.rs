@@ -88,14 +88,14 @@ pub(super) fn retry_after_restart(world: &World) {
     let submitted = world.submitted.lock().expect("caller lock").clone();
     let cancelled = world.cancelled.lock().expect("caller lock").clone();
     for node in submitted {
-        let rec = world.ledger.lock().expect("ledger lock").by_call_node(&node.id);
+        let rec = world.ledger.lock().expect("ledger lock").by_call_node(&node.id).expect("in-memory ledger reads cannot fail");
         if rec.is_none() {
             world.push(What::Caller { action: "resubmit".into(), node: node.id.clone() });
             world.send_input(Input::Submit(node));
         }
     }
     for node in cancelled {
-        let rec = world.ledger.lock().expect("ledger lock").by_call_node(&node);
+        let rec = world.ledger.lock().expect("ledger lock").by_call_node(&node).expect("in-memory ledger reads cannot fail");
         if rec.is_some_and(|r| !r.local_state.is_final() && r.cancel_generation == 0 && !r.cancel_wanted) {
             world.push(What::Caller { action: "recancel".into(), node: node.clone() });
             world.send_input(Input::Cancel { node });

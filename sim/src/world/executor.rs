@@ -28,6 +28,8 @@ impl Observer for SimObserver {
     fn observe(&mut self, now_ms: u64, obs: Observation) {
         let stale = match &obs {
             Observation::Rejected { node, reason, .. } if reason.starts_with("StaleEpoch") => Some(node.clone()),
+            // The ledger's fence refused an old-epoch write the core had not caught yet.
+            Observation::Fenced { node, .. } => Some(node.clone()),
             _ => None,
         };
         self.world.trace.lock().expect("trace lock").push(now_ms, What::Exec { epoch: self.epoch, incarnation: self.incarnation, obs });
@@ -129,7 +131,7 @@ pub(super) async fn supervise(world: Arc<World>, inputs: mpsc::UnboundedReceiver
             _ = rollback, if rollback_at.is_some() => {
                 rollback_at = None;
                 // One firing per item the new epoch takes over: the state each one was in.
-                let in_flight: Vec<String> = world.ledger.lock().expect("ledger lock").in_flight().into_iter().map(|r| r.call_node_id).collect();
+                let in_flight: Vec<String> = world.ledger.lock().expect("ledger lock").in_flight().expect("in-memory ledger reads cannot fail").into_iter().map(|r| r.call_node_id).collect();
                 if in_flight.is_empty() {
                     world.record_fault(0, FaultKind::Rollback, None, format!("epoch {} -> {}", epoch, epoch + 1));
                 }
@@ -137,7 +139,8 @@ pub(super) async fn supervise(world: Arc<World>, inputs: mpsc::UnboundedReceiver
                     world.record_fault(0, FaultKind::Rollback, Some(node), format!("epoch {} -> {}", epoch, epoch + 1));
                 }
                 let (old_tx, rx) = new_channel(&world);
-                epoch += 1;
+                // The fence: from here the ledger refuses every write of the old epoch.
+                epoch = world.ledger.lock().expect("ledger lock").bump_epoch().expect("in-memory ledger reads cannot fail");
                 incarnation += 1;
                 world.push(What::World { action: "rollback".into(), detail: format!("incarnation {incarnation} epoch {epoch} takes over") });
                 let old = std::mem::replace(&mut current, start(&world, epoch, incarnation, rx, approvals.clone()));

@@ -319,7 +319,7 @@ impl World {
     }
 
     pub fn all_settled(&self) -> bool {
-        let (records, done) = self.ledger.lock().expect("ledger lock").settled_count();
+        let (records, done) = self.ledger.lock().expect("ledger lock").settled_count().expect("in-memory ledger reads cannot fail");
         records == self.params.nodes.len() && done == records
     }
 }
@@ -390,7 +390,7 @@ pub async fn world_main_with(sc: Scenario, params: Params, mode: PlanMode) -> Se
     world.send_input(Input::Shutdown);
     // The supervisor ends once its executor has seen the shutdown; bounded either way.
     let _ = tokio::time::timeout(Duration::from_secs(5), supervisor).await;
-    let snapshot = world.ledger.lock().expect("ledger lock").snapshot();
+    let snapshot = world.ledger.lock().expect("ledger lock").snapshot().expect("in-memory ledger reads cannot fail");
     let truth = servers::merged_truth(world.servers.iter().map(|s| s.lock().expect("server lock").truth().clone()).collect());
     world.push(What::Final { ledger: snapshot, truth });
     world.push(What::End { reason: end_reason.clone() });
