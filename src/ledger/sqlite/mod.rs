@@ -96,9 +96,18 @@ impl SqliteLedger {
         let conn = Connection::open(path).map_err(|e| named(e.into()))?;
         conn.busy_timeout(std::time::Duration::from_millis(opts.busy_timeout_ms))
             .map_err(|e| named(e.into()))?;
-        let mode: String = conn
-            .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
-            .map_err(|e| named(e.into()))?;
+        // Switching a new file to WAL needs the exclusive lock, and SQLite answers "busy" at
+        // once (no busy handler: two would deadlock) when another process is switching it too.
+        let deadline =
+            std::time::Instant::now() + std::time::Duration::from_millis(opts.busy_timeout_ms);
+        let mode: String = loop {
+            match conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0)) {
+                Err(e) if is_busy(&e) && std::time::Instant::now() < deadline => {
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+                other => break other.map_err(|e| named(e.into()))?,
+            }
+        };
         if !mode.eq_ignore_ascii_case("wal") {
             return Err(named(LedgerError::Storage(format!(
                 "journal mode WAL refused (the file system gave {mode})"
@@ -116,9 +125,7 @@ impl SqliteLedger {
 
     fn init(mut conn: Connection) -> Result<SqliteLedger, LedgerError> {
         conn.pragma_update(None, "foreign_keys", true)?;
-        schema::MIGRATIONS.to_latest(&mut conn).map_err(|e| {
-            LedgerError::Storage(format!("schema migration to version {SCHEMA_VERSION}: {e}"))
-        })?;
+        schema::migrate(&mut conn)?;
         Ok(SqliteLedger { conn })
     }
 
@@ -156,6 +163,15 @@ impl SqliteLedger {
         let out = stmt.query_map([], read)?.collect::<Result<Vec<_>, _>>()?;
         Ok(out)
     }
+}
+
+/// Another connection holds the lock this one needs.
+#[cfg(not(madsim))]
+fn is_busy(e: &rusqlite::Error) -> bool {
+    matches!(
+        e.sqlite_error_code(),
+        Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+    )
 }
 
 impl Ledger for SqliteLedger {

@@ -13,7 +13,10 @@
 //! - enumerated columns hold known spellings only (`CHECK`), and a delivered outbox entry names
 //!   its consumer.
 
+use rusqlite::{Connection, TransactionBehavior};
 use rusqlite_migration::{Migrations, M};
+
+use crate::ledger::LedgerError;
 
 /// Version 1: records, receipts, a ready-only outbox, the reconciliation queue, effect
 /// reconciliations. What the ledger was before fencing, outbox delivery and cancel intents.
@@ -136,3 +139,46 @@ const STEPS: &[M<'static>] = &[M::up(V1), M::up(V2).foreign_key_check()];
 pub const SCHEMA_VERSION: usize = STEPS.len();
 
 pub(super) const MIGRATIONS: Migrations<'static> = Migrations::from_slice(STEPS);
+
+/// Migration attempts when other processes migrate the same file at the same moment.
+const MIGRATE_ATTEMPTS: u32 = 4;
+
+/// Bring the database to [`SCHEMA_VERSION`]. Several processes may open one new (or older)
+/// file at once (`toolop call` and `toolop status` started together): the migration crate
+/// reads the version outside its transaction, so a second process can start the migration the
+/// first one just committed and fail on it ("table records already exists", or a busy
+/// snapshot). Its transaction is rolled back whole; if the version moved meanwhile, someone
+/// else migrated, and reading it again settles it. A failure with the version unchanged is
+/// real and reported.
+pub(super) fn migrate(conn: &mut Connection) -> Result<(), LedgerError> {
+    // The migration transaction takes the write lock before it reads the schema, so it waits
+    // for another migration (busy timeout) instead of racing it.
+    conn.set_transaction_behavior(TransactionBehavior::Immediate);
+    let mut outcome = Ok(());
+    for _ in 0..MIGRATE_ATTEMPTS {
+        let before = version(conn)?;
+        outcome = MIGRATIONS.to_latest(conn);
+        if outcome.is_ok() || version(conn)? == before {
+            break;
+        }
+    }
+    conn.set_transaction_behavior(TransactionBehavior::Deferred);
+    outcome.map_err(|e| {
+        LedgerError::Storage(format!(
+            "schema migration to version {SCHEMA_VERSION}: {}",
+            migration_error(&e)
+        ))
+    })
+}
+
+fn version(conn: &Connection) -> Result<u64, LedgerError> {
+    Ok(conn.query_row("PRAGMA user_version", [], |r| r.get(0))?)
+}
+
+/// The migration crate's error without the whole migration's SQL it quotes.
+fn migration_error(e: &rusqlite_migration::Error) -> String {
+    match e {
+        rusqlite_migration::Error::RusqliteError { err, .. } => err.to_string(),
+        other => other.to_string(),
+    }
+}

@@ -254,6 +254,33 @@ fn a_file_ledger_runs_in_wal_and_keeps_everything_across_reopening() {
     );
 }
 
+/// Processes that open one new file at the same moment (`toolop call` and `toolop status`
+/// started together) all get the migrated ledger: one that loses the migration race reads the
+/// version again instead of failing on the tables the winner created.
+#[cfg(not(madsim))]
+#[test]
+fn openers_racing_on_one_new_file_all_get_the_migrated_ledger() {
+    use std::sync::{Arc, Barrier};
+    const OPENERS: usize = 4;
+    for round in 0..20 {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("toolop.db");
+        let start = Arc::new(Barrier::new(OPENERS));
+        let openers: Vec<_> = (0..OPENERS)
+            .map(|_| {
+                let (path, start) = (path.clone(), start.clone());
+                std::thread::spawn(move || {
+                    start.wait();
+                    SqliteLedger::open(&path).and_then(|l| l.schema_version())
+                })
+            })
+            .collect();
+        for o in openers {
+            assert_eq!(o.join().unwrap(), Ok(SCHEMA_VERSION), "round {round}");
+        }
+    }
+}
+
 #[cfg(not(madsim))]
 #[test]
 fn two_processes_on_one_file_meet_compare_and_swap_and_the_fence() {
