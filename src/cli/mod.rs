@@ -11,7 +11,9 @@
 
 mod approve;
 mod progress;
+mod report;
 mod run;
+mod scoped;
 mod show;
 pub mod store;
 pub mod target;

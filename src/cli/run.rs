@@ -18,16 +18,14 @@ use tokio::time::{Duration, Instant};
 
 use super::approve::{self, Gate};
 use super::progress::Progress;
+use super::report::{report, SharedNotes};
+use super::scoped::Scoped;
 use super::store::{unix_ms, LedgerStore};
 use super::target::Target;
-use super::{
-    Failure, RunOpts, EXIT_COMPLETED, EXIT_FAILED, EXIT_LEDGER, EXIT_RECONCILE, EXIT_UNFINISHED,
-};
+use super::{Failure, RunOpts, EXIT_LEDGER, EXIT_UNFINISHED};
 use crate::core::PollPolicy;
-use crate::ledger::{
-    CancelRequest, EffectItem, Ledger, LedgerError, OutboxEntry, Receipt, ReconcileItem, Write,
-};
-use crate::record::{LocalState, TerminalState, ToolOperation};
+use crate::ledger::LedgerError;
+use crate::record::ToolOperation;
 use crate::runner::{
     CallNode, Exit, Input, Observation, Observer, Runner, RunnerConfig, SharedLedger,
 };
@@ -36,121 +34,6 @@ use crate::transport::http::{KeptSession, SessionHandle};
 /// Runner restarts after a lost connection or failed handshake, per target and command.
 const RESTARTS_MAX: u32 = 5;
 const WATCH_INTERVAL_MS: u64 = 100;
-
-/// The ledger as one runner sees it: only the call nodes of its target are in flight, and only
-/// their cancel requests are its to pick up (another target's node is another runner's).
-struct Scoped {
-    inner: SharedLedger,
-    nodes: BTreeSet<String>,
-}
-
-impl Scoped {
-    fn with<T>(&self, f: impl FnOnce(&mut dyn Ledger) -> T) -> T {
-        let mut guard = self.inner.lock().expect("ledger lock");
-        f(&mut *guard)
-    }
-
-    fn ours<T>(
-        &self,
-        all: Result<Vec<T>, LedgerError>,
-        id: impl Fn(&T) -> &str,
-    ) -> Result<Vec<T>, LedgerError> {
-        Ok(all?
-            .into_iter()
-            .filter(|x| self.nodes.contains(id(x)))
-            .collect())
-    }
-}
-
-impl Ledger for Scoped {
-    fn current_epoch(&self) -> Result<u64, LedgerError> {
-        self.with(|l| l.current_epoch())
-    }
-    fn bump_epoch(&mut self) -> Result<u64, LedgerError> {
-        self.with(|l| l.bump_epoch())
-    }
-    fn insert(
-        &mut self,
-        record: ToolOperation,
-        writer_epoch: u64,
-    ) -> Result<ToolOperation, LedgerError> {
-        self.with(|l| l.insert(record, writer_epoch))
-    }
-    fn commit(&mut self, write: Write) -> Result<ToolOperation, LedgerError> {
-        self.with(|l| l.commit(write))
-    }
-    fn by_call_node(&self, id: &str) -> Result<Option<ToolOperation>, LedgerError> {
-        self.with(|l| l.by_call_node(id))
-    }
-    fn by_operation_id(&self, id: &str) -> Result<Option<ToolOperation>, LedgerError> {
-        self.with(|l| l.by_operation_id(id))
-    }
-    fn by_submission_key(&self, key: &str) -> Result<Option<ToolOperation>, LedgerError> {
-        self.with(|l| l.by_submission_key(key))
-    }
-    fn records(&self) -> Result<Vec<ToolOperation>, LedgerError> {
-        self.ours(self.with(|l| l.records()), |r| &r.call_node_id)
-    }
-    fn receipts(&self) -> Result<Vec<Receipt>, LedgerError> {
-        self.with(|l| l.receipts())
-    }
-    fn outbox(&self) -> Result<Vec<OutboxEntry>, LedgerError> {
-        self.with(|l| l.outbox())
-    }
-    fn reconciliation_queue(&self) -> Result<Vec<ReconcileItem>, LedgerError> {
-        self.with(|l| l.reconciliation_queue())
-    }
-    fn effect_reconciliations(&self) -> Result<Vec<EffectItem>, LedgerError> {
-        self.with(|l| l.effect_reconciliations())
-    }
-    fn outbox_entry(&self, id: &str) -> Result<Option<OutboxEntry>, LedgerError> {
-        self.with(|l| l.outbox_entry(id))
-    }
-    fn local_state(&self, id: &str) -> Result<Option<LocalState>, LedgerError> {
-        self.with(|l| l.local_state(id))
-    }
-    fn settled_count(&self) -> Result<(usize, usize), LedgerError> {
-        let recs = self.records()?;
-        Ok((
-            recs.len(),
-            recs.iter().filter(|r| r.local_state.is_final()).count(),
-        ))
-    }
-    fn in_flight(&self) -> Result<Vec<ToolOperation>, LedgerError> {
-        self.ours(self.with(|l| l.in_flight()), |r| &r.call_node_id)
-    }
-    fn outbox_ready(&self, after_seq: u64, limit: usize) -> Result<Vec<OutboxEntry>, LedgerError> {
-        self.with(|l| l.outbox_ready(after_seq, limit))
-    }
-    fn mark_delivered(
-        &mut self,
-        receipt_id: &str,
-        consumer_id: &str,
-        at_ms: u64,
-    ) -> Result<bool, LedgerError> {
-        self.with(|l| l.mark_delivered(receipt_id, consumer_id, at_ms))
-    }
-    fn request_cancel(&mut self, id: &str, at_ms: u64) -> Result<(), LedgerError> {
-        self.with(|l| l.request_cancel(id, at_ms))
-    }
-    fn cancel_requests(&self) -> Result<Vec<CancelRequest>, LedgerError> {
-        self.ours(self.with(|l| l.cancel_requests()), |c| &c.call_node_id)
-    }
-    fn take_cancel_request(&mut self, id: &str) -> Result<(), LedgerError> {
-        self.with(|l| l.take_cancel_request(id))
-    }
-}
-
-/// What this process learned that the records do not say, per call node, for the outcome
-/// report: why a node was refused before anything was sent, or that the ledger fenced this
-/// executor's writes for it (a newer epoch owns it).
-#[derive(Default)]
-struct Notes {
-    refused: BTreeMap<String, String>,
-    fenced: BTreeMap<String, String>,
-}
-
-type SharedNotes = Arc<Mutex<Notes>>;
 
 /// What the watch loop keeps up to date while runners work.
 struct Watch {
@@ -611,113 +494,4 @@ fn settled(records: &[ToolOperation], nodes: &BTreeSet<String>, notes: &SharedNo
         && records
             .iter()
             .all(|r| r.local_state.is_final() || notes.fenced.contains_key(&r.call_node_id))
-}
-
-/// The exit code one call node's record stands for.
-pub fn exit_code(
-    rec: Option<&ToolOperation>,
-    receipt: Option<&Receipt>,
-    outbox: Option<&OutboxEntry>,
-) -> u8 {
-    let Some(rec) = rec else {
-        return EXIT_UNFINISHED;
-    };
-    match rec.local_state {
-        LocalState::Accepted => match receipt.map(|r| r.terminal_state) {
-            Some(TerminalState::Completed) => {
-                let tool_error = outbox
-                    .and_then(|o| o.payload.as_ref())
-                    .and_then(|p| p.get("isError"))
-                    .and_then(|e| e.as_bool())
-                    == Some(true);
-                if tool_error {
-                    EXIT_FAILED
-                } else {
-                    EXIT_COMPLETED
-                }
-            }
-            _ => EXIT_FAILED,
-        },
-        LocalState::CancelledAccepted | LocalState::Rejected => EXIT_FAILED,
-        LocalState::Unknown => EXIT_RECONCILE,
-        _ => EXIT_UNFINISHED,
-    }
-}
-
-/// Print each node's outcome; the worst exit code among them.
-fn report(
-    store: &LedgerStore,
-    nodes: &BTreeSet<String>,
-    error: Option<String>,
-    json: bool,
-    notes: &SharedNotes,
-) -> Result<u8, Failure> {
-    let mut rows = Vec::with_capacity(nodes.len());
-    let receipts: BTreeMap<String, Receipt> = store
-        .with(|l| l.receipts())?
-        .into_iter()
-        .map(|r| (r.call_node_id.clone(), r))
-        .collect();
-    for id in nodes {
-        let (rec, outbox) = store.with(|l| Ok((l.by_call_node(id)?, l.outbox_entry(id)?)))?;
-        rows.push((id, rec, outbox));
-    }
-    let notes = notes.lock().expect("notes lock");
-    let mut worst = EXIT_COMPLETED;
-    let mut out = Vec::new();
-    for (id, rec, outbox) in rows {
-        let receipt = receipts.get(id);
-        let code = exit_code(rec.as_ref(), receipt, outbox.as_ref());
-        worst = worst.max(severity(code));
-        let fenced = notes.fenced.get(id);
-        if json {
-            let mut v = super::show::node_json(rec.as_ref(), receipt, outbox.as_ref(), code, id);
-            if let Some(why) = fenced {
-                v["fenced"] = serde_json::json!(why);
-            }
-            out.push(v);
-            continue;
-        }
-        println!(
-            "{}",
-            super::show::node_line(id, rec.as_ref(), receipt, outbox.as_ref())
-        );
-        if let Some(text) = outbox
-            .as_ref()
-            .and_then(|o| o.payload.as_ref())
-            .map(super::show::payload_text)
-        {
-            println!("{text}");
-        }
-        if let Some(reason) = notes.refused.get(id) {
-            println!("  refused before sending: {reason}");
-        }
-        if let Some(why) = fenced {
-            println!("  left to a newer executor epoch: {why}");
-        }
-    }
-    if let Some(e) = &error {
-        eprintln!("toolop: {e}");
-    }
-    if json {
-        println!(
-            "{}",
-            serde_json::json!({ "call_nodes": out, "error": error, "exit_code": from_severity(worst) })
-        );
-    }
-    Ok(from_severity(worst))
-}
-
-/// Order of badness for combining exit codes: completed < failed < unfinished < reconcile.
-fn severity(code: u8) -> u8 {
-    match code {
-        EXIT_COMPLETED => 0,
-        EXIT_FAILED => 1,
-        EXIT_UNFINISHED => 2,
-        _ => 3,
-    }
-}
-
-fn from_severity(s: u8) -> u8 {
-    [EXIT_COMPLETED, EXIT_FAILED, EXIT_UNFINISHED, EXIT_RECONCILE][usize::from(s.min(3))]
 }

@@ -122,7 +122,7 @@ pub fn status(store: &LedgerStore, node: Option<&str>, json: bool) -> Result<u8,
     for r in &records {
         let receipt = receipts.get(&r.call_node_id);
         let outbox = outboxes.get(&r.call_node_id);
-        let code = super::run::exit_code(Some(r), receipt, outbox);
+        let code = super::report::exit_code(Some(r), receipt, outbox);
         let mut v = node_json(Some(r), receipt, outbox, code, &r.call_node_id);
         v["server"] = json!(targets.get(&r.call_node_id).map(|t| t.describe()));
         v["tool"] = json!(r.tool_name);
