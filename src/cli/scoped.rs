@@ -120,22 +120,8 @@ mod tests {
     use std::sync::{Arc, Mutex};
 
     use super::*;
+    use crate::ledger::tests::fixtures::rec;
     use crate::ledger::MemoryLedger;
-    use crate::record::AdapterId;
-
-    fn rec(id: &str) -> ToolOperation {
-        ToolOperation::new(
-            id,
-            "t",
-            "v1",
-            serde_json::json!({}),
-            AdapterId::Mcp20251125,
-            &format!("k-{id}"),
-            1,
-            0,
-            60_000,
-        )
-    }
 
     #[test]
     fn a_runner_sees_only_its_own_nodes_in_flight_and_their_cancel_requests() {

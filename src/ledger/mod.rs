@@ -214,4 +214,4 @@ pub trait Ledger {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

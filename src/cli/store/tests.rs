@@ -1,19 +1,6 @@
 use super::*;
-use crate::record::{AdapterId, ToolOperation};
-
-fn rec(id: &str) -> ToolOperation {
-    ToolOperation::new(
-        id,
-        "t",
-        "v1",
-        serde_json::json!({}),
-        AdapterId::Mcp20251125,
-        &format!("k-{id}"),
-        1,
-        0,
-        60_000,
-    )
-}
+use crate::ledger::tests::fixtures::rec;
+use crate::record::AdapterId;
 
 fn target(port: u16) -> Target {
     Target::Mcp {

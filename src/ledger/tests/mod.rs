@@ -4,7 +4,7 @@
 //! `equivalence.rs` drives both with the same random writes and compares them after every step.
 
 mod equivalence;
-pub(super) mod fixtures;
+pub(crate) mod fixtures;
 mod suite;
 
 use super::{MemoryLedger, SqliteLedger};

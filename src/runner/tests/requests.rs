@@ -93,14 +93,7 @@ fn a_nonconforming_approval_is_refused_at_the_gate_and_never_sent() {
         let shared = ledger.clone();
         let obs = Arc::new(Mutex::new(vec![]));
         let (approvals, mut gate) = mpsc::unbounded_channel();
-        let mut cfg = RunnerConfig::default();
-        cfg.core.poll = PollPolicy {
-            initial_interval_ms: 5,
-            backoff_multiplier: 1.0,
-            interval_cap_ms: 5,
-            jitter_fraction: 0.1,
-            honor_server_interval: true,
-        };
+        let mut cfg = config();
         cfg.core.approval_timeout_ms = 60_000;
         cfg.request_timeout_ms = 5_000;
         let runner = Runner::new(
