@@ -5,9 +5,7 @@
 use rusqlite::{params, Connection, ErrorCode};
 
 use super::{schema, ConsumeError, SqliteLedger, SCHEMA_VERSION};
-use crate::ledger::tests::fixtures::{
-    accept_write, assert_conflict, assert_fenced, cancelled, fetching, ids, rec, write,
-};
+use crate::ledger::tests::fixtures::{accept_write, fetching, ids, rec, write};
 use crate::ledger::{Ledger, LedgerError, OutboxStatus, INITIAL_EPOCH};
 use crate::record::LocalState;
 
@@ -284,6 +282,7 @@ fn openers_racing_on_one_new_file_all_get_the_migrated_ledger() {
 #[cfg(not(madsim))]
 #[test]
 fn two_processes_on_one_file_meet_compare_and_swap_and_the_fence() {
+    use crate::ledger::tests::fixtures::{assert_conflict, assert_fenced, cancelled};
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("toolop.db");
     let mut a = SqliteLedger::open(&path).unwrap();
