@@ -8,7 +8,7 @@ SEED ?= 42
 SERIES ?= 10000
 JOBS ?= 2
 
-.PHONY: gate gate-ci canary run replay shrink bench mutants mutants-ci tune test build peers peer-ts peer-python peers-rmcp test-peers-rmcp
+.PHONY: gate gate-ci canary run replay shrink bench ledger-bench mutants mutants-ci tune test build peers peer-ts peer-python peers-rmcp test-peers-rmcp
 
 PEERS_VENV := target/peers-venv
 
@@ -49,6 +49,12 @@ tune:
 bench:
 	$(SIM) bench --scenario $(DEFAULT_SET) --series $(SERIES) --jobs $(JOBS)
 
+# Ledger throughput (commits/s, acceptance transactions/s) on SQLite files, in memory, and the
+# in-memory ledger. A benchmark on real files and real time, never a test.
+LEDGER_RECORDS ?= 2000
+ledger-bench:
+	cargo run --release -q --example ledger_bench -- --records $(LEDGER_RECORDS)
+
 build:
 	cargo build --release
 	$(SIM_ENV) cargo build --release -p toolop-sim
@@ -75,6 +81,8 @@ peer-python: target/peers-python.stamp
 test: peers
 	cargo test -p toolop
 	cargo test -p toolop-fault-proxy
+	# The ledger suite again as the simulator builds it: SQLite in memory under --cfg madsim.
+	$(SIM_ENV) cargo test --release -q -p toolop --lib ledger::
 	$(SIM_ENV) cargo test --release -p toolop-sim
 
 # The rmcp interop peer (tests/peers/rmcp): its own workspace and lock file, its own target dir.

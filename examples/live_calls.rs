@@ -42,13 +42,13 @@ fn main() {
         }
         // Bounded: at most ten minutes.
         for _ in 0..60_000 {
-            if memory.lock().unwrap().receipts().len() >= n {
+            if memory.lock().unwrap().receipts().expect("in-memory read").len() >= n {
                 break;
             }
             tokio::time::sleep(std::time::Duration::from_millis(10)).await;
         }
         let secs = started.elapsed().as_secs_f64();
-        let receipts = memory.lock().unwrap().receipts();
+        let receipts = memory.lock().unwrap().receipts().expect("in-memory read");
         let completed = receipts.iter().filter(|r| r.terminal_state.name() == "completed").count();
         inputs.send(Input::Shutdown).unwrap();
         let _ = handle.await;

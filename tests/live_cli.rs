@@ -33,19 +33,17 @@ fn call(
     run(ledger, &a)
 }
 
-/// Acceptance transactions in the ledger journal for one node: "exactly one receipt" across
-/// every process that ever wrote it.
+/// Receipts for one node in the ledger file, across every process that ever wrote it (the
+/// database allows no second one; this checks there is one), each with its one outbox entry.
 fn acceptances(ledger: &TempLedger, node: &str) -> usize {
-    let journal = std::fs::read_to_string(ledger.path()).unwrap();
-    journal
-        .lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter(|v| {
-            v["op"] == "commit"
-                && v["write"]["record"]["call_node_id"] == node
-                && !v["write"]["accept"].is_null()
-        })
-        .count()
+    use toolop::ledger::Ledger;
+    let l = toolop::ledger::SqliteLedger::open(ledger.path()).unwrap();
+    let receipts = l.receipts().unwrap();
+    let receipts = receipts.iter().filter(|r| r.call_node_id == node).count();
+    let outbox = l.outbox().unwrap();
+    let outbox = outbox.iter().filter(|e| e.call_node_id == node).count();
+    assert_eq!(receipts, outbox, "{node}: one outbox entry per receipt");
+    receipts
 }
 
 fn completes_with_exit_0(sdk: Sdk, flags: &[&str]) {

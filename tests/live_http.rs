@@ -395,5 +395,10 @@ async fn handshake_expecting_404(t: &mut LiveTransport) {
     assert_eq!(reply_to(t, 1, 10_000).await.unwrap().http_status, 200);
     t.send(notification("notifications/initialized")).unwrap();
     t.send(request(2, "ping", json!({}))).unwrap();
-    assert_eq!(reply_to(t, 2, 10_000).await.unwrap().http_status, 404);
+    // The GET stream opened after `initialized` races the ping: whichever reaches the server
+    // first meets the 404. If it was the GET, the transport has already replaced the session
+    // and the ping goes out on the new one.
+    let status = reply_to(t, 2, 10_000).await.unwrap().http_status;
+    assert!(status == 404 || status == 200, "ping on a forgotten session: HTTP {status}");
+    assert!(counter(&t.stats().sessions_lost) >= 1, "a request met the forgotten session");
 }

@@ -3,13 +3,17 @@
 //! `status`, `reconcile`, `cancel`.
 //!
 //! Exit codes: 0 accepted completed; 1 accepted failed, cancelled, rejected or a tool error
-//! result; 2 bad usage or input; 3 handed to manual reconciliation; 4 not finished (the server
-//! could not be reached or the wait was interrupted: `toolop resume` picks it up).
+//! result; 2 bad usage or input (a `--ledger` path that cannot be a ledger included); 3 handed
+//! to manual reconciliation; 4 not finished (the server could not be reached, the wait was
+//! interrupted, or a newer executor epoch took the call over: `toolop resume` picks it up);
+//! 5 the ledger failed (a disk or database error, or a ledger written by a newer toolop): nothing
+//! was lost, the calls stay where the ledger last recorded them.
 
 mod approve;
-mod journal;
 mod progress;
+mod report;
 mod run;
+mod scoped;
 mod show;
 pub mod store;
 pub mod target;
@@ -25,6 +29,7 @@ pub const EXIT_FAILED: u8 = 1;
 pub const EXIT_USAGE: u8 = 2;
 pub const EXIT_RECONCILE: u8 = 3;
 pub const EXIT_UNFINISHED: u8 = 4;
+pub const EXIT_LEDGER: u8 = 5;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -33,7 +38,8 @@ pub const EXIT_UNFINISHED: u8 = 4;
     about = "Run long-running tool calls against MCP and AIP-151 servers: exactly one outcome per call, across crashes"
 )]
 pub struct Cli {
-    /// The ledger file (created if missing).
+    /// The ledger: one SQLite file (WAL) holding every call node's record, receipts, outbox and
+    /// the CLI's own state (created if missing).
     #[arg(long, global = true, default_value = "toolop.db")]
     pub ledger: PathBuf,
     /// Machine-readable output on stdout; no progress display.
@@ -165,6 +171,7 @@ pub fn main() -> u8 {
 }
 
 /// An error for the user: a message and the exit code it maps to.
+#[derive(Debug)]
 pub struct Failure {
     pub code: u8,
     pub message: String,
@@ -180,7 +187,7 @@ impl Failure {
 }
 
 fn run_cli(cli: Cli) -> Result<u8, Failure> {
-    let store = store::LedgerStore::open(&cli.ledger).map_err(Failure::usage)?;
+    let store = store::LedgerStore::open(&cli.ledger)?;
     match cli.command {
         Command::Call {
             server,

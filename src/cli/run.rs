@@ -1,8 +1,14 @@
 //! `toolop call` and `toolop resume`: one runner per server target, on the shared ledger,
-//! scoped to the call nodes of that target; a watch loop that shows progress, turns cancel
-//! requests from other processes into cancel clicks, and stops the runner once every node is
-//! final. A runner that loses its connection (a stdio child that died, a handshake that failed)
-//! is restarted from the ledger, a bounded number of times.
+//! scoped to the call nodes of that target; a watch loop that shows progress and stops the
+//! runner once every node is final (or fenced by a newer epoch). Cancel requests from other
+//! processes (`toolop cancel`) are the runner's own business: it looks for them in the ledger
+//! every [`WATCH_INTERVAL_MS`]. A runner that loses its connection (a stdio child that died, a
+//! handshake that failed) is restarted from the ledger, a bounded number of times.
+//!
+//! The executor epoch is the ledger's current epoch, read once per command: a process is one
+//! executor incarnation. Once the ledger moves on (a rollback bumps it), the ledger refuses
+//! this process's writes; it stops waiting for those nodes and leaves them to the executor of
+//! the new epoch (`toolop resume` started after the bump).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
@@ -12,110 +18,51 @@ use tokio::time::{Duration, Instant};
 
 use super::approve::{self, Gate};
 use super::progress::Progress;
+use super::report::{report, SharedNotes};
+use super::scoped::Scoped;
 use super::store::{unix_ms, LedgerStore};
 use super::target::Target;
-use super::{Failure, RunOpts, EXIT_COMPLETED, EXIT_FAILED, EXIT_RECONCILE, EXIT_UNFINISHED};
+use super::{Failure, RunOpts, EXIT_LEDGER, EXIT_UNFINISHED};
 use crate::core::PollPolicy;
-use crate::ledger::{
-    CancelRequest, EffectItem, Ledger, LedgerError, OutboxEntry, Receipt, ReconcileItem, Write,
-};
-use crate::record::{LocalState, TerminalState, ToolOperation};
+use crate::ledger::LedgerError;
+use crate::record::ToolOperation;
 use crate::runner::{
     CallNode, Exit, Input, Observation, Observer, Runner, RunnerConfig, SharedLedger,
 };
 use crate::transport::http::{KeptSession, SessionHandle};
 
-/// The executor epoch of the CLI. Rollback (an epoch bump) is an operator action the CLI does
-/// not offer yet.
-const EPOCH: u64 = 1;
 /// Runner restarts after a lost connection or failed handshake, per target and command.
 const RESTARTS_MAX: u32 = 5;
 const WATCH_INTERVAL_MS: u64 = 100;
 
-/// The ledger as one runner sees it: only the call nodes of its target are in flight.
-struct Scoped {
-    inner: SharedLedger,
-    nodes: BTreeSet<String>,
-}
-
-impl Scoped {
-    fn with<T>(&self, f: impl FnOnce(&dyn Ledger) -> T) -> T {
-        let guard = self.inner.lock().expect("ledger lock");
-        f(&*guard)
-    }
-}
-
-impl Ledger for Scoped {
-    fn insert(&mut self, record: ToolOperation) -> Result<ToolOperation, LedgerError> {
-        self.inner.lock().expect("ledger lock").insert(record)
-    }
-    fn commit(&mut self, write: Write) -> Result<ToolOperation, LedgerError> {
-        self.inner.lock().expect("ledger lock").commit(write)
-    }
-    fn by_call_node(&self, id: &str) -> Option<ToolOperation> {
-        self.with(|l| l.by_call_node(id))
-    }
-    fn by_operation_id(&self, id: &str) -> Option<ToolOperation> {
-        self.with(|l| l.by_operation_id(id))
-    }
-    fn by_submission_key(&self, key: &str) -> Option<ToolOperation> {
-        self.with(|l| l.by_submission_key(key))
-    }
-    fn records(&self) -> Vec<ToolOperation> {
-        self.with(|l| l.records())
-            .into_iter()
-            .filter(|r| self.nodes.contains(&r.call_node_id))
-            .collect()
-    }
-    fn receipts(&self) -> Vec<Receipt> {
-        self.with(|l| l.receipts())
-    }
-    fn outbox(&self) -> Vec<OutboxEntry> {
-        self.with(|l| l.outbox())
-    }
-    fn reconciliation_queue(&self) -> Vec<ReconcileItem> {
-        self.with(|l| l.reconciliation_queue())
-    }
-    fn effect_reconciliations(&self) -> Vec<EffectItem> {
-        self.with(|l| l.effect_reconciliations())
-    }
-    fn request_cancel(&mut self, id: &str, at_ms: u64) -> Result<(), LedgerError> {
-        self.inner
-            .lock()
-            .expect("ledger lock")
-            .request_cancel(id, at_ms)
-    }
-    fn cancel_requests(&self) -> Vec<CancelRequest> {
-        self.with(|l| l.cancel_requests())
-    }
-    fn take_cancel_request(&mut self, id: &str) -> Result<(), LedgerError> {
-        self.inner
-            .lock()
-            .expect("ledger lock")
-            .take_cancel_request(id)
-    }
-}
-
-/// Why call nodes were refused before anything was sent (the record does not say), for the
-/// outcome report of this process.
-type Refusals = Arc<Mutex<BTreeMap<String, String>>>;
-
 /// What the watch loop keeps up to date while runners work.
 struct Watch {
     progress: Progress,
-    refusals: Refusals,
+    notes: SharedNotes,
 }
 
-/// Observations go to `tracing` (debug) as JSON, never as Debug text; refusals are kept.
-struct TraceObserver(Refusals);
+/// Observations go to `tracing` (debug) as JSON, never as Debug text; refusals and fences are
+/// kept.
+struct TraceObserver(SharedNotes);
 
 impl Observer for TraceObserver {
     fn observe(&mut self, now_ms: u64, obs: Observation) {
-        if let Observation::CallRejected { node, reason } = &obs {
-            self.0
-                .lock()
-                .expect("refusals lock")
-                .insert(node.clone(), reason.clone());
+        match &obs {
+            Observation::CallRejected { node, reason } => {
+                self.0
+                    .lock()
+                    .expect("notes lock")
+                    .refused
+                    .insert(node.clone(), reason.clone());
+            }
+            Observation::Fenced { node, error } => {
+                self.0
+                    .lock()
+                    .expect("notes lock")
+                    .fenced
+                    .insert(node.clone(), error.clone());
+            }
+            _ => {}
         }
         if tracing::enabled!(tracing::Level::DEBUG) {
             let text = serde_json::to_string(&obs).unwrap_or_default();
@@ -140,6 +87,8 @@ fn runner_config(opts: &RunOpts) -> RunnerConfig {
     let mut cfg = RunnerConfig {
         max_qps: opts.max_qps.max(1),
         request_timeout_ms: opts.request_timeout_ms,
+        // `toolop cancel` from another terminal should act about as fast as a click.
+        cancel_request_check_ms: WATCH_INTERVAL_MS,
         ..RunnerConfig::default()
     };
     cfg.core.wait_budget_ms = opts.wait_budget_ms;
@@ -218,13 +167,9 @@ fn prepare(
     let id = w
         .node
         .unwrap_or_else(|| format!("{}-{index}", default_node_id(&w.tool)));
-    let existing = store
-        .ledger()
-        .lock()
-        .expect("ledger lock")
-        .by_call_node(&id);
+    let existing = store.with(|l| l.by_call_node(&id))?;
     if let Some(rec) = existing {
-        let stored = store.targets().map_err(Failure::usage)?.get(&id).cloned();
+        let stored = store.targets()?.get(&id).cloned();
         if stored.as_ref().is_some_and(|t| t != target) {
             let other = stored.map(|t| t.describe()).unwrap_or_default();
             return Err(Failure::usage(format!(
@@ -239,7 +184,7 @@ fn prepare(
         return Ok((id, None));
     }
     // The target first: whatever happens next, `resume` knows where this node's server is.
-    store.set_target(&id, target).map_err(Failure::usage)?;
+    store.set_target(&id, target)?;
     let digest =
         crate::digest::sha256_hex(format!("{id}/{}/{}", unix_ms(), std::process::id()).as_bytes());
     let key = format!("toolop-{}", &digest[..32]);
@@ -278,27 +223,30 @@ pub fn call(
             n => eprintln!("{n} call nodes on {}", target.describe()),
         }
     }
-    let mut watch = Watch {
-        progress: Progress::new(json),
-        refusals: Refusals::default(),
-    };
-    let result = runtime()?.block_on(drive(
+    let ex = Executor {
         store,
-        &target,
-        nodes.clone(),
-        submit,
         opts,
         gate,
-        &mut watch,
-    ));
+        epoch: store.with(|l| l.current_epoch())?,
+    };
+    let mut watch = Watch {
+        progress: Progress::new(json),
+        notes: SharedNotes::default(),
+    };
+    let result = runtime()?.block_on(drive(&ex, &target, nodes.clone(), submit, &mut watch));
     watch.progress.finish();
-    report(store, &nodes, result.err(), json, &watch.refusals)
+    let error = match result {
+        Ok(()) => None,
+        Err(f) if f.code == EXIT_LEDGER => return Err(f),
+        Err(f) => Some(f.message),
+    };
+    report(store, &nodes, error, json, &watch.notes)
 }
 
 pub fn resume(store: &LedgerStore, opts: &RunOpts, json: bool) -> Result<u8, Failure> {
     let gate = Gate::parse(&opts.approve).map_err(Failure::usage)?;
-    let targets = store.targets().map_err(Failure::usage)?;
-    let in_flight = store.ledger().lock().expect("ledger lock").in_flight();
+    let targets = store.targets()?;
+    let (epoch, in_flight) = store.with(|l| Ok((l.current_epoch()?, l.in_flight()?)))?;
     let mut groups: BTreeMap<Target, BTreeSet<String>> = BTreeMap::new();
     let mut orphans = Vec::new();
     for rec in in_flight {
@@ -319,7 +267,7 @@ pub fn resume(store: &LedgerStore, opts: &RunOpts, json: bool) -> Result<u8, Fai
         if !json {
             eprintln!("nothing to resume");
         }
-        return report(store, &BTreeSet::new(), None, json, &Refusals::default());
+        return report(store, &BTreeSet::new(), None, json, &SharedNotes::default());
     }
     let all: BTreeSet<String> = groups.values().flatten().cloned().collect();
     if !json {
@@ -331,23 +279,26 @@ pub fn resume(store: &LedgerStore, opts: &RunOpts, json: bool) -> Result<u8, Fai
     }
     let mut watch = Watch {
         progress: Progress::new(json),
-        refusals: Refusals::default(),
+        notes: SharedNotes::default(),
     };
     let rt = runtime()?;
+    let ex = Executor {
+        store,
+        opts,
+        gate,
+        epoch,
+    };
     let mut errors = Vec::new();
     // One target after another keeps the progress display simple; each runner drives all of
     // its target's nodes concurrently.
     for (target, nodes) in groups {
-        if let Err(e) = rt.block_on(drive(
-            store,
-            &target,
-            nodes,
-            Vec::new(),
-            opts,
-            gate.clone(),
-            &mut watch,
-        )) {
-            errors.push(format!("{}: {e}", target.describe()));
+        match rt.block_on(drive(&ex, &target, nodes, Vec::new(), &mut watch)) {
+            Ok(()) => {}
+            Err(f) if f.code == EXIT_LEDGER => {
+                watch.progress.finish();
+                return Err(f);
+            }
+            Err(f) => errors.push(format!("{}: {}", target.describe(), f.message)),
         }
     }
     watch.progress.finish();
@@ -356,7 +307,7 @@ pub fn resume(store: &LedgerStore, opts: &RunOpts, json: bool) -> Result<u8, Fai
         &all,
         (!errors.is_empty()).then(|| errors.join("; ")),
         json,
-        &watch.refusals,
+        &watch.notes,
     )?;
     if !orphans.is_empty() {
         code = code.max(EXIT_UNFINISHED);
@@ -364,16 +315,31 @@ pub fn resume(store: &LedgerStore, opts: &RunOpts, json: bool) -> Result<u8, Fai
     Ok(code)
 }
 
-/// Run `nodes` on `target` until each is final, the runner gives up, or the user interrupts.
+/// What every runner of one command shares: the ledger, the options, the approval gate, and
+/// the executor epoch this process writes under.
+struct Executor<'a> {
+    store: &'a LedgerStore,
+    opts: &'a RunOpts,
+    gate: Gate,
+    epoch: u64,
+}
+
+/// Run `nodes` on `target` until each is final (or fenced), the runner gives up, or the user
+/// interrupts. An `Err` with [`EXIT_LEDGER`] means the ledger failed.
 async fn drive(
-    store: &LedgerStore,
+    ex: &Executor<'_>,
     target: &Target,
     nodes: BTreeSet<String>,
     mut submit: Vec<CallNode>,
-    opts: &RunOpts,
-    gate: Gate,
     watch: &mut Watch,
-) -> Result<(), String> {
+) -> Result<(), Failure> {
+    let Executor {
+        store, opts, epoch, ..
+    } = *ex;
+    let unfinished = |message: String| Failure {
+        code: EXIT_UNFINISHED,
+        message,
+    };
     let ledger = store.ledger();
     let scoped: SharedLedger = Arc::new(Mutex::new(Scoped {
         inner: ledger.clone(),
@@ -388,24 +354,26 @@ async fn drive(
     loop {
         let kept = store.kept_session(target)?;
         let mut last_kept = kept.clone();
-        let (adapter, transport, session) = target.connect(opts.request_timeout_ms, kept)?;
+        let (adapter, transport, session) = target
+            .connect(opts.request_timeout_ms, kept)
+            .map_err(unfinished)?;
         let (approvals_tx, approvals_rx) = mpsc::unbounded_channel();
         let (inputs_tx, inputs_rx) = mpsc::unbounded_channel();
         // Ids apart across incarnations and below 2^40 (the extension adapter's own ids start there).
         let rpc_id_base = (unix_ms() / 1000 % 1_000_000) * 1_000_000;
         let runner = Runner::new(
             cfg.clone(),
-            EPOCH,
+            epoch,
             origin,
             adapter,
             scoped.clone(),
-            Box::new(TraceObserver(watch.refusals.clone())),
+            Box::new(TraceObserver(watch.notes.clone())),
             approvals_tx,
             unix_ms(),
             rpc_id_base,
         );
         let gate_task = tokio::spawn(approve::serve(
-            gate.clone(),
+            ex.gate.clone(),
             approvals_rx,
             inputs_tx.clone(),
         ));
@@ -420,24 +388,23 @@ async fn drive(
             let tick = tokio::time::sleep(Duration::from_millis(WATCH_INTERVAL_MS));
             tokio::select! {
                 biased;
-                exit = &mut handle => break exit.map_err(|e| format!("the executor stopped: {e}"))?,
+                exit = &mut handle => break exit.map_err(|e| unfinished(format!("the executor stopped: {e}")))?,
                 _ = &mut ctrl_c => {
                     let _ = inputs_tx.send(Input::Shutdown);
                     let _ = (&mut handle).await;
                     gate_task.abort();
-                    return Err("interrupted; the call stays in flight (toolop resume picks it up)".into());
+                    return Err(unfinished("interrupted; the call stays in flight (toolop resume picks it up)".into()));
                 }
                 _ = tick => {}
             }
-            let records: Vec<ToolOperation> = {
-                let l = ledger.lock().expect("ledger lock");
-                nodes.iter().filter_map(|n| l.by_call_node(n)).collect()
+            // A failed read here is the runner's failure too: it stops and says so.
+            let Ok(records) = records_of(&ledger, &nodes) else {
+                continue;
             };
             watch.progress.update(&records);
             keep_session(store, target, session.as_ref(), &mut last_kept);
             submit.retain(|s| !records.iter().any(|r| r.call_node_id == s.id));
-            take_cancel_clicks(&ledger, &nodes, &inputs_tx);
-            if records.len() == nodes.len() && records.iter().all(|r| r.local_state.is_final()) {
+            if settled(&records, &nodes, &watch.notes) {
                 let _ = inputs_tx.send(Input::Shutdown);
             }
             if Instant::now() > deadline {
@@ -446,22 +413,23 @@ async fn drive(
         };
         gate_task.abort();
         keep_session(store, target, session.as_ref(), &mut last_kept);
-        let all_final = {
-            let l = ledger.lock().expect("ledger lock");
-            nodes
-                .iter()
-                .all(|n| l.by_call_node(n).is_some_and(|r| r.local_state.is_final()))
-        };
+        if let Exit::LedgerFailed(error) = exit {
+            return Err(store.failure(LedgerError::Storage(error)));
+        }
+        let records = records_of(&ledger, &nodes).map_err(|e| store.failure(e))?;
         match exit {
-            _ if all_final => return Ok(()),
+            _ if settled(&records, &nodes, &watch.notes) => return Ok(()),
             Exit::Shutdown if Instant::now() > deadline => {
-                return Err("gave up waiting (wait budget exceeded)".into())
+                return Err(unfinished("gave up waiting (wait budget exceeded)".into()))
             }
             Exit::Shutdown => return Ok(()),
-            Exit::EventLimit => return Err("the executor hit its event limit".into()),
-            Exit::Crashed(_) => return Err("the executor stopped at a fail point".into()),
+            Exit::EventLimit => return Err(unfinished("the executor hit its event limit".into())),
+            Exit::Crashed(_) => {
+                return Err(unfinished("the executor stopped at a fail point".into()))
+            }
+            Exit::LedgerFailed(_) => unreachable!("handled above"),
             Exit::Disconnected | Exit::HandshakeFailed(_) if restarts >= RESTARTS_MAX => {
-                return Err(match exit {
+                return Err(unfinished(match exit {
                     Exit::HandshakeFailed(reason) => {
                         format!("cannot negotiate with {}: {reason}", target.describe())
                     }
@@ -470,7 +438,7 @@ async fn drive(
                         target.describe(),
                         restarts + 1
                     ),
-                });
+                }));
             }
             Exit::Disconnected | Exit::HandshakeFailed(_) => {
                 restarts += 1;
@@ -500,126 +468,30 @@ fn keep_session(
     if last.as_ref() != Some(&current) {
         match store.keep_session(target, &current) {
             Ok(()) => *last = Some(current),
-            Err(e) => tracing::warn!("cannot keep the session: {e}"),
+            Err(e) => tracing::warn!("cannot keep the session: {}", e.message),
         }
     }
 }
 
-/// Cancel clicks written by `toolop cancel` (another process) become cancel inputs here.
-fn take_cancel_clicks(
+/// The records of `nodes` that exist, in id order.
+fn records_of(
     ledger: &SharedLedger,
     nodes: &BTreeSet<String>,
-    inputs: &mpsc::UnboundedSender<Input>,
-) {
-    let mut l = ledger.lock().expect("ledger lock");
-    for c in l.cancel_requests() {
-        if nodes.contains(&c.call_node_id) {
-            let _ = inputs.send(Input::Cancel {
-                node: c.call_node_id.clone(),
-            });
-            if let Err(e) = l.take_cancel_request(&c.call_node_id) {
-                tracing::warn!("cannot take the cancel request of {}: {e}", c.call_node_id);
-            }
-        }
+) -> Result<Vec<ToolOperation>, LedgerError> {
+    let l = ledger.lock().expect("ledger lock");
+    let mut out = Vec::with_capacity(nodes.len());
+    for n in nodes {
+        out.extend(l.by_call_node(n)?);
     }
+    Ok(out)
 }
 
-/// The exit code one call node's record stands for.
-pub fn exit_code(
-    rec: Option<&ToolOperation>,
-    receipt: Option<&Receipt>,
-    outbox: Option<&OutboxEntry>,
-) -> u8 {
-    let Some(rec) = rec else {
-        return EXIT_UNFINISHED;
-    };
-    match rec.local_state {
-        LocalState::Accepted => match receipt.map(|r| r.terminal_state) {
-            Some(TerminalState::Completed) => {
-                let tool_error = outbox
-                    .and_then(|o| o.payload.as_ref())
-                    .and_then(|p| p.get("isError"))
-                    .and_then(|e| e.as_bool())
-                    == Some(true);
-                if tool_error {
-                    EXIT_FAILED
-                } else {
-                    EXIT_COMPLETED
-                }
-            }
-            _ => EXIT_FAILED,
-        },
-        LocalState::CancelledAccepted | LocalState::Rejected => EXIT_FAILED,
-        LocalState::Unknown => EXIT_RECONCILE,
-        _ => EXIT_UNFINISHED,
-    }
-}
-
-/// Print each node's outcome; the worst exit code among them.
-fn report(
-    store: &LedgerStore,
-    nodes: &BTreeSet<String>,
-    error: Option<String>,
-    json: bool,
-    refusals: &Refusals,
-) -> Result<u8, Failure> {
-    let l = store.ledger();
-    let l = l.lock().expect("ledger lock");
-    let mut worst = EXIT_COMPLETED;
-    let mut out = Vec::new();
-    for id in nodes {
-        let rec = l.by_call_node(id);
-        let receipt = l.receipts().into_iter().find(|r| r.call_node_id == *id);
-        let outbox = l.outbox_entry(id);
-        let code = exit_code(rec.as_ref(), receipt.as_ref(), outbox.as_ref());
-        worst = worst.max(severity(code));
-        if json {
-            out.push(super::show::node_json(
-                rec.as_ref(),
-                receipt.as_ref(),
-                outbox.as_ref(),
-                code,
-                id,
-            ));
-        } else {
-            println!(
-                "{}",
-                super::show::node_line(id, rec.as_ref(), receipt.as_ref(), outbox.as_ref())
-            );
-            if let Some(text) = outbox
-                .as_ref()
-                .and_then(|o| o.payload.as_ref())
-                .map(super::show::payload_text)
-            {
-                println!("{text}");
-            }
-            if let Some(reason) = refusals.lock().expect("refusals lock").get(id) {
-                println!("  refused before sending: {reason}");
-            }
-        }
-    }
-    if let Some(e) = &error {
-        eprintln!("toolop: {e}");
-    }
-    if json {
-        println!(
-            "{}",
-            serde_json::json!({ "call_nodes": out, "error": error, "exit_code": from_severity(worst) })
-        );
-    }
-    Ok(from_severity(worst))
-}
-
-/// Order of badness for combining exit codes: completed < failed < unfinished < reconcile.
-fn severity(code: u8) -> u8 {
-    match code {
-        EXIT_COMPLETED => 0,
-        EXIT_FAILED => 1,
-        EXIT_UNFINISHED => 2,
-        _ => 3,
-    }
-}
-
-fn from_severity(s: u8) -> u8 {
-    [EXIT_COMPLETED, EXIT_FAILED, EXIT_UNFINISHED, EXIT_RECONCILE][usize::from(s.min(3))]
+/// Nothing left for this process to do: every node has a record that is final, or that the
+/// ledger fenced off for a newer epoch.
+fn settled(records: &[ToolOperation], nodes: &BTreeSet<String>, notes: &SharedNotes) -> bool {
+    let notes = notes.lock().expect("notes lock");
+    records.len() == nodes.len()
+        && records
+            .iter()
+            .all(|r| r.local_state.is_final() || notes.fenced.contains_key(&r.call_node_id))
 }

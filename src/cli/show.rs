@@ -1,6 +1,8 @@
 //! `toolop status`, `toolop reconcile` and `toolop cancel`: reads of the ledger, and the two
 //! writes an operator makes (a cancel click, a reconciliation decision).
 
+use std::collections::BTreeMap;
+
 use serde_json::{json, Value};
 
 use super::store::{unix_ms, LedgerStore, Resolution};
@@ -92,22 +94,36 @@ pub fn node_json(
 }
 
 pub fn status(store: &LedgerStore, node: Option<&str>, json: bool) -> Result<u8, Failure> {
-    let targets = store.targets().map_err(Failure::usage)?;
-    let l = store.ledger();
-    let l = l.lock().expect("ledger lock");
+    let targets = store.targets()?;
     let records: Vec<ToolOperation> = match node {
-        Some(id) => vec![l.by_call_node(id).ok_or_else(|| {
+        Some(id) => vec![store.with(|l| l.by_call_node(id))?.ok_or_else(|| {
             Failure::usage(format!("no call node {id} in {}", store.path().display()))
         })?],
-        None => l.records(),
+        None => store.with(|l| l.records())?,
     };
-    let receipts = l.receipts();
+    let receipts: BTreeMap<String, Receipt> = store
+        .with(|l| l.receipts())?
+        .into_iter()
+        .map(|r| (r.call_node_id.clone(), r))
+        .collect();
+    let outboxes: BTreeMap<String, OutboxEntry> = match node {
+        Some(id) => store
+            .with(|l| l.outbox_entry(id))?
+            .into_iter()
+            .map(|o| (o.call_node_id.clone(), o))
+            .collect(),
+        None => store
+            .with(|l| l.outbox())?
+            .into_iter()
+            .map(|o| (o.call_node_id.clone(), o))
+            .collect(),
+    };
     let mut rows = Vec::new();
     for r in &records {
-        let receipt = receipts.iter().find(|x| x.call_node_id == r.call_node_id);
-        let outbox = l.outbox_entry(&r.call_node_id);
-        let code = super::run::exit_code(Some(r), receipt, outbox.as_ref());
-        let mut v = node_json(Some(r), receipt, outbox.as_ref(), code, &r.call_node_id);
+        let receipt = receipts.get(&r.call_node_id);
+        let outbox = outboxes.get(&r.call_node_id);
+        let code = super::report::exit_code(Some(r), receipt, outbox);
+        let mut v = node_json(Some(r), receipt, outbox, code, &r.call_node_id);
         v["server"] = json!(targets.get(&r.call_node_id).map(|t| t.describe()));
         v["tool"] = json!(r.tool_name);
         v["submission_key"] = json!(r.submission_key);
@@ -160,12 +176,9 @@ pub fn status(store: &LedgerStore, node: Option<&str>, json: bool) -> Result<u8,
 const OUTCOMES: [&str; 4] = ["completed", "failed", "cancelled", "never-ran"];
 
 pub fn reconcile(store: &LedgerStore, action: ReconcileAction, json: bool) -> Result<u8, Failure> {
-    let resolutions = store.resolutions().map_err(Failure::usage)?;
-    let (queue, effects) = {
-        let l = store.ledger();
-        let l = l.lock().expect("ledger lock");
-        (l.reconciliation_queue(), l.effect_reconciliations())
-    };
+    let resolutions = store.resolutions()?;
+    let (queue, effects) =
+        store.with(|l| Ok((l.reconciliation_queue()?, l.effect_reconciliations()?)))?;
     match action {
         ReconcileAction::List => {
             let open: Vec<_> = queue
@@ -212,11 +225,7 @@ pub fn reconcile(store: &LedgerStore, action: ReconcileAction, json: bool) -> Re
                     "{node} is not in manual reconciliation"
                 )));
             }
-            let target = store
-                .targets()
-                .map_err(Failure::usage)?
-                .get(&node)
-                .map(|t| t.describe());
+            let target = store.targets()?.get(&node).map(|t| t.describe());
             let resolution = resolutions.get(&node);
             if json {
                 println!(
@@ -268,14 +277,12 @@ pub fn reconcile(store: &LedgerStore, action: ReconcileAction, json: bool) -> Re
                     "{node} is not in manual reconciliation"
                 )));
             }
-            store
-                .resolve(Resolution {
-                    call_node_id: node.clone(),
-                    outcome,
-                    note,
-                    at_unix_ms: unix_ms(),
-                })
-                .map_err(Failure::usage)?;
+            store.resolve(&Resolution {
+                call_node_id: node.clone(),
+                outcome,
+                note,
+                at_unix_ms: unix_ms(),
+            })?;
             if !json {
                 println!("{node}: resolution recorded");
             }
@@ -285,9 +292,7 @@ pub fn reconcile(store: &LedgerStore, action: ReconcileAction, json: bool) -> Re
 }
 
 pub fn cancel(store: &LedgerStore, node: &str, json: bool) -> Result<u8, Failure> {
-    let l = store.ledger();
-    let mut l = l.lock().expect("ledger lock");
-    let Some(rec) = l.by_call_node(node) else {
+    let Some(rec) = store.with(|l| l.by_call_node(node))? else {
         return Err(Failure::usage(format!(
             "no call node {node} in {}",
             store.path().display()
@@ -303,8 +308,7 @@ pub fn cancel(store: &LedgerStore, node: &str, json: bool) -> Result<u8, Failure
         return Ok(EXIT_COMPLETED);
     }
     let now_ms = unix_ms().saturating_sub(store.origin_unix_ms());
-    l.request_cancel(node, now_ms)
-        .map_err(|e| Failure::usage(format!("cannot record the cancel: {e}")))?;
+    store.with(|l| l.request_cancel(node, now_ms))?;
     if json {
         println!("{}", json!({ "call_node": node, "cancel_requested": true }));
     } else {

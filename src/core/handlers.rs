@@ -2,7 +2,7 @@
 //! consults the transition table; every send goes through [`Machine::send`], which numbers it.
 
 use super::transitions::is_allowed;
-use super::{AcceptSpec, Command, CoreConfig, Ctx, Event, Outcome, Rejection, Step, Timer};
+use super::{AcceptBasis, AcceptSpec, Command, CoreConfig, Ctx, Event, Outcome, Rejection, Step, Timer};
 use crate::digest::value_digest;
 use crate::protocol::{ApprovalReply, InputRequest, Outbound, Reply, RequestKind, ResultView, TaskView};
 use crate::record::{LocalState as S, PendingInput, ProtocolStatus as P, TerminalState, ToolOperation, ANSWERED_INPUTS_MAX};
@@ -25,6 +25,8 @@ macro_rules! mutated {
 
 pub(super) struct Machine<'a> {
     rec: ToolOperation,
+    /// The record as read, for the acceptance transaction to re-check.
+    basis: AcceptBasis,
     path: Vec<S>,
     cmds: Vec<Command>,
     ctx: &'a Ctx,
@@ -39,7 +41,7 @@ fn rejected(r: Rejection) -> R {
 
 impl<'a> Machine<'a> {
     pub(super) fn new(rec: &ToolOperation, ctx: &'a Ctx, cfg: &'a CoreConfig) -> Machine<'a> {
-        Machine { rec: rec.clone(), path: vec![rec.local_state], cmds: vec![], ctx, cfg }
+        Machine { rec: rec.clone(), basis: AcceptBasis::of(rec), path: vec![rec.local_state], cmds: vec![], ctx, cfg }
     }
 
     pub(super) fn finish(self, outcome: Outcome) -> Step {
@@ -71,7 +73,8 @@ impl<'a> Machine<'a> {
     fn force_accept(&mut self, to: S, terminal: TerminalState, digest: Option<String>) -> R {
         self.force(to);
         self.rec.result_digest = digest.clone();
-        self.cmds.push(Command::Accept(AcceptSpec { terminal, result_digest: digest, payload: None }));
+        let basis = self.basis.clone();
+        self.cmds.push(Command::Accept(AcceptSpec { terminal, result_digest: digest, payload: None, basis }));
         STAYED
     }
 
@@ -110,12 +113,10 @@ impl<'a> Machine<'a> {
     fn accept(&mut self, to: S, terminal: TerminalState, digest: Option<String>, payload: Option<serde_json::Value>) -> R {
         self.go(to)?;
         self.rec.result_digest = digest.clone();
-        // A cancelled outcome never carries a success payload downstream.
-        let payload = match terminal {
-            TerminalState::Completed | TerminalState::Failed => payload,
-            _ => None,
-        };
-        self.cmds.push(Command::Accept(AcceptSpec { terminal, result_digest: digest, payload }));
+        // The payload travels whatever the terminal state; the ledger decides what downstream
+        // may treat as a result (a cancelled outcome's result is audit, never a payload).
+        let basis = self.basis.clone();
+        self.cmds.push(Command::Accept(AcceptSpec { terminal, result_digest: digest, payload, basis }));
         STAYED
     }
 

@@ -156,8 +156,40 @@ impl Event {
 pub struct AcceptSpec {
     pub terminal: TerminalState,
     pub result_digest: Option<String>,
-    /// Delivered downstream only for completed and failed outcomes.
+    /// The result as fetched, whatever the terminal state. The ledger hands it downstream as
+    /// the payload for completed and failed outcomes and only as audit for a cancelled one.
     pub payload: Option<serde_json::Value>,
+    /// What the deciding step read; the ledger re-checks it against the record as stored.
+    pub basis: AcceptBasis,
+}
+
+/// What an acceptance rests on, as the step that decided it read the record. The acceptance
+/// transaction compares every field with the record as stored when it runs: another writer
+/// (a concurrent cancel, a takeover after a rollback, an incarnation before a restart) may
+/// have moved it since, and an acceptance decided on a record that no longer exists is refused.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AcceptBasis {
+    pub operation_id: Option<String>,
+    pub cancel_generation: u32,
+    /// The record's own execution epoch (who owned it), not the writer's fencing token.
+    pub execution_epoch: u64,
+    /// The result digest the record held before this step (`None` unless one was recorded).
+    pub recorded_result_digest: Option<String>,
+    pub request_digest: String,
+    pub tool_version: String,
+}
+
+impl AcceptBasis {
+    pub fn of(rec: &ToolOperation) -> AcceptBasis {
+        AcceptBasis {
+            operation_id: rec.operation_id.clone(),
+            cancel_generation: rec.cancel_generation,
+            execution_epoch: rec.execution_epoch,
+            recorded_result_digest: rec.result_digest.clone(),
+            request_digest: rec.request_digest.clone(),
+            tool_version: rec.tool_version.clone(),
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq)]

@@ -143,7 +143,7 @@ proptest! {
         let mut ledger = MemoryLedger::new();
         let mut first = ToolOperation::new("n1", "t", "v1", serde_json::json!({}), AdapterId::Mcp20251125, "k1", 1, 0, 300_000);
         first.synchronous = synchronous;
-        let mut rec = ledger.insert(first).unwrap();
+        let mut rec = ledger.insert(first, 1).unwrap();
         let mut now_ms = 0;
         let mut accepts = 0;
         let mut last_sent: Option<RequestKind> = None;
@@ -253,14 +253,15 @@ proptest! {
                 }
             }
             if step.record != rec {
-                let w = Write { expected_version: rec.version, record: step.record.clone(), accept, reconcile, effect, now_ms };
+                let w = Write { expected_version: rec.version, writer_epoch: 1, record: step.record.clone(), accept, reconcile, effect, now_ms };
                 let stored = ledger.commit(w);
                 prop_assert!(stored.is_ok(), "ledger refused a core write: {:?} after {event:?}", stored);
                 rec = stored.unwrap();
             }
         }
-        prop_assert!(ledger.receipts().len() <= 1);
-        prop_assert_eq!(ledger.receipts().len(), ledger.outbox().len());
+        let receipts = ledger.receipts().unwrap();
+        prop_assert!(receipts.len() <= 1);
+        prop_assert_eq!(receipts.len(), ledger.outbox().unwrap().len());
         if rec.local_state == S::CancelledAccepted {
             prop_assert!(rec.cancel_generation > 0);
         }

@@ -1,15 +1,30 @@
 //! The durable operation ledger: records, terminal receipts, the outbox, the manual
-//! reconciliation queue and effect-reconciliation records. Every write is one transaction
-//! guarded by compare-and-swap on the record version.
+//! reconciliation queue, effect-reconciliation records and cancel intents. Every write is one
+//! transaction guarded by compare-and-swap on the record version and fenced by the writer's
+//! execution epoch.
+//!
+//! Two implementations pass one test suite: [`MemoryLedger`] (the simulator's default) and
+//! [`SqliteLedger`] (the durable one). The rules both apply live in `checks.rs`, so they cannot
+//! drift apart; the SQLite schema enforces what a database can enforce by itself on top.
 
+mod checks;
+mod error;
 mod memory;
+mod sqlite;
 
+pub use error::LedgerError;
 pub use memory::MemoryLedger;
+pub use sqlite::{
+    rusqlite, ConsumeError, SqliteLedger, SqliteOptions, Synchronous, SCHEMA_VERSION,
+};
 
 use serde::{Deserialize, Serialize};
 
 use crate::core::AcceptSpec;
-use crate::record::{TerminalState, ToolOperation};
+use crate::record::{LocalState, TerminalState, ToolOperation};
+
+/// The epoch a fresh ledger starts at: the first executor writes under it.
+pub const INITIAL_EPOCH: u64 = 1;
 
 /// The single proof that a call node reached a terminal state.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -29,18 +44,41 @@ pub struct Receipt {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum OutboxStatus {
+    /// Written by the acceptance transaction; no consumer has acknowledged it.
     Ready,
+    /// A consumer acknowledged it (`mark_delivered`); it is never handed out again.
+    Delivered,
+}
+
+impl OutboxStatus {
+    pub fn name(self) -> &'static str {
+        match self {
+            OutboxStatus::Ready => "ready",
+            OutboxStatus::Delivered => "delivered",
+        }
+    }
 }
 
 /// What downstream work may consume: exactly one per receipt.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct OutboxEntry {
+    /// Assigned by the acceptance transaction, strictly increasing, never reused: consumers
+    /// page through the outbox by it.
+    pub seq: u64,
     pub call_node_id: String,
     pub receipt_id: String,
+    /// Always explicit: a consumer never infers the outcome from which payload is present.
     pub terminal_state: TerminalState,
-    /// Present only for completed and failed outcomes: a cancelled result is audit, not payload.
+    /// The result of a completed or failed outcome (the error of a failed one). Never set for
+    /// any other terminal state.
     pub payload: Option<serde_json::Value>,
+    /// A result the server returned for a cancelled operation: kept for audit, never a
+    /// success payload.
+    pub audit_payload: Option<serde_json::Value>,
     pub status: OutboxStatus,
+    /// The consumer that acknowledged the entry, once one has.
+    pub delivered_to: Option<String>,
+    pub delivered_at_ms: Option<u64>,
 }
 
 /// An item the executor could not prove; it stays queryable by operation id or submission key.
@@ -62,8 +100,8 @@ pub struct EffectItem {
     pub at_ms: u64,
 }
 
-/// A cancel click written to the ledger by someone other than the executor running the call
-/// node (`toolop cancel` from another process); the executor picks it up and takes it.
+/// A cancel asked for by someone other than the executor (the live CLI's `toolop cancel`),
+/// waiting for an executor to turn it into a committed cancel.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CancelRequest {
     pub call_node_id: String,
@@ -74,6 +112,9 @@ pub struct CancelRequest {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Write {
     pub expected_version: u64,
+    /// The fencing token: the execution epoch of the executor making the write. Checked
+    /// against the ledger's current epoch, whatever `record.execution_epoch` says.
+    pub writer_epoch: u64,
     pub record: ToolOperation,
     pub accept: Option<AcceptSpec>,
     pub reconcile: Option<String>,
@@ -81,93 +122,96 @@ pub struct Write {
     pub now_ms: u64,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum LedgerError {
-    /// Someone else wrote the record since it was read.
-    VersionConflict { call_node_id: String, expected: u64, found: u64 },
-    /// A writer from an older execution epoch: it was rolled back or taken over.
-    StaleEpoch { call_node_id: String, writer: u64, stored: u64 },
-    DuplicateCallNode(String),
-    DuplicateSubmissionKey(String),
-    UnknownCallNode(String),
-    /// The acceptance checks failed; nothing was written.
-    AcceptRefused { call_node_id: String, why: String },
-    /// Programmer-visible misuse caught at the boundary (e.g. changing a record's identity).
-    Invalid(String),
-}
-
-impl std::fmt::Display for LedgerError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{self:?}")
-    }
-}
-
-impl std::error::Error for LedgerError {}
-
-/// Everything a ledger holds, for audits and for the simulator's final trace event.
+/// Everything a ledger holds, for audits, for the shared test suite's comparisons and for the
+/// simulator's final trace event.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct LedgerSnapshot {
+    pub current_epoch: u64,
     pub records: Vec<ToolOperation>,
     pub receipts: Vec<Receipt>,
     pub outbox: Vec<OutboxEntry>,
     pub reconciliation_queue: Vec<ReconcileItem>,
     pub effect_reconciliations: Vec<EffectItem>,
+    pub cancel_requests: Vec<CancelRequest>,
 }
 
+/// The ledger. Reads return `Result` too: on SQLite a read can fail (I/O, corruption), and a
+/// failed read must never look like "no such record".
 pub trait Ledger {
-    /// Store a new record (version 0 -> 1). Refused if the call node or key exists.
-    fn insert(&mut self, record: ToolOperation) -> Result<ToolOperation, LedgerError>;
+    /// The epoch writers must present. Starts at [`INITIAL_EPOCH`].
+    fn current_epoch(&self) -> Result<u64, LedgerError>;
+    /// Fence every writer of the current epoch (a rollback); returns the new epoch, which the
+    /// executor taking over writes under.
+    fn bump_epoch(&mut self) -> Result<u64, LedgerError>;
+
+    /// Store a new record (version 0 -> 1). Refused if the call node or key exists, or if
+    /// `writer_epoch` is not the current epoch.
+    fn insert(
+        &mut self,
+        record: ToolOperation,
+        writer_epoch: u64,
+    ) -> Result<ToolOperation, LedgerError>;
     /// Apply one write transaction; returns the stored record with its new version.
     fn commit(&mut self, write: Write) -> Result<ToolOperation, LedgerError>;
-    fn by_call_node(&self, call_node_id: &str) -> Option<ToolOperation>;
-    fn by_operation_id(&self, operation_id: &str) -> Option<ToolOperation>;
-    fn by_submission_key(&self, key: &str) -> Option<ToolOperation>;
+
+    fn by_call_node(&self, call_node_id: &str) -> Result<Option<ToolOperation>, LedgerError>;
+    /// The record that last carried this operation id (an id a record had before a
+    /// re-submission still finds it).
+    fn by_operation_id(&self, operation_id: &str) -> Result<Option<ToolOperation>, LedgerError>;
+    fn by_submission_key(&self, key: &str) -> Result<Option<ToolOperation>, LedgerError>;
     /// Every record, ordered by call node id.
-    fn records(&self) -> Vec<ToolOperation>;
-    fn receipts(&self) -> Vec<Receipt>;
-    fn outbox(&self) -> Vec<OutboxEntry>;
-    fn reconciliation_queue(&self) -> Vec<ReconcileItem>;
-    fn effect_reconciliations(&self) -> Vec<EffectItem>;
-    /// Record a cancel click for a call node (refused for an unknown one). Idempotent.
+    fn records(&self) -> Result<Vec<ToolOperation>, LedgerError>;
+    /// Every receipt, ordered by call node id.
+    fn receipts(&self) -> Result<Vec<Receipt>, LedgerError>;
+    /// The whole outbox, delivered entries included, in `seq` order.
+    fn outbox(&self) -> Result<Vec<OutboxEntry>, LedgerError>;
+    /// In the order the items were written.
+    fn reconciliation_queue(&self) -> Result<Vec<ReconcileItem>, LedgerError>;
+    fn effect_reconciliations(&self) -> Result<Vec<EffectItem>, LedgerError>;
+    /// The outbox entry of one call node, if it has one.
+    fn outbox_entry(&self, call_node_id: &str) -> Result<Option<OutboxEntry>, LedgerError>;
+    /// The local state of one call node, without copying its record.
+    fn local_state(&self, call_node_id: &str) -> Result<Option<LocalState>, LedgerError>;
+    /// (records, records in a final state).
+    fn settled_count(&self) -> Result<(usize, usize), LedgerError>;
+    /// Records the executor still has work on, ordered by call node id.
+    fn in_flight(&self) -> Result<Vec<ToolOperation>, LedgerError>;
+
+    /// Outbox consumer: up to `limit` entries not yet delivered with `seq > after_seq`, in
+    /// `seq` order. An entry stays ready until acknowledged, so a consumer that crashed before
+    /// its acknowledgement reads it again (at-least-once).
+    fn outbox_ready(&self, after_seq: u64, limit: usize) -> Result<Vec<OutboxEntry>, LedgerError>;
+    /// Outbox consumer: acknowledge one entry. Idempotent for the same consumer (`Ok(false)`
+    /// when it was already acknowledged by `consumer_id`); an entry another consumer
+    /// acknowledged is [`LedgerError::AlreadyDelivered`].
+    fn mark_delivered(
+        &mut self,
+        receipt_id: &str,
+        consumer_id: &str,
+        at_ms: u64,
+    ) -> Result<bool, LedgerError>;
+
+    /// Ask for a cancel of a call node from outside the executor. Idempotent: a second request
+    /// for the same node keeps the first one's time. Unknown node: an error.
     fn request_cancel(&mut self, call_node_id: &str, at_ms: u64) -> Result<(), LedgerError>;
-    /// Cancel clicks not yet taken, ordered by call node id.
-    fn cancel_requests(&self) -> Vec<CancelRequest>;
-    /// The executor has turned the click into a cancel event; taking an absent one is a no-op.
+    /// Pending cancel requests, oldest first.
+    fn cancel_requests(&self) -> Result<Vec<CancelRequest>, LedgerError>;
+    /// Remove a pending request once the cancel it asked for is committed in the record (or
+    /// moot). Taking a request that is not there is a no-op.
     fn take_cancel_request(&mut self, call_node_id: &str) -> Result<(), LedgerError>;
 
-    /// The outbox entry of one call node, if it has one.
-    fn outbox_entry(&self, call_node_id: &str) -> Option<OutboxEntry> {
-        self.outbox().into_iter().find(|e| e.call_node_id == call_node_id)
-    }
-
-    /// The local state of one call node, without copying its record.
-    fn local_state(&self, call_node_id: &str) -> Option<crate::record::LocalState> {
-        self.by_call_node(call_node_id).map(|r| r.local_state)
-    }
-
-    /// (records, records in a final state).
-    fn settled_count(&self) -> (usize, usize) {
-        let recs = self.records();
-        let done = recs.iter().filter(|r| r.local_state.is_final()).count();
-        (recs.len(), done)
-    }
-
-    fn snapshot(&self) -> LedgerSnapshot {
-        LedgerSnapshot {
-            records: self.records(),
-            receipts: self.receipts(),
-            outbox: self.outbox(),
-            reconciliation_queue: self.reconciliation_queue(),
-            effect_reconciliations: self.effect_reconciliations(),
-        }
-    }
-
-    /// Records the executor still has work on, ordered by call node id.
-    fn in_flight(&self) -> Vec<ToolOperation> {
-        self.records().into_iter().filter(|r| !r.local_state.is_final()).collect()
+    fn snapshot(&self) -> Result<LedgerSnapshot, LedgerError> {
+        Ok(LedgerSnapshot {
+            current_epoch: self.current_epoch()?,
+            records: self.records()?,
+            receipts: self.receipts()?,
+            outbox: self.outbox()?,
+            reconciliation_queue: self.reconciliation_queue()?,
+            effect_reconciliations: self.effect_reconciliations()?,
+            cancel_requests: self.cancel_requests()?,
+        })
     }
 }
 
-
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -1,26 +1,30 @@
-//! Dispatch: inputs, frames and timer events become core events for one call node; each step
-//! is committed to the ledger before its commands run.
+//! Dispatch: inputs and frames become core events for one call node (`commit.rs` steps,
+//! commits and acts on each); the commands of a committed step are executed here.
 
-use super::{ApprovalRequest, CallNode, CrashPoint, Input, NoTaskSupport, Observation, Queued, Runner, APPROVAL_REASKS_MAX};
+use super::{ApprovalRequest, CallNode, Input, NoTaskSupport, Observation, Queued, Runner, APPROVAL_REASKS_MAX};
 use crate::approval;
-use crate::core::{self, Command, Ctx, Event, Outcome};
-use crate::ledger::Write;
+use crate::core::{Command, Event};
+use crate::ledger::LedgerError;
 use crate::protocol::{ApprovalReply, Inbound, ServerAnswer, ServerRequest, TaskSupport};
 use crate::record::ToolOperation;
 
 impl Runner {
-    pub(super) fn on_input(&mut self, input: Input) {
+    pub(super) async fn on_input(&mut self, input: Input) {
         match input {
-            Input::Submit(node) => self.submit(node),
-            Input::Cancel { node } => self.handle(&node, Event::CancelClicked),
-            Input::Detach { node } => self.handle(&node, Event::CallerDetached),
-            Input::Approval { node, round, schema_digest, reply } => self.approval(node, round, schema_digest, reply),
+            Input::Submit(node) => self.submit(node).await,
+            Input::Cancel { node } => {
+                self.handle(&node, Event::CancelClicked).await;
+            }
+            Input::Detach { node } => {
+                self.handle(&node, Event::CallerDetached).await;
+            }
+            Input::Approval { node, round, schema_digest, reply } => self.approval(node, round, schema_digest, reply).await,
             Input::RetireAdapter(id) => self.retire(id),
             Input::Shutdown => {}
         }
     }
 
-    fn submit(&mut self, node: CallNode) {
+    async fn submit(&mut self, node: CallNode) {
         let now = self.now_ms();
         let Some(lane) = self.lane_for_new(&node) else {
             self.observe(Observation::CallRejected { node: node.id.clone(), reason: "every adapter is retired".into() });
@@ -50,19 +54,29 @@ impl Runner {
         );
         rec.synchronous = synchronous;
         rec.shadow = self.cfg.launch.shadow_tools.contains(&node.tool);
-        let inserted = self.ledger.lock().expect("ledger lock").insert(rec);
-        if inserted.is_err() {
+        let inserted = self.ledger.lock().expect("ledger lock").insert(rec, self.epoch);
+        match inserted {
+            Ok(_) => {}
             // The same call node again: the ledger already owns it; a second operation is exactly
             // what this executor exists to prevent.
-            self.observe(Observation::DuplicateCallNode { node: node.id });
-            return;
+            Err(LedgerError::DuplicateCallNode(_)) => return self.observe(Observation::DuplicateCallNode { node: node.id }),
+            Err(e @ LedgerError::DuplicateSubmissionKey(_)) => {
+                return self.observe(Observation::CallRejected { node: node.id, reason: e.to_string() });
+            }
+            Err(e @ (LedgerError::StaleEpoch { .. } | LedgerError::UnissuedEpoch { .. })) => {
+                return self.observe(Observation::Fenced { node: node.id, error: e.to_string() });
+            }
+            Err(e @ LedgerError::Storage(_)) => return self.ledger_failed(e),
+            Err(e) => return self.observe(Observation::LedgerRefused { node: node.id, error: e.to_string() }),
         }
         match refusal {
             Some(reason) => {
                 self.observe(Observation::CallRejected { node: node.id.clone(), reason });
-                self.handle(&node.id, Event::RejectLocally);
+                self.handle(&node.id, Event::RejectLocally).await;
             }
-            None => self.handle(&node.id, Event::Start),
+            None => {
+                self.handle(&node.id, Event::Start).await;
+            }
         }
     }
 
@@ -71,8 +85,12 @@ impl Runner {
     /// refusal is observed and the gate is asked again with the reason (a bounded number of
     /// times); the round stays open until a conforming answer or its deadline. An answer for
     /// another round or schema goes to the core, which refuses it as stale.
-    fn approval(&mut self, node: String, round: u32, schema_digest: String, reply: ApprovalReply) {
-        let rec = self.ledger.lock().expect("ledger lock").by_call_node(&node);
+    async fn approval(&mut self, node: String, round: u32, schema_digest: String, reply: ApprovalReply) {
+        let read = self.ledger.lock().expect("ledger lock").by_call_node(&node);
+        let rec = match read {
+            Ok(rec) => rec,
+            Err(e) => return self.ledger_failed(e),
+        };
         let current = rec.and_then(|r| Some((r.operation_id.unwrap_or_default(), r.pending_input?)));
         if let Some((operation_id, p)) = current.filter(|(_, p)| p.round == round && p.schema_digest == schema_digest) {
             let key = (node.clone(), round);
@@ -98,10 +116,10 @@ impl Runner {
             }
             self.approval_refusals.remove(&key);
         }
-        self.handle(&node, Event::ApprovalReplied { round, schema_digest, reply })
+        self.handle(&node, Event::ApprovalReplied { round, schema_digest, reply }).await;
     }
 
-    pub(super) fn on_frame(&mut self, lane: usize, frame: &crate::transport::InFrame) {
+    pub(super) async fn on_frame(&mut self, lane: usize, frame: &crate::transport::InFrame) {
         match self.lanes[lane].adapter.classify(frame) {
             Inbound::Response { rpc_id } => {
                 let Some(p) = self.pending.remove(&rpc_id) else {
@@ -117,13 +135,19 @@ impl Runner {
                 if let Some(problem) = reply.hint_problem() {
                     self.observe(Observation::HintIgnored { node: p.node.clone(), kind: p.kind.name(), problem: problem.to_string() });
                 }
-                self.handle(&p.node, Event::Reply { kind: p.kind, seq: p.seq, epoch: p.epoch, reply });
+                self.handle(&p.node, Event::Reply { kind: p.kind, seq: p.seq, epoch: p.epoch, reply }).await;
             }
             Inbound::InputRequest(req) => {
-                let owner = req.related_operation_id.as_deref().and_then(|op| self.ledger.lock().expect("ledger lock").by_operation_id(op));
+                let owner = match req.related_operation_id.as_deref() {
+                    Some(op) => self.ledger.lock().expect("ledger lock").by_operation_id(op),
+                    None => Ok(None),
+                };
                 match owner {
-                    Some(rec) => self.handle(&rec.call_node_id, Event::InputRequested(req)),
-                    None => {
+                    Ok(Some(rec)) => {
+                        self.handle(&rec.call_node_id, Event::InputRequested(req)).await;
+                    }
+                    Err(e) => self.ledger_failed(e),
+                    Ok(None) => {
                         let op = req.related_operation_id.as_deref().unwrap_or("(none)");
                         self.observe(Observation::Unrouted { what: format!("input request for unknown operation {op}") });
                         // No call node of ours asked for this: decline rather than leave the server waiting.
@@ -146,70 +170,7 @@ impl Runner {
         }
     }
 
-    /// One event for one call node: step, commit, then act. Nothing is sent unless the write
-    /// that explains it is in the ledger.
-    pub(super) fn handle(&mut self, node: &str, event: Event) {
-        if self.crashed.is_some() {
-            // A crashed process does nothing more; what it had not written is lost.
-            return;
-        }
-        if matches!(event, Event::Reply { .. }) && self.crash.crash_here(CrashPoint::AfterReplyBeforeCommit, node) {
-            self.crashed = Some(CrashPoint::AfterReplyBeforeCommit);
-            return;
-        }
-        let Some(rec) = self.ledger.lock().expect("ledger lock").by_call_node(node) else {
-            self.observe(Observation::Unrouted { what: format!("event {} for unknown call node {node}", event.name()) });
-            return;
-        };
-        let ctx = Ctx { now_ms: self.now_ms(), jitter_permille: self.jitter.permille(), epoch: self.epoch };
-        let Some(lane) = self.lane_of(rec.adapter) else {
-            self.observe(Observation::Unrouted { what: format!("{node}: this executor does not speak {}", rec.adapter.name()) });
-            return;
-        };
-        let step = core::step(&rec, &event, &ctx, &self.lanes[lane].core);
-        let changed = step.record != rec;
-        let mut write = Write { expected_version: rec.version, record: step.record, accept: None, reconcile: None, effect: None, now_ms: ctx.now_ms };
-        for c in &step.commands {
-            match c {
-                Command::Accept(spec) => write.accept = Some(spec.clone()),
-                Command::Reconcile { reason } => write.reconcile = Some(reason.clone()),
-                Command::EffectReconciliation { reason } => write.effect = Some(reason.clone()),
-                _ => {}
-            }
-        }
-        let needs_write = changed || write.accept.is_some() || write.reconcile.is_some() || write.effect.is_some();
-        let version = if needs_write {
-            let committed = self.ledger.lock().expect("ledger lock").commit(write);
-            match committed {
-                Ok(stored) => stored.version,
-                Err(e) => {
-                    self.observe(Observation::LedgerRefused { node: node.to_string(), error: e.to_string() });
-                    return;
-                }
-            }
-        } else {
-            rec.version
-        };
-        let name = event.name();
-        let obs = match step.outcome {
-            Outcome::Moved(path) => Observation::Moved { node: node.to_string(), event: name, path, version },
-            Outcome::Stayed => Observation::Stayed { node: node.to_string(), event: name },
-            Outcome::Rejected(r) => Observation::Rejected { node: node.to_string(), event: name, reason: r },
-            Outcome::Refused { from, to } => Observation::Refused { node: node.to_string(), event: name, from, to },
-        };
-        self.observe(obs);
-        let sends = step.commands.iter().any(|c| matches!(c, Command::Send { .. }));
-        if sends && self.crash.crash_here(CrashPoint::AfterCommitBeforeSend, node) {
-            self.crashed = Some(CrashPoint::AfterCommitBeforeSend);
-            return;
-        }
-        for c in step.commands {
-            self.execute(node, lane, c);
-        }
-        self.check_drained();
-    }
-
-    fn execute(&mut self, node: &str, lane: usize, c: Command) {
+    pub(super) fn execute(&mut self, node: &str, lane: usize, c: Command) {
         match c {
             Command::Send { out, seq } => self.queue.push_back(Queued { lane, node: node.to_string(), out, seq }),
             Command::Schedule { at_ms, timer } => {
@@ -237,6 +198,10 @@ impl Runner {
             Command::Accept(spec) => {
                 self.observe(Observation::Accepted { node: node.to_string(), terminal: spec.terminal, result_digest: spec.result_digest.clone() });
                 let entry = self.ledger.lock().expect("ledger lock").outbox_entry(node);
+                let entry = match entry {
+                    Ok(entry) => entry,
+                    Err(e) => return self.ledger_failed(e),
+                };
                 if let Some(entry) = entry {
                     let (ok, detail) = match self.hook.check(&entry) {
                         Ok(()) => (true, String::new()),

@@ -92,6 +92,10 @@ impl Runner {
             return;
         }
         let in_flight = self.ledger.lock().expect("ledger lock").in_flight();
+        let in_flight = match in_flight {
+            Ok(recs) => recs,
+            Err(e) => return self.ledger_failed(e),
+        };
         for i in retiring {
             let id = self.lanes[i].adapter.id();
             if !in_flight.iter().any(|r| r.adapter == id) {

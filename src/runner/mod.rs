@@ -3,6 +3,8 @@
 //! transaction), and only then executes the step's commands. Runs on real tokio in production
 //! and on madsim's tokio in the simulator: the same code.
 
+mod cancels;
+mod commit;
 mod dispatch;
 mod handshake;
 mod jitter;
@@ -23,6 +25,7 @@ use crate::ledger::{Ledger, OutboxEntry};
 use crate::protocol::{Adapter, ApprovalReply, Outbound, RequestKind};
 use crate::record::AdapterId;
 use crate::transport::Transport;
+pub use commit::{CommitDelay, NoCommitDelay};
 pub use jitter::Jitter;
 pub use lanes::LaunchConfig;
 use lanes::Lane;
@@ -50,6 +53,14 @@ pub struct RunnerConfig {
     pub no_task_support: NoTaskSupport,
     /// Upper bound on loop iterations of one runner: a runaway loop ends, it never hangs.
     pub max_events: u64,
+    /// Times an event is stepped again on a re-read record after another writer's commit
+    /// landed between the read and this runner's commit.
+    pub commit_conflict_retries: u32,
+    /// How often the runner looks for cancel requests other processes wrote into the ledger
+    /// (it also looks once when it starts). 0: only when it starts.
+    pub cancel_request_check_ms: u64,
+    /// The longest the runner sleeps with nothing due.
+    pub idle_wake_ms: u64,
     /// Which adapter new operations go to, and which tools run in shadow mode.
     pub launch: LaunchConfig,
 }
@@ -63,6 +74,9 @@ impl Default for RunnerConfig {
             handshake_attempts: 5,
             no_task_support: NoTaskSupport::Reject,
             max_events: 1_000_000,
+            commit_conflict_retries: 8,
+            cancel_request_check_ms: 1_000,
+            idle_wake_ms: 60_000,
             launch: LaunchConfig::default(),
         }
     }
@@ -156,6 +170,8 @@ pub enum Exit {
     Disconnected,
     HandshakeFailed(String),
     EventLimit,
+    /// The ledger could not be read or written. Restart to resume from what it holds.
+    LedgerFailed(String),
 }
 
 struct Pending {
@@ -185,6 +201,13 @@ pub struct Runner {
     hook: Box<dyn OutputHook + Send>,
     crash: Box<dyn CrashPoints + Send>,
     crashed: Option<CrashPoint>,
+    /// Set when the ledger failed: the runner stops at its next turn.
+    failed: Option<String>,
+    commit_delay: Box<dyn CommitDelay>,
+    /// Call nodes whose writes the ledger fenced: this runner no longer acts on them.
+    fenced: BTreeSet<String>,
+    /// When to look for external cancel requests next.
+    next_cancel_check_ms: u64,
     approvals: mpsc::UnboundedSender<ApprovalRequest>,
     jitter: Jitter,
     next_rpc_id: u64,
@@ -227,6 +250,10 @@ impl Runner {
             hook: Box::new(AcceptAll),
             crash: Box::new(NoCrash),
             crashed: None,
+            failed: None,
+            commit_delay: Box::new(NoCommitDelay),
+            fenced: BTreeSet::new(),
+            next_cancel_check_ms: 0,
             approvals,
             jitter: Jitter::new(jitter_seed),
             next_rpc_id: rpc_id_base,
@@ -247,6 +274,12 @@ impl Runner {
 
     pub fn with_crash_points(mut self, crash: Box<dyn CrashPoints + Send>) -> Self {
         self.crash = crash;
+        self
+    }
+
+    /// Let every commit take the time `delay` says (tests and the simulator; production: none).
+    pub fn with_commit_delay(mut self, delay: Box<dyn CommitDelay>) -> Self {
+        self.commit_delay = delay;
         self
     }
 
@@ -298,13 +331,17 @@ impl Runner {
                 }
             }
         }
-        let in_flight: Vec<String> = {
-            let l = self.ledger.lock().expect("ledger lock");
-            l.in_flight().into_iter().filter(|r| r.execution_epoch <= self.epoch).map(|r| r.call_node_id).collect()
+        let in_flight = self.ledger.lock().expect("ledger lock").in_flight();
+        let in_flight: Vec<String> = match in_flight {
+            Ok(recs) => recs.into_iter().filter(|r| r.execution_epoch <= self.epoch).map(|r| r.call_node_id).collect(),
+            Err(e) => {
+                self.ledger_failed(e);
+                Vec::new()
+            }
         };
         self.observe(Observation::Started { epoch: self.epoch, resumed: in_flight.len() });
         for node in in_flight {
-            self.handle(&node, Event::Resume);
+            self.handle(&node, Event::Resume).await;
         }
         let exit = self.serve(&mut transports, &mut inputs).await;
         self.observe(Observation::Exit { reason: format!("{exit:?}") });
@@ -313,11 +350,12 @@ impl Runner {
 
     async fn serve<T: Transport>(&mut self, transports: &mut [T], inputs: &mut mpsc::UnboundedReceiver<Input>) -> Exit {
         for _ in 0..self.cfg.max_events {
-            self.fire_due();
-            if let Some(p) = self.crashed {
-                return Exit::Crashed(p);
+            self.pick_up_cancel_requests().await;
+            self.fire_due().await;
+            if let Some(exit) = self.stopped() {
+                return exit;
             }
-            if let Err(exit) = self.flush(transports) {
+            if let Err(exit) = self.flush(transports).await {
                 return exit;
             }
             let wake = self.next_wake_ms();
@@ -328,28 +366,36 @@ impl Runner {
                 biased;
                 input = inputs.recv() => match input {
                     Some(Input::Shutdown) | None => return Exit::Shutdown,
-                    Some(input) => self.on_input(input),
+                    Some(input) => self.on_input(input).await,
                 },
                 (lane, frame) = next_frame(transports) => match frame {
-                    Some(frame) => self.on_frame(lane, &frame),
+                    Some(frame) => self.on_frame(lane, &frame).await,
                     None => {
-                        self.fail_all_pending();
+                        self.fail_all_pending().await;
                         return Exit::Disconnected;
                     }
                 },
                 _ = sleep => {}
             }
-            if let Some(p) = self.crashed {
-                return Exit::Crashed(p);
+            if let Some(exit) = self.stopped() {
+                return exit;
             }
         }
         Exit::EventLimit
     }
 
+    /// A crash point fired or the ledger failed: the runner stops where it stands.
+    fn stopped(&self) -> Option<Exit> {
+        if let Some(p) = self.crashed {
+            return Some(Exit::Crashed(p));
+        }
+        self.failed.as_ref().map(|e| Exit::LedgerFailed(e.clone()))
+    }
+
     fn next_wake_ms(&mut self) -> u64 {
         let now = self.now_ms();
         // Even with nothing to do, wake now and then: bounded waits everywhere.
-        let mut wake = now + 60_000;
+        let mut wake = now + self.cfg.idle_wake_ms.max(1);
         if let Some((at, _, _)) = self.timers.first() {
             wake = wake.min(*at);
         }
@@ -359,16 +405,19 @@ impl Runner {
         if !self.queue.is_empty() {
             wake = wake.min(self.limiter.next_slot_ms(now));
         }
+        if self.cfg.cancel_request_check_ms > 0 {
+            wake = wake.min(self.next_cancel_check_ms);
+        }
         wake.max(now)
     }
 
-    fn fire_due(&mut self) {
+    async fn fire_due(&mut self) {
         let now = self.now_ms();
         let expired: Vec<u64> = self.pending.iter().filter(|(_, p)| p.deadline_ms <= now).map(|(id, _)| *id).collect();
         for id in expired {
             if let Some(p) = self.pending.remove(&id) {
                 self.observe(Observation::Lost { node: p.node.clone(), kind: p.kind.name(), seq: p.seq });
-                self.handle(&p.node, Event::Lost { kind: p.kind, seq: p.seq, epoch: p.epoch });
+                self.handle(&p.node, Event::Lost { kind: p.kind, seq: p.seq, epoch: p.epoch }).await;
             }
         }
         while let Some((at, node, timer)) = self.timers.first().cloned() {
@@ -377,16 +426,16 @@ impl Runner {
             }
             self.timers.remove(&(at, node.clone(), timer));
             self.timer_at.remove(&(node.clone(), timer));
-            self.handle(&node, Event::Timer(timer));
+            self.handle(&node, Event::Timer(timer)).await;
         }
     }
 
     /// Send what the limiter admits now; the rest waits for its slot.
-    fn flush<T: Transport>(&mut self, transports: &mut [T]) -> Result<(), Exit> {
+    async fn flush<T: Transport>(&mut self, transports: &mut [T]) -> Result<(), Exit> {
         let now = self.now_ms();
         while let Some((lane, body)) = self.answers.pop_front() {
             if transports[lane].send(crate::transport::OutFrame { request_id: None, body, http: None }).is_err() {
-                self.fail_all_pending();
+                self.fail_all_pending().await;
                 return Err(Exit::Disconnected);
             }
         }
@@ -414,7 +463,7 @@ impl Runner {
             }
             self.observe(Observation::Sent { node: q.node.clone(), kind: kind.name(), seq: q.seq, rpc_id });
             if transports[q.lane].send(frame).is_err() {
-                self.fail_all_pending();
+                self.fail_all_pending().await;
                 return Err(Exit::Disconnected);
             }
         }
@@ -438,11 +487,11 @@ impl Runner {
         self.next_rpc_id
     }
 
-    fn fail_all_pending(&mut self) {
+    async fn fail_all_pending(&mut self) {
         let all = std::mem::take(&mut self.pending);
         for (_, p) in all {
             self.observe(Observation::Lost { node: p.node.clone(), kind: p.kind.name(), seq: p.seq });
-            self.handle(&p.node, Event::Lost { kind: p.kind, seq: p.seq, epoch: p.epoch });
+            self.handle(&p.node, Event::Lost { kind: p.kind, seq: p.seq, epoch: p.epoch }).await;
         }
     }
 }

@@ -23,6 +23,15 @@ pub enum Observation {
     Rejected { node: String, event: String, reason: Rejection },
     Refused { node: String, event: String, from: LocalState, to: LocalState },
     LedgerRefused { node: String, error: String },
+    /// Another writer committed between this runner's read and its commit; the event is
+    /// stepped again on the record as it is now (`attempt` counts from 1).
+    CommitConflict { node: String, event: String, attempt: u32, expected: u64, found: u64 },
+    /// The ledger refused this runner's epoch for the record: it no longer acts on it.
+    Fenced { node: String, error: String },
+    /// The ledger could not be read or written; the runner stops.
+    LedgerFailed { error: String },
+    /// A cancel request another process wrote into the ledger (`moot`: the record is final).
+    CancelRequestPicked { node: String, requested_at_ms: u64, moot: bool },
     Accepted { node: String, terminal: TerminalState, result_digest: Option<String> },
     Reconcile { node: String, reason: String },
     EffectReconciliation { node: String, reason: String },

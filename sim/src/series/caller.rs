@@ -94,7 +94,8 @@ pub(super) fn retry_after_restart(world: &World) {
             .ledger
             .lock()
             .expect("ledger lock")
-            .by_call_node(&node.id);
+            .by_call_node(&node.id)
+            .expect("in-memory ledger reads cannot fail");
         if rec.is_none() {
             world.push(What::Caller {
                 action: CallerAction::Resubmit,
@@ -108,7 +109,8 @@ pub(super) fn retry_after_restart(world: &World) {
             .ledger
             .lock()
             .expect("ledger lock")
-            .by_call_node(&node);
+            .by_call_node(&node)
+            .expect("in-memory ledger reads cannot fail");
         if rec.is_some_and(|r| {
             !r.local_state.is_final() && r.cancel_generation == 0 && !r.cancel_wanted
         }) {

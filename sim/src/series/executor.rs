@@ -4,6 +4,8 @@
 
 use std::sync::Arc;
 
+use toolop::ledger::Ledger;
+
 use tokio::sync::mpsc;
 use tokio::time::Duration;
 use toolop::runner::{
@@ -167,7 +169,8 @@ pub(super) async fn supervise(
                     world.record_fault(0, FaultKind::Rollback, Some(node), epochs.clone());
                 }
                 let (old_tx, rx) = new_channel(&world);
-                epoch += 1;
+                // The fence: from here the ledger refuses every write of the old epoch.
+                epoch = world.ledger.lock().expect("ledger lock").bump_epoch().expect("in-memory ledger reads cannot fail");
                 incarnation += 1;
                 world.push(What::World { action: WorldAction::Rollback { incarnation, epoch } });
                 let old = std::mem::replace(&mut current, start(&world, epoch, incarnation, rx, approvals.clone()));
@@ -205,5 +208,6 @@ fn exit_name(exit: &Exit) -> String {
         Exit::Disconnected => "connection dropped".into(),
         Exit::HandshakeFailed(reason) => format!("handshake failed: {reason}"),
         Exit::EventLimit => "event limit".into(),
+        Exit::LedgerFailed(reason) => format!("ledger failed: {reason}"),
     }
 }

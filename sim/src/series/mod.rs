@@ -166,7 +166,12 @@ impl World {
     }
 
     pub fn all_settled(&self) -> bool {
-        let (records, done) = self.ledger.lock().expect("ledger lock").settled_count();
+        let (records, done) = self
+            .ledger
+            .lock()
+            .expect("ledger lock")
+            .settled_count()
+            .expect("in-memory ledger reads cannot fail");
         records == self.params.nodes.len() && done == records
     }
 
@@ -292,7 +297,12 @@ pub async fn world_main_with(sc: Scenario, params: Params, mode: PlanMode) -> Se
     world.send_input(Input::Shutdown);
     // The supervisor ends once its executor has seen the shutdown; bounded either way.
     let _ = tokio::time::timeout(Duration::from_secs(5), supervisor).await;
-    let snapshot = world.ledger.lock().expect("ledger lock").snapshot();
+    let snapshot = world
+        .ledger
+        .lock()
+        .expect("ledger lock")
+        .snapshot()
+        .expect("in-memory ledger reads cannot fail");
     let truth = GroundTruth::merge(
         world
             .servers

@@ -186,12 +186,17 @@ impl Tb {
         });
         let payload = matches!(terminal, TerminalState::Completed | TerminalState::Failed)
             .then(|| serde_json::json!({"r": node}));
+        let seq = self.ledger.outbox.len() as u64 + 1;
         self.ledger.outbox.push(OutboxEntry {
+            seq,
             call_node_id: node.into(),
             receipt_id,
             terminal_state: terminal,
             payload,
+            audit_payload: None,
             status: OutboxStatus::Ready,
+            delivered_to: None,
+            delivered_at_ms: None,
         });
         self
     }

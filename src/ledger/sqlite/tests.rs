@@ -1,0 +1,455 @@
+//! What only the SQLite ledger has: files (WAL, synchronous, reopening, two connections), the
+//! schema's own constraints (proved with raw SQL that bypasses every Rust check), migrations
+//! from a version-1 database, exactly-once consumption, and storage errors as errors.
+
+use rusqlite::{params, Connection, ErrorCode};
+
+use super::{schema, ConsumeError, SqliteLedger, SCHEMA_VERSION};
+use crate::ledger::tests::fixtures::{accept_write, fetching, ids, rec, write};
+use crate::ledger::{Ledger, LedgerError, OutboxStatus, INITIAL_EPOCH};
+use crate::record::LocalState;
+
+fn refused_by_the_database(res: rusqlite::Result<usize>, what: &str) {
+    match res {
+        Err(rusqlite::Error::SqliteFailure(e, msg)) => {
+            assert_eq!(
+                e.code,
+                ErrorCode::ConstraintViolation,
+                "{what}: refused, but not by a constraint: {msg:?}"
+            )
+        }
+        other => panic!("{what}: the database accepted it ({other:?})"),
+    }
+}
+
+/// A ledger with one accepted call node `a` (receipt `a#receipt`, outbox seq 1).
+fn accepted_a() -> SqliteLedger {
+    let mut l = SqliteLedger::open_in_memory().unwrap();
+    let r = fetching(&mut l, "a");
+    l.commit(accept_write(&r, Some("d1"))).unwrap();
+    l
+}
+
+#[test]
+fn the_database_itself_refuses_a_second_receipt_outbox_entry_or_key() {
+    let l = accepted_a();
+    let c = &l.conn;
+    let digest = l.by_call_node("a").unwrap().unwrap().request_digest;
+    let receipt = |receipt_id: &str, node: &str| {
+        c.execute(
+            "INSERT INTO receipts (receipt_id, call_node_id, operation_id, request_digest, tool_version, execution_epoch, \
+             cancel_generation, terminal_state, result_digest, accepted_at_ms) VALUES (?1, ?2, 'op-a', ?3, 'v1', 1, 0, 'completed', 'd2', 3)",
+            params![receipt_id, node, digest],
+        )
+    };
+    refused_by_the_database(receipt("a#second", "a"), "a second receipt for call node a");
+    refused_by_the_database(
+        receipt("z#receipt", "z"),
+        "a receipt for a call node without a record",
+    );
+    let outbox = |receipt_id: &str, node: &str| {
+        c.execute("INSERT INTO outbox (receipt_id, call_node_id, terminal_state, status) VALUES (?1, ?2, 'completed', 'ready')", params![receipt_id, node])
+    };
+    refused_by_the_database(
+        outbox("a#receipt", "a"),
+        "a second outbox entry for receipt a#receipt",
+    );
+    // A record b with its own receipt: an outbox entry may not pair b with a's receipt.
+    let mut l2 = accepted_a();
+    let b = fetching(&mut l2, "b");
+    l2.commit(accept_write(&b, Some("d"))).unwrap();
+    l2.conn
+        .execute("DELETE FROM outbox WHERE call_node_id = 'b'", [])
+        .unwrap();
+    let res = l2.conn.execute("INSERT INTO outbox (receipt_id, call_node_id, terminal_state, status) VALUES ('a#receipt', 'b', 'completed', 'ready')", []);
+    refused_by_the_database(res, "an outbox entry naming another call node's receipt");
+    let res = c.execute(
+        "INSERT INTO records (call_node_id, submission_key, request_digest, adapter, local_state, is_final, execution_epoch, \
+         cancel_generation, version, record_json) VALUES ('b', 'key-a', 'x', 'mcp-2025-11-25', 'SUBMITTING', 0, 1, 0, 1, '{}')",
+        [],
+    );
+    refused_by_the_database(res, "a second record with submission key key-a");
+    assert_eq!(l.receipts().unwrap().len(), 1);
+    assert_eq!(l.outbox().unwrap().len(), 1);
+    assert_eq!(l.records().unwrap().len(), 1);
+}
+
+#[test]
+fn the_database_itself_keeps_states_epochs_deliveries_and_cancel_requests_well_formed() {
+    let mut l = accepted_a();
+    l.request_cancel("a", 1).unwrap();
+    let c = &l.conn;
+    refused_by_the_database(
+        c.execute("UPDATE records SET local_state = 'DONE-ISH'", []),
+        "an unknown local state",
+    );
+    refused_by_the_database(
+        c.execute("UPDATE records SET version = 0", []),
+        "version 0 in the ledger",
+    );
+    refused_by_the_database(
+        c.execute("UPDATE outbox SET status = 'delivered'", []),
+        "delivered without naming a consumer",
+    );
+    refused_by_the_database(
+        c.execute("UPDATE outbox SET status = 'lost'", []),
+        "an unknown outbox status",
+    );
+    refused_by_the_database(
+        c.execute("UPDATE ledger_meta SET current_epoch = 0", []),
+        "epoch 0",
+    );
+    refused_by_the_database(
+        c.execute(
+            "INSERT INTO ledger_meta (singleton, current_epoch) VALUES (2, 5)",
+            [],
+        ),
+        "a second epoch row",
+    );
+    refused_by_the_database(
+        c.execute(
+            "INSERT INTO cancel_requests (call_node_id, at_ms) VALUES ('a', 2)",
+            [],
+        ),
+        "a second cancel request for a",
+    );
+    refused_by_the_database(
+        c.execute(
+            "INSERT INTO cancel_requests (call_node_id, at_ms) VALUES ('zz', 2)",
+            [],
+        ),
+        "a cancel request for no record",
+    );
+    assert_eq!(l.current_epoch().unwrap(), INITIAL_EPOCH);
+}
+
+/// A version-1 database (the fixture) opened by this build: migrated in place, every row kept.
+#[test]
+fn a_version_1_database_is_migrated_with_every_row_kept() {
+    let mut conn = Connection::open_in_memory().unwrap();
+    conn.pragma_update(None, "foreign_keys", true).unwrap();
+    schema::MIGRATIONS.to_version(&mut conn, 1).unwrap();
+    conn.execute_batch(include_str!("fixtures/v1_ledger.sql"))
+        .unwrap();
+    let mut l = SqliteLedger::init(conn).unwrap();
+    assert_eq!(l.schema_version().unwrap(), SCHEMA_VERSION);
+    assert_eq!(SCHEMA_VERSION, 2);
+    assert_eq!(
+        ids(l.records().unwrap()),
+        ["v1-done", "v1-purged", "v1-working"]
+    );
+    assert_eq!(
+        l.by_operation_id("op-2").unwrap().unwrap().local_state,
+        LocalState::Working
+    );
+    assert_eq!(l.in_flight().unwrap().len(), 1);
+    assert_eq!(l.receipts().unwrap().len(), 2);
+    // The newest epoch any record was written under becomes the ledger's.
+    assert_eq!(l.current_epoch().unwrap(), 2);
+    let out = l.outbox().unwrap();
+    assert_eq!(out.len(), 1);
+    assert_eq!(
+        (
+            out[0].seq,
+            out[0].status,
+            out[0].delivered_to.as_deref(),
+            out[0].audit_payload.as_ref()
+        ),
+        (2, OutboxStatus::Ready, None, None)
+    );
+    assert_eq!(
+        out[0].payload,
+        Some(serde_json::json!({"content": [{"type": "text", "text": "done"}]}))
+    );
+    assert_eq!(
+        l.reconciliation_queue().unwrap()[0].reason,
+        "operator review"
+    );
+    assert_eq!(
+        l.effect_reconciliations().unwrap()[0].reason,
+        "late completion"
+    );
+    // The new tables work on the old data.
+    assert_eq!(l.mark_delivered("v1-done#receipt", "billing", 9), Ok(true));
+    l.request_cancel("v1-working", 10).unwrap();
+    // The next entry is numbered past the deleted one (high-water 3), never reusing it.
+    let r = fetching_at_epoch(&mut l, "fresh", 2);
+    l.commit(crate::ledger::Write {
+        writer_epoch: 2,
+        ..accept_write(&r, Some("d"))
+    })
+    .unwrap();
+    assert_eq!(l.outbox_entry("fresh").unwrap().unwrap().seq, 4);
+}
+
+fn fetching_at_epoch(l: &mut SqliteLedger, id: &str, epoch: u64) -> crate::record::ToolOperation {
+    let mut r = rec(id);
+    r.execution_epoch = epoch;
+    let r = l.insert(r, epoch).unwrap();
+    let mut next = r.clone();
+    next.local_state = LocalState::FetchingResult;
+    next.operation_id = Some(format!("op-{id}"));
+    l.commit(crate::ledger::Write {
+        writer_epoch: epoch,
+        ..write(&r, next)
+    })
+    .unwrap()
+}
+
+#[test]
+fn a_database_from_a_newer_toolop_is_refused_not_downgraded() {
+    let mut conn = Connection::open_in_memory().unwrap();
+    schema::MIGRATIONS.to_latest(&mut conn).unwrap();
+    conn.pragma_update(None, "user_version", 99).unwrap();
+    let err = SqliteLedger::init(conn).unwrap_err();
+    assert!(
+        matches!(&err, LedgerError::Storage(why) if why.contains("schema migration")),
+        "{err}"
+    );
+}
+
+#[cfg(not(madsim))]
+#[test]
+fn a_file_ledger_runs_in_wal_and_keeps_everything_across_reopening() {
+    use super::{SqliteOptions, Synchronous};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("toolop.db");
+    for (sync, level) in [(Synchronous::Normal, 1), (Synchronous::Full, 2)] {
+        let l = SqliteLedger::open_with(
+            &path,
+            SqliteOptions {
+                synchronous: sync,
+                ..SqliteOptions::default()
+            },
+        )
+        .unwrap();
+        let mode: String = l
+            .conn
+            .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+            .unwrap();
+        let got: i64 = l
+            .conn
+            .query_row("PRAGMA synchronous", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!((mode.as_str(), got), ("wal", level));
+    }
+    let before = {
+        let mut l = SqliteLedger::open(&path).unwrap();
+        let r = fetching(&mut l, "a");
+        l.commit(accept_write(&r, Some("d1"))).unwrap();
+        fetching(&mut l, "b");
+        l.request_cancel("b", 4).unwrap();
+        l.mark_delivered("a#receipt", "billing", 5).unwrap();
+        assert_eq!(l.bump_epoch().unwrap(), 2);
+        l.snapshot().unwrap()
+    };
+    let l = SqliteLedger::open(&path).unwrap();
+    assert_eq!(l.snapshot().unwrap(), before);
+    assert_eq!(
+        l.current_epoch().unwrap(),
+        2,
+        "the fence survives a restart"
+    );
+}
+
+/// Processes that open one new file at the same moment (`toolop call` and `toolop status`
+/// started together) all get the migrated ledger: one that loses the migration race reads the
+/// version again instead of failing on the tables the winner created.
+#[cfg(not(madsim))]
+#[test]
+fn openers_racing_on_one_new_file_all_get_the_migrated_ledger() {
+    use std::sync::{Arc, Barrier};
+    const OPENERS: usize = 4;
+    for round in 0..20 {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("toolop.db");
+        let start = Arc::new(Barrier::new(OPENERS));
+        let openers: Vec<_> = (0..OPENERS)
+            .map(|_| {
+                let (path, start) = (path.clone(), start.clone());
+                std::thread::spawn(move || {
+                    start.wait();
+                    SqliteLedger::open(&path).and_then(|l| l.schema_version())
+                })
+            })
+            .collect();
+        for o in openers {
+            assert_eq!(o.join().unwrap(), Ok(SCHEMA_VERSION), "round {round}");
+        }
+    }
+}
+
+#[cfg(not(madsim))]
+#[test]
+fn two_processes_on_one_file_meet_compare_and_swap_and_the_fence() {
+    use crate::ledger::tests::fixtures::{assert_conflict, assert_fenced, cancelled};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("toolop.db");
+    let mut a = SqliteLedger::open(&path).unwrap();
+    let mut b = SqliteLedger::open(&path).unwrap();
+    let read_by_a = fetching(&mut a, "n");
+    let read_by_b = b.by_call_node("n").unwrap().unwrap();
+    assert_eq!(read_by_a, read_by_b);
+    cancelled(&mut b, &read_by_b);
+    assert_conflict(a.commit(accept_write(&read_by_a, Some("d"))), 2, 3);
+    // A rollback in one process fences the other at its next write.
+    assert_eq!(b.bump_epoch().unwrap(), 2);
+    let now = a.by_call_node("n").unwrap().unwrap();
+    let res = a.commit(write(&now, now.clone()));
+    assert_fenced(res, 1, 2);
+    assert!(a.receipts().unwrap().is_empty());
+}
+
+#[test]
+fn consume_with_commits_the_consumers_writes_and_the_mark_together() {
+    let mut l = SqliteLedger::open_in_memory().unwrap();
+    for id in ["a", "b", "c"] {
+        let r = fetching(&mut l, id);
+        l.commit(accept_write(&r, Some("d"))).unwrap();
+    }
+    l.conn
+        .execute("CREATE TABLE invoices (call_node_id TEXT PRIMARY KEY)", [])
+        .unwrap();
+    let invoice =
+        |e: &crate::ledger::OutboxEntry, tx: &rusqlite::Transaction<'_>| -> Result<(), String> {
+            tx.execute(
+                "INSERT INTO invoices (call_node_id) VALUES (?1)",
+                [&e.call_node_id],
+            )
+            .map_err(|e| e.to_string())?;
+            if e.call_node_id == "b" {
+                // Fails after writing its effect: the effect must go with the rollback.
+                return Err("the invoice service is down".into());
+            }
+            Ok(())
+        };
+    let res = l.consume_with("billing", 10, 7, invoice);
+    assert!(
+        matches!(&res, Err(ConsumeError::Consumer(why)) if why == "the invoice service is down"),
+        "{res:?}"
+    );
+    let invoices = |l: &SqliteLedger| -> Vec<String> {
+        let mut s = l
+            .conn
+            .prepare("SELECT call_node_id FROM invoices ORDER BY call_node_id")
+            .unwrap();
+        s.query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap()
+    };
+    assert_eq!(invoices(&l), ["a"]);
+    let ready: Vec<String> = l
+        .outbox_ready(0, 10)
+        .unwrap()
+        .into_iter()
+        .map(|e| e.call_node_id)
+        .collect();
+    assert_eq!(
+        ready,
+        ["b", "c"],
+        "b's entry stays ready with its effect rolled back"
+    );
+    // The consumer recovers: b and c, each exactly once; nothing is left.
+    let n = l.consume_with("billing", 10, 8, |e, tx| {
+        tx.execute(
+            "INSERT INTO invoices (call_node_id) VALUES (?1)",
+            [&e.call_node_id],
+        )
+        .map(|_| ())
+    });
+    assert_eq!(n.unwrap(), 2);
+    assert_eq!(invoices(&l), ["a", "b", "c"]);
+    assert_eq!(
+        l.consume_with("billing", 10, 9, |_, _| Ok::<(), String>(()))
+            .unwrap(),
+        0
+    );
+    assert!(l
+        .outbox()
+        .unwrap()
+        .iter()
+        .all(|e| e.delivered_to.as_deref() == Some("billing")));
+}
+
+#[test]
+fn unreadable_rows_are_storage_errors_not_panics_or_absences() {
+    let mut l = accepted_a();
+    fetching(&mut l, "b");
+    l.conn.execute("UPDATE records SET record_json = '{\"schema\": \"toolOperation.v1\"' WHERE call_node_id = 'b'", []).unwrap();
+    let err = l.by_call_node("b").unwrap_err();
+    assert!(
+        matches!(&err, LedgerError::Storage(why) if why.contains("does not decode")),
+        "{err}"
+    );
+    assert!(l.records().is_err() && l.in_flight().is_err());
+    let w = write(
+        &l.by_call_node("a").unwrap().unwrap(),
+        l.by_call_node("a").unwrap().unwrap(),
+    );
+    let mut w_b = w.clone();
+    w_b.record.call_node_id = "b".into();
+    assert!(
+        matches!(l.commit(w_b), Err(LedgerError::Storage(_))),
+        "a write over an unreadable record fails, loses nothing"
+    );
+    l.conn
+        .execute("UPDATE outbox SET terminal_state = 'exploded'", [])
+        .unwrap();
+    let err = l.outbox().unwrap_err();
+    assert_eq!(err.to_string(), "ledger storage failed: column outbox.terminal_state holds \"exploded\", which this build does not know");
+}
+
+#[cfg(not(madsim))]
+#[test]
+fn a_file_that_cannot_be_opened_is_named_in_the_error() {
+    let missing = std::path::Path::new("/nonexistent-dir-for-toolop/ledger.db");
+    let err = SqliteLedger::open(missing).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("/nonexistent-dir-for-toolop/ledger.db"),
+        "the error names the file: {err}"
+    );
+}
+
+/// The simulator will run series on `open_in_memory` under `--cfg madsim`: SQLite inside the
+/// simulated runtime, two simulated writers racing on one ledger across simulated time.
+#[cfg(madsim)]
+#[tokio::test]
+async fn sqlite_in_memory_runs_inside_the_simulated_runtime() {
+    use std::sync::{Arc, Mutex};
+    let ledger = Arc::new(Mutex::new(SqliteLedger::open_in_memory().unwrap()));
+    ledger
+        .lock()
+        .unwrap()
+        .insert(rec("n"), INITIAL_EPOCH)
+        .unwrap();
+    let writer = |gen: u32| {
+        let ledger = ledger.clone();
+        tokio::spawn(async move {
+            let mut conflicts = 0;
+            for _ in 0..8 {
+                let read = ledger.lock().unwrap().by_call_node("n").unwrap().unwrap();
+                // The commit takes simulated time: the other writer lands in between.
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                let mut next = read.clone();
+                next.input_round += gen;
+                match ledger.lock().unwrap().commit(write(&read, next)) {
+                    Ok(_) => return conflicts,
+                    Err(LedgerError::VersionConflict { .. }) => conflicts += 1,
+                    Err(e) => panic!("{e}"),
+                }
+            }
+            panic!("no commit in 8 attempts")
+        })
+    };
+    let (a, b) = (writer(1), writer(10));
+    let conflicts = a.await.unwrap() + b.await.unwrap();
+    let r = ledger.lock().unwrap().by_call_node("n").unwrap().unwrap();
+    assert_eq!(
+        (r.version, r.input_round),
+        (3, 11),
+        "both writes landed, neither lost"
+    );
+    assert!(conflicts >= 1, "the writers raced");
+}

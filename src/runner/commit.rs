@@ -1,0 +1,283 @@
+//! The step-commit-act cycle for one event on one call node: read the record, step the core,
+//! commit the step (one ledger transaction), and only then execute its commands.
+//!
+//! A commit may take time ([`CommitDelay`]), so another writer (a second executor on the same
+//! ledger, an operator's cancel) can land between the read and the commit. The ledger's
+//! compare-and-swap refuses the stale write; the runner then reads the record again and steps
+//! the *same event* on it, a bounded number of times, each retry observed. A fenced writer (an
+//! older epoch) stops acting on the record for good.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use super::{CrashPoint, Observation, Runner};
+use crate::core::{self, Command, Ctx, Event, Outcome};
+use crate::ledger::{LedgerError, Write};
+use crate::record::ToolOperation;
+
+/// What a commit may wait for between reading the record and writing it: a slow disk or a
+/// remote ledger in life, simulated time or a test's gate elsewhere. Production uses
+/// [`NoCommitDelay`], which costs one virtual call and no allocation.
+pub trait CommitDelay: Send {
+    /// Called once the step is decided and before its commit; `None` commits at once.
+    fn before_commit(
+        &mut self,
+        node: &str,
+        event: &str,
+    ) -> Option<Pin<Box<dyn Future<Output = ()> + Send + 'static>>>;
+}
+
+pub struct NoCommitDelay;
+
+impl CommitDelay for NoCommitDelay {
+    fn before_commit(
+        &mut self,
+        _node: &str,
+        _event: &str,
+    ) -> Option<Pin<Box<dyn Future<Output = ()> + Send + 'static>>> {
+        None
+    }
+}
+
+/// Whether an event was applied: its step committed (or needed no write) and its commands ran.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Handled {
+    Applied,
+    NotApplied,
+}
+
+impl Runner {
+    /// The fencing token this runner presents with a write about `rec`.
+    fn writer_epoch(&self) -> u64 {
+        // Planted: an executor that ignores epochs presents whatever epoch the ledger is at. A
+        // fence trusts the token it is shown, so nothing but the executor's own check stops it.
+        #[cfg(feature = "mutations")]
+        if self
+            .cfg
+            .core
+            .mutated(crate::core::mutation::Mutation::IgnoreEpoch)
+        {
+            return self
+                .ledger
+                .lock()
+                .expect("ledger lock")
+                .current_epoch()
+                .unwrap_or(self.epoch);
+        }
+        self.epoch
+    }
+
+    /// The ledger could not be read or written: stop, as a process whose disk failed would.
+    /// A restart resumes from whatever the ledger holds.
+    pub(super) fn ledger_failed(&mut self, e: LedgerError) {
+        let error = e.to_string();
+        self.observe(Observation::LedgerFailed {
+            error: error.clone(),
+        });
+        self.failed.get_or_insert(error);
+    }
+
+    /// A fenced writer: the ledger moved to a newer epoch. Nothing more is done for this record:
+    /// no write, no send, no timer.
+    fn fence(&mut self, node: &str, e: LedgerError) {
+        self.observe(Observation::Fenced {
+            node: node.to_string(),
+            error: e.to_string(),
+        });
+        self.fenced.insert(node.to_string());
+        let timers: Vec<(core::Timer, u64)> = self
+            .timer_at
+            .iter()
+            .filter(|((n, _), _)| n == node)
+            .map(|((_, t), at)| (*t, *at))
+            .collect();
+        for (timer, at_ms) in timers {
+            self.timers.remove(&(at_ms, node.to_string(), timer));
+            self.timer_at.remove(&(node.to_string(), timer));
+        }
+    }
+
+    fn read(&mut self, node: &str) -> Option<ToolOperation> {
+        let read = self.ledger.lock().expect("ledger lock").by_call_node(node);
+        match read {
+            Ok(Some(rec)) => Some(rec),
+            Ok(None) => None,
+            Err(e) => {
+                self.ledger_failed(e);
+                None
+            }
+        }
+    }
+
+    /// One event for one call node: step, commit, then act. Nothing is sent unless the write
+    /// that explains it is in the ledger.
+    pub(super) async fn handle(&mut self, node: &str, event: Event) -> Handled {
+        if self.crashed.is_some() || self.failed.is_some() || self.fenced.contains(node) {
+            // A crashed process does nothing more; what it had not written is lost.
+            return Handled::NotApplied;
+        }
+        if matches!(event, Event::Reply { .. })
+            && self
+                .crash
+                .crash_here(CrashPoint::AfterReplyBeforeCommit, node)
+        {
+            self.crashed = Some(CrashPoint::AfterReplyBeforeCommit);
+            return Handled::NotApplied;
+        }
+        let name = event.name();
+        let attempts = self.cfg.commit_conflict_retries.saturating_add(1);
+        for attempt in 1..=attempts {
+            let Some(rec) = self.read(node) else {
+                if self.failed.is_none() {
+                    self.observe(Observation::Unrouted {
+                        what: format!("event {name} for unknown call node {node}"),
+                    });
+                }
+                return Handled::NotApplied;
+            };
+            let Some(lane) = self.lane_of(rec.adapter) else {
+                self.observe(Observation::Unrouted {
+                    what: format!(
+                        "{node}: this executor does not speak {}",
+                        rec.adapter.name()
+                    ),
+                });
+                return Handled::NotApplied;
+            };
+            let ctx = Ctx {
+                now_ms: self.now_ms(),
+                jitter_permille: self.jitter.permille(),
+                epoch: self.epoch,
+            };
+            let step = core::step(&rec, &event, &ctx, &self.lanes[lane].core);
+            let changed = step.record != rec;
+            let mut write = Write {
+                expected_version: rec.version,
+                writer_epoch: self.writer_epoch(),
+                record: step.record,
+                accept: None,
+                reconcile: None,
+                effect: None,
+                now_ms: ctx.now_ms,
+            };
+            for c in &step.commands {
+                match c {
+                    Command::Accept(spec) => write.accept = Some(spec.clone()),
+                    Command::Reconcile { reason } => write.reconcile = Some(reason.clone()),
+                    Command::EffectReconciliation { reason } => write.effect = Some(reason.clone()),
+                    _ => {}
+                }
+            }
+            let needs_write = changed
+                || write.accept.is_some()
+                || write.reconcile.is_some()
+                || write.effect.is_some();
+            let version = if needs_write {
+                if let Some(delay) = self.commit_delay.before_commit(node, &name) {
+                    delay.await;
+                }
+                let committed = self.ledger.lock().expect("ledger lock").commit(write);
+                match committed {
+                    Ok(stored) => stored.version,
+                    Err(LedgerError::VersionConflict {
+                        expected, found, ..
+                    }) => {
+                        self.observe(Observation::CommitConflict {
+                            node: node.to_string(),
+                            event: name.clone(),
+                            attempt,
+                            expected,
+                            found,
+                        });
+                        continue;
+                    }
+                    Err(
+                        e @ (LedgerError::StaleEpoch { .. } | LedgerError::UnissuedEpoch { .. }),
+                    ) => {
+                        self.fence(node, e);
+                        return Handled::NotApplied;
+                    }
+                    Err(e @ LedgerError::Storage(_)) => {
+                        self.ledger_failed(e);
+                        return Handled::NotApplied;
+                    }
+                    Err(e) => {
+                        self.observe(Observation::LedgerRefused {
+                            node: node.to_string(),
+                            error: e.to_string(),
+                        });
+                        return Handled::NotApplied;
+                    }
+                }
+            } else {
+                rec.version
+            };
+            self.act(node, lane, &name, step.outcome, step.commands, version);
+            // A crash point inside `act` stopped the commands: the step is in the ledger, its
+            // sends are not.
+            return if self.crashed.is_some() {
+                Handled::NotApplied
+            } else {
+                Handled::Applied
+            };
+        }
+        // Every attempt lost its race: say so, loudly. The event's own retry path (a timer, a
+        // request timeout, the wait budget) takes over from here.
+        let error = format!("{attempts} conflicting writes in a row; event {name} not applied");
+        self.observe(Observation::LedgerRefused {
+            node: node.to_string(),
+            error,
+        });
+        Handled::NotApplied
+    }
+
+    /// The step is in the ledger: report it, then run its commands.
+    fn act(
+        &mut self,
+        node: &str,
+        lane: usize,
+        name: &str,
+        outcome: Outcome,
+        commands: Vec<Command>,
+        version: u64,
+    ) {
+        let (node_s, name) = (node.to_string(), name.to_string());
+        let obs = match outcome {
+            Outcome::Moved(path) => Observation::Moved {
+                node: node_s,
+                event: name,
+                path,
+                version,
+            },
+            Outcome::Stayed => Observation::Stayed {
+                node: node_s,
+                event: name,
+            },
+            Outcome::Rejected(r) => Observation::Rejected {
+                node: node_s,
+                event: name,
+                reason: r,
+            },
+            Outcome::Refused { from, to } => Observation::Refused {
+                node: node_s,
+                event: name,
+                from,
+                to,
+            },
+        };
+        self.observe(obs);
+        let sends = commands.iter().any(|c| matches!(c, Command::Send { .. }));
+        if sends
+            && self
+                .crash
+                .crash_here(CrashPoint::AfterCommitBeforeSend, node)
+        {
+            self.crashed = Some(CrashPoint::AfterCommitBeforeSend);
+            return;
+        }
+        for c in commands {
+            self.execute(node, lane, c);
+        }
+        self.check_drained();
+    }
+}

@@ -1,0 +1,524 @@
+//! The runner on real tokio (the production runtime), against small scripted MCP servers over
+//! the channel transport. Intervals are a few milliseconds so the tests run in real time; every
+//! wait is bounded and names what it waited for.
+
+use std::sync::{Arc, Mutex};
+
+use serde_json::{json, Value};
+use tokio::sync::{mpsc, oneshot, Semaphore};
+use tokio::time::Duration;
+
+use super::*;
+use crate::core::PollPolicy;
+use crate::ledger::{MemoryLedger, SqliteLedger};
+use crate::protocol::mcp_2025_11_25::Mcp20251125Adapter;
+use crate::record::LocalState;
+use crate::transport::{ChannelTransport, InFrame};
+
+type Seen = Arc<Mutex<Vec<Observation>>>;
+
+struct Collect(Seen);
+
+impl Observer for Collect {
+    fn observe(&mut self, _now_ms: u64, obs: Observation) {
+        self.0.lock().unwrap().push(obs);
+    }
+}
+
+/// The server's tasks, shared by every connection (as one server behind two executors).
+#[derive(Default)]
+struct Tasks {
+    status: std::collections::BTreeMap<String, &'static str>,
+    calls: u32,
+    polls: u32,
+    cancels: u32,
+}
+
+struct Server {
+    tasks: Mutex<Tasks>,
+    /// A task completes on this poll (`None`: tasks run until cancelled).
+    complete_on_poll: Option<u32>,
+    /// When set, a cancel is answered only once the test adds a permit.
+    cancel_gate: Option<Semaphore>,
+}
+
+impl Server {
+    fn new(complete_on_poll: Option<u32>, gated_cancel: bool) -> Arc<Server> {
+        let cancel_gate = gated_cancel.then(|| Semaphore::new(0));
+        Arc::new(Server {
+            tasks: Mutex::new(Tasks::default()),
+            complete_on_poll,
+            cancel_gate,
+        })
+    }
+
+    fn counts(&self) -> (u32, u32, u32) {
+        let t = self.tasks.lock().unwrap();
+        (t.calls, t.polls, t.cancels)
+    }
+
+    fn complete_all(&self) {
+        self.tasks
+            .lock()
+            .unwrap()
+            .status
+            .values_mut()
+            .for_each(|s| *s = "completed");
+    }
+}
+
+fn task(id: &str, status: &str) -> Value {
+    json!({"taskId": id, "status": status, "createdAt": "2026-12-01T00:00:00Z", "lastUpdatedAt": "2026-12-01T00:00:00Z", "ttl": 60000, "pollInterval": 5})
+}
+
+/// Serve one connection.
+async fn serve(
+    mut rx: mpsc::UnboundedReceiver<crate::transport::OutFrame>,
+    tx: mpsc::UnboundedSender<InFrame>,
+    server: Arc<Server>,
+) {
+    while let Some(frame) = rx.recv().await {
+        let msg: Value = serde_json::from_slice(&frame.body).unwrap();
+        let Some(id) = msg.get("id").cloned() else {
+            continue;
+        };
+        let method = msg["method"].as_str().unwrap_or("").to_string();
+        if let ("tasks/cancel", Some(gate)) = (method.as_str(), &server.cancel_gate) {
+            gate.acquire().await.unwrap().forget();
+        }
+        let task_id = msg["params"]["taskId"].as_str().unwrap_or("").to_string();
+        let result = {
+            let mut t = server.tasks.lock().unwrap();
+            match method.as_str() {
+                "initialize" => {
+                    json!({"protocolVersion": "2025-11-25", "serverInfo": {"name": "t", "version": "1"},
+                    "capabilities": {"tools": {}, "tasks": {"cancel": {}, "requests": {"tools": {"call": {}}}}}})
+                }
+                "tools/list" => {
+                    json!({"tools": [{"name": "report", "inputSchema": {"type": "object"}, "execution": {"taskSupport": "required"}}]})
+                }
+                "tools/call" => {
+                    t.calls += 1;
+                    let id = format!("t{}", t.calls);
+                    t.status.insert(id.clone(), "working");
+                    json!({"task": task(&id, "working")})
+                }
+                "tasks/get" => {
+                    t.polls += 1;
+                    let polls = t.polls;
+                    let status = t.status.get_mut(&task_id).unwrap();
+                    if *status == "working" && server.complete_on_poll.is_some_and(|n| polls >= n) {
+                        *status = "completed";
+                    }
+                    task(&task_id, status)
+                }
+                "tasks/cancel" => {
+                    t.cancels += 1;
+                    t.status.insert(task_id.clone(), "cancelled");
+                    task(&task_id, "cancelled")
+                }
+                "tasks/result" => json!({"content": [{"type": "text", "text": "ok"}],
+                    "_meta": {"io.modelcontextprotocol/related-task": {"taskId": task_id}}}),
+                _ => continue,
+            }
+        };
+        let body =
+            serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": id, "result": result})).unwrap();
+        let _ = tx.send(InFrame {
+            request_id: frame.request_id,
+            http_status: 200,
+            retry_after_ms: None,
+            body,
+        });
+    }
+}
+
+struct Running {
+    seen: Seen,
+    inputs: mpsc::UnboundedSender<Input>,
+    exit: tokio::task::JoinHandle<Exit>,
+}
+
+impl Running {
+    fn saw(&self, f: impl Fn(&Observation) -> bool) -> bool {
+        self.seen.lock().unwrap().iter().any(f)
+    }
+
+    async fn stop(self) -> (Exit, Vec<Observation>) {
+        let _ = self.inputs.send(Input::Shutdown);
+        let exit = self.exit.await.unwrap();
+        let seen = self.seen.lock().unwrap().clone();
+        (exit, seen)
+    }
+}
+
+fn config() -> RunnerConfig {
+    let mut cfg = RunnerConfig::default();
+    cfg.core.poll = PollPolicy {
+        initial_interval_ms: 5,
+        backoff_multiplier: 1.0,
+        interval_cap_ms: 5,
+        jitter_fraction: 0.1,
+        honor_server_interval: true,
+    };
+    cfg.request_timeout_ms = 2_000;
+    cfg.cancel_request_check_ms = 5;
+    cfg
+}
+
+fn start(
+    ledger: &SharedLedger,
+    server: &Arc<Server>,
+    epoch: u64,
+    rpc_id_base: u64,
+    tune: impl FnOnce(Runner) -> Runner,
+) -> Running {
+    let (transport, out_rx, in_tx) = ChannelTransport::pair();
+    tokio::spawn(serve(out_rx, in_tx, server.clone()));
+    let seen: Seen = Arc::new(Mutex::new(vec![]));
+    let (approvals, _) = mpsc::unbounded_channel();
+    let runner = Runner::new(
+        config(),
+        epoch,
+        tokio::time::Instant::now(),
+        Box::new(Mcp20251125Adapter::new()),
+        ledger.clone(),
+        Box::new(Collect(seen.clone())),
+        approvals,
+        rpc_id_base + 1,
+        rpc_id_base,
+    );
+    let (inputs, inputs_rx) = mpsc::unbounded_channel();
+    let exit = tokio::spawn(tune(runner).run(transport, inputs_rx));
+    Running { seen, inputs, exit }
+}
+
+fn node(id: &str) -> CallNode {
+    CallNode {
+        id: id.into(),
+        tool: "report".into(),
+        arguments: json!({"m": id}),
+        submission_key: format!("k-{id}"),
+    }
+}
+
+/// Wait (bounded, in real time) until `ok` holds.
+async fn until(what: &str, ok: impl Fn() -> bool) {
+    for _ in 0..800 {
+        if ok() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    panic!("gave up waiting (4 s) until {what}");
+}
+
+fn state_of(ledger: &SharedLedger, id: &str) -> Option<LocalState> {
+    ledger.lock().unwrap().local_state(id).unwrap()
+}
+
+fn on_tokio(test: impl std::future::Future<Output = ()>) {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(test);
+}
+
+fn memory() -> SharedLedger {
+    Arc::new(Mutex::new(MemoryLedger::new()))
+}
+
+fn sqlite() -> SharedLedger {
+    Arc::new(Mutex::new(SqliteLedger::open_in_memory().unwrap()))
+}
+
+#[test]
+fn runs_on_real_tokio_and_accepts_exactly_once() {
+    for ledger in [memory(), sqlite()] {
+        on_tokio(async {
+            let server = Server::new(Some(3), false);
+            let r = start(&ledger, &server, 1, 0, |r| r);
+            r.inputs.send(Input::Submit(node("n1"))).unwrap();
+            // The same call node again must not start a second operation.
+            r.inputs.send(Input::Submit(node("n1"))).unwrap();
+            until("n1 has its receipt", || {
+                state_of(&ledger, "n1") == Some(LocalState::Accepted)
+            })
+            .await;
+            let (exit, seen) = r.stop().await;
+            assert_eq!(exit, Exit::Shutdown);
+            let l = ledger.lock().unwrap();
+            assert_eq!(l.receipts().unwrap().len(), 1);
+            assert_eq!(l.outbox().unwrap().len(), 1);
+            assert_eq!(server.counts().0, 1, "exactly one operation created");
+            assert!(seen
+                .iter()
+                .any(|o| matches!(o, Observation::DuplicateCallNode { .. })));
+            assert!(seen.iter().any(|o| matches!(
+                o,
+                Observation::Negotiated {
+                    key_lookup: false,
+                    ..
+                }
+            )));
+        });
+    }
+}
+
+/// Pauses the first commit of one event until the test lets it go.
+struct PauseOnce {
+    event_prefix: &'static str,
+    paused: Option<oneshot::Sender<()>>,
+    release: Option<oneshot::Receiver<()>>,
+}
+
+impl CommitDelay for PauseOnce {
+    fn before_commit(
+        &mut self,
+        _node: &str,
+        event: &str,
+    ) -> Option<std::pin::Pin<Box<dyn Future<Output = ()> + Send + 'static>>> {
+        if !event.starts_with(self.event_prefix) {
+            return None;
+        }
+        let (paused, release) = (self.paused.take()?, self.release.take()?);
+        Some(Box::pin(async move {
+            let _ = paused.send(());
+            let _ = release.await;
+        }))
+    }
+}
+
+/// Two executors share one ledger. A's commit of a poll answer is held between its read and
+/// its write; meanwhile B commits the caller's cancel. A's write must be refused by
+/// compare-and-swap, and A must step the same answer again on the record as B left it: B's
+/// cancel survives (no lost update) and A's answer is applied (no lost reply).
+fn a_write_between_read_and_commit(ledger: SharedLedger) {
+    on_tokio(async {
+        let server = Server::new(None, true);
+        let (paused_tx, paused_rx) = oneshot::channel();
+        let (release_tx, release_rx) = oneshot::channel();
+        let pause = PauseOnce {
+            event_prefix: "reply:poll",
+            paused: Some(paused_tx),
+            release: Some(release_rx),
+        };
+        let a = start(&ledger, &server, 1, 0, |r| {
+            r.with_commit_delay(Box::new(pause))
+        });
+        let b = start(&ledger, &server, 1, 1_000_000, |r| r);
+        // B must not find n1 in flight when it starts (it would resume it and race A's polls).
+        until("B has started", || {
+            b.saw(|o| matches!(o, Observation::Started { resumed: 0, .. }))
+        })
+        .await;
+        a.inputs.send(Input::Submit(node("n1"))).unwrap();
+        tokio::time::timeout(Duration::from_secs(4), paused_rx)
+            .await
+            .expect("A reached a poll answer's commit")
+            .unwrap();
+        let read_by_a = ledger.lock().unwrap().by_call_node("n1").unwrap().unwrap();
+        b.inputs.send(Input::Cancel { node: "n1".into() }).unwrap();
+        until("B committed the cancel", || {
+            state_of(&ledger, "n1") == Some(LocalState::CancelRequested)
+        })
+        .await;
+        release_tx.send(()).unwrap();
+        until("A stepped its answer again", || a.saw(|o| matches!(o, Observation::Stayed { event, .. } if event.starts_with("reply:poll")))).await;
+        let after_a = ledger.lock().unwrap().by_call_node("n1").unwrap().unwrap();
+        assert_eq!(
+            (after_a.local_state, after_a.cancel_generation),
+            (LocalState::CancelRequested, 1),
+            "B's cancel was not overwritten"
+        );
+        assert!(
+            after_a.version >= read_by_a.version + 2,
+            "both writes are in the ledger: {} -> {}",
+            read_by_a.version,
+            after_a.version
+        );
+        assert!(
+            after_a.poll_cursor.applied_seq > read_by_a.poll_cursor.applied_seq,
+            "A's answer was applied, not dropped"
+        );
+        server.cancel_gate.as_ref().unwrap().add_permits(1);
+        until("the cancel is confirmed", || {
+            state_of(&ledger, "n1") == Some(LocalState::CancelledAccepted)
+        })
+        .await;
+        let (_, seen_a) = a.stop().await;
+        let (_, seen_b) = b.stop().await;
+        let conflict = seen_a.iter().position(|o| matches!(o, Observation::CommitConflict { node, event, attempt: 1, .. } if node == "n1" && event.starts_with("reply:poll")));
+        let conflict = conflict.expect("A observed the conflict");
+        assert!(
+            seen_a[conflict..].iter().any(|o| matches!(o, Observation::Stayed { event, .. } if event.starts_with("reply:poll"))),
+            "the same event was applied after the conflict"
+        );
+        for o in seen_a.iter().chain(&seen_b) {
+            assert!(
+                !matches!(
+                    o,
+                    Observation::LedgerRefused { .. } | Observation::Fenced { .. }
+                ),
+                "nothing refused: {o:?}"
+            );
+        }
+        let l = ledger.lock().unwrap();
+        assert_eq!(
+            l.receipts().unwrap().len(),
+            1,
+            "one receipt between two executors"
+        );
+        assert_eq!(server.counts().0, 1, "one operation");
+    });
+}
+
+#[test]
+fn a_write_between_read_and_commit_is_stepped_again_not_lost_memory() {
+    a_write_between_read_and_commit(memory());
+}
+
+#[test]
+fn a_write_between_read_and_commit_is_stepped_again_not_lost_sqlite() {
+    a_write_between_read_and_commit(sqlite());
+}
+
+/// A rollback bumps the ledger's epoch under a running executor: its next write is fenced and
+/// it does nothing more for that record, even once the server completes the task.
+#[test]
+fn a_fenced_executor_stops_acting_on_the_record() {
+    for ledger in [memory(), sqlite()] {
+        on_tokio(async {
+            let server = Server::new(None, false);
+            let r = start(&ledger, &server, 1, 0, |r| r);
+            r.inputs.send(Input::Submit(node("n1"))).unwrap();
+            until("n1 is working", || {
+                state_of(&ledger, "n1") == Some(LocalState::Working)
+            })
+            .await;
+            assert_eq!(ledger.lock().unwrap().bump_epoch().unwrap(), 2);
+            let fenced_at = ledger.lock().unwrap().by_call_node("n1").unwrap().unwrap();
+            until("the executor is fenced", || {
+                r.saw(|o| matches!(o, Observation::Fenced { node, .. } if node == "n1"))
+            })
+            .await;
+            server.complete_all();
+            let polls = server.counts().1;
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            assert_eq!(server.counts().1, polls, "no poll after the fence");
+            let (_, seen) = r.stop().await;
+            let l = ledger.lock().unwrap();
+            assert_eq!(
+                l.by_call_node("n1").unwrap().unwrap(),
+                fenced_at,
+                "nothing written after the fence"
+            );
+            assert!(l.receipts().unwrap().is_empty());
+            let fenced = seen
+                .iter()
+                .filter(|o| matches!(o, Observation::Fenced { .. }))
+                .count();
+            assert_eq!(fenced, 1, "fenced once, then left alone");
+        });
+    }
+}
+
+/// Crashes the executor right after the cancel step is committed, before its send.
+struct CrashAfterCancelCommit;
+
+impl CrashPoints for CrashAfterCancelCommit {
+    fn crash_here(&mut self, point: CrashPoint, _node: &str) -> bool {
+        point == CrashPoint::AfterCommitBeforeSend
+    }
+}
+
+/// `toolop cancel NODE` writes a request into the ledger; a running executor picks it up on
+/// its wake-ups, one that starts picks it up at once, and a request is taken only after the
+/// record's cancel is committed: a crash in between leaves it for the next executor.
+#[test]
+fn cancel_requests_in_the_ledger_are_picked_up_and_taken_after_the_commit() {
+    on_tokio(async {
+        let ledger = sqlite();
+        let server = Server::new(None, false);
+        let first = start(&ledger, &server, 1, 0, |r| r);
+        first.inputs.send(Input::Submit(node("n1"))).unwrap();
+        until("n1 is working", || {
+            state_of(&ledger, "n1") == Some(LocalState::Working)
+        })
+        .await;
+        first.stop().await;
+
+        // Asked while no executor runs; the next one crashes between the commit and the send.
+        ledger.lock().unwrap().request_cancel("n1", 7).unwrap();
+        let crashing = start(&ledger, &server, 1, 1_000_000, |r| {
+            r.with_crash_points(Box::new(CrashAfterCancelCommit))
+        });
+        let exit = tokio::time::timeout(Duration::from_secs(4), crashing.exit)
+            .await
+            .expect("the executor crashed")
+            .unwrap();
+        assert!(
+            matches!(exit, Exit::Crashed(CrashPoint::AfterCommitBeforeSend)),
+            "{exit:?}"
+        );
+        let rec = ledger.lock().unwrap().by_call_node("n1").unwrap().unwrap();
+        assert_eq!(
+            (rec.local_state, rec.cancel_generation),
+            (LocalState::CancelRequested, 1)
+        );
+        assert_eq!(
+            ledger.lock().unwrap().cancel_requests().unwrap().len(),
+            1,
+            "still pending after the crash"
+        );
+        assert!(crashing.seen.lock().unwrap().iter().any(|o| matches!(o, Observation::CancelRequestPicked { node, requested_at_ms: 7, moot: false } if node == "n1")));
+
+        // The next executor resumes, picks the request again (idempotent: no second generation),
+        // takes it, and the cancel completes.
+        let next = start(&ledger, &server, 1, 2_000_000, |r| r);
+        until("n1 is cancelled", || {
+            state_of(&ledger, "n1") == Some(LocalState::CancelledAccepted)
+        })
+        .await;
+        until("the request is taken", || {
+            ledger.lock().unwrap().cancel_requests().unwrap().is_empty()
+        })
+        .await;
+        assert_eq!(
+            ledger
+                .lock()
+                .unwrap()
+                .by_call_node("n1")
+                .unwrap()
+                .unwrap()
+                .cancel_generation,
+            1
+        );
+
+        // While it runs: a request for a new node is picked up on a wake-up.
+        next.inputs.send(Input::Submit(node("n2"))).unwrap();
+        until("n2 is working", || {
+            state_of(&ledger, "n2") == Some(LocalState::Working)
+        })
+        .await;
+        ledger.lock().unwrap().request_cancel("n2", 9).unwrap();
+        until("n2 is cancelled", || {
+            state_of(&ledger, "n2") == Some(LocalState::CancelledAccepted)
+        })
+        .await;
+        // A request for a settled node is moot: taken without a cancel.
+        ledger.lock().unwrap().request_cancel("n1", 11).unwrap();
+        until("the moot request is taken", || {
+            ledger.lock().unwrap().cancel_requests().unwrap().is_empty()
+        })
+        .await;
+        let (_, seen) = next.stop().await;
+        assert!(seen.iter().any(|o| matches!(o, Observation::CancelRequestPicked { node, moot: true, .. } if node == "n1")));
+        assert_eq!(server.counts().0, 2, "one operation per node");
+    });
+}
+
+// Server requests and the approval gate: `requests.rs`.
+mod requests;
