@@ -268,6 +268,11 @@ pub struct ToolOperation {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LastAnswer {
     pub server_request_id: serde_json::Value,
+    /// The digest of the answered request's schema: a request delivered again with the same id
+    /// and the same schema is the same request (servers that reuse ids, like the TS SDK's `0`,
+    /// are told apart by content only).
+    #[serde(default)]
+    pub schema_digest: String,
     pub reply: crate::protocol::ApprovalReply,
     /// The answer's own request went unacknowledged.
     pub lost: bool,

@@ -220,6 +220,14 @@ impl<'a> Machine<'a> {
                 }
                 STAYED
             }
+            // The cancel may never have left before the crash: say it again at once (cancelling
+            // twice is harmless) rather than read the status first and cancel a round trip
+            // later. A best-effort cancel the server already took is only re-read.
+            S::CancelRequested if !self.rec.cancel_pending && self.rec.cancel_attempts < self.cfg.max_cancel_attempts => {
+                self.rec.cancel_attempts += 1;
+                self.send(Outbound::Cancel { operation_id: self.op_id() });
+                STAYED
+            }
             S::CancelRequested => {
                 self.schedule(0, Timer::CancelRequery);
                 STAYED
@@ -585,6 +593,9 @@ impl<'a> Machine<'a> {
             _ => return rejected(Rejection::NotApplicable),
         }
         self.rec.last_server_status = Some(crate::record::ProtocolStatus::InputRequired);
+        // The server just showed the operation alive: earlier not-founds were a lagging replica.
+        self.rec.poll_cursor.not_found_streak = 0;
+        self.rec.poll_cursor.lost_streak = 0;
         if self.rec.pending_input.is_some() {
             return STAYED;
         }
@@ -789,6 +800,23 @@ impl<'a> Machine<'a> {
             // The same request delivered again while still unanswered changes nothing.
             return if p.server_request_id == req.server_request_id { STAYED } else { rejected(Rejection::UnsolicitedInput) };
         }
+        if let Some(last) = self.rec.last_answer.clone().filter(|l| l.server_request_id == req.server_request_id && l.schema_digest == req.schema_digest) {
+            // The request we answered last, delivered again (same id, same content): our answer
+            // may still be in flight, or lost. Never a new round: the gate answered it. On a
+            // stream we opened after answering, say the same answer again (bounded); a server
+            // that already has it takes the copy as stale. (With ids reused for every request,
+            // as the TS SDK does, identical content is all that tells a re-delivery from a new
+            // round that happens to ask the same thing; such a round gets the last answer.)
+            let again = self.rec.input_stream_open && last.resends < crate::record::ANSWER_RESENDS_MAX;
+            self.rec.input_stream_open = false;
+            if !again {
+                return rejected(Rejection::ReplayedInput);
+            }
+            self.rec.last_answer = Some(crate::record::LastAnswer { lost: false, resends: last.resends + 1, ..last.clone() });
+            self.send(Outbound::InputResponse { operation_id: self.op_id(), server_request_id: last.server_request_id, reply: last.reply });
+            self.schedule_poll_after(None);
+            return STAYED;
+        }
         if !self.rec.input_stream_open {
             // Only a stream we opened after the server showed input_required again may carry a
             // new round; anything else is a replay of an answered request.
@@ -839,7 +867,13 @@ impl<'a> Machine<'a> {
         if self.rec.answered_inputs.len() > ANSWERED_INPUTS_MAX {
             self.rec.answered_inputs.remove(0);
         }
-        self.rec.last_answer = Some(crate::record::LastAnswer { server_request_id: p.server_request_id.clone(), reply: reply.clone(), lost: false, resends: 0 });
+        self.rec.last_answer = Some(crate::record::LastAnswer {
+            server_request_id: p.server_request_id.clone(),
+            schema_digest: p.schema_digest.clone(),
+            reply: reply.clone(),
+            lost: false,
+            resends: 0,
+        });
         self.send(Outbound::InputResponse { operation_id: self.op_id(), server_request_id: p.server_request_id, reply });
         self.schedule_poll_after(None);
         STAYED

@@ -1,5 +1,8 @@
 //! Capability negotiation before any call: `initialize` (our protocol version), the
 //! initialized notification, then every page of the tool list. Bounded in attempts and pages.
+//! Attempts wait `handshake_first_timeout_ms`, doubling up to the request timeout, and take an
+//! answer to any earlier attempt of the same request: a lost message costs a short wait, a slow
+//! server is not punished for being slow.
 
 use tokio::time::Duration;
 
@@ -12,10 +15,12 @@ const TOOL_PAGES_MAX: usize = 64;
 
 pub(super) async fn negotiate<T: Transport>(r: &mut Runner, lane: usize, t: &mut T) -> Result<ServerCapabilities, String> {
     let mut caps = None;
-    for _ in 0..r.cfg.handshake_attempts.max(1) {
+    let mut sent = vec![];
+    for attempt in 0..r.cfg.handshake_attempts.max(1) {
         let id = r.alloc_rpc_id();
+        sent.push(id);
         let body = r.lanes[lane].adapter.encode_initialize(id);
-        if let Some(frame) = exchange(r, lane, t, id, body).await? {
+        if let Some(frame) = exchange(r, lane, t, &sent, body, attempt_timeout_ms(r, attempt)).await? {
             caps = Some(r.lanes[lane].adapter.decode_initialize(&frame).map_err(|e| format!("initialize: {e}"))?);
             break;
         }
@@ -28,10 +33,12 @@ pub(super) async fn negotiate<T: Transport>(r: &mut Runner, lane: usize, t: &mut
     let mut cursor: Option<String> = None;
     for _ in 0..TOOL_PAGES_MAX {
         let mut page = None;
-        for _ in 0..r.cfg.handshake_attempts.max(1) {
+        let mut sent = vec![];
+        for attempt in 0..r.cfg.handshake_attempts.max(1) {
             let id = r.alloc_rpc_id();
+            sent.push(id);
             let body = r.lanes[lane].adapter.encode_list_tools(id, cursor.as_deref());
-            if let Some(frame) = exchange(r, lane, t, id, body).await? {
+            if let Some(frame) = exchange(r, lane, t, &sent, body, attempt_timeout_ms(r, attempt)).await? {
                 page = Some(r.lanes[lane].adapter.decode_list_tools(&frame).map_err(|e| format!("tools/list: {e}"))?);
                 break;
             }
@@ -60,11 +67,20 @@ async fn admit(r: &mut Runner) {
     }
 }
 
-/// Send one request and wait (bounded) for the frame answering it. `Ok(None)` on timeout.
-async fn exchange<T: Transport>(r: &mut Runner, lane: usize, t: &mut T, id: u64, body: Vec<u8>) -> Result<Option<InFrame>, String> {
+/// How long attempt `attempt` (0-based) waits: the first timeout, doubled per retry, at most the
+/// request timeout.
+fn attempt_timeout_ms(r: &Runner, attempt: u32) -> u64 {
+    let first = r.cfg.handshake_first_timeout_ms.clamp(1, r.cfg.request_timeout_ms.max(1));
+    first.saturating_mul(1u64 << attempt.min(32)).min(r.cfg.request_timeout_ms.max(1))
+}
+
+/// Send the newest attempt of one request (the last id of `ids`) and wait up to `timeout_ms`
+/// for a frame answering any attempt of it. `Ok(None)` on timeout.
+async fn exchange<T: Transport>(r: &mut Runner, lane: usize, t: &mut T, ids: &[u64], body: Vec<u8>, timeout_ms: u64) -> Result<Option<InFrame>, String> {
+    let id = *ids.last().expect("at least one attempt");
     admit(r).await;
     t.send(OutFrame { request_id: Some(id), body, http: None }).map_err(|_| "disconnected during the handshake".to_string())?;
-    let deadline = tokio::time::Instant::now() + Duration::from_millis(r.cfg.request_timeout_ms);
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(timeout_ms);
     // Each frame either answers us or is dropped; a server flooding us still meets the deadline.
     loop {
         let sleep = tokio::time::sleep_until(deadline);
@@ -73,7 +89,7 @@ async fn exchange<T: Transport>(r: &mut Runner, lane: usize, t: &mut T, id: u64,
             frame = t.recv() => match frame {
                 None => return Err("disconnected during the handshake".into()),
                 Some(f) => match r.lanes[lane].adapter.classify(&f) {
-                    Inbound::Response { rpc_id } if rpc_id == id => return Ok(Some(f)),
+                    Inbound::Response { rpc_id } if ids.contains(&rpc_id) => return Ok(Some(f)),
                     // A ping (or any request) during negotiation is answered now: the server may
                     // wait for it before it answers us.
                     Inbound::ServerRequest(req) => {

@@ -47,6 +47,10 @@ pub struct RunnerConfig {
     pub max_qps: u32,
     pub request_timeout_ms: u64,
     pub handshake_attempts: u32,
+    /// How long the first handshake attempt waits; each retry waits twice as long, never more
+    /// than `request_timeout_ms`. A lost `initialize` after a restart then costs one short wait,
+    /// not a full request timeout, and a late answer to an earlier attempt is still taken.
+    pub handshake_first_timeout_ms: u64,
     pub no_task_support: NoTaskSupport,
     /// Upper bound on loop iterations of one runner: a runaway loop ends, it never hangs.
     pub max_events: u64,
@@ -61,6 +65,7 @@ impl Default for RunnerConfig {
             max_qps: 20,
             request_timeout_ms: 10_000,
             handshake_attempts: 5,
+            handshake_first_timeout_ms: 1_000,
             no_task_support: NoTaskSupport::Reject,
             max_events: 1_000_000,
             launch: LaunchConfig::default(),
