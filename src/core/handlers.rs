@@ -112,10 +112,15 @@ impl<'a> Machine<'a> {
         self.rec.result_digest = digest.clone();
         // A cancelled outcome never carries a success payload downstream.
         let payload = match terminal {
+            TerminalState::Failed if mutated!(self, FailedPayloadDropped) => None,
             TerminalState::Completed | TerminalState::Failed => payload,
             _ => None,
         };
         self.cmds.push(Command::Accept(AcceptSpec { terminal, result_digest: digest, payload }));
+        if terminal == TerminalState::Completed && self.rec.operation_id.is_some() && mutated!(self, SendAfterReceipt) {
+            // Planted: "read it once more to be sure", after the receipt is written.
+            self.send(Outbound::FetchResult { operation_id: self.op_id() });
+        }
         STAYED
     }
 
@@ -356,7 +361,9 @@ impl<'a> Machine<'a> {
         }
         self.rec.operation_id = Some(v.operation_id.clone());
         self.rec.last_server_status = Some(v.status);
-        self.rec.poll_cursor.not_found_streak = 0;
+        if !mutated!(self, NotFoundStreakNeverReset) {
+            self.rec.poll_cursor.not_found_streak = 0;
+        }
         self.rec.poll_cursor.lost_streak = 0;
         if let Some(i) = v.poll_interval_ms {
             self.rec.poll_cursor.server_interval_ms = Some(i);
@@ -464,6 +471,10 @@ impl<'a> Machine<'a> {
             // The tool may have run, and no task exists that a lookup by key could find: "not
             // found by key" would then look like proof that nothing ran, and the call would run
             // again. Late or not, this settles it: a human reconciles, nothing is resent.
+            Reply::SubmitOutcomeUnknown { .. } if state == S::Submitting && mutated!(self, UnknownOutcomeAsRefusal) => {
+                // Planted: an error after the tool may have run, read as "refused, nothing ran".
+                self.accept(S::Rejected, TerminalState::Rejected, None, None)
+            }
             Reply::SubmitOutcomeUnknown { reason } => {
                 self.hand_over(&format!("the server answered the submission in a way that leaves open whether the tool ran, with no task to follow: {reason}"))
             }
@@ -594,7 +605,9 @@ impl<'a> Machine<'a> {
         }
         self.rec.last_server_status = Some(crate::record::ProtocolStatus::InputRequired);
         // The server just showed the operation alive: earlier not-founds were a lagging replica.
-        self.rec.poll_cursor.not_found_streak = 0;
+        if !mutated!(self, NotFoundStreakNeverReset) {
+            self.rec.poll_cursor.not_found_streak = 0;
+        }
         self.rec.poll_cursor.lost_streak = 0;
         if self.rec.pending_input.is_some() {
             return STAYED;
@@ -898,6 +911,8 @@ impl<'a> Machine<'a> {
         match self.rec.local_state {
             S::Working | S::InputRequired => self.request_cancel(),
             // No id yet: remember, and cancel as soon as the server names the operation.
+            // Planted: the click is acknowledged and forgotten.
+            S::Submitting | S::SubmissionUnknown | S::NotFoundSafe if mutated!(self, CancelDroppedBeforeOperationId) => STAYED,
             S::Submitting | S::SubmissionUnknown | S::NotFoundSafe => {
                 self.rec.cancel_wanted = true;
                 STAYED
