@@ -182,21 +182,33 @@ pub enum Shows {
         result: bool,
     },
     /// A lookup by key or a list: the tasks found (none: nothing by that key).
-    Tasks { tasks: Vec<String> },
+    Tasks {
+        tasks: Vec<String>,
+    },
     /// A terminal task's stored outcome (a result read, an inline run's end).
     Outcome,
     /// A result read of a task with nothing stored.
     NoResult,
     /// An inline run refused after it ran.
     InlineRefused,
-    NotFound { expired: bool },
+    NotFound {
+        expired: bool,
+    },
     CancelAccepted,
-    CancelRejected { status: TaskStatus },
+    CancelRejected {
+        status: TaskStatus,
+    },
     Ack,
     /// A 429/503 from in front of the server, with the Retry-After it carries.
-    Throttled { status: u16, retry_after_ms: u64 },
+    Throttled {
+        status: u16,
+        retry_after_ms: u64,
+    },
     /// An input request of `task`'s round `round` (pushed by the server).
-    Input { task: String, round: u32 },
+    Input {
+        task: String,
+        round: u32,
+    },
 }
 
 /// What an approval question names, in the server's words.

@@ -74,14 +74,10 @@ impl FakeServer {
         frame: Option<u64>,
     ) -> Vec<Reply> {
         match decoded.ask {
-            Ask::Service(request) => self.service.handle(
-                now_ms,
-                decoded.call,
-                request,
-                faults,
-                frame,
-                &*self.codec,
-            ),
+            Ask::Service(request) => {
+                self.service
+                    .handle(now_ms, decoded.call, request, faults, frame, &*self.codec)
+            }
             Ask::Codec => decoded
                 .call
                 .map(|call| Reply {

@@ -142,9 +142,11 @@ mod tests {
         assert_clean(check);
         let mut b = clicked_early();
         b.at(5_000).sent("n1", "cancel");
-        b.at(5_040)
-            .recv("n1", "cancel", "cancel_ack")
-            .accepted("n1", TerminalState::Cancelled, None);
+        b.at(5_040).recv("n1", "cancel", "cancel_ack").accepted(
+            "n1",
+            TerminalState::Cancelled,
+            None,
+        );
         assert_eq!(check(&b.build(SETTLED)), vec![]);
         // An executor that goes down right after the reply is not asked to act.
         let mut b = clicked_early();

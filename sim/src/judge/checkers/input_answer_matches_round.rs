@@ -103,7 +103,8 @@ pub fn violations(v: &View) -> Vec<Violation> {
                 continue;
             };
             // Questions naming the round (any round of the task the answer was meant for).
-            let names = |q: &Question| q.task == q_task && (meant_for.is_some() || q.round == r.round);
+            let names =
+                |q: &Question| q.task == q_task && (meant_for.is_some() || q.round == r.round);
             let log = agent.get(node).unwrap_or(&empty);
             let before: Vec<&(u64, &Question, ApprovalAction)> = log
                 .iter()
@@ -124,7 +125,9 @@ pub fn violations(v: &View) -> Vec<Violation> {
                     } else if !contents.iter().any(|c| r.content.as_ref() == Some(c)) {
                         Some(format!(
                             "{what} with content {}, not the agent's answer to {round_words} ({})",
-                            r.content.as_ref().map_or("none".to_string(), Value::to_string),
+                            r.content
+                                .as_ref()
+                                .map_or("none".to_string(), Value::to_string),
                             contents[0]
                         ))
                     } else {
@@ -136,7 +139,8 @@ pub fn violations(v: &View) -> Vec<Violation> {
                         .iter()
                         .find(|(_, _, a)| *a == ApprovalAction::Asked)
                         .map(|(t, _, _)| *t);
-                    let deadline = first_asked.map(|t| t.saturating_add(v.config.approval_timeout_ms));
+                    let deadline =
+                        first_asked.map(|t| t.saturating_add(v.config.approval_timeout_ms));
                     let declined = answered(ApprovalAction::Decline).next().is_some();
                     match deadline {
                         _ if declined => None,
@@ -148,7 +152,9 @@ pub fn violations(v: &View) -> Vec<Violation> {
                     }
                 }
                 AnswerAction::Cancel if answered(ApprovalAction::Cancel).next().is_none() => {
-                    Some(format!("{what} (sent at {sent} ms), but the agent did not cancel {round_words}"))
+                    Some(format!(
+                        "{what} (sent at {sent} ms), but the agent did not cancel {round_words}"
+                    ))
                 }
                 AnswerAction::Cancel | AnswerAction::Error => None,
             };
@@ -221,7 +227,15 @@ mod tests {
         agent(&mut b, 800, "n1", "t-n1", 3, ApprovalAction::Asked);
         agent(&mut b, 810, "n1", "t-n1", 3, ApprovalAction::Silent);
         let rounds = vec![
-            round(&mut b, "n1", 1, 310, 320, "accept", Some(agent_accept_content(1))),
+            round(
+                &mut b,
+                "n1",
+                1,
+                310,
+                320,
+                "accept",
+                Some(agent_accept_content(1)),
+            ),
             round(&mut b, "n1", 2, 710, 720, "decline", None),
             round(&mut b, "n1", 3, 60_800, 60_820, "decline", None),
         ];
@@ -252,7 +266,15 @@ mod tests {
         b.at(600)
             .fault(FaultKind::ApprovalReplay, Some("n1"), Some(InputRequired));
         agent(&mut b, 600, "n1", "t-n1", 1, ApprovalAction::ReplayAccept);
-        let r = round(&mut b, "n1", 2, 610, 620, "accept", Some(agent_accept_content(1)));
+        let r = round(
+            &mut b,
+            "n1",
+            2,
+            610,
+            620,
+            "accept",
+            Some(agent_accept_content(1)),
+        );
         b.truth.tasks.get_mut("t-n1").expect("task").input_rounds[1] = r;
         let v = check(&b.build(SETTLED));
         assert_eq!(v.len(), 1, "{v:?}");
@@ -314,7 +336,15 @@ mod tests {
         b.happy_path("n2", 0);
         agent(&mut b, 900, "n2", "t-n2", 1, ApprovalAction::Asked);
         agent(&mut b, 950, "n2", "t-n2", 1, ApprovalAction::Accept);
-        let mut r = round(&mut b, "n2", 2, 955, 960, "accept", Some(agent_accept_content(1)));
+        let mut r = round(
+            &mut b,
+            "n2",
+            2,
+            955,
+            960,
+            "accept",
+            Some(agent_accept_content(1)),
+        );
         r.answer_meant_for = Some("t-n2".into());
         b.truth.tasks.get_mut("t-n1").expect("task").input_rounds[1] = r.clone();
         assert_eq!(check(&b.build(SETTLED)), vec![]);
@@ -331,7 +361,15 @@ mod tests {
     fn an_answer_nobody_asked_for_is_caught() {
         let mut b = Tb::new();
         b.happy_path("n1", 0);
-        let r = round(&mut b, "n1", 1, 40, 50, "accept", Some(agent_accept_content(1)));
+        let r = round(
+            &mut b,
+            "n1",
+            1,
+            40,
+            50,
+            "accept",
+            Some(agent_accept_content(1)),
+        );
         b.truth.tasks.get_mut("t-n1").expect("task").input_rounds = vec![r];
         let v = check(&b.build(SETTLED));
         assert_eq!(v.len(), 1, "{v:?}");

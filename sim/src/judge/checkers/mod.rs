@@ -21,10 +21,10 @@ use crate::trace::Trace;
 pub mod at_most_one_receipt;
 /// The executor cancels on the server only when the caller asked (a detach is no cancel).
 pub mod cancel_only_when_asked;
-/// 2. Completed never advances downstream without a fetched, verified result.
-pub mod completed_needs_verified_result;
 /// A cancel the caller clicked reaches the network once the operation is known to run.
 pub mod clicked_cancel_is_acted_on;
+/// 2. Completed never advances downstream without a fetched, verified result.
+pub mod completed_needs_verified_result;
 /// An input round is answered with the answer given for it (never a replayed older one).
 pub mod input_answer_matches_round;
 /// After a newer epoch took a call node over, no older executor acts on it.
@@ -123,7 +123,10 @@ pub const CHECKERS: [(&str, Checker); 22] = [
         shadow_never_reaches_outbox::NAME,
         shadow_never_reaches_outbox::violations,
     ),
-    (no_send_after_receipt::NAME, no_send_after_receipt::violations),
+    (
+        no_send_after_receipt::NAME,
+        no_send_after_receipt::violations,
+    ),
     (
         outbox_payload_matches_truth::NAME,
         outbox_payload_matches_truth::violations,

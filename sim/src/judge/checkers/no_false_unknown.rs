@@ -256,7 +256,14 @@ mod tests {
         b.at(10).net_in("n1", ExchangeKind::Poll, working());
         for t in [5_010, 5_015, 5_020] {
             b.at(t)
-                .net(Dir::ToServer, "n1", ExchangeKind::Poll, replica.clone(), None, None)
+                .net(
+                    Dir::ToServer,
+                    "n1",
+                    ExchangeKind::Poll,
+                    replica.clone(),
+                    None,
+                    None,
+                )
                 .net_in("n1", ExchangeKind::Poll, not_found.clone());
         }
         let trace = b.build(SETTLED);
@@ -269,7 +276,14 @@ mod tests {
         b.net_in("n1", ExchangeKind::Poll, working());
         for t in [5_010, 5_020] {
             b.at(t)
-                .net(Dir::ToServer, "n1", ExchangeKind::Poll, replica.clone(), None, None)
+                .net(
+                    Dir::ToServer,
+                    "n1",
+                    ExchangeKind::Poll,
+                    replica.clone(),
+                    None,
+                    None,
+                )
                 .net_in("n1", ExchangeKind::Poll, not_found.clone());
         }
         assert_eq!(check(&b.build(SETTLED)).len(), 1);
@@ -281,7 +295,8 @@ mod tests {
             *ttl_ms = Some(2_000);
         }
         b.at(10).net_in("n1", ExchangeKind::Poll, shown);
-        b.at(3_000).net_in("n1", ExchangeKind::Poll, not_found.clone());
+        b.at(3_000)
+            .net_in("n1", ExchangeKind::Poll, not_found.clone());
         assert_eq!(check(&b.build(SETTLED)), vec![]);
         // One not-found before expiry is not enough: the executor had retries left.
         let mut b = Tb::new();
@@ -316,8 +331,7 @@ mod tests {
     fn a_live_task_the_executor_had_been_shown_is_a_false_unknown() {
         let mut b = Tb::new();
         b.unknown_path("n1", 0);
-        b.at(10)
-            .net_in("n1", ExchangeKind::Poll, working());
+        b.at(10).net_in("n1", ExchangeKind::Poll, working());
         let v = check(&b.build(SETTLED));
         assert_eq!(v.len(), 1, "{v:?}");
         assert!(v[0].detail.contains("held task t-n1"), "{v:?}");

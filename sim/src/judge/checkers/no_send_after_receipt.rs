@@ -132,7 +132,10 @@ mod tests {
             .net_out("n1", ExchangeKind::Poll);
         let v = check(&b.build(SETTLED));
         assert_eq!(v.len(), 1, "one violation per node: {v:?}");
-        assert!(v[0].detail.contains("epoch 2 incarnation 2 sent lookup"), "{v:?}");
+        assert!(
+            v[0].detail.contains("epoch 2 incarnation 2 sent lookup"),
+            "{v:?}"
+        );
         // An unasked answer after the receipt is a send like any other.
         let mut b = happy("n1", 0);
         b.at(5_010).net_out("n1", ExchangeKind::Answer);

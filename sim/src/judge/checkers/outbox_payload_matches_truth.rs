@@ -73,7 +73,9 @@ fn server_side<'a>(v: &View<'a>, e: &OutboxEntry) -> Result<Option<Truth<'a>>, S
         )));
     }
     match op {
-        Some(op) => Err(format!("names operation {op}, which the server never ran for the node")),
+        Some(op) => Err(format!(
+            "names operation {op}, which the server never ran for the node"
+        )),
         None => Ok(None),
     }
 }
@@ -130,9 +132,7 @@ fn problem(v: &View, e: &OutboxEntry) -> Option<String> {
                 (None, Some(m))
                     if p.pointer("/error/message").and_then(Value::as_str) != Some(m) =>
                 {
-                    Some(format!(
-                        "failed payload {p}, the server's error is {m:?}"
-                    ))
+                    Some(format!("failed payload {p}, the server's error is {m:?}"))
                 }
                 _ => None,
             }
@@ -157,8 +157,7 @@ mod tests {
     fn completed() -> Tb {
         let mut b = happy("n1", 0);
         let payload = json!({"content": [{"type": "text", "text": "r"}]});
-        b.truth.tasks.get_mut("t-n1").expect("task").result_digest =
-            Some(payload_digest(&payload));
+        b.truth.tasks.get_mut("t-n1").expect("task").result_digest = Some(payload_digest(&payload));
         b.ledger.outbox[0].payload = Some(payload);
         b
     }
@@ -218,8 +217,7 @@ mod tests {
         b.ledger.outbox[0].payload = Some(json!({"late": true}));
         assert_eq!(check(&b.build(SETTLED)).len(), 1);
         let mut b = completed();
-        b.truth.tasks.get_mut("t-n1").expect("task").terminal_status =
-            Some(TaskStatus::Cancelled);
+        b.truth.tasks.get_mut("t-n1").expect("task").terminal_status = Some(TaskStatus::Cancelled);
         let v = check(&b.build(SETTLED));
         assert!(v[0].detail.contains("ended cancelled"), "{v:?}");
         let mut b = Tb::new();

@@ -54,10 +54,11 @@ pub fn violations(v: &View) -> Vec<Violation> {
         ) = (a.node, a.shows)
         {
             let at = a.arrives_at_ms.unwrap_or(a.t_ms);
-            shown
-                .entry((a.exec, node))
-                .or_default()
-                .push((at, *poll_interval_ms, status.is_terminal()));
+            shown.entry((a.exec, node)).or_default().push((
+                at,
+                *poll_interval_ms,
+                status.is_terminal(),
+            ));
         }
     }
     let mut last: BTreeMap<(ExecId, &str), Frame> = BTreeMap::new();
@@ -68,9 +69,9 @@ pub fn violations(v: &View) -> Vec<Violation> {
         }
         let key = (s.exec, node);
         let previous = last.insert(key, s);
-        let Some(p) = previous.filter(|p| {
-            p.exchange == ExchangeKind::Poll && s.exchange == ExchangeKind::Poll
-        }) else {
+        let Some(p) = previous
+            .filter(|p| p.exchange == ExchangeKind::Poll && s.exchange == ExchangeKind::Poll)
+        else {
             continue;
         };
         let before: Vec<&(u64, Option<u64>, bool)> = shown
@@ -119,7 +120,8 @@ mod tests {
     fn polling() -> Tb {
         let mut b = happy("n1", 0);
         b.at(2_000).sent("n1", "poll");
-        b.at(2_010).recv_shows("n1", "poll", "status", status(1_000));
+        b.at(2_010)
+            .recv_shows("n1", "poll", "status", status(1_000));
         b
     }
 
@@ -131,7 +133,10 @@ mod tests {
         assert_eq!(check(&b.build(SETTLED)), vec![]);
         // Something else in between starts over; so does another incarnation.
         let mut b = polling();
-        b.at(2_100).sent("n1", "cancel").at(2_200).sent("n1", "poll");
+        b.at(2_100)
+            .sent("n1", "cancel")
+            .at(2_200)
+            .sent("n1", "poll");
         assert_eq!(check(&b.build(SETTLED)), vec![]);
         let mut b = polling();
         b.exec(1, 2).at(2_300).sent("n1", "poll");
@@ -145,7 +150,11 @@ mod tests {
         b.at(2_020).sent("n1", "poll");
         b.at(2_030).recv_shows("n1", "poll", "status", done);
         b.at(2_040).sent("n1", "poll");
-        assert_eq!(check(&b.build(SETTLED)).len(), 1, "2020 after 2000 is polling");
+        assert_eq!(
+            check(&b.build(SETTLED)).len(),
+            1,
+            "2020 after 2000 is polling"
+        );
     }
 
     #[test]
@@ -162,8 +171,7 @@ mod tests {
         // The executor reports no reply at all; the network delivered one suggesting 5 s.
         let mut b = happy("n1", 0);
         b.at(2_000).sent("n1", "poll");
-        b.at(2_010)
-            .net_in("n1", ExchangeKind::Poll, status(5_000));
+        b.at(2_010).net_in("n1", ExchangeKind::Poll, status(5_000));
         b.at(4_000).sent("n1", "poll");
         assert_eq!(check(&b.build(SETTLED)).len(), 1);
         // A negative jitter fraction is refused, not used as slack.

@@ -9,8 +9,8 @@
 use std::collections::BTreeMap;
 
 use super::view::{judge, sends, ExecId, View};
-use crate::fake::codec::ExchangeKind;
 use super::Violation;
+use crate::fake::codec::ExchangeKind;
 use crate::trace::Trace;
 
 pub const NAME: &str = "poll_rate_within_bound";

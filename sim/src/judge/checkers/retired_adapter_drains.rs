@@ -164,6 +164,9 @@ mod tests {
         retire(&mut b, 1);
         drained(&mut b, 2);
         let v = check(&b.build(SETTLED));
-        assert!(v.iter().any(|x| x.detail.contains("never settled")), "{v:?}");
+        assert!(
+            v.iter().any(|x| x.detail.contains("never settled")),
+            "{v:?}"
+        );
     }
 }

@@ -31,7 +31,13 @@ pub fn violations(v: &View) -> Vec<Violation> {
     }
     let epochs = newest_epochs(v.trace);
     for a in arrivals(v.trace) {
-        let (Some(node), Some(&Shows::Throttled { status, retry_after_ms })) = (a.node, a.shows)
+        let (
+            Some(node),
+            Some(&Shows::Throttled {
+                status,
+                retry_after_ms,
+            }),
+        ) = (a.node, a.shows)
         else {
             continue;
         };

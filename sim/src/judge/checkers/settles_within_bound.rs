@@ -90,9 +90,10 @@ mod tests {
             b.record(node, LocalState::Rejected, None);
         }
         // The executor reports an early settlement the store does not show until later.
-        b.at(10)
-            .submit("says_early")
-            .moved("says_early", &[LocalState::Submitting, LocalState::Rejected]);
+        b.at(10).submit("says_early").moved(
+            "says_early",
+            &[LocalState::Submitting, LocalState::Rejected],
+        );
         b.at(90_000)
             .stored("says_early", toolop::record::TerminalState::Rejected);
         b.record("says_early", LocalState::Rejected, None);

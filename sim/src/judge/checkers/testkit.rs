@@ -121,7 +121,14 @@ impl Tb {
 
     /// The network carries a frame from the current executor for `node` (delivered).
     pub fn net_out(&mut self, node: &str, exchange: ExchangeKind) -> &mut Tb {
-        self.net(Dir::ToServer, node, exchange, NetVerdict::Deliver, None, None)
+        self.net(
+            Dir::ToServer,
+            node,
+            exchange,
+            NetVerdict::Deliver,
+            None,
+            None,
+        )
     }
 
     /// A frame reaches the current executor at once, showing `shows`.

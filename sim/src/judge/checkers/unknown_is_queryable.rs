@@ -55,7 +55,11 @@ fn item_problem(v: &View, item: &ReconcileItem) -> Option<String> {
         return Some("reconciliation item without a submission key".into());
     }
     match v.caller_key(node) {
-        None => return Some(format!("call node {node} was never submitted by the caller")),
+        None => {
+            return Some(format!(
+                "call node {node} was never submitted by the caller"
+            ))
+        }
         Some(k) if k != item.submission_key => {
             return Some(format!(
                 "submission key {} is not the key the caller gave the node ({k})",
@@ -66,7 +70,9 @@ fn item_problem(v: &View, item: &ReconcileItem) -> Option<String> {
     }
     let op = item.operation_id.as_deref()?;
     match v.truth.tasks.get(op) {
-        None => Some(format!("operation id {op} names no operation the server created")),
+        None => Some(format!(
+            "operation id {op} names no operation the server created"
+        )),
         Some(t) if t.call_node != node => Some(format!(
             "operation id {op} names the server's operation of call node {}",
             t.call_node

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use toolop::ledger::LedgerSnapshot;
-use toolop::record::{LocalState, ToolOperation};
+use toolop::record::ToolOperation;
 use toolop::runner::Observation;
 
 use crate::fake::codec::ExchangeKind;
@@ -66,7 +66,13 @@ impl<'a> View<'a> {
         });
         match (begin, fin) {
             (
-                Some(((protocol, config), max_qps, safety_window_ms, liveness_bound_ms, call_nodes)),
+                Some((
+                    (protocol, config),
+                    max_qps,
+                    safety_window_ms,
+                    liveness_bound_ms,
+                    call_nodes,
+                )),
                 Some((ledger, truth)),
             ) => Ok(View {
                 trace,
@@ -283,20 +289,6 @@ pub fn caller_times(trace: &Trace, action: CallerAction) -> BTreeMap<String, u64
         if let What::Caller { action: a, node } = &e.what {
             if *a == action {
                 out.entry(node.clone()).or_insert(e.t_ms);
-            }
-        }
-    }
-    out
-}
-
-/// When each node first reached a final local state, and which one: the first `Moved` whose path
-/// ends in a final state. Final states are never left, so the first is the settlement.
-pub fn settle_times(trace: &Trace) -> BTreeMap<String, (u64, LocalState)> {
-    let mut out = BTreeMap::new();
-    for (t, _, obs) in observations(trace) {
-        if let Observation::Moved { node, path, .. } = obs {
-            if let Some(last) = path.last().filter(|s| s.is_final()) {
-                out.entry(node.clone()).or_insert((t, *last));
             }
         }
     }
