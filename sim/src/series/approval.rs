@@ -77,7 +77,7 @@ pub(super) async fn agent(world: Arc<World>, mut rx: mpsc::UnboundedReceiver<App
             .filter(|a| a.round < req.round)
             .cloned()
         {
-            if let Some(decision) = world.ask(0, FaultKind::ApprovalReplay) {
+            if let Some(decision) = world.ask(0, FaultKind::ApprovalReplay, Some(&req.node)) {
                 let before = if reply.is_some() {
                     delay_ms.saturating_sub(1)
                 } else {
@@ -105,7 +105,7 @@ pub(super) async fn agent(world: Arc<World>, mut rx: mpsc::UnboundedReceiver<App
                 reply: reply.clone(),
             };
             // The same answer, once more, a while after it was given.
-            if let Some(decision) = world.ask(0, FaultKind::ApprovalReplay) {
+            if let Some(decision) = world.ask(0, FaultKind::ApprovalReplay, Some(&req.node)) {
                 let after_ms = delay_ms + world.plan.lock().expect("plan lock").draw(1_000, 30_000);
                 tokio::spawn(replay(world.clone(), answer.clone(), after_ms, decision));
             }

@@ -226,13 +226,14 @@ impl World {
             .push_fault(now, decision, fault, node, detail);
     }
 
-    /// Whether `fault` fires now, on a lane whose protocol can express it; not recorded.
-    pub fn ask(&self, lane: usize, fault: FaultKind) -> Option<u64> {
+    /// Whether `fault` fires now for `node`, on a lane whose protocol can express it; not
+    /// recorded.
+    pub fn ask(&self, lane: usize, fault: FaultKind, node: Option<&str>) -> Option<u64> {
         if !catalogue::expresses(self.sc.lanes()[lane], fault) {
             return None;
         }
         let now = self.now_ms();
-        self.plan.lock().expect("plan lock").fire(fault, now)
+        self.plan.lock().expect("plan lock").fire(fault, node, now)
     }
 
     /// [`World::ask`], and a firing is recorded.
@@ -243,7 +244,7 @@ impl World {
         node: Option<&str>,
         detail: FaultDetail,
     ) -> Option<u64> {
-        let decision = self.ask(lane, fault)?;
+        let decision = self.ask(lane, fault, node)?;
         self.record_fault(decision, fault, node, detail);
         Some(decision)
     }

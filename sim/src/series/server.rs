@@ -99,7 +99,7 @@ fn serve_one(world: &World, lane: usize, server: &SharedServer, marked: &mut Mar
                 .fire(lane, FaultKind::CompletionCancelRace, node, detail())
                 .is_some();
             // Recorded when (and if) the status flips.
-            if let Some(decision) = world.ask(lane, FaultKind::StatusAfterCancel) {
+            if let Some(decision) = world.ask(lane, FaultKind::StatusAfterCancel, node) {
                 faults.keep_working = true;
                 marked.insert(
                     t.to_string(),
@@ -212,10 +212,9 @@ fn send_out(world: &World, lane: usize, server: &SharedServer, marked: &mut Mark
                     Push::Input { task, round, .. } => {
                         (ExchangeKind::ServerRequest, Shows::Input { task, round })
                     }
-                    Push::Status(v) => (
-                        ExchangeKind::Notification,
-                        shows(&Response::Task(v), caps),
-                    ),
+                    Push::Status(v) => {
+                        (ExchangeKind::Notification, shows(&Response::Task(v), caps))
+                    }
                 };
                 if let Some(frame) = frame {
                     world

@@ -175,7 +175,13 @@ impl Net {
             return false;
         }
         let now = self.now_ms();
-        let Some(decision) = self.ctx.plan.lock().expect("plan lock").fire(fault, now) else {
+        let Some(decision) = self
+            .ctx
+            .plan
+            .lock()
+            .expect("plan lock")
+            .fire(fault, node, now)
+        else {
             return false;
         };
         let detail = detail(self);
