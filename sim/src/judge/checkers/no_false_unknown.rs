@@ -18,7 +18,14 @@
 //!   lost, cut or rewritten): a bounded executor must stop somewhere, and that looks like a
 //!   deletion (`mcp_ext_faults` seed 250: three lagging 404s in a row before expiry;
 //!   `mcp_faults` seed 1003: its last fetches lost, rewritten and cut; `aip151_faults` seed
-//!   3969: two lagging 404s, then the cancel-on-done profile's own 404).
+//!   3969: two lagging 404s, then the cancel-on-done profile's own 404). A reply whose reader
+//!   crashed before writing it down (the world's crash at "after a reply, before its commit")
+//!   showed nothing to anyone (`aip151_faults` seed 9177: a good read lost to the crash
+//!   between two lagging 404s, then one more).
+//!
+//! Expiry is counted from the first reply that showed the operation in any shape (a lookup's
+//! list included: the executor counts from there; `mcp_faults` seed 6121), with the ttl the
+//! server advertised on any view of it.
 //!
 //! Anything else is false: the executor dropped what it knew (seeds of the planted
 //! `not_found_streak_never_reset`: one lagging 404 among good reads sends a live task away).
@@ -30,8 +37,13 @@ use super::view::{
     arrivals, judge, newest_epoch_at, newest_epochs, sends, store_facts, ExecId, Frame, View,
 };
 use super::Violation;
+use std::collections::BTreeSet;
+
+use toolop::runner::CrashPoint;
+
 use crate::fake::codec::ExchangeKind;
-use crate::trace::{NetVerdict, Shows, StoreFact, Trace, What, WorldAction};
+use crate::series::faults::FaultKind;
+use crate::trace::{FaultDetail, NetVerdict, Shows, StoreFact, Trace, What, WorldAction};
 
 pub const NAME: &str = "no_false_unknown";
 
@@ -50,7 +62,11 @@ pub fn undecidable(v: &View) -> u32 {
 
 /// (false UNKNOWN violations, excused hand-offs).
 fn judged(v: &View) -> (Vec<Violation>, u32) {
-    let arrived = arrivals(v.trace);
+    let lost = lost_with_their_reader(v.trace);
+    let arrived: Vec<Frame> = arrivals(v.trace)
+        .into_iter()
+        .filter(|a| !lost.contains(&a.frame))
+        .collect();
     let epochs = newest_epochs(v.trace);
     let mut down: Vec<(u32, u64)> = vec![];
     // Executor processes as the world started them: (time, epoch, incarnation).
@@ -124,6 +140,49 @@ fn judged(v: &View) -> (Vec<Violation>, u32) {
     (out, excused)
 }
 
+/// Replies whose reader crashed before writing them down: the world drew a crash at the
+/// fail point "after a reply, before its commit" for a node, and the process that went down
+/// next had, as its last arrival about that node, this reply. What it showed died with it (the
+/// next process resumes the record as it was before).
+fn lost_with_their_reader(trace: &Trace) -> BTreeSet<u64> {
+    let mut crashes: Vec<(u64, &str)> = vec![];
+    let mut downs: Vec<(u64, u32)> = vec![];
+    for e in &trace.events {
+        match &e.what {
+            What::Fault {
+                fault: FaultKind::ExecutorCrash,
+                node: Some(node),
+                detail:
+                    FaultDetail::Crash {
+                        point: CrashPoint::AfterReplyBeforeCommit,
+                    },
+                ..
+            } => crashes.push((e.t_ms, node.as_str())),
+            What::World {
+                action: WorldAction::ExecutorDown { incarnation, .. },
+            } => downs.push((e.t_ms, *incarnation)),
+            _ => {}
+        }
+    }
+    let arrived = arrivals(trace);
+    let mut out = BTreeSet::new();
+    for (t, node) in crashes {
+        let Some(&(_, incarnation)) = downs.iter().find(|(d, _)| *d >= t) else {
+            continue;
+        };
+        if let Some(a) = arrived
+            .iter()
+            .filter(|a| {
+                a.is(node) && a.exec.1 == incarnation && a.arrives_at_ms.is_some_and(|x| x <= t)
+            })
+            .last()
+        {
+            out.insert(a.frame);
+        }
+    }
+    out
+}
+
 /// Whether a reply about the node is evidence that its operation `task` exists: a view of it,
 /// a lookup that found it, or any answer to a request about it that did not deny it (a result,
 /// an accepted cancel, an input request, an acknowledged answer). A not-found denies; a 429/503
@@ -155,7 +214,13 @@ fn alive(a: &Frame, task: &str) -> bool {
 /// docs): the operation's advertised retention had run out and the last reply about it said
 /// "not found", or the world spoiled each of the executor's last requests for the node.
 fn excusable(v: &View, arrived: &[Frame], node: &str, task: &str, exec: ExecId, at: u64) -> bool {
-    let first_seen = arrived
+    // First sight in any shape (a lookup's list shows no ttl, but the executor counts from
+    // it), the ttl from the first view that carries one.
+    let first_sight = arrived
+        .iter()
+        .filter(|a| a.is(node) && a.intact() && alive(a, task))
+        .find_map(|a| a.arrives_at_ms);
+    let ttl = arrived
         .iter()
         .filter(|a| a.is(node) && a.intact())
         .find_map(|a| match a.shows {
@@ -163,9 +228,10 @@ fn excusable(v: &View, arrived: &[Frame], node: &str, task: &str, exec: ExecId, 
                 task: shown,
                 ttl_ms: Some(ttl),
                 ..
-            }) if shown == task => Some(a.arrives_at_ms.unwrap_or(a.t_ms).saturating_add(*ttl)),
+            }) if shown == task => Some(*ttl),
             _ => None,
         });
+    let first_seen = first_sight.zip(ttl).map(|(at, ttl)| at.saturating_add(ttl));
     let latest = arrived
         .iter()
         .filter(|a| {
@@ -306,6 +372,104 @@ mod tests {
             .net_out("n1", ExchangeKind::Poll)
             .net_in("n1", ExchangeKind::Poll, not_found);
         assert_eq!(check(&b.build(SETTLED)).len(), 1);
+    }
+
+    #[test]
+    fn a_good_read_that_died_with_its_reader_leaves_the_not_founds_in_a_row() {
+        // aip151_faults seed 9177: 404, a good read whose reader crashed before its commit,
+        // 404, 404: the resumed executor had seen three not-founds in a row.
+        let not_found = Shows::NotFound { expired: false };
+        let replica = NetVerdict::Replica {
+            status: 404,
+            retry_after_ms: None,
+        };
+        let build = |crash: bool| {
+            let mut b = Tb::new();
+            b.unknown_path("n1", 0);
+            b.at(10)
+                .net_out("n1", ExchangeKind::Poll)
+                .net_in("n1", ExchangeKind::Poll, working());
+            b.at(5_001)
+                .net(
+                    Dir::ToServer,
+                    "n1",
+                    ExchangeKind::Poll,
+                    replica.clone(),
+                    None,
+                    None,
+                )
+                .net_in("n1", ExchangeKind::Poll, not_found.clone());
+            b.at(5_005).net_out("n1", ExchangeKind::Poll).net_in(
+                "n1",
+                ExchangeKind::Poll,
+                working(),
+            );
+            if crash {
+                b.push(What::Fault {
+                    decision: 0,
+                    fault: FaultKind::ExecutorCrash,
+                    node: Some("n1".into()),
+                    state: None,
+                    detail: FaultDetail::Crash {
+                        point: CrashPoint::AfterReplyBeforeCommit,
+                    },
+                });
+                b.push(What::World {
+                    action: WorldAction::ExecutorDown {
+                        incarnation: 1,
+                        exit: "crashed after a reply, before its commit".into(),
+                    },
+                });
+                b.exec(1, 2);
+            }
+            for t in [5_010, 5_020] {
+                b.at(t)
+                    .net(
+                        Dir::ToServer,
+                        "n1",
+                        ExchangeKind::Poll,
+                        replica.clone(),
+                        None,
+                        None,
+                    )
+                    .net_in("n1", ExchangeKind::Poll, not_found.clone());
+            }
+            b.build(SETTLED)
+        };
+        let trace = build(true);
+        assert_eq!(check(&trace), vec![]);
+        assert_eq!(judge_undecidable(&trace), 1);
+        // The same good read, written down: the executor had a retry left.
+        assert_eq!(check(&build(false)).len(), 1);
+    }
+
+    #[test]
+    fn expiry_counts_from_the_first_sight_in_any_shape() {
+        // mcp_faults seed 6121: found by key at 10 ms (a list, no ttl), then a view advertising
+        // a 2 s ttl at 1,000 ms; one not-found at 2,500 ms is after expiry as the executor
+        // counts it.
+        let mut shown = working();
+        if let Shows::Task { ttl_ms, .. } = &mut shown {
+            *ttl_ms = Some(2_000);
+        }
+        let mut b = Tb::new();
+        b.unknown_path("n1", 0);
+        b.at(10).net_in(
+            "n1",
+            ExchangeKind::Lookup,
+            Shows::Tasks {
+                tasks: vec!["t-n1".into()],
+            },
+        );
+        b.at(1_000).net_in("n1", ExchangeKind::Poll, shown);
+        b.at(2_500).net_out("n1", ExchangeKind::Poll).net_in(
+            "n1",
+            ExchangeKind::Poll,
+            Shows::NotFound { expired: false },
+        );
+        let trace = b.build(SETTLED);
+        assert_eq!(check(&trace), vec![]);
+        assert_eq!(judge_undecidable(&trace), 1);
     }
 
     fn judge_undecidable(trace: &Trace) -> u32 {
