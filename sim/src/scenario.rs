@@ -202,6 +202,10 @@ pub struct GatesSpec {
     pub unknown_reconciliation_max_ms: u64,
     pub outbox_traceable_min_pct: f64,
     pub max_receipts_per_node: u32,
+    /// Share of hand-offs to manual reconciliation that `no_false_unknown` finds false, in
+    /// percent. 0: the protocols modelled here leave no false hand-off undecidable (those they
+    /// do are excused by the checker and counted apart).
+    pub max_false_unknown_pct: f64,
     /// Each reachable (fault, state) cell must be hit at least this often over the sweep.
     pub coverage_min_hits: u64,
     /// Check the coverage matrix at all (off for fault-free scenarios).
@@ -218,6 +222,7 @@ impl Default for GatesSpec {
             unknown_reconciliation_max_ms: 15 * 60_000,
             outbox_traceable_min_pct: 100.0,
             max_receipts_per_node: 1,
+            max_false_unknown_pct: 0.0,
             coverage_min_hits: 1,
             coverage: true,
         }

@@ -115,8 +115,13 @@ impl<'a> Machine<'a> {
         self.rec.result_digest = digest.clone();
         // The payload travels whatever the terminal state; the ledger decides what downstream
         // may treat as a result (a cancelled outcome's result is audit, never a payload).
+        let payload = if terminal == TerminalState::Failed && mutated!(self, FailedPayloadDropped) { None } else { payload };
         let basis = self.basis.clone();
         self.cmds.push(Command::Accept(AcceptSpec { terminal, result_digest: digest, payload, basis }));
+        if terminal == TerminalState::Completed && self.rec.operation_id.is_some() && mutated!(self, SendAfterReceipt) {
+            // Planted: "read it once more to be sure", after the receipt is written.
+            self.send(Outbound::FetchResult { operation_id: self.op_id() });
+        }
         STAYED
     }
 
@@ -357,7 +362,9 @@ impl<'a> Machine<'a> {
         }
         self.rec.operation_id = Some(v.operation_id.clone());
         self.rec.last_server_status = Some(v.status);
-        self.rec.poll_cursor.not_found_streak = 0;
+        if !mutated!(self, NotFoundStreakNeverReset) {
+            self.rec.poll_cursor.not_found_streak = 0;
+        }
         self.rec.poll_cursor.lost_streak = 0;
         if let Some(i) = v.poll_interval_ms {
             self.rec.poll_cursor.server_interval_ms = Some(i);
@@ -465,6 +472,10 @@ impl<'a> Machine<'a> {
             // The tool may have run, and no task exists that a lookup by key could find: "not
             // found by key" would then look like proof that nothing ran, and the call would run
             // again. Late or not, this settles it: a human reconciles, nothing is resent.
+            Reply::SubmitOutcomeUnknown { .. } if state == S::Submitting && mutated!(self, UnknownOutcomeAsRefusal) => {
+                // Planted: an error after the tool may have run, read as "refused, nothing ran".
+                self.accept(S::Rejected, TerminalState::Rejected, None, None)
+            }
             Reply::SubmitOutcomeUnknown { reason } => {
                 self.hand_over(&format!("the server answered the submission in a way that leaves open whether the tool ran, with no task to follow: {reason}"))
             }
@@ -595,7 +606,9 @@ impl<'a> Machine<'a> {
         }
         self.rec.last_server_status = Some(crate::record::ProtocolStatus::InputRequired);
         // The server just showed the operation alive: earlier not-founds were a lagging replica.
-        self.rec.poll_cursor.not_found_streak = 0;
+        if !mutated!(self, NotFoundStreakNeverReset) {
+            self.rec.poll_cursor.not_found_streak = 0;
+        }
         self.rec.poll_cursor.lost_streak = 0;
         if self.rec.pending_input.is_some() {
             return STAYED;
@@ -899,6 +912,8 @@ impl<'a> Machine<'a> {
         match self.rec.local_state {
             S::Working | S::InputRequired => self.request_cancel(),
             // No id yet: remember, and cancel as soon as the server names the operation.
+            // Planted: the click is acknowledged and forgotten.
+            S::Submitting | S::SubmissionUnknown | S::NotFoundSafe if mutated!(self, CancelDroppedBeforeOperationId) => STAYED,
             S::Submitting | S::SubmissionUnknown | S::NotFoundSafe => {
                 self.rec.cancel_wanted = true;
                 STAYED

@@ -279,6 +279,7 @@ pub(crate) fn sample_report() -> SweepReport {
         threshold: threshold.into(),
         measured: measured.into(),
         pass,
+        insufficient: None,
     };
     let gates = vec![
         gate("mcp", "violations", "== 0", "1", false),

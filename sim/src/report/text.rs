@@ -17,7 +17,10 @@ pub fn gate_table(r: &SweepReport) -> String {
                 g.gate.clone(),
                 g.threshold.clone(),
                 g.measured.clone(),
-                if g.pass { "PASS" } else { "FAIL" }.to_string(),
+                match &g.insufficient {
+                    Some(missing) if g.pass => format!("INSUFFICIENT ({missing})"),
+                    _ => g.verdict().to_string(),
+                },
             ]
         })
         .collect();

@@ -2,7 +2,7 @@
 
 use toolop::runner::Observation;
 
-use crate::trace::{Dir, FaultDetail, NetVerdict, Trace, What, WorldAction};
+use crate::trace::{Dir, FaultDetail, NetVerdict, StoreFact, Trace, What, WorldAction};
 
 fn secs(t_ms: u64) -> String {
     format!("{:>9.3}s", t_ms as f64 / 1000.0)
@@ -35,11 +35,22 @@ pub fn render(trace: &Trace, verbose: bool) -> String {
             What::Approval {
                 node,
                 round,
+                question,
                 action,
             } => Some(format!(
-                "{node:<6} approval round {round}: {}",
+                "{node:<6} approval round {round}{}: {}",
+                question
+                    .as_ref()
+                    .map(|q| format!(" (server round {} of {})", q.round, q.task))
+                    .unwrap_or_default(),
                 action.name()
             )),
+            What::Store { node, fact } => Some(match fact {
+                StoreFact::Receipt { terminal } => {
+                    format!("{node:<6} store: receipt {}", terminal.name())
+                }
+                StoreFact::Reconcile => format!("{node:<6} store: handed to manual reconciliation"),
+            }),
             What::World { action } => Some(format!("-      WORLD {}", world_action(action))),
             What::End { reason } => Some(format!("-      end: {reason}")),
             What::Final { ledger, .. } => Some(format!(
@@ -52,11 +63,14 @@ pub fn render(trace: &Trace, verbose: bool) -> String {
                 dir,
                 exchange,
                 node,
+                incarnation,
+                frame,
                 request_id,
                 bytes,
                 verdict,
+                ..
             } if verbose => Some(format!(
-                "{:<6} net {} {} #{} {bytes} bytes: {}",
+                "{:<6} net [{incarnation}] frame {frame} {} {} #{} {bytes} bytes: {}",
                 node.as_deref().unwrap_or("-"),
                 match dir {
                     Dir::ToServer => "->",
