@@ -113,9 +113,9 @@ fn judged(v: &View) -> (Vec<Violation>, u32) {
             let shows_it = |a: &Frame| alive(a, task);
             let Some(last) = arrived
                 .iter()
+                .rev()
                 .filter(about)
-                .filter(|a| shows_it(a) && survived(a))
-                .last()
+                .find(|a| shows_it(a) && survived(a))
             else {
                 continue;
             };
@@ -173,13 +173,9 @@ fn lost_with_their_reader(trace: &Trace) -> BTreeSet<u64> {
         let Some(&(_, incarnation)) = downs.iter().find(|(d, _)| *d >= t) else {
             continue;
         };
-        if let Some(a) = arrived
-            .iter()
-            .filter(|a| {
-                a.is(node) && a.exec.1 == incarnation && a.arrives_at_ms.is_some_and(|x| x <= t)
-            })
-            .last()
-        {
+        if let Some(a) = arrived.iter().rev().find(|a| {
+            a.is(node) && a.exec.1 == incarnation && a.arrives_at_ms.is_some_and(|x| x <= t)
+        }) {
             out.insert(a.frame);
         }
     }
@@ -235,16 +231,13 @@ fn excusable(v: &View, arrived: &[Frame], node: &str, task: &str, exec: ExecId, 
             _ => None,
         });
     let first_seen = first_sight.zip(ttl).map(|(at, ttl)| at.saturating_add(ttl));
-    let latest = arrived
-        .iter()
-        .filter(|a| {
-            a.is(node)
-                && a.exec == exec
-                && a.intact()
-                && a.arrives_at_ms.is_some_and(|arr| arr <= at)
-                && (alive(a, task) || matches!(a.shows, Some(Shows::NotFound { .. })))
-        })
-        .last();
+    let latest = arrived.iter().rev().find(|a| {
+        a.is(node)
+            && a.exec == exec
+            && a.intact()
+            && a.arrives_at_ms.is_some_and(|arr| arr <= at)
+            && (alive(a, task) || matches!(a.shows, Some(Shows::NotFound { .. })))
+    });
     let expired = first_seen.is_some_and(|expiry| at >= expiry)
         && latest.is_some_and(|a| matches!(a.shows, Some(Shows::NotFound { .. })));
     expired || nothing_alive_lately(v, arrived, node, task, at)
