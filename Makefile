@@ -8,7 +8,7 @@ SEED ?= 42
 SERIES ?= 10000
 JOBS ?= 2
 
-.PHONY: gate gate-ci canary run replay shrink bench mutants mutants-ci tune test build peers peer-ts peer-python peers-rmcp test-peers-rmcp
+.PHONY: docs docs-check gate gate-ci canary run replay shrink bench mutants mutants-ci tune test build peers peer-ts peer-python peers-rmcp test-peers-rmcp
 
 PEERS_VENV := target/peers-venv
 
@@ -48,6 +48,13 @@ tune:
 
 bench:
 	$(SIM) bench --scenario $(DEFAULT_SET) --series $(SERIES) --jobs $(JOBS)
+
+# The scenario reference is generated from the loader's own field table; CI fails on a stale copy.
+docs:
+	$(SIM) reference > docs/scenario-reference.md
+
+docs-check:
+	$(SIM) reference | diff -u docs/scenario-reference.md - || { echo "docs/scenario-reference.md is stale: run make docs and commit it" >&2; exit 1; }
 
 build:
 	cargo build --release

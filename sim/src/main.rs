@@ -108,6 +108,9 @@ enum Cmd {
     },
     /// Evaluate a grid of executor poll settings on the same seeds; recommend one for a latency target.
     Tune(toolop_sim::campaign::tune::TuneArgs),
+    /// Print the scenario reference (docs/scenario-reference.md) generated from the table the
+    /// loader validates with. Exit 0.
+    Reference,
     Bench {
         #[arg(long, num_args = 1.., required = true)]
         scenario: Vec<PathBuf>,
@@ -181,6 +184,10 @@ fn main() -> ExitCode {
             jobs,
         ),
         Cmd::Tune(args) => toolop_sim::campaign::tune::main_tune(args),
+        Cmd::Reference => {
+            print!("{}", toolop_sim::scenario::reference::render());
+            ExitCode::SUCCESS
+        }
     }
 }
 
