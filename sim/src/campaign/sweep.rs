@@ -3,7 +3,7 @@
 //! memory stays flat in the number of series.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::judge::checkers;
@@ -65,6 +65,65 @@ pub fn run(
     jobs: usize,
     on_done: &(dyn Fn() + Sync),
 ) -> (Vec<SeriesRow>, SweepTotals) {
+    let plan = Plan::Range { start_seed, series };
+    run_plan(scenarios, &plan, jobs, &|_| on_done(), &AtomicBool::new(false))
+}
+
+/// Which series a sweep runs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Plan {
+    /// `series` seeds from `start_seed`; scenarios take turns.
+    Range { start_seed: u64, series: u64 },
+    /// Chosen seeds (`--seeds`), each on the scenario a range from `start_seed` gave it, so a
+    /// failing seed of a gate is re-judged on the same scenario.
+    Seeds { start_seed: u64, seeds: Vec<u64> },
+}
+
+impl Plan {
+    pub fn len(&self) -> u64 {
+        match self {
+            Plan::Range { series, .. } => *series,
+            Plan::Seeds { seeds, .. } => seeds.len() as u64,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn start_seed(&self) -> u64 {
+        match self {
+            Plan::Range { start_seed, .. } | Plan::Seeds { start_seed, .. } => *start_seed,
+        }
+    }
+
+    /// The scenario index and seed of the `i`-th series.
+    fn series(&self, scenarios: &[Loaded], i: u64) -> (usize, u64) {
+        match self {
+            Plan::Range { start_seed, .. } => assignment(scenarios, *start_seed, i),
+            Plan::Seeds { start_seed, seeds } => {
+                let seed = seeds[i as usize];
+                assert!(seed >= *start_seed, "seeds below --start-seed are refused");
+                (
+                    ((seed - start_seed) % scenarios.len() as u64) as usize,
+                    seed,
+                )
+            }
+        }
+    }
+}
+
+/// Run the series of `plan` on `jobs` worker threads. `on_done` sees each finished row
+/// (progress, --fail-fast). Once `stop` is set no new series starts; those running finish. Rows
+/// come back ordered by series index; fewer than planned when stopped.
+pub fn run_plan(
+    scenarios: &[Loaded],
+    plan: &Plan,
+    jobs: usize,
+    on_done: &(dyn Fn(&SeriesRow) + Sync),
+    stop: &AtomicBool,
+) -> (Vec<SeriesRow>, SweepTotals) {
+    let series = plan.len();
     let next = AtomicU64::new(0);
     let rows: Mutex<Vec<(u64, SeriesRow)>> = Mutex::new(Vec::with_capacity(series as usize));
     let totals = Mutex::new(SweepTotals::default());
@@ -72,11 +131,14 @@ pub fn run(
     std::thread::scope(|scope| {
         for _ in 0..jobs.max(1) {
             scope.spawn(|| loop {
+                if stop.load(Ordering::SeqCst) {
+                    return;
+                }
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 if i >= series {
                     return;
                 }
-                let (which, seed) = assignment(&scenarios, start_seed, i);
+                let (which, seed) = plan.series(&scenarios, i);
                 let l = &scenarios[which];
                 let row = match series::run_series(&l.scenario, seed) {
                     Ok(r) => {
@@ -87,8 +149,8 @@ pub fn run(
                     }
                     Err(e) => failed_row(l, seed, e),
                 };
+                on_done(&row);
                 rows.lock().expect("rows lock").push((i, row));
-                on_done();
             });
         }
     });

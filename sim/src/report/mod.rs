@@ -8,6 +8,7 @@
 //! | `hist_*.hgrm` | [`hdr`] | HdrHistogram percentile distributions, aggregated over the sweep |
 //! | `summary.md` | [`markdown`] | the CI job summary: verdict, gates, coverage, failing seeds |
 //! | `junit.xml` | [`junit`] | one test case per gate row, for CI test reporters |
+//! | `failing.txt` | [`text`] | every failing seed with its replay command (the others list the first few per checker) |
 //!
 //! [`text`] renders the same tables for the terminal, and [`progress`] is the sweep's progress
 //! bar.
@@ -60,6 +61,10 @@ pub fn write_all(dir: &Path, r: &SweepReport) -> std::io::Result<Vec<PathBuf>> {
 
     let path = dir.join("junit.xml");
     std::fs::write(&path, junit_xml(r))?;
+    written.push(path);
+
+    let path = dir.join("failing.txt");
+    std::fs::write(&path, text::failing_full(r))?;
     written.push(path);
 
     Ok(written)

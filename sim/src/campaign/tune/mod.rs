@@ -59,21 +59,23 @@ pub struct TuneArgs {
     /// The grid file (TOML): lists or ranges of executor poll settings.
     #[arg(long)]
     pub grid: PathBuf,
-    /// Series per grid point; every point runs the same seeds.
-    #[arg(long, default_value_t = 200)]
+    /// Series per grid point (at least 1); every point runs the same seeds.
+    #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
     pub series: u64,
-    /// Worker threads: points run side by side, series within a point when there are fewer
-    /// points than jobs.
-    #[arg(long, default_value_t = 2)]
+    /// Worker threads (1 to 256): points run side by side, series within a point when there
+    /// are fewer points than jobs.
+    #[arg(long, default_value_t = 2, value_parser = crate::campaign::jobs_parser)]
     pub jobs: usize,
+    /// The first seed of every point; seeds never wrap past 2^64-1.
     #[arg(long, default_value_t = 0)]
     pub start_seed: u64,
     /// Latency target for the recommendation: p99 completion detection in ms.
     #[arg(long, default_value_t = DEFAULT_LATENCY_P99_MAX_MS)]
     pub latency_p99_max_ms: u64,
-    /// Report folder name under --reports.
+    /// Report folder name under --reports: one path segment (letters, digits, `.`, `_`, `-`).
     #[arg(long, default_value = "tune")]
     pub run: String,
+    /// The folder every report of this command goes under.
     #[arg(long, default_value = "reports")]
     pub reports: PathBuf,
 }
@@ -299,12 +301,15 @@ pub fn run(args: &TuneArgs, on_series: &(dyn Fn() + Sync)) -> Result<TuneReport,
     if args.series == 0 {
         return Err(TuneError::Usage("--series must be positive".into()));
     }
-    if args.run.is_empty() || args.run.contains(['/', '\\']) || args.run == "." || args.run == ".."
-    {
+    if !crate::scenario::validate::is_safe_segment(&args.run) {
         return Err(TuneError::Usage(format!(
-            "--run {:?} must be a plain folder name",
-            args.run
+            "--run {:?} {}",
+            args.run,
+            crate::scenario::validate::SAFE_SEGMENT
         )));
+    }
+    if args.jobs == 0 {
+        return Err(TuneError::Usage("--jobs must be positive".into()));
     }
     if args.start_seed.checked_add(args.series).is_none() {
         return Err(TuneError::Usage("--start-seed + --series overflows".into()));
