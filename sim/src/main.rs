@@ -314,7 +314,10 @@ fn mutants_cmd(paths: &[PathBuf], series: u64, jobs: usize) -> ExitCode {
     let survivors = results.iter().filter(|r| !r.caught()).count();
     let clean = base.values().all(|&n| n == 0);
     if survivors == 0 && clean {
-        println!("{}: every mutation caught; the unmutated executor is clean", cli::paint(true, "PASS"));
+        println!(
+            "{}: every mutation caught; the unmutated executor is clean",
+            cli::paint(true, "PASS")
+        );
         ExitCode::SUCCESS
     } else {
         println!(
@@ -345,7 +348,11 @@ mod tests {
             let about = cmd.get_about().map(|a| a.to_string()).unwrap_or_default();
             assert!(!about.is_empty(), "{} has no description", cmd.get_name());
             if !matches!(cmd.get_name(), "reference" | "list") {
-                assert!(about.contains("Exit"), "{}: no exit codes in {about:?}", cmd.get_name());
+                assert!(
+                    about.contains("Exit"),
+                    "{}: no exit codes in {about:?}",
+                    cmd.get_name()
+                );
             }
             for arg in cmd.get_arguments() {
                 let id = arg.get_id().as_str();
@@ -359,7 +366,12 @@ mod tests {
                 );
             }
         }
-        let mutants = cli.find_subcommand("mutants").unwrap().get_about().unwrap().to_string();
+        let mutants = cli
+            .find_subcommand("mutants")
+            .unwrap()
+            .get_about()
+            .unwrap()
+            .to_string();
         assert!(!mutants.contains("bare madsim"), "{mutants}");
     }
 }

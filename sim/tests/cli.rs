@@ -16,7 +16,9 @@ fn root() -> PathBuf {
 
 /// A fresh folder under the target dir (no temp-dir crate needed), removed first.
 fn scratch(name: &str) -> PathBuf {
-    let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cli").join(name);
+    let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join("cli")
+        .join(name);
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
     d
@@ -61,10 +63,21 @@ fn edited(dir: &Path, base: &str, edit: impl Fn(String) -> String) -> PathBuf {
 fn a_huge_start_spread_is_refused_instead_of_hanging() {
     let d = scratch("spread");
     let f = edited(&d, "scenarios/smoke.toml", |t| {
-        t.replace("[workload]", "[workload]\nstart_spread_ms = 18446744073709551615")
+        t.replace(
+            "[workload]",
+            "[workload]\nstart_spread_ms = 18446744073709551615",
+        )
     });
     let started = Instant::now();
-    let o = sim(&["run", "--scenario", f.to_str().unwrap(), "--seed", "1", "--reports", d.to_str().unwrap()]);
+    let o = sim(&[
+        "run",
+        "--scenario",
+        f.to_str().unwrap(),
+        "--seed",
+        "1",
+        "--reports",
+        d.to_str().unwrap(),
+    ]);
     assert_exit(&o, 2, "field `workload.start_spread_ms`");
     assert!(started.elapsed() < Duration::from_secs(30));
 }
@@ -76,11 +89,26 @@ fn names_that_become_paths_cannot_leave_the_reports_folder() {
     let f = edited(&d, "scenarios/smoke.toml", |t| {
         t.replace("name = \"smoke\"", "name = \"../../../x\"")
     });
-    let o = sim(&["run", "--scenario", f.to_str().unwrap(), "--seed", "1", "--reports", reports.to_str().unwrap()]);
+    let o = sim(&[
+        "run",
+        "--scenario",
+        f.to_str().unwrap(),
+        "--seed",
+        "1",
+        "--reports",
+        reports.to_str().unwrap(),
+    ]);
     assert_exit(&o, 2, "field `name`");
     let o = sim(&[
-        "gate", "--scenario", "scenarios/smoke.toml", "--series", "1", "--run", "../../escaped",
-        "--reports", reports.to_str().unwrap(),
+        "gate",
+        "--scenario",
+        "scenarios/smoke.toml",
+        "--series",
+        "1",
+        "--run",
+        "../../escaped",
+        "--reports",
+        reports.to_str().unwrap(),
     ]);
     assert_exit(&o, 2, "--run \"../../escaped\" must be one path segment");
     assert!(!d.join("x").exists() && !d.join("a").join("escaped").exists());
@@ -91,12 +119,26 @@ fn names_that_become_paths_cannot_leave_the_reports_folder() {
 fn run_judges_its_series_and_exits_1_on_a_violation() {
     let d = scratch("run");
     let o = sim(&[
-        "run", "--scenario", "scenarios/canary_must_fail.toml", "--seed", "3", "--reports",
+        "run",
+        "--scenario",
+        "scenarios/canary_must_fail.toml",
+        "--seed",
+        "3",
+        "--reports",
         d.to_str().unwrap(),
     ]);
     assert_exit(&o, 1, "checkers: 1 violation(s)");
-    assert!(text(&o).contains("replay: toolop-sim replay --scenario scenarios/canary_must_fail.toml --seed 3"));
-    let o = sim(&["run", "--scenario", "scenarios/smoke.toml", "--seed", "3", "--reports", d.to_str().unwrap()]);
+    assert!(text(&o)
+        .contains("replay: toolop-sim replay --scenario scenarios/canary_must_fail.toml --seed 3"));
+    let o = sim(&[
+        "run",
+        "--scenario",
+        "scenarios/smoke.toml",
+        "--seed",
+        "3",
+        "--reports",
+        d.to_str().unwrap(),
+    ]);
     assert_exit(&o, 0, "checkers: all properties hold");
 }
 
@@ -105,24 +147,103 @@ fn flags_out_of_range_are_usage_errors() {
     let d = scratch("flags");
     let r = d.to_str().unwrap();
     let cases: &[(&[&str], &str)] = &[
-        (&["gate", "--scenario", "scenarios/smoke.toml", "--jobs", "0", "--reports", r], "--jobs"),
-        (&["mutants", "--series", "0"], "--series"),
-        (&["bench", "--scenario", "scenarios/smoke.toml", "--series", "0"], "--series"),
-        (&["shrink", "--scenario", "scenarios/canary_must_fail.toml", "--seed", "3", "--max-replays", "0"], "--max-replays"),
         (
-            &["gate", "--scenario", "scenarios/smoke.toml", "--start-seed", "18446744073709551615", "--series", "3", "--reports", r],
+            &[
+                "gate",
+                "--scenario",
+                "scenarios/smoke.toml",
+                "--jobs",
+                "0",
+                "--reports",
+                r,
+            ],
+            "--jobs",
+        ),
+        (&["mutants", "--series", "0"], "--series"),
+        (
+            &[
+                "bench",
+                "--scenario",
+                "scenarios/smoke.toml",
+                "--series",
+                "0",
+            ],
+            "--series",
+        ),
+        (
+            &[
+                "shrink",
+                "--scenario",
+                "scenarios/canary_must_fail.toml",
+                "--seed",
+                "3",
+                "--max-replays",
+                "0",
+            ],
+            "--max-replays",
+        ),
+        (
+            &[
+                "gate",
+                "--scenario",
+                "scenarios/smoke.toml",
+                "--start-seed",
+                "18446744073709551615",
+                "--series",
+                "3",
+                "--reports",
+                r,
+            ],
             "seeds never wrap",
         ),
-        (&["gate", "--scenario", "scenarios/smoke.toml", "--start-seed", "10", "--seeds", "3", "--reports", r], "below --start-seed"),
-        (&["tune", "--scenario", "scenarios/mcp_faults.toml", "--grid", "scenarios/grids/default.toml", "--jobs", "0"], "--jobs"),
-        (&["replay", "--scenario", "scenarios/smoke.toml", "--seed", "1", "--mutation", "nope"], "no such mutation"),
+        (
+            &[
+                "gate",
+                "--scenario",
+                "scenarios/smoke.toml",
+                "--start-seed",
+                "10",
+                "--seeds",
+                "3",
+                "--reports",
+                r,
+            ],
+            "below --start-seed",
+        ),
+        (
+            &[
+                "tune",
+                "--scenario",
+                "scenarios/mcp_faults.toml",
+                "--grid",
+                "scenarios/grids/default.toml",
+                "--jobs",
+                "0",
+            ],
+            "--jobs",
+        ),
+        (
+            &[
+                "replay",
+                "--scenario",
+                "scenarios/smoke.toml",
+                "--seed",
+                "1",
+                "--mutation",
+                "nope",
+            ],
+            "no such mutation",
+        ),
     ];
     for (args, needle) in cases {
         let o = sim(args);
         assert_eq!(o.status.code(), Some(2), "{args:?}: {}", text(&o));
         assert!(text(&o).contains(needle), "{args:?}: {}", text(&o));
     }
-    assert!(std::fs::read_dir(&d).unwrap().next().is_none(), "a refused command wrote something");
+    assert!(
+        std::fs::read_dir(&d).unwrap().next().is_none(),
+        "a refused command wrote something"
+    );
 }
 
 #[test]
@@ -132,10 +253,19 @@ fn a_schedule_naming_an_unknown_checker_is_refused() {
     let smoke = root().join("scenarios/smoke.toml");
     std::fs::write(
         &s,
-        format!("scenario = {:?}\nseed = 1\nchecker = \"no_such_checker\"\n", smoke.display().to_string()),
+        format!(
+            "scenario = {:?}\nseed = 1\nchecker = \"no_such_checker\"\n",
+            smoke.display().to_string()
+        ),
     )
     .unwrap();
-    let o = sim(&["replay", "--schedule", s.to_str().unwrap(), "--reports", d.to_str().unwrap()]);
+    let o = sim(&[
+        "replay",
+        "--schedule",
+        s.to_str().unwrap(),
+        "--reports",
+        d.to_str().unwrap(),
+    ]);
     assert_exit(&o, 2, "no_such_checker: no such checker");
 }
 
@@ -143,16 +273,46 @@ fn a_schedule_naming_an_unknown_checker_is_refused() {
 fn settings_aip151_cannot_express_are_refused() {
     let d = scratch("aip");
     for (setting, field) in [
-        ("[faults.rates]\napproval_replay = 0.1\n", "faults.rates.approval_replay"),
-        ("[faults.rates]\ninput_required_replay = 0.1\n", "faults.rates.input_required_replay"),
+        (
+            "[faults.rates]\napproval_replay = 0.1\n",
+            "faults.rates.approval_replay",
+        ),
+        (
+            "[faults.rates]\ninput_required_replay = 0.1\n",
+            "faults.rates.input_required_replay",
+        ),
     ] {
-        let f = edited(&d, "scenarios/aip151_faults.toml", |t| t.replace("[faults.rates]\n", setting));
-        let o = sim(&["run", "--scenario", f.to_str().unwrap(), "--seed", "1", "--reports", d.to_str().unwrap()]);
+        let f = edited(&d, "scenarios/aip151_faults.toml", |t| {
+            t.replace("[faults.rates]\n", setting)
+        });
+        let o = sim(&[
+            "run",
+            "--scenario",
+            f.to_str().unwrap(),
+            "--seed",
+            "1",
+            "--reports",
+            d.to_str().unwrap(),
+        ]);
         assert_eq!(o.status.code(), Some(2), "{setting}: {}", text(&o));
-        assert!(text(&o).contains(&format!("field `{field}`")), "{setting}: {}", text(&o));
+        assert!(
+            text(&o).contains(&format!("field `{field}`")),
+            "{setting}: {}",
+            text(&o)
+        );
     }
-    let f = edited(&d, "scenarios/aip151_faults.toml", |t| t.replacen("input_rate = 0.0", "input_rate = 0.3", 1));
-    let o = sim(&["run", "--scenario", f.to_str().unwrap(), "--seed", "1", "--reports", d.to_str().unwrap()]);
+    let f = edited(&d, "scenarios/aip151_faults.toml", |t| {
+        t.replacen("input_rate = 0.0", "input_rate = 0.3", 1)
+    });
+    let o = sim(&[
+        "run",
+        "--scenario",
+        f.to_str().unwrap(),
+        "--seed",
+        "1",
+        "--reports",
+        d.to_str().unwrap(),
+    ]);
     assert_exit(&o, 2, "input_rate");
 }
 
@@ -161,14 +321,33 @@ fn a_shrunk_schedule_replays_from_any_working_directory() {
     let d = scratch("shrunk");
     let out = d.join("deep").join("canary.toml");
     let o = sim(&[
-        "shrink", "--scenario", "scenarios/canary_must_fail.toml", "--seed", "3", "--max-replays", "40",
-        "--out", out.to_str().unwrap(),
+        "shrink",
+        "--scenario",
+        "scenarios/canary_must_fail.toml",
+        "--seed",
+        "3",
+        "--max-replays",
+        "40",
+        "--out",
+        out.to_str().unwrap(),
     ]);
     assert_exit(&o, 0, "replay: toolop-sim replay --schedule");
     let stored = std::fs::read_to_string(&out).unwrap();
-    assert!(stored.contains("scenario = \"../"), "stored relative to the schedule:\n{stored}");
+    assert!(
+        stored.contains("scenario = \"../"),
+        "stored relative to the schedule:\n{stored}"
+    );
     // From another folder, with the command as printed (the schedule path as given).
-    let o = sim_in(&d, &["replay", "--schedule", out.to_str().unwrap(), "--reports", d.to_str().unwrap()]);
+    let o = sim_in(
+        &d,
+        &[
+            "replay",
+            "--schedule",
+            out.to_str().unwrap(),
+            "--reports",
+            d.to_str().unwrap(),
+        ],
+    );
     assert_exit(&o, 1, "reproduced");
     assert!(!text(&o).contains("NOT reproduced"), "{}", text(&o));
 }
@@ -177,25 +356,51 @@ fn a_shrunk_schedule_replays_from_any_working_directory() {
 fn gate_json_is_one_parseable_object_and_seeds_rejudges_chosen_seeds() {
     let d = scratch("json");
     let o = sim(&[
-        "gate", "--scenario", "scenarios/canary_must_fail.toml", "--seeds", "3,5", "--json", "--run", "j",
-        "--reports", d.to_str().unwrap(),
+        "gate",
+        "--scenario",
+        "scenarios/canary_must_fail.toml",
+        "--seeds",
+        "3,5",
+        "--json",
+        "--run",
+        "j",
+        "--reports",
+        d.to_str().unwrap(),
     ]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("stdout is one JSON object");
+    let v: serde_json::Value =
+        serde_json::from_slice(&o.stdout).expect("stdout is one JSON object");
     assert_eq!(v["verdict"], "FAIL");
     assert_eq!(v["series"], 2);
-    assert!(v["failing"].as_array().unwrap().iter().any(|f| f["seed"] == 3));
+    assert!(v["failing"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|f| f["seed"] == 3));
     assert!(d.join("j").join("failing.txt").exists());
     let md = std::fs::read_to_string(d.join("j").join("summary.md")).unwrap();
-    assert!(md.contains("## Shrunk schedules") && md.contains("toolop-sim replay --schedule"), "{md}");
+    assert!(
+        md.contains("## Shrunk schedules") && md.contains("toolop-sim replay --schedule"),
+        "{md}"
+    );
 }
 
 #[test]
 fn fail_fast_stops_early_and_marks_the_report_partial() {
     let d = scratch("failfast");
     let o = sim(&[
-        "gate", "--scenario", "scenarios/canary_must_fail.toml", "--series", "2000", "--jobs", "1",
-        "--fail-fast", "--run", "ff", "--reports", d.to_str().unwrap(),
+        "gate",
+        "--scenario",
+        "scenarios/canary_must_fail.toml",
+        "--series",
+        "2000",
+        "--jobs",
+        "1",
+        "--fail-fast",
+        "--run",
+        "ff",
+        "--reports",
+        d.to_str().unwrap(),
     ]);
     assert_exit(&o, 1, "PARTIAL: --fail-fast stopped after");
     assert!(d.join("ff").join("PARTIAL").exists());
@@ -205,7 +410,18 @@ fn fail_fast_stops_early_and_marks_the_report_partial() {
 fn ctrl_c_writes_a_partial_report_and_exits_130() {
     let d = scratch("sigint");
     let mut child = Command::new(env!("CARGO_BIN_EXE_toolop-sim"))
-        .args(["gate", "--scenario", "scenarios/mcp_faults.toml", "--series", "1000000", "--jobs", "1", "--run", "int", "--reports"])
+        .args([
+            "gate",
+            "--scenario",
+            "scenarios/mcp_faults.toml",
+            "--series",
+            "1000000",
+            "--jobs",
+            "1",
+            "--run",
+            "int",
+            "--reports",
+        ])
         .arg(&d)
         .current_dir(root())
         .stdout(Stdio::piped())
@@ -213,20 +429,29 @@ fn ctrl_c_writes_a_partial_report_and_exits_130() {
         .spawn()
         .unwrap();
     std::thread::sleep(Duration::from_secs(3));
-    let killed = Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
+    let killed = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
     assert!(killed.success());
     let started = Instant::now();
     let status = loop {
         if let Some(s) = child.try_wait().unwrap() {
             break s;
         }
-        assert!(started.elapsed() < Duration::from_secs(120), "the gate did not stop after Ctrl-C");
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "the gate did not stop after Ctrl-C"
+        );
         std::thread::sleep(Duration::from_millis(100));
     };
     let o = child.wait_with_output().unwrap();
     assert_eq!(status.code(), Some(130), "{}", text(&o));
     let marker = std::fs::read_to_string(d.join("int").join("PARTIAL")).unwrap();
-    assert!(marker.starts_with("PARTIAL: interrupted after "), "{marker}");
+    assert!(
+        marker.starts_with("PARTIAL: interrupted after "),
+        "{marker}"
+    );
     let md = std::fs::read_to_string(d.join("int").join("summary.md")).unwrap();
     assert!(md.starts_with("> **PARTIAL: interrupted"), "{md}");
     assert!(d.join("int").join("junit.xml").exists());
@@ -244,5 +469,9 @@ fn version_list_and_reference_answer() {
         assert_exit(&sim(&["list", what]), 0, needle);
     }
     let o = sim(&["list", "scenarios"]);
-    assert!(!text(&o).contains("does not load"), "a shipped scenario does not load:\n{}", text(&o));
+    assert!(
+        !text(&o).contains("does not load"),
+        "a shipped scenario does not load:\n{}",
+        text(&o)
+    );
 }

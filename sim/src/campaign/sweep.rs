@@ -66,7 +66,13 @@ pub fn run(
     on_done: &(dyn Fn() + Sync),
 ) -> (Vec<SeriesRow>, SweepTotals) {
     let plan = Plan::Range { start_seed, series };
-    run_plan(scenarios, &plan, jobs, &|_| on_done(), &AtomicBool::new(false))
+    run_plan(
+        scenarios,
+        &plan,
+        jobs,
+        &|_| on_done(),
+        &AtomicBool::new(false),
+    )
 }
 
 /// Which series a sweep runs.

@@ -145,6 +145,11 @@ pub fn gate(a: GateArgs) -> ExitCode {
             "wall_ms": r.wall_ms,
             "gates": r.gates,
             "failing": r.failing,
+            "gate_setters": report::setters::gate_setters(&r).iter().map(|g| json!({
+                "protocol": g.protocol,
+                "gate": g.gate,
+                "seeds": g.seeds.iter().map(|(row, v)| json!({"seed": row.seed, "scenario_file": row.scenario_file, "value": v})).collect::<Vec<_>>(),
+            })).collect::<Vec<_>>(),
             "shrunk": shrunk.iter().map(|s| json!({"checker": s.checker, "seed": s.seed, "result": s.text, "replay": s.replay})).collect::<Vec<_>>(),
             "reports": files.iter().map(|f| f.display().to_string()).collect::<Vec<_>>(),
         });
@@ -155,6 +160,7 @@ pub fn gate(a: GateArgs) -> ExitCode {
         if !r.failing.is_empty() {
             println!("{}", report::failing_list(&r));
         }
+        print!("{}", report::setters::setters_text(&r));
         if !shrunk.is_empty() {
             print!("{}", shrunk_text(&shrunk));
         }
@@ -197,10 +203,23 @@ fn write_reports(
         std::fs::write(&marker, format!("{p}\n"))?;
         files.push(marker);
     }
+    let setters = report::setters::setters_text(r);
+    if !setters.is_empty() {
+        let _ = write!(
+            md,
+            "\n## Seeds that set the failing gates\n\n```\n{setters}```\n"
+        );
+    }
     if !shrunk.is_empty() {
         md.push_str("\n## Shrunk schedules\n\n");
         for s in shrunk {
-            let _ = writeln!(md, "- {} (seed {}): {}", s.checker, s.seed, s.text.replace('\n', " "));
+            let _ = writeln!(
+                md,
+                "- {} (seed {}): {}",
+                s.checker,
+                s.seed,
+                s.text.replace('\n', " ")
+            );
             if let Some(cmd) = &s.replay {
                 let _ = writeln!(md, "  replay: `{cmd}`");
             }

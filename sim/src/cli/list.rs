@@ -23,23 +23,74 @@ pub enum What {
 /// One line per checker; kept next to the list command so the judge's code stays as it is. A
 /// test fails when a checker has no line here.
 pub const CHECKER_LINES: &[(&str, &str)] = &[
-    ("at_most_one_receipt", "at most one terminal receipt per call node"),
-    ("cancel_only_when_asked", "the executor cancels on the server only after the caller asked"),
-    ("completed_needs_verified_result", "completed never advances downstream without a fetched, verified result"),
-    ("input_answer_matches_round", "an input round is answered with the answer given for that round"),
-    ("no_action_from_old_epoch", "once a newer execution epoch resumed a call node, the older one acts on it no more"),
-    ("no_advance_after_cancel", "after a successful cancel, a late completion never advances"),
-    ("no_blind_resubmit", "a call node is submitted again only on proof the earlier submission created nothing"),
-    ("no_divergence", "the accepted terminal state equals the server's ground truth"),
-    ("no_second_operation", "no second server operation from a duplicate submission"),
-    ("no_stale_overwrite", "a late answer never overwrites a newer one"),
-    ("outbox_traceable", "every downstream advance traces back to a terminal receipt"),
-    ("poll_rate_within_bound", "never more than max_qps requests in any one-second window"),
-    ("retired_adapter_drains", "a retired adapter starts no new work and its in-flight work settles"),
-    ("retry_after_honoured", "after a 429 or 503 with Retry-After, no request before it has passed"),
-    ("settles_within_bound", "every submitted call node settles within the liveness bound after faults heal"),
-    ("shadow_never_reaches_outbox", "an operation run in shadow mode never advances downstream"),
-    ("unknown_is_queryable", "every UNKNOWN operation is queryable by task id or submission key"),
+    (
+        "at_most_one_receipt",
+        "at most one terminal receipt per call node",
+    ),
+    (
+        "cancel_only_when_asked",
+        "the executor cancels on the server only after the caller asked",
+    ),
+    (
+        "completed_needs_verified_result",
+        "completed never advances downstream without a fetched, verified result",
+    ),
+    (
+        "input_answer_matches_round",
+        "an input round is answered with the answer given for that round",
+    ),
+    (
+        "no_action_from_old_epoch",
+        "once a newer execution epoch resumed a call node, the older one acts on it no more",
+    ),
+    (
+        "no_advance_after_cancel",
+        "after a successful cancel, a late completion never advances",
+    ),
+    (
+        "no_blind_resubmit",
+        "a call node is submitted again only on proof the earlier submission created nothing",
+    ),
+    (
+        "no_divergence",
+        "the accepted terminal state equals the server's ground truth",
+    ),
+    (
+        "no_second_operation",
+        "no second server operation from a duplicate submission",
+    ),
+    (
+        "no_stale_overwrite",
+        "a late answer never overwrites a newer one",
+    ),
+    (
+        "outbox_traceable",
+        "every downstream advance traces back to a terminal receipt",
+    ),
+    (
+        "poll_rate_within_bound",
+        "never more than max_qps requests in any one-second window",
+    ),
+    (
+        "retired_adapter_drains",
+        "a retired adapter starts no new work and its in-flight work settles",
+    ),
+    (
+        "retry_after_honoured",
+        "after a 429 or 503 with Retry-After, no request before it has passed",
+    ),
+    (
+        "settles_within_bound",
+        "every submitted call node settles within the liveness bound after faults heal",
+    ),
+    (
+        "shadow_never_reaches_outbox",
+        "an operation run in shadow mode never advances downstream",
+    ),
+    (
+        "unknown_is_queryable",
+        "every UNKNOWN operation is queryable by task id or submission key",
+    ),
 ];
 
 /// One line per gate (the rows of every gate table).
@@ -69,7 +120,11 @@ pub fn list(what: What, folder: &Path) -> ExitCode {
             let line = CHECKER_LINES.iter().find(|(c, _)| c == n).map(|(_, l)| *l);
             (n.to_string(), line.unwrap_or("").to_string())
         })),
-        What::Gates => lines(GATE_LINES.iter().map(|(n, l)| (n.to_string(), l.to_string()))),
+        What::Gates => lines(
+            GATE_LINES
+                .iter()
+                .map(|(n, l)| (n.to_string(), l.to_string())),
+        ),
     };
     print!("{out}");
     ExitCode::SUCCESS

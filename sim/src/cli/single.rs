@@ -107,7 +107,10 @@ pub fn replay_cmd(
     };
     if let Some(c) = schedule.as_ref().and_then(|s| s.checker.as_deref()) {
         if let Err(code) = check_checker(
-            &format!("{}: field `checker`", schedule_file.as_deref().unwrap_or(Path::new("")).display()),
+            &format!(
+                "{}: field `checker`",
+                schedule_file.as_deref().unwrap_or(Path::new("")).display()
+            ),
             c,
         ) {
             return code;

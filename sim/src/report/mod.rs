@@ -26,6 +26,8 @@ pub mod hdr;
 pub mod junit;
 pub mod markdown;
 pub mod progress;
+/// The seeds that set a failing metric gate (a p99, a busiest window).
+pub mod setters;
 /// A readable per-node summary of one series.
 pub mod summary;
 pub mod text;
@@ -404,6 +406,7 @@ mod tests {
                 "hist_polls_per_operation.hgrm",
                 "summary.md",
                 "junit.xml",
+                "failing.txt",
             ]
         );
         assert!(written.iter().all(|p| p.is_file()));

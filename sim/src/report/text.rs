@@ -264,7 +264,11 @@ mod tests {
             })
             .collect();
         let t = failing_list(&r);
-        assert_eq!(t.matches("  replay: ").count(), FAILING_SHOWN_PER_CHECKER, "{t}");
+        assert_eq!(
+            t.matches("  replay: ").count(),
+            FAILING_SHOWN_PER_CHECKER,
+            "{t}"
+        );
         assert!(
             t.contains(&format!(
                 "... and {} more failing at_most_one_receipt (all in failing.txt)",

@@ -93,7 +93,9 @@ pub fn render_for(trace: &Trace, verbose: bool, node: Option<&str>) -> String {
         };
         // Every line starts with its node column ("-" for the world), so a filter reads it.
         let keep = |l: &str| {
-            node.is_none_or(|n| matches!(l.split_whitespace().next(), Some(c) if c == n || c == "-"))
+            node.is_none_or(
+                |n| matches!(l.split_whitespace().next(), Some(c) if c == n || c == "-"),
+            )
         };
         if let Some(l) = line.filter(|l| keep(l)) {
             out.push_str(&format!("{} {l}\n", secs(e.t_ms)));

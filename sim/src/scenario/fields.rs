@@ -107,7 +107,11 @@ fn protocols() -> Vec<String> {
 }
 
 fn profiles() -> Vec<String> {
-    spelled(Protocol::ALL.iter().flat_map(|p| p.profiles().iter().copied()))
+    spelled(
+        Protocol::ALL
+            .iter()
+            .flat_map(|p| p.profiles().iter().copied()),
+    )
 }
 
 /// The adapters' spelling in `executor.launch.new_adapter` (not the protocol names).
@@ -288,5 +292,8 @@ pub fn normalise(concrete: &str) -> String {
 
 /// The profile names of a protocol (for messages).
 pub fn profile_names(p: Protocol) -> Vec<&'static str> {
-    p.profiles().iter().map(|f: &ServerProfile| f.name()).collect()
+    p.profiles()
+        .iter()
+        .map(|f: &ServerProfile| f.name())
+        .collect()
 }

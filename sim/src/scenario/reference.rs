@@ -96,7 +96,11 @@ pub fn render() -> String {
             let text = if states.is_empty() {
                 "*cannot*".to_string()
             } else {
-                states.iter().map(|s| s.name()).collect::<Vec<_>>().join(", ")
+                states
+                    .iter()
+                    .map(|s| s.name())
+                    .collect::<Vec<_>>()
+                    .join(", ")
             };
             let _ = write!(out, " {text} |");
         }

@@ -304,7 +304,10 @@ fn check_bounds(f: &Field, at: &str, v: &Value) -> Result<(), Problem> {
         if pair[0].as_f64() > pair[1].as_f64() {
             return bad(
                 at,
-                format!("range [{}, {}] has min > max; need min <= max", pair[0], pair[1]),
+                format!(
+                    "range [{}, {}] has min > max; need min <= max",
+                    pair[0], pair[1]
+                ),
             );
         }
         return Ok(());

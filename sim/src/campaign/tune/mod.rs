@@ -166,11 +166,12 @@ impl PointResult {
         analysis::all_pass(&self.gates)
     }
 
-    /// Names of the gates this point fails.
+    /// Names of the gates that fail this point (coverage is reported, never counted: see
+    /// [`analysis::NOT_A_POINT_VERDICT`]).
     pub fn failed_gates(&self) -> Vec<&str> {
         self.gates
             .iter()
-            .filter(|g| !g.pass)
+            .filter(|g| !g.pass && g.gate != analysis::NOT_A_POINT_VERDICT)
             .map(|g| g.gate.as_str())
             .collect()
     }
@@ -242,13 +243,25 @@ impl TuneReport {
         self.dir.join("recommended.toml")
     }
 
-    /// The exact command that re-checks the recommended point with the release gate.
+    /// The first seed of the re-check: the block right after the tuning seeds (or right before
+    /// them when that would run past the last seed), so the recommendation is judged on seeds it
+    /// was not chosen on.
+    pub fn recheck_start_seed(&self) -> u64 {
+        let after = self.start_seed.checked_add(self.series);
+        match after.and_then(|a| a.checked_add(self.series.saturating_sub(1))) {
+            Some(_) => self.start_seed + self.series,
+            None => self.start_seed.saturating_sub(self.series),
+        }
+    }
+
+    /// The exact command that re-checks the recommended point with the release gate, on other
+    /// seeds than the tuning ones.
     pub fn recheck_command(&self) -> String {
         let mut cmd = format!(
             "toolop-sim gate --scenario {} --series {} --start-seed {} --run {}-recheck",
             self.recommended_file().display(),
             self.series,
-            self.start_seed,
+            self.recheck_start_seed(),
             self.run
         );
         if self.reports != Path::new("reports") {

@@ -35,9 +35,7 @@ fn set(doc: &mut Value, path: &str, v: Value) {
                 .or_insert_with(|| Value::Array(vec![Value::Object(Map::new())]));
             at = &mut arr.as_array_mut().expect("an array")[0];
         } else {
-            at = map
-                .entry(key)
-                .or_insert_with(|| Value::Object(Map::new()));
+            at = map.entry(key).or_insert_with(|| Value::Object(Map::new()));
         }
     }
 }
@@ -148,15 +146,36 @@ fn protocol_settings_the_lanes_cannot_express_are_refused() {
     Scenario::parse("a.toml", &aip("")).unwrap();
     for (extra, field) in [
         ("input_rate = 0.3\n", "workload.tools[0].input_rate"),
-        ("task_support = \"required\"\n", "workload.tools[0].task_support"),
-        ("sync_upper_bound_ms = 100\n", "workload.tools[0].sync_upper_bound_ms"),
+        (
+            "task_support = \"required\"\n",
+            "workload.tools[0].task_support",
+        ),
+        (
+            "sync_upper_bound_ms = 100\n",
+            "workload.tools[0].sync_upper_bound_ms",
+        ),
         ("[approval]\nsilent_rate = 0.1\n", "approval.silent_rate"),
         ("[approval]\ndelay_ms = [1, 2]\n", "approval.delay_ms"),
-        ("[executor]\nno_task_support = \"run_sync\"\n", "executor.no_task_support"),
-        ("[executor.core]\napproval_timeout_ms = 1000\n", "executor.core.approval_timeout_ms"),
-        ("[faults.rates]\napproval_replay = 0.1\n", "faults.rates.approval_replay"),
-        ("[faults.rates]\ninput_required_replay = 0.1\n", "faults.rates.input_required_replay"),
-        ("[faults.rates]\nreply_to_other_exchange = 0.1\n", "faults.rates.reply_to_other_exchange"),
+        (
+            "[executor]\nno_task_support = \"run_sync\"\n",
+            "executor.no_task_support",
+        ),
+        (
+            "[executor.core]\napproval_timeout_ms = 1000\n",
+            "executor.core.approval_timeout_ms",
+        ),
+        (
+            "[faults.rates]\napproval_replay = 0.1\n",
+            "faults.rates.approval_replay",
+        ),
+        (
+            "[faults.rates]\ninput_required_replay = 0.1\n",
+            "faults.rates.input_required_replay",
+        ),
+        (
+            "[faults.rates]\nreply_to_other_exchange = 0.1\n",
+            "faults.rates.reply_to_other_exchange",
+        ),
     ] {
         let text = aip(extra);
         let e = Scenario::parse("a.toml", &text).expect_err(extra);
@@ -178,7 +197,8 @@ fn protocol_settings_the_lanes_cannot_express_are_refused() {
     assert_eq!(e.field, "aip.preempt_rate", "{e}");
     Scenario::parse(
         "m.toml",
-        &mcp("[aip]\npreempt_rate = 0.1\n").replace("name = \"m\"", "name = \"m\"\nsuccessor = \"aip-151\""),
+        &mcp("[aip]\npreempt_rate = 0.1\n")
+            .replace("name = \"m\"", "name = \"m\"\nsuccessor = \"aip-151\""),
     )
     .unwrap();
 }
