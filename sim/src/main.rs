@@ -34,7 +34,7 @@ struct Cli {
 }
 
 /// `--series`: at least one, at most ten million.
-fn series_parser() -> clap::builder::RangedU64ValueParser {
+pub(crate) fn series_parser() -> clap::builder::RangedU64ValueParser {
     clap::value_parser!(u64).range(1..=10_000_000)
 }
 
@@ -85,37 +85,7 @@ enum Cmd {
     /// Run a seeded sweep, check every invariant on every series, judge the gates, write the
     /// reports, shrink the first failing seed of each failing checker.
     /// Exit 0 every gate passes, 1 a gate failed (or --fail-fast stopped), 2 bad input, 130 Ctrl-C.
-    Gate {
-        /// Scenario files; series take turns over them.
-        #[arg(long, num_args = 1.., required = true)]
-        scenario: Vec<PathBuf>,
-        /// Number of series (1 to 10,000,000).
-        #[arg(long, default_value_t = 10_000, value_parser = series_parser())]
-        series: u64,
-        /// Worker threads (1 to 256); each series runs on its own OS thread.
-        #[arg(long, default_value_t = 2, value_parser = jobs_parser)]
-        jobs: usize,
-        /// The first seed; series i runs seed start_seed + i (seeds never wrap).
-        #[arg(long, default_value_t = 0)]
-        start_seed: u64,
-        /// Re-judge only these seeds (comma-separated), each on the scenario the range from
-        /// --start-seed gave it; replaces --series.
-        #[arg(long, value_delimiter = ',', conflicts_with = "series")]
-        seeds: Vec<u64>,
-        /// Stop starting series after the first that fails a checker (the report is partial).
-        #[arg(long)]
-        fail_fast: bool,
-        /// Print one JSON object (verdict, gates, failing seeds, reports) instead of tables.
-        #[arg(long)]
-        json: bool,
-        /// Report folder name under --reports: one path segment (letters, digits, `.`, `_`, `-`).
-        #[arg(long, default_value = "gate")]
-        run: String,
-        /// The folder every report goes under: <reports>/<run>/{series.csv, summary.md,
-        /// junit.xml, failing.txt, hist_*.hgrm, shrunk/}.
-        #[arg(long, default_value = "reports")]
-        reports: PathBuf,
-    },
+    Gate(GateArgs),
     /// Shrink a failing series: record its fault schedule, remove firings, call nodes, the
     /// rollback and the short ttl while the same checker still fails, and write the schedule.
     /// Exit 0 shrunk, 1 the seed does not fail (nothing to shrink), 2 bad input.
@@ -232,27 +202,7 @@ fn main() -> ExitCode {
             max_replays,
             &reports,
         ),
-        Cmd::Gate {
-            scenario,
-            series,
-            jobs,
-            start_seed,
-            seeds,
-            fail_fast,
-            json,
-            run,
-            reports,
-        } => cli::gate::gate(GateArgs {
-            scenario,
-            series,
-            jobs,
-            start_seed,
-            seeds,
-            fail_fast,
-            json,
-            run,
-            reports,
-        }),
+        Cmd::Gate(args) => cli::gate::gate(args),
         Cmd::Bench {
             scenario,
             series,

@@ -28,6 +28,19 @@ fn sim(args: &[&str]) -> Output {
     sim_in(&root(), args)
 }
 
+/// `toolop-sim run --scenario <scenario> --seed <seed> --reports <reports>`.
+fn run_seed(scenario: &Path, seed: &str, reports: &Path) -> Output {
+    sim(&[
+        "run",
+        "--scenario",
+        scenario.to_str().unwrap(),
+        "--seed",
+        seed,
+        "--reports",
+        reports.to_str().unwrap(),
+    ])
+}
+
 fn sim_in(cwd: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_toolop-sim"))
         .args(args)
@@ -69,15 +82,7 @@ fn a_huge_start_spread_is_refused_instead_of_hanging() {
         )
     });
     let started = Instant::now();
-    let o = sim(&[
-        "run",
-        "--scenario",
-        f.to_str().unwrap(),
-        "--seed",
-        "1",
-        "--reports",
-        d.to_str().unwrap(),
-    ]);
+    let o = run_seed(&f, "1", &d);
     assert_exit(&o, 2, "field `workload.start_spread_ms`");
     assert!(started.elapsed() < Duration::from_secs(30));
 }
@@ -89,15 +94,7 @@ fn names_that_become_paths_cannot_leave_the_reports_folder() {
     let f = edited(&d, "scenarios/smoke.toml", |t| {
         t.replace("name = \"smoke\"", "name = \"../../../x\"")
     });
-    let o = sim(&[
-        "run",
-        "--scenario",
-        f.to_str().unwrap(),
-        "--seed",
-        "1",
-        "--reports",
-        reports.to_str().unwrap(),
-    ]);
+    let o = run_seed(&f, "1", &reports);
     assert_exit(&o, 2, "field `name`");
     let o = sim(&[
         "gate",
@@ -118,27 +115,11 @@ fn names_that_become_paths_cannot_leave_the_reports_folder() {
 #[test]
 fn run_judges_its_series_and_exits_1_on_a_violation() {
     let d = scratch("run");
-    let o = sim(&[
-        "run",
-        "--scenario",
-        "scenarios/canary_must_fail.toml",
-        "--seed",
-        "3",
-        "--reports",
-        d.to_str().unwrap(),
-    ]);
+    let o = run_seed(Path::new("scenarios/canary_must_fail.toml"), "3", &d);
     assert_exit(&o, 1, "checkers: 1 violation(s)");
     assert!(text(&o)
         .contains("replay: toolop-sim replay --scenario scenarios/canary_must_fail.toml --seed 3"));
-    let o = sim(&[
-        "run",
-        "--scenario",
-        "scenarios/smoke.toml",
-        "--seed",
-        "3",
-        "--reports",
-        d.to_str().unwrap(),
-    ]);
+    let o = run_seed(Path::new("scenarios/smoke.toml"), "3", &d);
     assert_exit(&o, 0, "checkers: all properties hold");
 }
 
@@ -285,15 +266,7 @@ fn settings_aip151_cannot_express_are_refused() {
         let f = edited(&d, "scenarios/aip151_faults.toml", |t| {
             t.replace("[faults.rates]\n", setting)
         });
-        let o = sim(&[
-            "run",
-            "--scenario",
-            f.to_str().unwrap(),
-            "--seed",
-            "1",
-            "--reports",
-            d.to_str().unwrap(),
-        ]);
+        let o = run_seed(&f, "1", &d);
         assert_eq!(o.status.code(), Some(2), "{setting}: {}", text(&o));
         assert!(
             text(&o).contains(&format!("field `{field}`")),
@@ -304,15 +277,7 @@ fn settings_aip151_cannot_express_are_refused() {
     let f = edited(&d, "scenarios/aip151_faults.toml", |t| {
         t.replacen("input_rate = 0.0", "input_rate = 0.3", 1)
     });
-    let o = sim(&[
-        "run",
-        "--scenario",
-        f.to_str().unwrap(),
-        "--seed",
-        "1",
-        "--reports",
-        d.to_str().unwrap(),
-    ]);
+    let o = run_seed(&f, "1", &d);
     assert_exit(&o, 2, "input_rate");
 }
 

@@ -8,22 +8,46 @@ use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use serde_json::json;
-use toolop_sim::campaign::shrink;
 use toolop_sim::campaign::sweep::{self, Loaded, Plan};
+use toolop_sim::campaign::{jobs_parser, shrink};
 use toolop_sim::judge::gates;
 use toolop_sim::report;
 
+use crate::series_parser;
+
 use super::{paint, usage_error, EXIT_FAIL, EXIT_INTERRUPTED, STOP};
 
+/// The `gate` command line.
+#[derive(clap::Args)]
 pub struct GateArgs {
+    /// Scenario files; series take turns over them.
+    #[arg(long, num_args = 1.., required = true)]
     pub scenario: Vec<PathBuf>,
+    /// Number of series (1 to 10,000,000).
+    #[arg(long, default_value_t = 10_000, value_parser = series_parser())]
     pub series: u64,
+    /// Worker threads (1 to 256); each series runs on its own OS thread.
+    #[arg(long, default_value_t = 2, value_parser = jobs_parser)]
     pub jobs: usize,
+    /// The first seed; series i runs seed start_seed + i (seeds never wrap).
+    #[arg(long, default_value_t = 0)]
     pub start_seed: u64,
+    /// Re-judge only these seeds (comma-separated), each on the scenario the range from
+    /// --start-seed gave it; replaces --series.
+    #[arg(long, value_delimiter = ',', conflicts_with = "series")]
     pub seeds: Vec<u64>,
+    /// Stop starting series after the first that fails a checker (the report is partial).
+    #[arg(long)]
     pub fail_fast: bool,
+    /// Print one JSON object (verdict, gates, failing seeds, reports) instead of tables.
+    #[arg(long)]
     pub json: bool,
+    /// Report folder name under --reports: one path segment (letters, digits, `.`, `_`, `-`).
+    #[arg(long, default_value = "gate")]
     pub run: String,
+    /// The folder every report goes under: <reports>/<run>/{series.csv, summary.md,
+    /// junit.xml, failing.txt, hist_*.hgrm, shrunk/}.
+    #[arg(long, default_value = "reports")]
     pub reports: PathBuf,
 }
 
@@ -97,18 +121,18 @@ pub fn gate(a: GateArgs) -> ExitCode {
     };
     let started = Instant::now();
     let fail_fast = a.fail_fast;
-    let (rows, _) = sweep::run_plan(
-        &scenarios,
-        &plan,
-        a.jobs,
-        &|row| {
-            progress.inc(1);
-            if fail_fast && !row.violations.is_empty() {
-                super::stop(super::STOPPED_BY_FAIL_FAST);
-            }
-        },
-        &STOP,
-    );
+    let on_done = |row: &gates::SeriesRow| {
+        progress.inc(1);
+        if fail_fast && !row.violations.is_empty() {
+            super::stop(super::STOPPED_BY_FAIL_FAST);
+        }
+    };
+    let hooks = sweep::Hooks {
+        on_done: &on_done,
+        stop: &STOP,
+        ..sweep::Hooks::default()
+    };
+    let (rows, _) = sweep::run_plan(&scenarios, &plan, a.jobs, &hooks);
     progress.finish();
     let done = rows.len() as u64;
     let partial = match super::stopped() {
