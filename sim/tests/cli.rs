@@ -440,3 +440,39 @@ fn version_list_and_reference_answer() {
         text(&o)
     );
 }
+
+#[test]
+fn tune_json_is_one_parseable_object() {
+    let d = scratch("tune_json");
+    let o = sim(&[
+        "tune",
+        "--scenario",
+        "scenarios/smoke.toml",
+        "--grid",
+        "scenarios/grids/default.toml",
+        "--series",
+        "4",
+        "--latency-p99-max-ms",
+        "3600000",
+        "--json",
+        "--reports",
+        d.to_str().unwrap(),
+    ]);
+    let v: serde_json::Value =
+        serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&o)));
+    assert!(
+        v["report"]["points"]
+            .as_array()
+            .is_some_and(|p| !p.is_empty()),
+        "{v}"
+    );
+    assert!(v["files"].as_array().is_some_and(|f| !f.is_empty()), "{v}");
+    match o.status.code() {
+        Some(0) => assert!(
+            v["recheck"].as_str().unwrap().contains("--start-seed 4"),
+            "{v}"
+        ),
+        Some(1) => assert!(v["recheck"].is_null(), "{v}"),
+        c => panic!("exit {c:?}: {}", text(&o)),
+    }
+}

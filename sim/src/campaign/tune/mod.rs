@@ -78,6 +78,10 @@ pub struct TuneArgs {
     /// The folder every report of this command goes under.
     #[arg(long, default_value = "reports")]
     pub reports: PathBuf,
+    /// Print one JSON object (every point, the frontier, the recommendation, its re-check
+    /// command, the files written) instead of the summary.
+    #[arg(long)]
+    pub json: bool,
 }
 
 impl TuneArgs {
@@ -92,6 +96,7 @@ impl TuneArgs {
             latency_p99_max_ms: DEFAULT_LATENCY_P99_MAX_MS,
             run: "tune".into(),
             reports: PathBuf::from("reports"),
+            json: false,
         }
     }
 
@@ -611,7 +616,12 @@ pub fn text_summary(r: &TuneReport) -> String {
 /// or input (a bad grid names its file, field and reason).
 pub fn main_tune(args: TuneArgs) -> ExitCode {
     let points = Grid::load(&args.grid).map(|g| g.len() as u64).unwrap_or(0);
-    println!(
+    let say = |line: String| {
+        if !args.json {
+            println!("{line}");
+        }
+    };
+    say(format!(
         "tune: {} over {}, {} series per point (seeds {}..={}, the same at every point), {} jobs",
         args.grid.display(),
         args.scenario.display(),
@@ -620,8 +630,13 @@ pub fn main_tune(args: TuneArgs) -> ExitCode {
         args.start_seed
             .saturating_add(args.series.saturating_sub(1)),
         args.jobs.max(1)
-    );
-    let progress = Progress::new(points.saturating_mul(args.series));
+    ));
+    let total = points.saturating_mul(args.series);
+    let progress = if args.json {
+        Progress::hidden(total)
+    } else {
+        Progress::new(total)
+    };
     let result = run(&args, &|| progress.inc(1));
     progress.finish();
     let r = match result {
@@ -631,26 +646,37 @@ pub fn main_tune(args: TuneArgs) -> ExitCode {
             return ExitCode::from(e.exit_code());
         }
     };
-    print!("{}", text_summary(&r));
-    if !r.crn.differing.is_empty() {
-        println!("warning: {} (point, seed) pairs drew different parameters from the first point; see tune.md", r.crn.differing.len());
+    if !args.json {
+        print!("{}", text_summary(&r));
     }
-    match write_all(&r) {
-        Ok(files) => {
-            for f in files {
-                println!("wrote {}", f.display());
-            }
-        }
+    if !r.crn.differing.is_empty() {
+        eprintln!("warning: {} (point, seed) pairs drew different parameters from the first point; see tune.md", r.crn.differing.len());
+    }
+    let files = match write_all(&r) {
+        Ok(files) => files,
         Err(e) => {
             eprintln!("error: cannot write reports to {}: {e}", r.dir.display());
             return ExitCode::from(2);
         }
+    };
+    if args.json {
+        let out = serde_json::json!({
+            "report": r,
+            "recommended_point": r.recommended_point().map(|p| &p.id),
+            "recheck": r.recommended.map(|_| r.recheck_command()),
+            "files": files.iter().map(|f| f.display().to_string()).collect::<Vec<_>>(),
+        });
+        println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
+    } else {
+        for f in &files {
+            println!("wrote {}", f.display());
+        }
+        println!(
+            "{} points in {:.2} s wall",
+            r.points.len(),
+            r.wall_ms as f64 / 1000.0
+        );
     }
-    println!(
-        "{} points in {:.2} s wall",
-        r.points.len(),
-        r.wall_ms as f64 / 1000.0
-    );
     if r.recommended.is_some() {
         ExitCode::SUCCESS
     } else {
