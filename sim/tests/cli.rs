@@ -476,3 +476,56 @@ fn tune_json_is_one_parseable_object() {
         c => panic!("exit {c:?}: {}", text(&o)),
     }
 }
+
+#[test]
+fn replay_shows_a_legend_and_node_filters_the_timeline() {
+    let d = scratch("node");
+    let o = sim(&[
+        "replay",
+        "--scenario",
+        "scenarios/smoke.toml",
+        "--seed",
+        "1",
+        "--node",
+        "n001",
+        "--reports",
+        d.to_str().unwrap(),
+    ]);
+    assert_exit(&o, 0, "legend: TIME");
+    let out = String::from_utf8_lossy(&o.stdout).to_string();
+    let timeline = &out[out.find("timeline:\n").unwrap() + 10..out.find("summary:\n").unwrap()];
+    let nodes: std::collections::BTreeSet<&str> = timeline
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(1))
+        .collect();
+    assert!(nodes.contains("n001"), "{timeline}");
+    assert!(nodes.iter().all(|n| *n == "n001" || *n == "-"), "{nodes:?}");
+    assert!(
+        !out.contains("Some(") && !out.contains("None"),
+        "Debug text:\n{out}"
+    );
+}
+
+#[test]
+fn color_follows_the_flag_and_no_color() {
+    let colored = Command::new(env!("CARGO_BIN_EXE_toolop-sim"))
+        .args([
+            "--color",
+            "always",
+            "run",
+            "--scenario",
+            "scenarios/smoke.toml",
+            "--seed",
+            "1",
+        ])
+        .arg("--reports")
+        .arg(scratch("color"))
+        .current_dir(root())
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&colored.stdout).contains("\u{1b}["));
+    // NO_COLOR (set by `sim`) and no terminal: plain text.
+    let r = scratch("nocolor");
+    let plain = run_seed(Path::new("scenarios/smoke.toml"), "1", &r);
+    assert!(!String::from_utf8_lossy(&plain.stdout).contains("\u{1b}["));
+}
