@@ -8,7 +8,7 @@ SEED ?= 42
 SERIES ?= 10000
 JOBS ?= 2
 
-.PHONY: gate gate-ci canary run replay shrink bench ledger-bench mutants mutants-ci tune test build peers peer-ts peer-python peers-rmcp test-peers-rmcp
+.PHONY: docs docs-check lint-sim install-sim gate gate-ci canary run replay shrink bench ledger-bench mutants mutants-ci tune test build peers peer-ts peer-python peers-rmcp test-peers-rmcp
 
 PEERS_VENV := target/peers-venv
 
@@ -54,6 +54,23 @@ bench:
 LEDGER_RECORDS ?= 2000
 ledger-bench:
 	cargo run --release -q --example ledger_bench -- --records $(LEDGER_RECORDS)
+
+# The scenario reference is generated from the loader's own field table; CI fails on a stale copy.
+docs:
+	$(SIM) reference > docs/scenario-reference.md
+
+docs-check:
+	$(SIM) reference | diff -u docs/scenario-reference.md - || { echo "docs/scenario-reference.md is stale: run make docs and commit it" >&2; exit 1; }
+
+# fmt and clippy for the simulator crate (with the madsim flags, as it is built). The rest of the
+# repository is not rustfmt-clean yet; the lead formats it repo-wide and widens this then.
+lint-sim:
+	cargo fmt -p toolop-sim --check
+	$(SIM_ENV) cargo clippy --release -p toolop-sim --all-targets -- -D warnings
+
+# toolop-sim on PATH (~/.cargo/bin), so the commands it prints for pasting work as printed.
+install-sim:
+	RUSTFLAGS="--cfg madsim" CARGO_TARGET_DIR=target/sim cargo install --locked --path sim
 
 build:
 	cargo build --release

@@ -110,6 +110,18 @@ pub enum ProtocolStatus {
 }
 
 impl ProtocolStatus {
+    /// The snake_case name (as serialized), for messages people read.
+    pub fn name(self) -> &'static str {
+        match self {
+            ProtocolStatus::Working => "working",
+            ProtocolStatus::InputRequired => "input_required",
+            ProtocolStatus::Completed => "completed",
+            ProtocolStatus::Failed => "failed",
+            ProtocolStatus::Cancelled => "cancelled",
+            ProtocolStatus::DoneWithoutResult => "done_without_result",
+        }
+    }
+
     pub fn is_terminal(self) -> bool {
         !matches!(self, ProtocolStatus::Working | ProtocolStatus::InputRequired)
     }

@@ -103,7 +103,10 @@ impl<'a> Machine<'a> {
             self.go(S::SubmissionUnknown)?;
         }
         self.go(S::Unknown)?;
-        let reason = format!("{reason} (last server status {:?})", self.rec.last_server_status);
+        let reason = format!(
+            "{reason} (last server status {})",
+            self.rec.last_server_status.map_or("none seen", |s| s.name())
+        );
         self.rec.unknown_reason = Some(reason.clone());
         self.rec.pending_input = None;
         self.cmds.push(Command::Reconcile { reason });

@@ -356,7 +356,13 @@ pub async fn world_main_with(sc: Scenario, params: Params, mode: PlanMode) -> Se
     let (approvals_tx, approvals_rx) = mpsc::unbounded_channel();
     tokio::spawn(approval::agent(world.clone(), approvals_rx));
     let supervisor = tokio::spawn(executor::supervise(world.clone(), inputs_rx, approvals_tx));
-    let end_reason = caller::drive(&world).await;
+    // The world, not the caller, enforces the simulated-time limit: whatever the caller is
+    // waiting for (a submission far in the future, a settle that never comes), the series ends
+    // at `limits.sim_time_ms`.
+    let limit = Duration::from_millis(world.sc.limits.sim_time_ms);
+    let end_reason = tokio::time::timeout(limit, caller::drive(&world))
+        .await
+        .unwrap_or_else(|_| "simulated time limit reached".into());
     world.send_input(Input::Shutdown);
     // The supervisor ends once its executor has seen the shutdown; bounded either way.
     let _ = tokio::time::timeout(Duration::from_secs(5), supervisor).await;
