@@ -24,6 +24,26 @@ pub enum What {
 /// test fails when a checker has no line here.
 pub const CHECKER_LINES: &[(&str, &str)] = &[
     (
+        "no_send_after_receipt",
+        "once a call node has settled, nothing more is sent for it",
+    ),
+    (
+        "outbox_payload_matches_truth",
+        "every outbox entry's terminal state and payload are the server's",
+    ),
+    (
+        "clicked_cancel_is_acted_on",
+        "a cancel the caller clicked reaches the server while the operation still runs",
+    ),
+    (
+        "no_false_unknown",
+        "nothing is handed to manual reconciliation that could still have been resolved",
+    ),
+    (
+        "poll_interval_honoured",
+        "no call node is polled sooner than the server's suggested interval allows",
+    ),
+    (
         "at_most_one_receipt",
         "at most one terminal receipt per call node",
     ),
