@@ -1,11 +1,12 @@
 //! Dispatch: inputs and frames become core events for one call node (`commit.rs` steps,
 //! commits and acts on each); the commands of a committed step are executed here.
 
+use super::commit::Handled;
 use super::{ApprovalRequest, CallNode, Input, NoTaskSupport, Observation, Queued, Runner, APPROVAL_REASKS_MAX};
 use crate::approval;
 use crate::core::{Command, Event};
 use crate::ledger::LedgerError;
-use crate::protocol::{ApprovalReply, Inbound, ServerAnswer, ServerRequest, TaskSupport};
+use crate::protocol::{ApprovalReply, Inbound, Outbound, ServerAnswer, ServerRequest, TaskSupport};
 use crate::record::ToolOperation;
 
 impl Runner {
@@ -144,7 +145,10 @@ impl Runner {
                 };
                 match owner {
                     Ok(Some(rec)) => {
-                        self.handle(&rec.call_node_id, Event::InputRequested(req)).await;
+                        let (node, id, digest) = (rec.call_node_id.clone(), req.server_request_id.clone(), req.schema_digest.clone());
+                        if self.handle(&node, Event::InputRequested(req)).await == Handled::Rejected {
+                            self.answer_refused_input(lane, &node, id, &digest);
+                        }
                     }
                     Err(e) => self.ledger_failed(e),
                     Ok(None) => {
@@ -159,6 +163,27 @@ impl Runner {
             Inbound::ServerRequest(req) => self.answer_server_request(lane, req),
             Inbound::Ignored { .. } => {}
             Inbound::Malformed { reason } => self.observe(Observation::Malformed { reason }),
+        }
+    }
+
+    /// An input request the core refused (replayed, unsolicited, for a finished node): no round
+    /// began and the core sent nothing, yet the server waits for an answer to this request. The
+    /// request we answered last, delivered again, gets that same answer (a server that has it
+    /// already takes the copy as stale); anything else is declined. Never silence.
+    fn answer_refused_input(&mut self, lane: usize, node: &str, id: serde_json::Value, schema_digest: &str) {
+        let Some(rec) = self.read(node) else { return };
+        let last = rec.last_answer.filter(|l| l.server_request_id == id && l.schema_digest == schema_digest);
+        match (last, rec.operation_id) {
+            (Some(last), Some(operation_id)) => {
+                self.observe(Observation::ServerRequestAnswered { method: "elicitation/create".into(), answer: "last_answer_again" });
+                let out = Outbound::InputResponse { operation_id, server_request_id: id, reply: last.reply };
+                let body = self.lanes[lane].adapter.encode(0, &out);
+                self.answers.push_back((lane, body));
+            }
+            _ => {
+                let decline = ServerRequest { id, method: "elicitation/create".into(), answer: ServerAnswer::DeclineElicitation };
+                self.answer_server_request(lane, decline);
+            }
         }
     }
 
