@@ -131,8 +131,9 @@ fn failures_exit_1_and_say_so() {
             "completed"
         );
     }
-    // Python: a raised exception ends the task `failed`, and tasks/result then answers an empty
-    // result. Whatever the executor makes of it, it is never a success.
+    // Python: a raised exception ends the task `failed`, and tasks/result then answers a result
+    // holding only `_meta` (as for a cancelled task). The status read is the evidence: accepted
+    // failed at the first fetch, not re-fetched until the attempts run out and handed over.
     let out = call(
         &ledger,
         &py,
@@ -141,11 +142,12 @@ fn failures_exit_1_and_say_so() {
         "{}",
         &["--wait-budget-ms", "20000"],
     );
-    assert_ne!(code(&out), 0, "{}", text(&out));
-    assert_ne!(
-        status(&ledger, "py-fail")["receipt"]["terminal_state"],
-        "completed"
-    );
+    assert_eq!(code(&out), 1, "{}", text(&out));
+    let s = status(&ledger, "py-fail");
+    assert_eq!(s["local_state"], "ACCEPTED", "{s}");
+    assert_eq!(s["protocol_status"], "failed");
+    assert_eq!(s["receipt"]["terminal_state"], "failed");
+    assert_eq!(py.creations(s["submission_key"].as_str().unwrap()), 1);
     // A tool that forbids tasks is refused locally: rejected, exit 1, nothing created.
     let out = call(&ledger, &ts, "ts-echo", "echo", r#"{"text":"x"}"#, &[]);
     assert_eq!(code(&out), 1, "{}", text(&out));
