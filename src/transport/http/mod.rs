@@ -63,7 +63,8 @@ const POST_RESUMES_MAX: u32 = 3;
 pub struct HttpConfig {
     /// The MCP endpoint, e.g. `http://127.0.0.1:3000/mcp`.
     pub url: String,
-    /// Sent as `MCP-Protocol-Version` after initialize.
+    /// Sent as `MCP-Protocol-Version` after initialize, until the server's initialize reply
+    /// names the revision it chose (then that one).
     pub protocol_version: String,
     pub connect_timeout_ms: u64,
     /// Upper bound on one POST exchange, its SSE stream included. Generous: `tasks/result`
