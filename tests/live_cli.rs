@@ -7,44 +7,9 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{code, run, status, text, wait_status, Peer, Sdk, TempLedger};
-
-fn call(
-    ledger: &TempLedger,
-    peer: &Peer,
-    node: &str,
-    tool: &str,
-    args: &str,
-    extra: &[&str],
-) -> std::process::Output {
-    let url = peer.url();
-    let mut a = vec![
-        "call",
-        "--server",
-        url.as_str(),
-        "--tool",
-        tool,
-        "--args",
-        args,
-        "--node",
-        node,
-    ];
-    a.extend_from_slice(extra);
-    run(ledger, &a)
-}
-
-/// Receipts for one node in the ledger file, across every process that ever wrote it (the
-/// database allows no second one; this checks there is one), each with its one outbox entry.
-fn acceptances(ledger: &TempLedger, node: &str) -> usize {
-    use toolop::ledger::Ledger;
-    let l = toolop::ledger::SqliteLedger::open(ledger.path()).unwrap();
-    let receipts = l.receipts().unwrap();
-    let receipts = receipts.iter().filter(|r| r.call_node_id == node).count();
-    let outbox = l.outbox().unwrap();
-    let outbox = outbox.iter().filter(|e| e.call_node_id == node).count();
-    assert_eq!(receipts, outbox, "{node}: one outbox entry per receipt");
-    receipts
-}
+use common::{
+    acceptances, call, code, run, spawn_call, status, text, wait_status, Peer, Sdk, TempLedger,
+};
 
 fn completes_with_exit_0(sdk: Sdk, flags: &[&str]) {
     let peer = Peer::start(sdk, flags);
@@ -251,22 +216,6 @@ fn python_over_stdio_completes() {
         status(&ledger, "s1")["payload"]["content"][0]["text"],
         "report for 2026-12"
     );
-}
-
-fn spawn_call(
-    ledger: &TempLedger,
-    peer: &Peer,
-    node: &str,
-    tool: &str,
-    args: &str,
-) -> std::process::Child {
-    let url = peer.url();
-    common::spawn(
-        ledger,
-        &[
-            "call", "--server", &url, "--tool", tool, "--args", args, "--node", node,
-        ],
-    )
 }
 
 fn cancel_from_a_second_process(sdk: Sdk) {

@@ -15,59 +15,9 @@ mod common;
 
 use std::time::Duration;
 
-use common::{code, run, status, text, wait_status, Peer, Sdk, TempLedger};
-
-fn call(
-    ledger: &TempLedger,
-    peer: &Peer,
-    node: &str,
-    tool: &str,
-    args: &str,
-    extra: &[&str],
-) -> std::process::Output {
-    let url = peer.url();
-    let mut a = vec![
-        "call",
-        "--server",
-        url.as_str(),
-        "--protocol",
-        peer.sdk.protocol(),
-        "--tool",
-        tool,
-        "--args",
-        args,
-        "--node",
-        node,
-    ];
-    a.extend_from_slice(extra);
-    run(ledger, &a)
-}
-
-fn spawn_call(
-    ledger: &TempLedger,
-    peer: &Peer,
-    node: &str,
-    tool: &str,
-    args: &str,
-) -> std::process::Child {
-    let url = peer.url();
-    common::spawn(
-        ledger,
-        &[
-            "call",
-            "--server",
-            &url,
-            "--protocol",
-            peer.sdk.protocol(),
-            "--tool",
-            tool,
-            "--args",
-            args,
-            "--node",
-            node,
-        ],
-    )
-}
+use common::{
+    acceptances, call, code, run, spawn_call, status, text, wait_status, Peer, Sdk, TempLedger,
+};
 
 /// The receipt's terminal state equals the server's own status for the node's task, and the
 /// server created exactly one task for the node's key (and ran nothing synchronously).
@@ -97,6 +47,14 @@ fn matches_server_record(ledger: &TempLedger, peer: &Peer, node: &str) -> serde_
         "{node}: accepted state equals the server's record"
     );
     s
+}
+
+/// The error message of a failed outcome's payload.
+fn error_message(s: &serde_json::Value) -> String {
+    s["payload"]["error"]["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
 }
 
 fn payload_text(s: &serde_json::Value) -> String {
@@ -141,13 +99,7 @@ fn rmcp_failed_task_and_is_error_result() {
     assert_eq!(code(&out), 1, "{}", text(&out));
     let s = matches_server_record(&ledger, &peer, "f1");
     assert_eq!(s["receipt"]["terminal_state"], "failed");
-    assert!(
-        s["payload"]["error"]["message"]
-            .as_str()
-            .unwrap_or_default()
-            .contains("deliberate failure"),
-        "{s}"
-    );
+    assert!(error_message(&s).contains("deliberate failure"), "{s}");
     // An isError tool result ends `completed` in the extension: a tool error for the caller.
     let out = call(
         &ledger,
@@ -226,13 +178,7 @@ fn rmcp_task_at_its_ttl_fails_then_is_deleted() {
     assert_eq!(code(&out), 1, "{}", text(&out));
     let s = matches_server_record(&ledger, &peer, "t1");
     assert_eq!(s["receipt"]["terminal_state"], "failed");
-    assert!(
-        s["payload"]["error"]["message"]
-            .as_str()
-            .unwrap_or_default()
-            .contains("task expired"),
-        "{s}"
-    );
+    assert!(error_message(&s).contains("task expired"), "{s}");
 
     let mut child = spawn_call(&ledger, &peer, "t2", "cancellable", r#"{"seconds":5}"#);
     let s = wait_status(&ledger, "t2", "WORKING", |s| s["local_state"] == "WORKING");
@@ -278,13 +224,7 @@ fn rmcp_kill_9_mid_poll_then_resume_gives_one_receipt_and_one_task() {
     let s = matches_server_record(&ledger, &peer, "k1");
     assert_eq!(s["receipt"]["terminal_state"], "completed");
     assert_eq!(payload_text(&s), "2");
-    let l = toolop::ledger::SqliteLedger::open(ledger.path()).unwrap();
-    use toolop::ledger::Ledger;
-    let receipts = l.receipts().unwrap();
-    assert_eq!(
-        receipts.iter().filter(|r| r.call_node_id == "k1").count(),
-        1
-    );
+    assert_eq!(acceptances(&ledger, "k1"), 1, "exactly one receipt");
 }
 
 // ---------------------------------------------------------------------------------------------

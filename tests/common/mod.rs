@@ -400,3 +400,64 @@ pub fn wait_status(
         std::thread::sleep(Duration::from_millis(100));
     }
 }
+
+/// `toolop call` of one node on `peer`, in the peer's protocol, waited for.
+pub fn call(
+    ledger: &TempLedger,
+    peer: &Peer,
+    node: &str,
+    tool: &str,
+    args: &str,
+    extra: &[&str],
+) -> Output {
+    let url = peer.url();
+    let mut a = vec![
+        "call",
+        "--server",
+        url.as_str(),
+        "--protocol",
+        peer.sdk.protocol(),
+        "--tool",
+        tool,
+        "--args",
+        args,
+        "--node",
+        node,
+    ];
+    a.extend_from_slice(extra);
+    run(ledger, &a)
+}
+
+/// The same, in the background (for a cancel from another process, or kill -9).
+pub fn spawn_call(ledger: &TempLedger, peer: &Peer, node: &str, tool: &str, args: &str) -> Child {
+    let url = peer.url();
+    spawn(
+        ledger,
+        &[
+            "call",
+            "--server",
+            &url,
+            "--protocol",
+            peer.sdk.protocol(),
+            "--tool",
+            tool,
+            "--args",
+            args,
+            "--node",
+            node,
+        ],
+    )
+}
+
+/// Receipts for one node in the ledger file, across every process that ever wrote it (the
+/// database allows no second one; this checks there is one), each with its one outbox entry.
+pub fn acceptances(ledger: &TempLedger, node: &str) -> usize {
+    use toolop::ledger::Ledger;
+    let l = toolop::ledger::SqliteLedger::open(ledger.path()).unwrap();
+    let receipts = l.receipts().unwrap();
+    let receipts = receipts.iter().filter(|r| r.call_node_id == node).count();
+    let outbox = l.outbox().unwrap();
+    let outbox = outbox.iter().filter(|e| e.call_node_id == node).count();
+    assert_eq!(receipts, outbox, "{node}: one outbox entry per receipt");
+    receipts
+}
