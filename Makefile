@@ -8,7 +8,7 @@ SEED ?= 42
 SERIES ?= 10000
 JOBS ?= 2
 
-.PHONY: docs docs-check lint-sim install-sim gate gate-ci canary run replay shrink bench ledger-bench mutants mutants-ci tune test build peers peer-ts peer-python peers-rmcp test-peers-rmcp
+.PHONY: docs docs-check lint-sim install-sim gate gate-ci canary run replay shrink bench ledger-bench mutants mutants-ci tune test build peers peer-ts peer-python peers-rmcp test-peers-rmcp fault-proxy
 
 PEERS_VENV := target/peers-venv
 
@@ -76,8 +76,12 @@ build:
 	cargo build --release
 	$(SIM_ENV) cargo build --release -p toolop-sim
 
-# Interop peers: the official SDK servers the live tests start (npm and PyPI, from the lock files).
-peers: target/peers-ts.stamp target/peers-python.stamp
+# Interop peers: the official SDK servers the live tests start (npm and PyPI, from the lock files;
+# rmcp from its Cargo.lock), and the fault proxy binary the live sweep puts in front of them.
+peers: target/peers-ts.stamp target/peers-python.stamp peers-rmcp fault-proxy
+
+fault-proxy:
+	cargo build -q -p toolop-fault-proxy
 
 target/peers-ts.stamp: tests/peers/ts/package.json tests/peers/ts/package-lock.json
 	cd tests/peers/ts && npm ci --no-audit --no-fund --loglevel=error
@@ -98,6 +102,7 @@ peer-python: target/peers-python.stamp
 test: peers
 	cargo test -p toolop
 	cargo test -p toolop-fault-proxy
+	$(MAKE) --no-print-directory test-peers-rmcp
 	# The ledger suite again as the simulator builds it: SQLite in memory under --cfg madsim.
 	$(SIM_ENV) cargo test --release -q -p toolop --lib ledger::
 	$(SIM_ENV) cargo test --release -p toolop-sim

@@ -68,7 +68,10 @@ impl LocalState {
 
     /// States that carry a terminal receipt.
     pub fn has_receipt(self) -> bool {
-        matches!(self, LocalState::Accepted | LocalState::CancelledAccepted | LocalState::Rejected)
+        matches!(
+            self,
+            LocalState::Accepted | LocalState::CancelledAccepted | LocalState::Rejected
+        )
     }
 
     pub fn name(self) -> &'static str {
@@ -110,7 +113,7 @@ pub enum ProtocolStatus {
 }
 
 impl ProtocolStatus {
-    /// The snake_case name (as serialized), for messages people read.
+    /// The serialised (snake_case) name, for people and JSON output.
     pub fn name(self) -> &'static str {
         match self {
             ProtocolStatus::Working => "working",
@@ -123,7 +126,10 @@ impl ProtocolStatus {
     }
 
     pub fn is_terminal(self) -> bool {
-        !matches!(self, ProtocolStatus::Working | ProtocolStatus::InputRequired)
+        !matches!(
+            self,
+            ProtocolStatus::Working | ProtocolStatus::InputRequired
+        )
     }
 
     pub fn as_terminal(self) -> Option<TerminalState> {

@@ -10,10 +10,13 @@
 //   needs_input {question}     [required]  input_required: elicits an answer, then completes
 //   slow_job {ms?}             [optional]  runs ms (default 30000) in steps: for cancel races
 //   short_ttl {ms?}            [required]  ttl 1000 whatever was asked: deleted soon after
+//   quick_job {ms?}            [required]  completes after ms (default 200), pollInterval 10 s:
+//                                          a cancel sent before the first poll loses
 //   echo {text}                [forbidden] a plain tool
 //   stats {}                   [forbidden] task creations per idempotency key, as JSON text
 //
-// Side endpoints (tests only): GET /stats (the same counts plus transport facts as JSON),
+// Side endpoints (tests only): GET /stats (the same counts plus transport facts as JSON, and
+// `tasks`: {taskId: {key, status}} from the store, `gone: true` once the store deleted it),
 // POST /faults {status, retry_after, count} (the next `count` MCP requests answer `status`),
 // {oversize_bytes, count}, {delay_ms, count}, {drop_sessions: true} (forget every session, as
 // a restart would), {cut_get: true} (end open GET streams), {ping: true} / {sampling: true}
@@ -57,6 +60,7 @@ const stats = {
   pings_answered: 0,
   sampling_errors: [],
   posts: 0,
+  tasks: {}, // taskId -> {key, status}: the store's own status, read at each GET /stats
 };
 const byKey = new Map(); // key -> taskId (idempotency extension)
 
@@ -118,7 +122,7 @@ async function finish(taskId, status, result) {
 
 // A task tool: create (counting the key; deduplicating with --idempotency), run `work` in the
 // background, answer gets and results from the store.
-function taskTool(server, name, description, inputSchema, support, work, ttlOverride) {
+function taskTool(server, name, description, inputSchema, support, work, ttlOverride, pollInterval = 100) {
   server.experimental.tasks.registerToolTask(
     name,
     { description, inputSchema, execution: { taskSupport: support } },
@@ -129,8 +133,9 @@ function taskTool(server, name, description, inputSchema, support, work, ttlOver
           const existing = await taskStore.getTask(byKey.get(key));
           if (existing) return { task: existing };
         }
-        const task = await extra.taskStore.createTask({ ttl: ttlOverride ?? extra.taskRequestedTtl, pollInterval: 100 });
+        const task = await extra.taskStore.createTask({ ttl: ttlOverride ?? extra.taskRequestedTtl, pollInterval });
         stats.tasks_created += 1;
+        stats.tasks[task.taskId] = { key: key ?? null, status: task.status };
         if (key) {
           stats.creations[key] = (stats.creations[key] ?? 0) + 1;
           byKey.set(key, task.taskId);
@@ -207,6 +212,21 @@ function buildServer() {
     },
     1000,
   );
+  // Done long before the client's first poll (pollInterval 10 s): a cancel sent in between
+  // arrives after completion and loses.
+  taskTool(
+    server,
+    'quick_job',
+    'Completes at once, asks for slow polling',
+    { ms: z.number().optional() },
+    'required',
+    async (id, { ms }) => {
+      await sleep(ms ?? 200);
+      await finish(id, 'completed', text('quick job done'));
+    },
+    undefined,
+    10000,
+  );
   server.registerTool('echo', { description: 'Echoes', inputSchema: { text: z.string() } }, async ({ text: t }) => text(t));
   if (idempotency) {
     // The lookup half of io.toolop/idempotency: tasks/list filtered by key.
@@ -231,7 +251,15 @@ let faults = [];
 
 const app = createMcpExpressApp({ host });
 
-app.get('/stats', (_req, res) => res.json({ ...stats, open_sessions: sessions.size }));
+app.get('/stats', async (_req, res) => {
+  // The store's status of every task; one it deleted (ttl) keeps its last status, marked gone.
+  for (const [id, record] of Object.entries(stats.tasks)) {
+    const t = await taskStore.getTask(id);
+    if (t) record.status = t.status;
+    else record.gone = true;
+  }
+  res.json({ ...stats, open_sessions: sessions.size });
+});
 app.post('/faults', (req, res) => {
   const f = req.body ?? {};
   if (f.drop_sessions) {
