@@ -8,7 +8,7 @@ SEED ?= 42
 SERIES ?= 10000
 JOBS ?= 2
 
-.PHONY: gate gate-ci canary run replay shrink bench ledger-bench mutants mutants-ci tune test build peers peer-ts peer-python peers-rmcp test-peers-rmcp
+.PHONY: gate gate-ci canary run replay shrink bench ledger-bench mutants mutants-ci tune test build peers peer-ts peer-python peers-rmcp test-peers-rmcp crash-soak
 
 PEERS_VENV := target/peers-venv
 
@@ -84,6 +84,13 @@ test: peers
 	# The ledger suite again as the simulator builds it: SQLite in memory under --cfg madsim.
 	$(SIM_ENV) cargo test --release -q -p toolop --lib ledger::
 	$(SIM_ENV) cargo test --release -p toolop-sim
+
+# The kill -9 proof at length (tests/crash_kill9.rs; `make test` runs it with 200 kills):
+# KILLS executor kills, a fresh seed unless CRASH_SEED is given. Same build as `make test`.
+KILLS ?= 5000
+CRASH_SEED ?=
+crash-soak: peers
+	TOOLOP_CRASH_KILLS=$(KILLS) $(if $(CRASH_SEED),TOOLOP_CRASH_SEED=$(CRASH_SEED)) cargo test -p toolop --test crash_kill9
 
 # The rmcp interop peer (tests/peers/rmcp): its own workspace and lock file, its own target dir.
 # Binary: target/peers/rmcp/debug/toolop-rmcp-peer (see tests/peers/rmcp/README.md); an
