@@ -89,8 +89,10 @@ test: peers
 # KILLS executor kills, a fresh seed unless CRASH_SEED is given. Same build as `make test`.
 KILLS ?= 5000
 CRASH_SEED ?=
+# OVERLAP=1 also overlaps attempts with a second executor (finds an open liveness bug).
+OVERLAP ?= 0
 crash-soak: peers
-	TOOLOP_CRASH_KILLS=$(KILLS) $(if $(CRASH_SEED),TOOLOP_CRASH_SEED=$(CRASH_SEED)) cargo test -p toolop --test crash_kill9
+	TOOLOP_CRASH_KILLS=$(KILLS) TOOLOP_CRASH_OVERLAP=$(OVERLAP) $(if $(CRASH_SEED),TOOLOP_CRASH_SEED=$(CRASH_SEED)) cargo test -p toolop --test crash_kill9
 
 # The rmcp interop peer (tests/peers/rmcp): its own workspace and lock file, its own target dir.
 # Binary: target/peers/rmcp/debug/toolop-rmcp-peer (see tests/peers/rmcp/README.md); an

@@ -4,8 +4,8 @@
 //! and the ledger file. `make test` runs it with at least 200 kills; `make crash-soak KILLS=N`
 //! runs N. The seed and the command that reproduces a failure are printed with it.
 //!
-//! Its own `main` (harness = false): the binary is also the consumer process
-//! (`crash_kill9 consumer LEDGER`, `crash_kill9 drain LEDGER`).
+//! Its own `main` (harness = false): the binary is also the consumer process (started with
+//! `TOOLOP_CRASH_CONSUMER=consume|drain` and `TOOLOP_CRASH_LEDGER=FILE`).
 
 #[cfg(not(madsim))]
 mod common;
@@ -17,25 +17,63 @@ mod crash;
 fn main() {}
 
 #[cfg(not(madsim))]
-use std::path::Path;
-#[cfg(not(madsim))]
 use std::time::Instant;
 
 #[cfg(not(madsim))]
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    match args.get(1).map(String::as_str) {
-        Some(mode @ ("consumer" | "drain")) => {
-            let ledger = args
-                .get(2)
-                .expect("usage: crash_kill9 consumer|drain LEDGER");
-            if let Err(e) = crash::consumer::run(Path::new(ledger), mode == "drain") {
-                eprintln!("crash_kill9 {mode}: {e}");
+    match crash::consumer::role_from_env() {
+        Some((drain, ledger)) => {
+            if let Err(e) = crash::consumer::run(&ledger, drain) {
+                eprintln!("crash_kill9 consumer: {e}");
                 std::process::exit(1);
             }
         }
-        _ => prove(),
+        _ if selected(&args[1..]) => prove(),
+        // Filtered out, as libtest would: `cargo test some_other_test` does not pay a minute.
+        _ => println!("crash_kill9: filtered out"),
     }
+}
+
+/// libtest's selection for this binary's one test, `crash_kill9`: every positional argument
+/// is a filter (a substring, or the whole name with `--exact`), `--skip F` drops it when F
+/// matches, `--ignored` selects ignored tests only (this one is not), `--list` lists it. The
+/// other options that take a value are passed over with it.
+#[cfg(not(madsim))]
+fn selected(args: &[String]) -> bool {
+    const NAME: &str = "crash_kill9";
+    const WITH_VALUE: [&str; 6] = [
+        "--test-threads",
+        "--color",
+        "--format",
+        "--logfile",
+        "--shuffle-seed",
+        "-Z",
+    ];
+    let exact = args.iter().any(|a| a == "--exact");
+    let matches = |f: &str| if exact { f == NAME } else { NAME.contains(f) };
+    let mut filters = Vec::new();
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--list" => {
+                println!("{NAME}: test");
+                return false;
+            }
+            "--ignored" => return false,
+            "--skip" => {
+                if it.next().is_some_and(|f| matches(f)) {
+                    return false;
+                }
+            }
+            opt if WITH_VALUE.contains(&opt) => {
+                it.next();
+            }
+            opt if opt.starts_with('-') => {}
+            filter => filters.push(filter),
+        }
+    }
+    filters.is_empty() || filters.iter().any(|f| matches(f))
 }
 
 #[cfg(not(madsim))]
@@ -47,6 +85,14 @@ fn prove() {
         settings.kills,
         settings.repro()
     );
+    // Any panic (a peer that does not start, a process that cannot be spawned) names the seed
+    // and the command too, not only the verdict's failures.
+    let repro = settings.repro();
+    let report = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        report(info);
+        eprintln!("crash_kill9: reproduce: {repro}");
+    }));
     let started = Instant::now();
     let mut driver = crash::Driver::new(settings);
     driver.run();
@@ -68,7 +114,7 @@ fn prove() {
     }
     let secs = started.elapsed().as_secs_f64();
     println!(
-        "crash_kill9: PASS seed {}: {} executor kills ({} after_commit_before_send, {} after_reply_before_commit, {} random SIGKILL), {} consumer kills, {} cancels from another process, {} processes in {} rounds, {:.1} s ({:.1} kills/s); armed but not reached {}, SIGKILL after exit {}",
+        "crash_kill9: PASS seed {}: {} executor kills ({} after_commit_before_send, {} after_reply_before_commit, {} random SIGKILL), {} consumer kills, {} cancels from another process, {} overlapping executors, {} attempts in {} rounds, {:.1} s ({:.1} kills/s); armed but not reached {}, SIGKILL after exit {}",
         settings.seed,
         t.kills(),
         t.kills_commit_before_send,
@@ -76,6 +122,7 @@ fn prove() {
         t.kills_random,
         t.consumer_kills,
         t.cancels,
+        t.overlaps,
         t.attempts,
         t.rounds,
         secs,
@@ -89,10 +136,11 @@ fn prove() {
         .map(|(k, n)| format!("{n} {k}"))
         .collect();
     println!(
-        "crash_kill9: {} call nodes: receipts {}; {} in manual reconciliation; {} outbox entries consumed exactly once",
+        "crash_kill9: {} call nodes: receipts {}; {} in manual reconciliation ({} of them on the lookup peer after the submission bound); {} outbox entries consumed exactly once",
         verdict.nodes,
         outcomes.join(", "),
         verdict.reconciliation,
+        verdict.crash_loop_bound,
         verdict.consumed
     );
     let _ = std::fs::remove_dir_all(&driver.dir);

@@ -1,16 +1,20 @@
 //! The outbox consumer of the kill -9 proof: a separate process (this test binary started
-//! again as `crash_kill9 consumer LEDGER`) that reads ready entries with
+//! again with [`ROLE_ENV`] set) that reads ready entries with
 //! `SqliteLedger::consume_with` and writes one row per entry into its own table in the same
 //! database, in the transaction that marks the entry delivered. The driver kills it with
 //! SIGKILL at random instants (some inside that transaction: each entry holds it a few ms).
 //! The table has no unique constraint, so an entry consumed twice shows as two rows.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use toolop::ledger::{rusqlite, SqliteLedger};
 
 pub const CONSUMER_ID: &str = "crash-consumer";
+/// `consume` (until killed) or `drain` (until nothing is ready): run as the consumer.
+pub const ROLE_ENV: &str = "TOOLOP_CRASH_CONSUMER";
+/// The ledger file the consumer reads.
+pub const LEDGER_ENV: &str = "TOOLOP_CRASH_LEDGER";
 
 const TABLE: &str = "CREATE TABLE IF NOT EXISTS crash_consumed (
     n INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -20,6 +24,26 @@ const TABLE: &str = "CREATE TABLE IF NOT EXISTS crash_consumed (
     payload_json TEXT,
     consumer_pid INTEGER NOT NULL
 )";
+
+/// `Some((drain, ledger))` when this process was started as the consumer.
+pub fn role_from_env() -> Option<(bool, PathBuf)> {
+    let role = std::env::var(ROLE_ENV).ok()?;
+    let ledger = std::env::var_os(LEDGER_ENV)
+        .unwrap_or_else(|| panic!("{ROLE_ENV} is set but {LEDGER_ENV} is not"));
+    match role.as_str() {
+        "consume" => Some((false, ledger.into())),
+        "drain" => Some((true, ledger.into())),
+        other => panic!("{ROLE_ENV}={other}: expected consume or drain"),
+    }
+}
+
+/// Start this test binary as the consumer (`drain`: until nothing is ready).
+pub fn command(ledger: &Path, drain: bool) -> std::process::Command {
+    let mut c = std::process::Command::new(std::env::current_exe().expect("test binary"));
+    c.env(ROLE_ENV, if drain { "drain" } else { "consume" })
+        .env(LEDGER_ENV, ledger);
+    c
+}
 
 /// One row the consumer wrote.
 #[derive(Debug)]

@@ -14,7 +14,7 @@ use std::fs::File;
 use std::io::Write;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use rand::{Rng, SeedableRng};
@@ -24,6 +24,7 @@ use crate::common::{toolop, Peer, Sdk};
 
 pub const SEED_ENV: &str = "TOOLOP_CRASH_SEED";
 pub const KILLS_ENV: &str = "TOOLOP_CRASH_KILLS";
+pub const OVERLAP_ENV: &str = "TOOLOP_CRASH_OVERLAP";
 /// The CI run: at least this many executor kills.
 pub const KILLS_DEFAULT: u64 = 200;
 const HOOK_ENV: &str = "TOOLOP_FAULT_INJECT_CRASH";
@@ -38,6 +39,8 @@ const SIGABRT: i32 = 6;
 pub struct Settings {
     pub seed: u64,
     pub kills: u64,
+    /// Overlap some attempts with a second executor on the same epoch.
+    pub overlap: bool,
 }
 
 impl Settings {
@@ -59,12 +62,18 @@ impl Settings {
         Settings {
             seed,
             kills: num(KILLS_ENV).unwrap_or(KILLS_DEFAULT),
+            overlap: num(OVERLAP_ENV).unwrap_or(0) == 1,
         }
     }
 
     pub fn repro(&self) -> String {
+        let overlap = if self.overlap {
+            format!("{OVERLAP_ENV}=1 ")
+        } else {
+            String::new()
+        };
         format!(
-            "{SEED_ENV}={} {KILLS_ENV}={} cargo test -p toolop --test crash_kill9",
+            "{SEED_ENV}={} {KILLS_ENV}={} {overlap}cargo test -p toolop --test crash_kill9",
             self.seed, self.kills
         )
     }
@@ -82,6 +91,8 @@ pub struct Tally {
     pub attempts: u64,
     pub rounds: u64,
     pub cancels: u64,
+    /// Attempts a second executor (`toolop resume`) overlapped.
+    pub overlaps: u64,
 }
 
 impl Tally {
@@ -96,7 +107,8 @@ pub struct Node {
     pub id: String,
     pub tool: &'static str,
     pub args: serde_json::Value,
-    /// Index into the peers: 0 deduplicates by key (lookup possible), 1 does not.
+    /// Index into the peers: 0 deduplicates and looks up by key (a crash never needs an
+    /// operator there), 1 does not (a crash in `SUBMITTING` must go to reconciliation).
     pub peer: usize,
 }
 
@@ -111,6 +123,16 @@ enum Kill {
 enum Ended {
     Exited(i32),
     Signaled(i32),
+}
+
+/// A `toolop` process of an attempt.
+struct Proc {
+    child: Child,
+    args: String,
+    kill: Kill,
+    killed: bool,
+    started: Instant,
+    status: Option<std::process::ExitStatus>,
 }
 
 pub struct Driver {
@@ -178,13 +200,20 @@ impl Driver {
                     self.tally.rounds
                 ));
             }
+            let before = self.tally.kills();
             self.round();
+            // A line per 500 kills, for the long runs.
+            if self.tally.kills() / 500 > before / 500 {
+                println!(
+                    "crash_kill9: {} kills, {} rounds",
+                    self.tally.kills(),
+                    self.tally.rounds
+                );
+            }
         }
         self.stop_consumer();
         // The last reader: whatever the killed consumers left ready is consumed now.
-        let out = Command::new(std::env::current_exe().expect("test binary"))
-            .arg("drain")
-            .arg(&self.ledger)
+        let out = consumer::command(&self.ledger, true)
             .output()
             .expect("start the draining consumer");
         if !out.status.success() {
@@ -284,7 +313,19 @@ impl Driver {
                 self.kill_consumer();
                 self.start_consumer();
             }
-            let ended = self.attempt(&args, kill, cancel);
+            // Now and then a second executor on the same ledger and epoch overlaps this one
+            // (only with TOOLOP_CRASH_OVERLAP=1: it finds a liveness bug not yet fixed, see
+            // ARCHITECTURE.md). Drawn either way, so a seed's schedule does not depend on it.
+            let overlapping = self.rng.gen_bool(0.15);
+            let overlap = (overlapping && self.settings.overlap).then(|| {
+                let second = if self.rng.gen_bool(0.5) {
+                    Kill::At(self.rng.gen_range(0..450))
+                } else {
+                    Kill::Never
+                };
+                (self.rng.gen_range(0..300u64), second)
+            });
+            let ended = self.attempt(&args, kill, cancel, overlap);
             match ended {
                 Ended::Signaled(_) => {}
                 Ended::Exited(0 | 1 | 3) if !resume => return,
@@ -296,7 +337,7 @@ impl Driver {
             }
         }
         // The caller's last try, unarmed: every node of the round must settle now.
-        match self.attempt(&call, Kill::Never, None) {
+        match self.attempt(&call, Kill::Never, None, None) {
             Ended::Exited(0 | 1 | 3) => {}
             Ended::Exited(code) => self.fail(&format!(
                 "round {round}: the unarmed `toolop call --batch` exited {code}: the round did not settle"
@@ -308,9 +349,75 @@ impl Driver {
     }
 
     /// One `toolop` process: armed or timed to die, maybe with a `toolop cancel` from another
-    /// process while it runs. Counts the kill it suffered.
-    fn attempt(&mut self, args: &[String], kill: Kill, cancel: Option<(u64, String)>) -> Ended {
+    /// process while it runs, maybe overlapped by a second executor (`toolop resume`, on the
+    /// same epoch, itself SIGKILLed or not), as a restarted executor that overlaps its
+    /// predecessor would. Counts the kills. What the first process ended with is returned.
+    fn attempt(
+        &mut self,
+        args: &[String],
+        kill: Kill,
+        cancel: Option<(u64, String)>,
+        overlap: Option<(u64, Kill)>,
+    ) -> Ended {
         self.tally.attempts += 1;
+        let started = Instant::now();
+        let mut procs = vec![self.spawn(args, kill)];
+        let mut overlap = overlap;
+        let mut cancel = cancel;
+        while procs.iter().any(|p| p.status.is_none()) || overlap.is_some() {
+            let ms = started.elapsed().as_millis() as u64;
+            if started.elapsed() > PROCESS_LIMIT {
+                let hung: Vec<String> = procs
+                    .iter()
+                    .filter(|p| p.status.is_none())
+                    .map(|p| format!("`toolop {}`", p.args))
+                    .collect();
+                for p in &mut procs {
+                    let _ = p.child.kill();
+                    let _ = p.child.wait();
+                }
+                self.fail(&format!(
+                    "{} ran over {} s",
+                    hung.join(" and "),
+                    PROCESS_LIMIT.as_secs()
+                ));
+            }
+            if let Some((_, node)) = cancel.clone().filter(|(at, _)| ms >= *at) {
+                cancel = None;
+                self.cancel(&node);
+            }
+            if let Some((_, second)) = overlap.filter(|(at, _)| ms >= *at) {
+                overlap = None;
+                self.tally.overlaps += 1;
+                procs.push(self.spawn(&["resume".to_string()], second));
+            }
+            for p in procs.iter_mut().filter(|p| p.status.is_none()) {
+                p.status = p.child.try_wait().expect("wait for toolop");
+                if p.status.is_none() && !p.killed {
+                    if let Kill::At(at) = p.kill {
+                        if p.started.elapsed().as_millis() as u64 >= at {
+                            // SIGKILL: nothing of the process runs after this.
+                            let _ = p.child.kill();
+                            p.killed = true;
+                        }
+                    }
+                }
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        let mut ended = procs.into_iter().map(|p| self.classify(p));
+        let first = ended.next().expect("the attempt's process");
+        for (i, second) in ended.enumerate() {
+            if let Ended::Exited(code @ (2 | 5..)) = second {
+                self.fail(&format!(
+                    "the overlapping `toolop resume` ({i}) exited {code}"
+                ));
+            }
+        }
+        first
+    }
+
+    fn spawn(&mut self, args: &[String], kill: Kill) -> Proc {
         let log = self.log.try_clone().expect("log handle");
         self.note(&format!("--- toolop {} ({kill:?})", args.join(" ")));
         let mut cmd = toolop();
@@ -323,55 +430,37 @@ impl Driver {
         if let Kill::Point(point, hit) = kill {
             cmd.env(HOOK_ENV, format!("{point}:{hit}"));
         }
-        let started = Instant::now();
-        let mut child = cmd.spawn().expect("start toolop");
-        let mut cancel = cancel;
-        let mut killed = false;
-        let status = loop {
-            if let Some(status) = child.try_wait().expect("wait for toolop") {
-                break status;
-            }
-            let t = started.elapsed();
-            if t > PROCESS_LIMIT {
-                let _ = child.kill();
-                let _ = child.wait();
-                self.fail(&format!(
-                    "`toolop {}` ran over {} s",
-                    args.join(" "),
-                    PROCESS_LIMIT.as_secs()
-                ));
-            }
-            let ms = t.as_millis() as u64;
-            if let Some((at, node)) = cancel.clone().filter(|(at, _)| ms >= *at) {
-                let _ = at;
-                cancel = None;
-                self.cancel(&node);
-            }
-            if matches!(kill, Kill::At(at) if ms >= at) && !killed {
-                // SIGKILL: nothing of the process runs after this.
-                let _ = child.kill();
-                killed = true;
-            }
-            std::thread::sleep(Duration::from_millis(2));
-        };
+        Proc {
+            child: cmd.spawn().expect("start toolop"),
+            args: args.join(" "),
+            kill,
+            killed: false,
+            started: Instant::now(),
+            status: None,
+        }
+    }
+
+    /// How a process ended, counted; a death the driver did not cause fails the run.
+    fn classify(&mut self, p: Proc) -> Ended {
+        let status = p.status.expect("a finished process");
         let ended = match status.signal() {
             Some(sig) => Ended::Signaled(sig),
             None => Ended::Exited(status.code().unwrap_or(-1)),
         };
-        match (&ended, kill) {
+        match (&ended, p.kill) {
             (Ended::Signaled(SIGABRT), Kill::Point("after_commit_before_send", _)) => {
                 self.tally.kills_commit_before_send += 1
             }
             (Ended::Signaled(SIGABRT), Kill::Point(_, _)) => {
                 self.tally.kills_reply_before_commit += 1
             }
-            (Ended::Signaled(SIGKILL), Kill::At(_)) if killed => self.tally.kills_random += 1,
+            (Ended::Signaled(SIGKILL), Kill::At(_)) if p.killed => self.tally.kills_random += 1,
             (Ended::Exited(_), Kill::Point(_, _)) => self.tally.armed_but_not_hit += 1,
             (Ended::Exited(_), Kill::At(_)) => self.tally.random_too_late += 1,
             (Ended::Exited(_), Kill::Never) => {}
-            (Ended::Signaled(sig), _) => self.fail(&format!(
+            (Ended::Signaled(sig), kill) => self.fail(&format!(
                 "`toolop {}` died of signal {sig}, which the driver did not send or arm ({kill:?})",
-                args.join(" ")
+                p.args
             )),
         }
         let code = match &ended {
@@ -379,8 +468,9 @@ impl Driver {
             Ended::Signaled(s) => format!("signal {s}"),
         };
         self.note(&format!(
-            "--- {code} after {} ms",
-            started.elapsed().as_millis()
+            "--- toolop {}: {code} after {} ms",
+            p.args,
+            p.started.elapsed().as_millis()
         ));
         ended
     }
@@ -407,9 +497,7 @@ impl Driver {
 
     fn start_consumer(&mut self) {
         let log = self.log.try_clone().expect("log handle");
-        let child = Command::new(std::env::current_exe().expect("test binary"))
-            .arg("consumer")
-            .arg(&self.ledger)
+        let child = consumer::command(&self.ledger, false)
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()

@@ -26,6 +26,8 @@ pub struct Verdict {
     pub nodes: usize,
     pub receipts: BTreeMap<&'static str, usize>,
     pub reconciliation: usize,
+    /// Of those, on the peer with lookup: stopped by the submission bound (crash loop).
+    pub crash_loop_bound: usize,
     pub consumed: usize,
 }
 
@@ -112,6 +114,12 @@ pub fn judge(d: &Driver) -> Verdict {
                 "call node {id} has no record after its round settled"
             ));
         };
+        if !rec.local_state.is_final() {
+            d.fail(&format!(
+                "call node {id} is left {} after its round settled",
+                rec.local_state
+            ));
+        }
         let tasks = truth[node.peer]
             .get(&rec.submission_key)
             .cloned()
@@ -135,6 +143,31 @@ pub fn judge(d: &Driver) -> Verdict {
             ([_], q) if q > 0 => d.fail(&format!(
                 "call node {id} has a receipt and is in manual reconciliation too"
             )),
+            // Where the server offers lookup by key, the executor resolves a crash itself: an
+            // operator item there is an executor that gave up too soon (handing everything to
+            // reconciliation would pass every other check). The one allowed exception is the
+            // crash-loop bound: a node whose every submission died with its process stops after
+            // `max_submit_attempts`, with nothing created on the server.
+            ([], _) if node.peer == 0 => {
+                let why = queue
+                    .iter()
+                    .find(|q| q.call_node_id == id)
+                    .map(|q| q.reason.clone())
+                    .unwrap_or_default();
+                let bound = toolop::core::CoreConfig::default().max_submit_attempts;
+                if !(why.starts_with("submission attempts spent")
+                    && rec.submit_attempts >= bound
+                    && task.is_none())
+                {
+                    d.fail(&format!(
+                        "call node {id} is in manual reconciliation on the server with lookup by key ({} submissions, {} tasks): {why}",
+                        rec.submit_attempts,
+                        tasks.len()
+                    ));
+                }
+                v.crash_loop_bound += 1;
+                v.reconciliation += 1;
+            }
             ([], _) => {
                 v.reconciliation += 1;
                 if outbox.iter().any(|e| e.call_node_id == id) {

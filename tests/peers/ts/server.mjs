@@ -65,12 +65,20 @@ const byKey = new Map(); // key -> taskId (idempotency extension)
 const created = []; // { taskId, key }
 const outcomes = new Map(); // taskId -> { status, result }
 
-class SharedTaskStore extends InMemoryTaskStore {
+// Records every terminal status as it is set (a cancel through the SDK included), so GET /truth
+// still knows it once the store has expired the task (ttl).
+class RecordingTaskStore extends InMemoryTaskStore {
+  async updateTaskStatus(taskId, status, statusMessage, sessionId) {
+    await super.updateTaskStatus(taskId, status, statusMessage, sessionId);
+    if (['cancelled', 'completed', 'failed'].includes(status) && !outcomes.has(taskId)) outcomes.set(taskId, { status, result: null });
+  }
+}
+class SharedTaskStore extends RecordingTaskStore {
   async createTask(params, requestId, request, _sessionId) {
     return super.createTask(params, requestId, request, undefined);
   }
 }
-const taskStore = sessionScoped ? new InMemoryTaskStore() : new SharedTaskStore();
+const taskStore = sessionScoped ? new RecordingTaskStore() : new SharedTaskStore();
 const messageQueue = new InMemoryTaskMessageQueue();
 
 class MemEventStore {
