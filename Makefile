@@ -8,7 +8,7 @@ SEED ?= 42
 SERIES ?= 10000
 JOBS ?= 2
 
-.PHONY: docs docs-check lint-sim install-sim gate gate-ci canary run replay shrink bench ledger-bench mutants mutants-ci tune test build peers peer-ts peer-python peers-rmcp test-peers-rmcp fault-proxy
+.PHONY: docs docs-check lint-sim install-sim gate gate-ci canary run replay shrink bench ledger-bench mutants mutants-ci tune test build peers peer-ts peer-python peers-rmcp test-peers-rmcp fault-proxy crash-soak
 
 PEERS_VENV := target/peers-venv
 
@@ -106,6 +106,15 @@ test: peers
 	# The ledger suite again as the simulator builds it: SQLite in memory under --cfg madsim.
 	$(SIM_ENV) cargo test --release -q -p toolop --lib ledger::
 	$(SIM_ENV) cargo test --release -p toolop-sim
+
+# The kill -9 proof at length (tests/crash_kill9.rs; `make test` runs it with 200 kills):
+# KILLS executor kills, a fresh seed unless CRASH_SEED is given. Same build as `make test`.
+KILLS ?= 5000
+CRASH_SEED ?=
+# OVERLAP=1 also overlaps attempts with a second executor (finds an open liveness bug).
+OVERLAP ?= 0
+crash-soak: peers
+	TOOLOP_CRASH_KILLS=$(KILLS) TOOLOP_CRASH_OVERLAP=$(OVERLAP) $(if $(CRASH_SEED),TOOLOP_CRASH_SEED=$(CRASH_SEED)) cargo test -p toolop --test crash_kill9
 
 # The rmcp interop peer (tests/peers/rmcp): its own workspace and lock file, its own target dir.
 # Binary: target/peers/rmcp/debug/toolop-rmcp-peer (see tests/peers/rmcp/README.md); an

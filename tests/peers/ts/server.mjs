@@ -17,6 +17,7 @@
 //
 // Side endpoints (tests only): GET /stats (the same counts plus transport facts as JSON, and
 // `tasks`: {taskId: {key, status}} from the store, `gone: true` once the store deleted it),
+// GET /truth (every task created: key, status, stored result),
 // POST /faults {status, retry_after, count} (the next `count` MCP requests answer `status`),
 // {oversize_bytes, count}, {delay_ms, count}, {drop_sessions: true} (forget every session, as
 // a restart would), {cut_get: true} (end open GET streams), {ping: true} / {sampling: true}
@@ -63,13 +64,25 @@ const stats = {
   tasks: {}, // taskId -> {key, status}: the store's own status, read at each GET /stats
 };
 const byKey = new Map(); // key -> taskId (idempotency extension)
+// Ground truth for GET /truth: every task created, with its key and the outcome the work stored
+// (kept here too, so a task the store expired still shows what the server did).
+const created = []; // { taskId, key }
+const outcomes = new Map(); // taskId -> { status, result }
 
-class SharedTaskStore extends InMemoryTaskStore {
+// Records every terminal status as it is set (a cancel through the SDK included), so GET /truth
+// still knows it once the store has expired the task (ttl).
+class RecordingTaskStore extends InMemoryTaskStore {
+  async updateTaskStatus(taskId, status, statusMessage, sessionId) {
+    await super.updateTaskStatus(taskId, status, statusMessage, sessionId);
+    if (['cancelled', 'completed', 'failed'].includes(status) && !outcomes.has(taskId)) outcomes.set(taskId, { status, result: null });
+  }
+}
+class SharedTaskStore extends RecordingTaskStore {
   async createTask(params, requestId, request, _sessionId) {
     return super.createTask(params, requestId, request, undefined);
   }
 }
-const taskStore = sessionScoped ? new InMemoryTaskStore() : new SharedTaskStore();
+const taskStore = sessionScoped ? new RecordingTaskStore() : new SharedTaskStore();
 const messageQueue = new InMemoryTaskMessageQueue();
 
 class MemEventStore {
@@ -117,7 +130,9 @@ async function finish(taskId, status, result) {
   const t = await taskStore.getTask(taskId);
   // A cancelled (or deleted) task keeps its state: the work's late result is dropped.
   if (!t || ['cancelled', 'completed', 'failed'].includes(t.status)) return;
-  await taskStore.storeTaskResult(taskId, status, withDigest(result));
+  const stored = withDigest(result);
+  await taskStore.storeTaskResult(taskId, status, stored);
+  outcomes.set(taskId, { status, result: stored });
 }
 
 // A task tool: create (counting the key; deduplicating with --idempotency), run `work` in the
@@ -136,6 +151,7 @@ function taskTool(server, name, description, inputSchema, support, work, ttlOver
         const task = await extra.taskStore.createTask({ ttl: ttlOverride ?? extra.taskRequestedTtl, pollInterval });
         stats.tasks_created += 1;
         stats.tasks[task.taskId] = { key: key ?? null, status: task.status };
+        created.push({ taskId: task.taskId, key: key ?? null });
         if (key) {
           stats.creations[key] = (stats.creations[key] ?? 0) + 1;
           byKey.set(key, task.taskId);
@@ -259,6 +275,18 @@ app.get('/stats', async (_req, res) => {
     else record.gone = true;
   }
   res.json({ ...stats, open_sessions: sessions.size });
+});
+// What the server did, per task (tests only): its key, its status now (the store's, or the
+// outcome the work stored if the store expired it) and the stored result. The kill -9 proof
+// checks the executor's receipts and outbox payloads against this, never against toolop's log.
+app.get('/truth', async (_req, res) => {
+  const tasks = [];
+  for (const { taskId, key } of created) {
+    const t = await taskStore.getTask(taskId);
+    const done = outcomes.get(taskId);
+    tasks.push({ taskId, key, status: t?.status ?? done?.status ?? 'expired', result: done?.result ?? null });
+  }
+  res.json({ tasks });
 });
 app.post('/faults', (req, res) => {
   const f = req.body ?? {};
