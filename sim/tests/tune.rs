@@ -45,6 +45,22 @@ fn col(header: &csv::StringRecord, name: &str) -> usize {
         .unwrap_or_else(|| panic!("column {name} in {header:?}"))
 }
 
+/// Run a command to success, showing its output when it fails.
+fn run_ok(cmd: &mut std::process::Command) {
+    let out = cmd.output().unwrap();
+    let shown: Vec<String> = std::iter::once(cmd.get_program())
+        .chain(cmd.get_args())
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        out.status.success(),
+        "{}: {}{}",
+        shown.join(" "),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// A fixed poll interval each: the shorter, the faster completion is detected and the more polls.
 const INTERVAL_GRID: &str = "initial_interval_ms = [1000, 3000, 9000]\nbackoff_multiplier = 1.0\ninterval_cap_ms = 9000\nhonor_server_interval = false\n";
 
@@ -257,15 +273,9 @@ fn the_recommendation_follows_the_latency_target_and_rechecks_with_the_gate() {
         .iter()
         .any(|c| Path::new(c).exists());
     if chromium && std::env::var_os("TOOLOP_SKIP_CHROMIUM").is_none() {
-        let out = std::process::Command::new(root().join("scripts/check_tune_html.sh"))
-            .arg(r1.dir.join("tune.html"))
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
+        run_ok(
+            std::process::Command::new(root().join("scripts/check_tune_html.sh"))
+                .arg(r1.dir.join("tune.html")),
         );
     } else {
         eprintln!(
@@ -302,16 +312,7 @@ fn tune_writes_the_same_csv_at_any_jobs_in_fresh_processes() {
             "--reports".into(),
             dir.join("reports").display().to_string(),
         ];
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_toolop-sim"))
-            .args(&args)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
+        run_ok(std::process::Command::new(env!("CARGO_BIN_EXE_toolop-sim")).args(&args));
         let text =
             std::fs::read_to_string(dir.join("reports").join(&run).join("tune.csv")).unwrap();
         csvs.push((args.join(" "), text));
