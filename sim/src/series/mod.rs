@@ -21,6 +21,8 @@ use toolop::runner::{CallNode, Input};
 
 mod approval;
 mod caller;
+#[cfg(madsim)]
+pub mod entropy;
 mod executor;
 /// The fault catalogue, swarm-drawn profiles, the plan of decisions, schedules.
 pub mod faults;
@@ -95,6 +97,7 @@ pub fn run_series_here_with(
     seed: u64,
     schedule: Option<&Schedule>,
 ) -> Result<SeriesResult, String> {
+    entropy::settle();
     let params = params_with(sc, seed, schedule)?;
     let mode = schedule.map_or(PlanMode::Draw, |s| PlanMode::Replay(s.decisions()));
     let rt = madsim::runtime::Runtime::with_seed_and_config(seed, madsim::Config::default());
