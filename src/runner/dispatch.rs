@@ -166,11 +166,14 @@ impl Runner {
         }
     }
 
-    /// An input request the core refused, answered on the wire where no round can come of it.
-    /// The request we answered last, delivered again (same id, same schema), gets that same
-    /// answer (a server that has it already takes the copy as stale). Any other request for a
-    /// call node that has finished is declined: nothing will ever ask the gate. A request for a
-    /// node still running is left to the core: it may be the next round, pushed before the
+    /// An input request the core refused, answered on the wire where no round can come of it:
+    /// only for a call node that has finished. The request we answered last, delivered again
+    /// (same id, same schema), gets that same answer; any other is declined: nothing will ever
+    /// ask the gate. A request for a node still running is left to the core, even a copy of the
+    /// one answered last: the server may already have opened the next round under the same id
+    /// (ids are reused), and a late copy of the old answer would be taken as that round's (the
+    /// simulator's `input_answer_matches_round`, mcp_faults seed 81). It may also be the next
+    /// round itself, pushed before the
     /// executor saw `input_required` again, and the SDK servers deliver it again on the stream
     /// the executor opens then; declining it here would answer a round the gate never saw (the
     /// simulator's `input_answer_matches_round` catches exactly that).
@@ -193,7 +196,7 @@ impl Runner {
         let finished = rec.local_state.is_final();
         let last = rec.last_answer.filter(|l| l.server_request_id == id && l.schema_digest == schema_digest);
         match (last, rec.operation_id) {
-            (Some(last), Some(operation_id)) => {
+            (Some(last), Some(operation_id)) if finished => {
                 self.observe(Observation::ServerRequestAnswered { method: "elicitation/create".into(), answer: "last_answer_again" });
                 let out = Outbound::InputResponse { operation_id, server_request_id: id, reply: last.reply };
                 let body = self.lanes[lane].adapter.encode(0, &out);
