@@ -23,7 +23,6 @@ pub fn check(trace: &Trace) -> Vec<Violation> {
 
 pub fn violations(v: &View) -> Vec<Violation> {
     let mut out = vec![];
-    let mut settled: BTreeMap<&str, (u64, StoreFact)> = BTreeMap::new();
     // When each input request reached the executor, per node: a frame's arrival, and its
     // duplicate's (a replayed request arrives twice, the second copy possibly after settling).
     let mut asked: BTreeMap<&str, Vec<u64>> = BTreeMap::new();
@@ -44,6 +43,7 @@ pub fn violations(v: &View) -> Vec<Violation> {
             }
         }
     }
+    let mut settled: BTreeMap<&str, (u64, StoreFact)> = BTreeMap::new();
     let mut reported: BTreeSet<&str> = BTreeSet::new();
     for e in &v.trace.events {
         match &e.what {
@@ -64,12 +64,9 @@ pub fn violations(v: &View) -> Vec<Violation> {
                 };
                 if *exchange == ExchangeKind::Answer {
                     // One answer per request that arrived between the settlement and now.
-                    let arrivals = asked.get_mut(node);
-                    if let Some(i) = arrivals
-                        .as_ref()
-                        .and_then(|a| a.iter().position(|&t| t >= *at && t <= e.t_ms))
-                    {
-                        arrivals.expect("found in it").remove(i);
+                    let arrivals = asked.entry(node).or_default();
+                    if let Some(i) = arrivals.iter().position(|&t| t >= *at && t <= e.t_ms) {
+                        arrivals.remove(i);
                         continue;
                     }
                 }
