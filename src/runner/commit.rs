@@ -153,6 +153,7 @@ impl Runner {
             };
             let step = core::step(&rec, &event, &ctx, &self.lanes[lane].core);
             let changed = step.record != rec;
+            let is_final = step.record.local_state.is_final();
             let mut write = Write {
                 expected_version: rec.version,
                 writer_epoch: self.writer_epoch(),
@@ -216,6 +217,7 @@ impl Runner {
             };
             let refused = matches!(step.outcome, Outcome::Rejected(_));
             self.act(node, lane, &name, step.outcome, step.commands, version);
+            self.watch_stall(node, is_final);
             // A crash point inside `act` stopped the commands: the step is in the ledger, its
             // sends are not.
             return if self.crashed.is_some() {

@@ -10,6 +10,7 @@ mod handshake;
 mod jitter;
 mod lanes;
 mod observe;
+mod stall;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -226,6 +227,8 @@ pub struct Runner {
     limiter: QpsLimiter,
     /// Refused answers per (node, round), for [`APPROVAL_REASKS_MAX`].
     approval_refusals: BTreeMap<(String, u32), u32>,
+    /// Call nodes nothing of ours covers, and when to look at them again (see `stall.rs`).
+    stall_at: BTreeMap<String, u64>,
 }
 
 impl Runner {
@@ -269,6 +272,7 @@ impl Runner {
             answers: VecDeque::new(),
             limiter,
             approval_refusals: BTreeMap::new(),
+            stall_at: BTreeMap::new(),
         }
     }
 
@@ -357,6 +361,7 @@ impl Runner {
         for _ in 0..self.cfg.max_events {
             self.pick_up_cancel_requests().await;
             self.fire_due().await;
+            self.fire_stalls().await;
             if let Some(exit) = self.stopped() {
                 return exit;
             }

@@ -26,6 +26,9 @@ pub enum Observation {
     /// Another writer committed between this runner's read and its commit; the event is
     /// stepped again on the record as it is now (`attempt` counts from 1).
     CommitConflict { node: String, event: String, attempt: u32, expected: u64, found: u64 },
+    /// A non-final call node nothing of this runner covered (no request in flight, no send
+    /// queued, no timer) for `request_timeout_ms`: resumed as after a restart.
+    Stalled { node: String, state: &'static str },
     /// The ledger refused this runner's epoch for the record: it no longer acts on it.
     Fenced { node: String, error: String },
     /// The ledger could not be read or written; the runner stops.

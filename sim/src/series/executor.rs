@@ -241,6 +241,7 @@ fn observed_node(obs: &Observation) -> Option<&str> {
         | Observation::DuplicateCallNode { node }
         | Observation::CommitConflict { node, .. }
         | Observation::Fenced { node, .. }
+        | Observation::Stalled { node, .. }
         | Observation::CancelRequestPicked { node, .. } => Some(node),
         Observation::Started { .. }
         | Observation::Negotiated { .. }

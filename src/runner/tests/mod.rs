@@ -522,3 +522,91 @@ fn cancel_requests_in_the_ledger_are_picked_up_and_taken_after_the_commit() {
 
 // Server requests and the approval gate: `requests.rs`.
 mod requests;
+
+/// Two executors on one epoch (a `toolop resume` started while a `toolop call` still runs): A
+/// sends a poll (commits `sent_seq` one higher) and dies before its reply, while B's own poll
+/// is answered. B's answer is then not the latest, B holds nothing for the node (no request,
+/// no send, no timer), and before `stall.rs` it waited until its deadline. Now B resumes the
+/// node after `request_timeout_ms` and finishes it.
+#[test]
+fn a_node_nothing_covers_is_resumed_not_left_waiting() {
+    on_tokio(async {
+        let ledger = memory();
+        let server = Server::new(None, false);
+        let (paused_tx, paused_rx) = oneshot::channel();
+        let (release_tx, release_rx) = oneshot::channel();
+        let pause = PauseOnce {
+            event_prefix: "reply:poll",
+            paused: Some(paused_tx),
+            release: Some(release_rx),
+        };
+        let b = start(&ledger, &server, 1, 0, |r| {
+            r.with_commit_delay(Box::new(pause))
+        });
+        b.inputs.send(Input::Submit(node("n1"))).unwrap();
+        tokio::time::timeout(Duration::from_secs(4), paused_rx)
+            .await
+            .expect("B reached a poll answer's commit")
+            .unwrap();
+        // A, on the same epoch, sends the next poll and dies before its reply.
+        {
+            let mut l = ledger.lock().unwrap();
+            let mut record = l.by_call_node("n1").unwrap().expect("n1");
+            let expected_version = record.version;
+            record.poll_cursor.sent_seq += 1;
+            l.commit(crate::ledger::Write {
+                expected_version,
+                writer_epoch: 1,
+                record,
+                accept: None,
+                reconcile: None,
+                effect: None,
+                now_ms: 0,
+            })
+            .unwrap();
+        }
+        release_tx.send(()).unwrap();
+        until("B resumed the uncovered node", || {
+            b.saw(|o| matches!(o, Observation::Stalled { node, .. } if node == "n1"))
+        })
+        .await;
+        server.complete_all();
+        until("a receipt", || {
+            state_of(&ledger, "n1") == Some(LocalState::Accepted)
+        })
+        .await;
+        let (_, seen) = b.stop().await;
+        let stalled = seen
+            .iter()
+            .filter(|o| matches!(o, Observation::Stalled { .. }))
+            .count();
+        assert_eq!(stalled, 1, "resumed once, then covered again");
+        assert_eq!(server.counts().0, 1, "one operation");
+        assert_eq!(ledger.lock().unwrap().receipts().unwrap().len(), 1);
+    });
+}
+
+/// A single executor always covers its nodes: through a whole call with polls, a result and a
+/// receipt, the stall watch never fires.
+#[test]
+fn a_single_executor_never_stalls() {
+    on_tokio(async {
+        let ledger = memory();
+        let server = Server::new(Some(3), false);
+        let r = start(&ledger, &server, 1, 0, |r| r);
+        for id in ["n1", "n2", "n3"] {
+            r.inputs.send(Input::Submit(node(id))).unwrap();
+        }
+        until("three receipts", || {
+            ledger.lock().unwrap().receipts().unwrap().len() == 3
+        })
+        .await;
+        let (_, seen) = r.stop().await;
+        assert!(
+            !seen
+                .iter()
+                .any(|o| matches!(o, Observation::Stalled { .. })),
+            "no stall in a single executor"
+        );
+    });
+}
