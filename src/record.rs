@@ -247,6 +247,10 @@ pub struct ToolOperation {
     pub lookup_attempts: u32,
     pub poll_cursor: PollCursor,
     pub last_server_status: Option<ProtocolStatus>,
+    /// The server's `statusMessage` from its newest status read (advisory). A failed task that
+    /// stores no result (the Python SDK, failed by an exception) explains itself only here.
+    #[serde(default)]
+    pub last_status_message: Option<String>,
     pub input_round: u32,
     pub pending_input: Option<PendingInput>,
     /// A fetch was opened to receive the server's input request; only then is one expected.
@@ -334,6 +338,7 @@ impl ToolOperation {
             lookup_attempts: 0,
             poll_cursor: PollCursor::default(),
             last_server_status: None,
+            last_status_message: None,
             input_round: 0,
             pending_input: None,
             input_stream_open: false,

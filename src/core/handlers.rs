@@ -365,6 +365,7 @@ impl<'a> Machine<'a> {
         }
         self.rec.operation_id = Some(v.operation_id.clone());
         self.rec.last_server_status = Some(v.status);
+        self.rec.last_status_message = v.status_message.clone();
         if !mutated!(self, NotFoundStreakNeverReset) {
             self.rec.poll_cursor.not_found_streak = 0;
         }
@@ -683,8 +684,15 @@ impl<'a> Machine<'a> {
                 self.accept(S::Accepted, terminal, Some(value_digest(&payload)), Some(payload))
             }
             // A failed task may store no result: the Python SDK (mcp 1.30) answers `tasks/result`
-            // of a task failed by an exception with only `_meta`. The terminal status read decides.
-            (Reply::NoResultStored { .. }, TerminalState::Cancelled | TerminalState::DoneWithoutResult | TerminalState::Failed) => {
+            // of a task failed by an exception with only `_meta`, and puts the exception's text in
+            // `statusMessage`. The terminal status read decides; its message is the error
+            // downstream reads (the shape of every failed payload: `error.message`).
+            (Reply::NoResultStored { .. }, TerminalState::Failed) => {
+                let payload = self.rec.last_status_message.clone().map(|message| serde_json::json!({"error": {"message": message}}));
+                let digest = payload.as_ref().map(value_digest);
+                self.accept(S::Accepted, terminal, digest, payload)
+            }
+            (Reply::NoResultStored { .. }, TerminalState::Cancelled | TerminalState::DoneWithoutResult) => {
                 self.accept(S::Accepted, terminal, None, None)
             }
             (Reply::NotFound { .. }, _) => self.not_found("result gone before it was fetched"),

@@ -808,3 +808,33 @@ fn every_transition_outside_the_table_is_refused() {
     }
     assert_eq!(refused, S::ALL.len() * S::ALL.len() - ALLOWED.len());
 }
+
+/// A failed task that stores no result (the Python SDK: a tool that raised; `tasks/result`
+/// holds only `_meta`) explains itself in `statusMessage`: that text is the error downstream
+/// reads, in the one failed payload shape (`error.message`). Without a message, no payload.
+#[test]
+fn a_failed_task_without_a_result_hands_its_status_message_downstream() {
+    for (message, expected) in [
+        (Some("the job failed"), Some(serde_json::json!({"error": {"message": "the job failed"}}))),
+        (None, None),
+    ] {
+        let mut s = Sim::new();
+        let mut failed = view(P::Failed);
+        failed.status_message = message.map(str::to_string);
+        s.working().timer(Timer::PollDue).reply(RequestKind::Poll, Reply::Status(failed));
+        s.timer(Timer::FetchDue);
+        let ctx = Ctx { now_ms: s.now_ms, jitter_permille: 0, epoch: s.epoch };
+        let seq = s.rec.poll_cursor.sent_seq;
+        let reply = Reply::NoResultStored { message: "empty result (only _meta): no result stored".into() };
+        let e = Event::Reply { kind: RequestKind::Fetch, seq, epoch: s.rec.execution_epoch, reply };
+        let step = step(&s.rec, &e, &ctx, &s.cfg);
+        let accept = step.commands.iter().find_map(|c| match c {
+            Command::Accept(spec) => Some(spec.clone()),
+            _ => None,
+        });
+        let accept = accept.expect("accepted");
+        assert_eq!(accept.terminal, TerminalState::Failed);
+        assert_eq!(accept.payload, expected);
+        assert_eq!(accept.result_digest, expected.as_ref().map(crate::digest::value_digest));
+    }
+}
