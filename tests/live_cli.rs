@@ -112,6 +112,13 @@ fn failures_exit_1_and_say_so() {
     assert_eq!(s["local_state"], "ACCEPTED", "{s}");
     assert_eq!(s["protocol_status"], "failed");
     assert_eq!(s["receipt"]["terminal_state"], "failed");
+    // The exception's text reached the executor only as `statusMessage`: it is the error
+    // downstream reads.
+    assert_eq!(
+        s["payload"],
+        serde_json::json!({"error": {"message": "the job failed"}}),
+        "{s}"
+    );
     assert_eq!(py.creations(s["submission_key"].as_str().unwrap()), 1);
     // A tool that forbids tasks is refused locally: rejected, exit 1, nothing created.
     let out = call(&ledger, &ts, "ts-echo", "echo", r#"{"text":"x"}"#, &[]);
