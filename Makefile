@@ -111,8 +111,8 @@ test: peers
 # KILLS executor kills, a fresh seed unless CRASH_SEED is given. Same build as `make test`.
 KILLS ?= 5000
 CRASH_SEED ?=
-# OVERLAP=1 also overlaps attempts with a second executor (finds an open liveness bug).
-OVERLAP ?= 0
+# OVERLAP=0 turns off the second executor that now and then overlaps an attempt (on by default).
+OVERLAP ?= 1
 crash-soak: peers
 	TOOLOP_CRASH_KILLS=$(KILLS) TOOLOP_CRASH_OVERLAP=$(OVERLAP) $(if $(CRASH_SEED),TOOLOP_CRASH_SEED=$(CRASH_SEED)) cargo test -p toolop --test crash_kill9
 

@@ -39,7 +39,7 @@ const SIGABRT: i32 = 6;
 pub struct Settings {
     pub seed: u64,
     pub kills: u64,
-    /// Overlap some attempts with a second executor on the same epoch.
+    /// Overlap some attempts with a second executor on the same epoch (default on).
     pub overlap: bool,
 }
 
@@ -62,19 +62,16 @@ impl Settings {
         Settings {
             seed,
             kills: num(KILLS_ENV).unwrap_or(KILLS_DEFAULT),
-            overlap: num(OVERLAP_ENV).unwrap_or(0) == 1,
+            overlap: num(OVERLAP_ENV).unwrap_or(1) == 1,
         }
     }
 
     pub fn repro(&self) -> String {
-        let overlap = if self.overlap {
-            format!("{OVERLAP_ENV}=1 ")
-        } else {
-            String::new()
-        };
         format!(
-            "{SEED_ENV}={} {KILLS_ENV}={} {overlap}cargo test -p toolop --test crash_kill9",
-            self.seed, self.kills
+            "{SEED_ENV}={} {KILLS_ENV}={} {OVERLAP_ENV}={} cargo test -p toolop --test crash_kill9",
+            self.seed,
+            self.kills,
+            u8::from(self.overlap)
         )
     }
 }
@@ -314,8 +311,8 @@ impl Driver {
                 self.start_consumer();
             }
             // Now and then a second executor on the same ledger and epoch overlaps this one
-            // (only with TOOLOP_CRASH_OVERLAP=1: it finds a liveness bug not yet fixed, see
-            // ARCHITECTURE.md). Drawn either way, so a seed's schedule does not depend on it.
+            // (unless TOOLOP_CRASH_OVERLAP=0; it found the liveness bug `runner/stall.rs`
+            // fixes). Drawn either way, so a seed's schedule does not depend on it.
             let overlapping = self.rng.gen_bool(0.15);
             let overlap = (overlapping && self.settings.overlap).then(|| {
                 let second = if self.rng.gen_bool(0.5) {
