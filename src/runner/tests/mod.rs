@@ -267,11 +267,48 @@ fn runs_on_real_tokio_and_accepts_exactly_once() {
     }
 }
 
+/// Another executor's write: `change` applied to `node`'s record, committed under `epoch`.
+fn write_as(
+    ledger: &SharedLedger,
+    node: &str,
+    epoch: u64,
+    change: impl FnOnce(&mut crate::record::ToolOperation),
+) {
+    let mut l = ledger.lock().unwrap();
+    let mut record = l.by_call_node(node).unwrap().expect("the record");
+    let expected_version = record.version;
+    change(&mut record);
+    l.commit(crate::ledger::Write {
+        expected_version,
+        writer_epoch: epoch,
+        record,
+        accept: None,
+        reconcile: None,
+        effect: None,
+        now_ms: 0,
+    })
+    .unwrap();
+}
+
 /// Pauses the first commit of one event until the test lets it go.
 struct PauseOnce {
     event_prefix: &'static str,
     paused: Option<oneshot::Sender<()>>,
     release: Option<oneshot::Receiver<()>>,
+}
+
+impl PauseOnce {
+    /// The delay, the signal that the commit is held, and the release.
+    fn on(event_prefix: &'static str) -> (PauseOnce, oneshot::Receiver<()>, oneshot::Sender<()>) {
+        let (paused_tx, paused_rx) = oneshot::channel();
+        let (release_tx, release_rx) = oneshot::channel();
+        let pause = PauseOnce {
+            event_prefix,
+            paused: Some(paused_tx),
+            release: Some(release_rx),
+        };
+        (pause, paused_rx, release_tx)
+    }
 }
 
 impl CommitDelay for PauseOnce {
@@ -298,13 +335,7 @@ impl CommitDelay for PauseOnce {
 fn a_write_between_read_and_commit(ledger: SharedLedger) {
     on_tokio(async {
         let server = Server::new(None, true);
-        let (paused_tx, paused_rx) = oneshot::channel();
-        let (release_tx, release_rx) = oneshot::channel();
-        let pause = PauseOnce {
-            event_prefix: "reply:poll",
-            paused: Some(paused_tx),
-            release: Some(release_rx),
-        };
+        let (pause, paused_rx, release_tx) = PauseOnce::on("reply:poll");
         let a = start(&ledger, &server, 1, 0, |r| {
             r.with_commit_delay(Box::new(pause))
         });
@@ -533,13 +564,7 @@ fn a_node_nothing_covers_is_resumed_not_left_waiting() {
     on_tokio(async {
         let ledger = memory();
         let server = Server::new(None, false);
-        let (paused_tx, paused_rx) = oneshot::channel();
-        let (release_tx, release_rx) = oneshot::channel();
-        let pause = PauseOnce {
-            event_prefix: "reply:poll",
-            paused: Some(paused_tx),
-            release: Some(release_rx),
-        };
+        let (pause, paused_rx, release_tx) = PauseOnce::on("reply:poll");
         let b = start(&ledger, &server, 1, 0, |r| {
             r.with_commit_delay(Box::new(pause))
         });
@@ -549,22 +574,7 @@ fn a_node_nothing_covers_is_resumed_not_left_waiting() {
             .expect("B reached a poll answer's commit")
             .unwrap();
         // A, on the same epoch, sends the next poll and dies before its reply.
-        {
-            let mut l = ledger.lock().unwrap();
-            let mut record = l.by_call_node("n1").unwrap().expect("n1");
-            let expected_version = record.version;
-            record.poll_cursor.sent_seq += 1;
-            l.commit(crate::ledger::Write {
-                expected_version,
-                writer_epoch: 1,
-                record,
-                accept: None,
-                reconcile: None,
-                effect: None,
-                now_ms: 0,
-            })
-            .unwrap();
-        }
+        write_as(&ledger, "n1", 1, |r| r.poll_cursor.sent_seq += 1);
         release_tx.send(()).unwrap();
         until("B resumed the uncovered node", || {
             b.saw(|o| matches!(o, Observation::Stalled { node, .. } if node == "n1"))

@@ -130,6 +130,32 @@ fn input_round(cfg: RunnerConfig) -> InputRound {
     }
 }
 
+/// Accept the gate's first question with `{"ok": true}` and wait for `n1`'s receipt.
+async fn accept_round_until_receipt(
+    ledger: &SharedLedger,
+    gate: &mut mpsc::UnboundedReceiver<ApprovalRequest>,
+    inputs: &mpsc::UnboundedSender<Input>,
+) {
+    let ask = tokio::time::timeout(Duration::from_secs(5), gate.recv())
+        .await
+        .expect("the gate is asked")
+        .expect("open");
+    inputs
+        .send(Input::Approval {
+            node: "n1".into(),
+            round: ask.round,
+            schema_digest: ask.schema_digest.clone(),
+            reply: ApprovalReply::Accept {
+                content: json!({"ok": true}),
+            },
+        })
+        .unwrap();
+    until("a receipt", || {
+        ledger.lock().unwrap().receipts().unwrap().len() == 1
+    })
+    .await;
+}
+
 /// The approval gate gets the requested schema; an accepted answer that does not conform is
 /// never sent: it is observed, the gate is asked again with the reason (at most
 /// `APPROVAL_REASKS_MAX` times), and the round stays open until a conforming answer.
@@ -298,24 +324,7 @@ fn refused_input_requests_are_answered_never_left_hanging() {
             in_tx,
             ..
         } = input_round(config());
-        let ask = tokio::time::timeout(Duration::from_secs(5), gate.recv())
-            .await
-            .expect("the gate is asked")
-            .expect("open");
-        inputs
-            .send(Input::Approval {
-                node: "n1".into(),
-                round: ask.round,
-                schema_digest: ask.schema_digest.clone(),
-                reply: ApprovalReply::Accept {
-                    content: json!({"ok": true}),
-                },
-            })
-            .unwrap();
-        until("a receipt", || {
-            ledger.lock().unwrap().receipts().unwrap().len() == 1
-        })
-        .await;
+        accept_round_until_receipt(&ledger, &mut gate, &inputs).await;
         let elicit = |id: Value, schema: Value| {
             let ask = json!({"jsonrpc": "2.0", "id": id, "method": "elicitation/create", "params": {
                 "mode": "form", "message": "Approve?", "requestedSchema": schema,
@@ -374,42 +383,10 @@ fn a_fenced_process_leaves_refused_input_requests_to_the_newer_epoch() {
             in_tx,
             ..
         } = input_round(config());
-        let ask = tokio::time::timeout(Duration::from_secs(5), gate.recv())
-            .await
-            .expect("the gate is asked")
-            .expect("open");
-        inputs
-            .send(Input::Approval {
-                node: "n1".into(),
-                round: ask.round,
-                schema_digest: ask.schema_digest.clone(),
-                reply: ApprovalReply::Accept {
-                    content: json!({"ok": true}),
-                },
-            })
-            .unwrap();
-        until("a receipt", || {
-            ledger.lock().unwrap().receipts().unwrap().len() == 1
-        })
-        .await;
+        accept_round_until_receipt(&ledger, &mut gate, &inputs).await;
         // Another executor takes the node over (epoch 2) while this one still runs.
-        {
-            let mut l = ledger.lock().unwrap();
-            assert_eq!(l.bump_epoch().unwrap(), 2);
-            let mut record = l.by_call_node("n1").unwrap().expect("n1");
-            let expected_version = record.version;
-            record.execution_epoch = 2;
-            l.commit(crate::ledger::Write {
-                expected_version,
-                writer_epoch: 2,
-                record,
-                accept: None,
-                reconcile: None,
-                effect: None,
-                now_ms: 0,
-            })
-            .unwrap();
-        }
+        assert_eq!(ledger.lock().unwrap().bump_epoch().unwrap(), 2);
+        write_as(&ledger, "n1", 2, |r| r.execution_epoch = 2);
         let ask = json!({"jsonrpc": "2.0", "id": 7, "method": "elicitation/create", "params": {
             "mode": "form", "message": "Approve?", "requestedSchema": {"type": "object"},
             "_meta": {"io.modelcontextprotocol/related-task": {"taskId": "t1"}}}});
