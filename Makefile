@@ -2,13 +2,13 @@
 # production build (real tokio) and the simulated build never share artefacts.
 SIM_ENV := RUSTFLAGS="--cfg madsim" CARGO_TARGET_DIR=target/sim
 SIM := $(SIM_ENV) cargo run --release -q -p toolop-sim --
-DEFAULT_SET := scenarios/smoke.toml scenarios/mcp_faults.toml scenarios/mcp_load.toml scenarios/aip151_faults.toml scenarios/mcp_ext_faults.toml scenarios/mcp_retire.toml
+DEFAULT_SET := $(shell grep -v "^\#" scenarios/default-set.txt)
 SCENARIO ?= scenarios/smoke.toml
 SEED ?= 42
 SERIES ?= 10000
 JOBS ?= 2
 
-.PHONY: gate gate-ci canary run replay shrink bench ledger-bench mutants mutants-ci tune test build peers peer-ts peer-python peers-rmcp test-peers-rmcp
+.PHONY: gate gate-ci canary run replay shrink bench ledger-bench mutants mutants-ci mutation mutation-diff tune test build peers peer-ts peer-python peers-rmcp test-peers-rmcp
 
 PEERS_VENV := target/peers-venv
 
@@ -100,3 +100,24 @@ peers-rmcp:
 # The peer's own tests: the rmcp transcript replayed against it, its record, stdio and HTTP.
 test-peers-rmcp:
 	$(PEERS_RMCP) test $(PEERS_RMCP_MANIFEST)
+
+# Mutation testing of the executor with cargo-mutants 27.1.0 (`cargo install cargo-mutants
+# --version 27.1.0 --locked`): every mutant of src/{core,ledger,protocol,runner} and record.rs
+# is judged by the unit tests, the adapter tests and the simulated gate over the default set
+# (tests/sim_gate.rs at MUTATION_SERIES series); config in .cargo/mutants.toml. Shard a long
+# run with MUTATION_SHARD=K/N (cargo-mutants' own sharding); results in target/mutation*/.
+MUTATION_SHARD ?= 0/1
+MUTATION_SERIES ?= 1000
+MUTATION_ENV := TOOLOP_SIM_GATE_PROFILE=mutants TOOLOP_SIM_GATE_SERIES=$(MUTATION_SERIES)
+# The base of mutation-diff: the merge base with main; on a clean clone of main, where that is
+# HEAD itself, pass MUTATION_BASE=HEAD~1 to judge the change that landed last.
+MUTATION_BASE ?= main
+
+mutation:
+	$(MUTATION_ENV) cargo mutants --shard $(MUTATION_SHARD) --output target/mutation-$(subst /,-of-,$(MUTATION_SHARD))
+
+# Only the mutants on lines this branch changed under src/.
+mutation-diff:
+	mkdir -p target
+	git diff $$(git merge-base $(MUTATION_BASE) HEAD) -- src > target/mutation.diff
+	$(MUTATION_ENV) cargo mutants --in-diff target/mutation.diff --output target/mutation-diff
