@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 
 use serde::Serialize;
 use toolop::ledger::LedgerSnapshot;
-use toolop::record::LocalState;
+use toolop::record::{LocalState, TerminalState};
 use toolop::runner::{CrashPoint, Observation};
 
 use crate::fake::codec::ExchangeKind;
@@ -43,6 +43,9 @@ pub enum What {
         /// After the safety phase every call node must settle within this long.
         liveness_bound_ms: u64,
         faults: String,
+        /// What the scenario configured that judges read: the executor's settings it was
+        /// given (jitter, approval deadline) and the call nodes the caller will submit.
+        config: BeginConfig,
     },
     /// A fault fired at decision point `decision` (0: a fault that follows from another), meeting
     /// `node` in local state `state` (the last state the trace showed for it).
@@ -65,21 +68,47 @@ pub enum What {
         obs: Observation,
     },
     /// A frame crossed the simulated network: the exchange it belongs to, the call node the
-    /// world attributes it to, and what the fault layer did with it.
+    /// world attributes it to, the executor process at the client end, and what the fault layer
+    /// did with it. Recorded when the frame leaves (an executor's request as it is sent, a reply
+    /// or push as the server emits it).
     Net {
         dir: Dir,
         exchange: ExchangeKind,
         node: Option<String>,
+        /// The lane (one per protocol the executor speaks) and the executor process at the
+        /// client end of the connection: its execution epoch and incarnation.
+        lane: u32,
+        epoch: u64,
+        incarnation: u32,
+        /// The network's own number for the frame, unique in a series: the server's ground
+        /// truth names the frame that carried an answer by it.
+        frame: u64,
         request_id: Option<u64>,
         bytes: usize,
         verdict: NetVerdict,
+        /// A frame to the executor that arrives: after how long (latency and any hold). Absent
+        /// for requests and for frames that never arrive.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        arrives_after_ms: Option<u64>,
+        /// A frame to the executor: what it shows, in neutral terms, as the service (or the
+        /// replica in front of it) answered, before any rewrite the verdict names.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        shows: Option<Shows>,
     },
+    /// The world read the executors' durable store and found something new for a call node:
+    /// a receipt (the acceptance transaction: receipt and outbox entry) or a hand-off to manual
+    /// reconciliation. Recorded at the moment the world first sees it, which is right after
+    /// the commit that wrote it (the world looks whenever an executor reports anything).
+    Store { node: String, fact: StoreFact },
     /// The caller acted.
     Caller { action: CallerAction, node: String },
-    /// The approval agent answered (or chose silence).
+    /// The approval agent was asked, answered, or chose silence. `round` is the number the
+    /// executor gave the question; `question` is what the question itself names (the server's
+    /// task and round, as the server worded it), when it names them.
     Approval {
         node: String,
         round: u32,
+        question: Option<Question>,
         action: ApprovalAction,
     },
     /// The world stopped, restarted or rolled back an executor.
@@ -133,6 +162,99 @@ pub enum NetVerdict {
     ToOldEpoch,
 }
 
+/// What a frame to the executor shows: the service's neutral answer (or the replica's), before
+/// any rewrite. The world's record of what the executor was told.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "shows", rename_all = "snake_case")]
+pub enum Shows {
+    /// One task: a submission's reply, a status read, an immediate cancel's result, a status
+    /// notification. `poll_interval_ms`: the interval the server suggests on it; `input_round`:
+    /// the input round it shows pending (protocols whose reads show them).
+    Task {
+        task: String,
+        status: TaskStatus,
+        poll_interval_ms: Option<u64>,
+        input_round: Option<u32>,
+        /// The retention the server advertises on it, if any.
+        ttl_ms: Option<u64>,
+        /// The read carries the task's stored result (a done AIP-151 operation, or a task read
+        /// of the tasks extension with its result inlined).
+        result: bool,
+    },
+    /// A lookup by key or a list: the tasks found (none: nothing by that key).
+    Tasks {
+        tasks: Vec<String>,
+    },
+    /// A terminal task's stored outcome (a result read, an inline run's end).
+    Outcome,
+    /// A result read of a task with nothing stored.
+    NoResult,
+    /// An inline run refused after it ran.
+    InlineRefused,
+    NotFound {
+        expired: bool,
+    },
+    CancelAccepted,
+    CancelRejected {
+        status: TaskStatus,
+    },
+    Ack,
+    /// A 429/503 from in front of the server, with the Retry-After it carries.
+    Throttled {
+        status: u16,
+        retry_after_ms: u64,
+    },
+    /// An input request of `task`'s round `round` (pushed by the server).
+    Input {
+        task: String,
+        round: u32,
+    },
+}
+
+/// What an approval question names, in the server's words.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct Question {
+    pub task: String,
+    pub round: u32,
+}
+
+/// What the world found in the executors' store.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "fact", rename_all = "snake_case")]
+pub enum StoreFact {
+    Receipt { terminal: TerminalState },
+    Reconcile,
+}
+
+/// The scenario's settings that judges read, as the series ran them.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct BeginConfig {
+    /// The executor's poll jitter: a fraction of the interval added on top, in [0, f).
+    pub poll_jitter_fraction: f64,
+    /// How long the executor gives the approval gate before it declines by itself.
+    pub approval_timeout_ms: u64,
+    /// The executor's request timeout.
+    pub request_timeout_ms: u64,
+    /// How many not-found replies in a row, before the operation's advertised expiry, the
+    /// executor is configured to retry before it gives up (it hands over on the next).
+    pub not_found_retries: u32,
+    /// Tools the executor runs in shadow mode.
+    pub shadow_tools: Vec<String>,
+    /// Every call node the caller will submit.
+    pub nodes: Vec<BeginNode>,
+    /// The protocol of each lane, in lane order (the primary first).
+    pub lanes: Vec<Protocol>,
+}
+
+/// A call node as the caller will submit it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct BeginNode {
+    pub id: String,
+    pub tool: String,
+    /// The submission key the caller gives it.
+    pub key: String,
+}
+
 /// What the caller did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -173,6 +295,8 @@ pub enum ApprovalAction {
     Silent,
     /// An accepted answer sent again (the approval-replay fault).
     ReplayAccept,
+    /// The agent received the question.
+    Asked,
 }
 
 impl ApprovalAction {
@@ -183,6 +307,7 @@ impl ApprovalAction {
             ApprovalAction::Cancel => "cancel",
             ApprovalAction::Silent => "silent",
             ApprovalAction::ReplayAccept => "replay_accept",
+            ApprovalAction::Asked => "asked",
         }
     }
 }

@@ -103,7 +103,10 @@ impl<'a> Machine<'a> {
             self.go(S::SubmissionUnknown)?;
         }
         self.go(S::Unknown)?;
-        let reason = format!("{reason} (last server status {:?})", self.rec.last_server_status);
+        let reason = match self.rec.last_server_status {
+            Some(status) => format!("{reason} (last server status: {})", status.name()),
+            None => format!("{reason} (no server status read yet)"),
+        };
         self.rec.unknown_reason = Some(reason.clone());
         self.rec.pending_input = None;
         self.cmds.push(Command::Reconcile { reason });
@@ -115,8 +118,13 @@ impl<'a> Machine<'a> {
         self.rec.result_digest = digest.clone();
         // The payload travels whatever the terminal state; the ledger decides what downstream
         // may treat as a result (a cancelled outcome's result is audit, never a payload).
+        let payload = if terminal == TerminalState::Failed && mutated!(self, FailedPayloadDropped) { None } else { payload };
         let basis = self.basis.clone();
         self.cmds.push(Command::Accept(AcceptSpec { terminal, result_digest: digest, payload, basis }));
+        if terminal == TerminalState::Completed && self.rec.operation_id.is_some() && mutated!(self, SendAfterReceipt) {
+            // Planted: "read it once more to be sure", after the receipt is written.
+            self.send(Outbound::FetchResult { operation_id: self.op_id() });
+        }
         STAYED
     }
 
@@ -160,7 +168,7 @@ impl<'a> Machine<'a> {
             let late_completion = matches!(v.status, P::Completed | P::Failed);
             if self.rec.local_state == S::CancelledAccepted && late_completion && Some(&v.operation_id) == self.rec.operation_id.as_ref() {
                 self.cmds.push(Command::EffectReconciliation {
-                    reason: format!("server reported {:?} after the cancel was confirmed", v.status),
+                    reason: format!("server reported {} after the cancel was confirmed", v.status.name()),
                 });
                 return STAYED;
             }
@@ -357,7 +365,9 @@ impl<'a> Machine<'a> {
         }
         self.rec.operation_id = Some(v.operation_id.clone());
         self.rec.last_server_status = Some(v.status);
-        self.rec.poll_cursor.not_found_streak = 0;
+        if !mutated!(self, NotFoundStreakNeverReset) {
+            self.rec.poll_cursor.not_found_streak = 0;
+        }
         self.rec.poll_cursor.lost_streak = 0;
         if let Some(i) = v.poll_interval_ms {
             self.rec.poll_cursor.server_interval_ms = Some(i);
@@ -465,6 +475,10 @@ impl<'a> Machine<'a> {
             // The tool may have run, and no task exists that a lookup by key could find: "not
             // found by key" would then look like proof that nothing ran, and the call would run
             // again. Late or not, this settles it: a human reconciles, nothing is resent.
+            Reply::SubmitOutcomeUnknown { .. } if state == S::Submitting && mutated!(self, UnknownOutcomeAsRefusal) => {
+                // Planted: an error after the tool may have run, read as "refused, nothing ran".
+                self.accept(S::Rejected, TerminalState::Rejected, None, None)
+            }
             Reply::SubmitOutcomeUnknown { reason } => {
                 self.hand_over(&format!("the server answered the submission in a way that leaves open whether the tool ran, with no task to follow: {reason}"))
             }
@@ -595,7 +609,9 @@ impl<'a> Machine<'a> {
         }
         self.rec.last_server_status = Some(crate::record::ProtocolStatus::InputRequired);
         // The server just showed the operation alive: earlier not-founds were a lagging replica.
-        self.rec.poll_cursor.not_found_streak = 0;
+        if !mutated!(self, NotFoundStreakNeverReset) {
+            self.rec.poll_cursor.not_found_streak = 0;
+        }
         self.rec.poll_cursor.lost_streak = 0;
         if self.rec.pending_input.is_some() {
             return STAYED;
@@ -666,7 +682,11 @@ impl<'a> Machine<'a> {
                 let payload = serde_json::json!({"error": {"code": code, "message": message}});
                 self.accept(S::Accepted, terminal, Some(value_digest(&payload)), Some(payload))
             }
-            (Reply::NoResultStored { .. }, TerminalState::Cancelled | TerminalState::DoneWithoutResult) => self.accept(S::Accepted, terminal, None, None),
+            // A failed task may store no result: the Python SDK (mcp 1.30) answers `tasks/result`
+            // of a task failed by an exception with only `_meta`. The terminal status read decides.
+            (Reply::NoResultStored { .. }, TerminalState::Cancelled | TerminalState::DoneWithoutResult | TerminalState::Failed) => {
+                self.accept(S::Accepted, terminal, None, None)
+            }
             (Reply::NotFound { .. }, _) => self.not_found("result gone before it was fetched"),
             (Reply::RateLimited { retry_after_ms } | Reply::Unavailable { retry_after_ms }, _) => {
                 self.refetch(retry_after_ms.unwrap_or(0))
@@ -899,6 +919,8 @@ impl<'a> Machine<'a> {
         match self.rec.local_state {
             S::Working | S::InputRequired => self.request_cancel(),
             // No id yet: remember, and cancel as soon as the server names the operation.
+            // Planted: the click is acknowledged and forgotten.
+            S::Submitting | S::SubmissionUnknown | S::NotFoundSafe if mutated!(self, CancelDroppedBeforeOperationId) => STAYED,
             S::Submitting | S::SubmissionUnknown | S::NotFoundSafe => {
                 self.rec.cancel_wanted = true;
                 STAYED

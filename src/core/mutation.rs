@@ -35,10 +35,20 @@ pub enum Mutation {
     IgnoreRetryAfter,
     /// Let a poll answer that arrives late overwrite a newer state.
     LateAnswerOverwrites,
+    /// Fetch a completed result once more after its receipt is committed.
+    SendAfterReceipt,
+    /// Hand a failed outcome downstream without its error payload.
+    FailedPayloadDropped,
+    /// Never reset the not-found streak when the server shows the operation alive again.
+    NotFoundStreakNeverReset,
+    /// Forget a cancel clicked before the server named the operation.
+    CancelDroppedBeforeOperationId,
+    /// Read "the tool may have run" (a submission outcome left open) as a refusal.
+    UnknownOutcomeAsRefusal,
 }
 
 impl Mutation {
-    pub const ALL: [Mutation; 14] = [
+    pub const ALL: [Mutation; 19] = [
         Mutation::FreshKeyOnSubmitTimeout,
         Mutation::ResubmitWithoutLookup,
         Mutation::FailOnCancelClick,
@@ -53,6 +63,11 @@ impl Mutation {
         Mutation::NoQpsLimiter,
         Mutation::IgnoreRetryAfter,
         Mutation::LateAnswerOverwrites,
+        Mutation::SendAfterReceipt,
+        Mutation::FailedPayloadDropped,
+        Mutation::NotFoundStreakNeverReset,
+        Mutation::CancelDroppedBeforeOperationId,
+        Mutation::UnknownOutcomeAsRefusal,
     ];
 
     pub fn name(self) -> String {

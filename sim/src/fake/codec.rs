@@ -17,6 +17,29 @@ use super::script::TaskScript;
 use super::service::Policy;
 use super::truth::{AnswerAction, TaskStatus};
 
+/// The words of an input round's question, as every codec prints them in the round's requested
+/// schema (the description of its one property, `ok`): the approval agent reads them to know
+/// which of the server's rounds it is answering, whatever the executor numbered it.
+pub fn question_words(task: &str, round: u32) -> String {
+    format!("approve round {round} of task {task}")
+}
+
+/// The (task, round) that [`question_words`] wrote, if `words` are such words.
+pub fn question_of(words: &str) -> Option<(String, u32)> {
+    let rest = words.strip_prefix("approve round ")?;
+    let (round, task) = rest.split_once(" of task ")?;
+    Some((task.to_string(), round.parse().ok()?))
+}
+
+/// The requested schema of an input round: one boolean, `ok`, described by the question.
+pub fn question_schema(task: &str, round: u32) -> Value {
+    serde_json::json!({
+        "type": "object",
+        "properties": {"ok": {"type": "boolean", "description": question_words(task, round)}},
+        "required": ["ok"],
+    })
+}
+
 /// A tool a fake server offers (MCP servers list them; AIP-151 routes them).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FakeTool {
@@ -317,6 +340,8 @@ pub struct CodecCaps {
     pub poll_shows_input: bool,
     /// Results carry the server's digest.
     pub result_digest: bool,
+    /// The poll interval the server suggests on every task it shows, if it suggests one.
+    pub poll_interval_ms: Option<u64>,
 }
 
 /// The result payload as the server puts it on the wire (without metadata): what the truth's

@@ -64,12 +64,19 @@ impl FakeServer {
     }
 
     /// Serve a decoded request at `now_ms`: the replies due at once. A request the codec answers
-    /// itself gets its reply here too.
-    pub fn serve(&mut self, now_ms: u64, decoded: Decoded, faults: CancelFaults) -> Vec<Reply> {
+    /// itself gets its reply here too. `frame`: the network's number for the frame that carried
+    /// it (the truth names the frame that carried each answer to an input round).
+    pub fn serve(
+        &mut self,
+        now_ms: u64,
+        decoded: Decoded,
+        faults: CancelFaults,
+        frame: Option<u64>,
+    ) -> Vec<Reply> {
         match decoded.ask {
             Ask::Service(request) => {
                 self.service
-                    .handle(now_ms, decoded.call, request, faults, &*self.codec)
+                    .handle(now_ms, decoded.call, request, faults, frame, &*self.codec)
             }
             Ask::Codec => decoded
                 .call
@@ -160,7 +167,7 @@ impl FakeServer {
         faults: CancelFaults,
     ) -> Vec<InFrame> {
         let decoded = self.decode(frame);
-        let replies = self.serve(now_ms, decoded, faults);
+        let replies = self.serve(now_ms, decoded, faults, None);
         replies
             .into_iter()
             .map(|r| self.encode_reply(r.call, &r.response, &Shape::default()))

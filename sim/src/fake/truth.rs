@@ -149,6 +149,9 @@ pub struct TaskTruth {
     /// Digest of the stored result as the server puts it on the wire (without metadata); `None`
     /// without a stored result.
     pub result_digest: Option<String>,
+    /// The tool's error, when the work ended in one instead of a result (the message as the
+    /// service stored it; each protocol puts it in its own error shape).
+    pub error_message: Option<String>,
     /// Side effects applied by the work (0 or 1).
     pub side_effects: u32,
     /// Of those, applied while the task was already cancelled (work that kept running).
@@ -184,6 +187,7 @@ impl TaskTruth {
             terminal_status: None,
             terminal_at_ms: None,
             result_digest: None,
+            error_message: None,
             side_effects: 0,
             effects_after_cancel: 0,
             effects_after_deletion: 0,
@@ -215,6 +219,9 @@ pub struct InputRoundTruth {
     pub answer_meant_for: Option<String>,
     /// Set when a cancel or deletion left the round unanswerable.
     pub abandoned_at_ms: Option<u64>,
+    /// The network's number for the frame that carried the answer (the trace's `Net` event
+    /// with this `frame` says when and from which executor it left).
+    pub answered_by_frame: Option<u64>,
 }
 
 impl InputRoundTruth {
@@ -228,6 +235,7 @@ impl InputRoundTruth {
             content: None,
             answer_meant_for: None,
             abandoned_at_ms: None,
+            answered_by_frame: None,
         }
     }
 }
@@ -255,6 +263,8 @@ pub struct SyncRunTruth {
     pub side_effects: u32,
     /// Digest of the result sent back (plain runs with a tool result only).
     pub result_digest: Option<String>,
+    /// The tool's error, when the run ended in one.
+    pub error_message: Option<String>,
 }
 
 /// A client answer that matched no pending input round.
@@ -266,6 +276,8 @@ pub struct StaleInputResponse {
     /// The round it named, when it named one.
     pub round: Option<u32>,
     pub action: AnswerAction,
+    /// The frame that carried it.
+    pub frame: Option<u64>,
 }
 
 /// SHA-256 (lowercase hex) of the canonical bytes of `v`: a `serde_json::Value` keeps its keys

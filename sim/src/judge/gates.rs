@@ -12,6 +12,8 @@ use crate::judge::metrics::SeriesMetrics;
 use crate::scenario::Protocol;
 use crate::series::faults::FaultKind;
 
+pub mod latency;
+
 /// One series of a sweep.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct SeriesRow {
@@ -35,7 +37,22 @@ pub struct GateRow {
     pub gate: String,
     pub threshold: String,
     pub measured: String,
+    /// Not failing. A gate with too few samples to decide is not failing either, but it is no
+    /// PASS: `insufficient` says so, and what is missing.
     pub pass: bool,
+    /// Too few samples to decide, and what would be needed (reported as INSUFFICIENT).
+    pub insufficient: Option<String>,
+}
+
+impl GateRow {
+    /// "PASS", "FAIL" or "INSUFFICIENT".
+    pub fn verdict(&self) -> &'static str {
+        match (self.pass, &self.insufficient) {
+            (false, _) => "FAIL",
+            (true, Some(_)) => "INSUFFICIENT",
+            (true, None) => "PASS",
+        }
+    }
 }
 
 /// A seed that failed something, with the command that replays it.
@@ -70,6 +87,14 @@ impl SweepReport {
     pub fn passed(&self) -> bool {
         self.gates.iter().all(|g| g.pass)
     }
+
+    /// Gates that could not decide for lack of samples.
+    pub fn insufficient(&self) -> usize {
+        self.gates
+            .iter()
+            .filter(|g| g.pass && g.insufficient.is_some())
+            .count()
+    }
 }
 
 fn row(protocol: &str, gate: &str, threshold: String, measured: String, pass: bool) -> GateRow {
@@ -79,6 +104,7 @@ fn row(protocol: &str, gate: &str, threshold: String, measured: String, pass: bo
         threshold,
         measured,
         pass,
+        insufficient: None,
     }
 }
 
@@ -150,27 +176,39 @@ pub fn evaluate(
             .iter()
             .flat_map(|r| r.metrics.cancel_confirmation_ms.iter().copied())
             .collect();
-        // The same percentile as the histogram files, so the gate and the report agree.
-        let p99 = crate::report::percentile(&cancels, 99.0);
-        let ok = p99.is_none_or(|v| v < g.cancel_confirmation_p99_ms);
-        gates.push(row(
+        gates.push(latency::percentile_gate(
             p,
             "cancel_confirmation_p99_ms",
-            format!("< {}", g.cancel_confirmation_p99_ms),
-            fmt_opt(p99),
-            ok,
+            &cancels,
+            99.0,
+            g.cancel_confirmation_p99_ms,
         ));
-        let unknown_max = group
+        let unknowns: Vec<u64> = group
             .iter()
             .flat_map(|r| r.metrics.unknown_reconciliation_ms.iter().copied())
-            .max();
-        let ok = unknown_max.is_none_or(|v| v < g.unknown_reconciliation_max_ms);
-        gates.push(row(
+            .collect();
+        gates.push(latency::max_gate(
             p,
             "unknown_reconciliation_max_ms",
-            format!("< {}", g.unknown_reconciliation_max_ms),
-            fmt_opt(unknown_max),
-            ok,
+            &unknowns,
+            g.unknown_reconciliation_max_ms,
+        ));
+        let handed_over = sum(&|r| u64::from(r.metrics.unknown_hand_offs));
+        let false_unknowns = sum(&|r| u64::from(r.metrics.false_unknowns));
+        let undecidable = sum(&|r| u64::from(r.metrics.undecidable_unknowns));
+        let pct = if handed_over == 0 {
+            0.0
+        } else {
+            100.0 * false_unknowns as f64 / handed_over as f64
+        };
+        gates.push(row(
+            p,
+            "false_unknown_pct",
+            format!("<= {}", g.max_false_unknown_pct),
+            format!(
+                "{pct:.2} ({false_unknowns} of {handed_over} hand-offs; {undecidable} undecidable)"
+            ),
+            pct <= g.max_false_unknown_pct,
         ));
         let outbox = sum(&|r| u64::from(r.metrics.outbox_entries));
         let untraceable = sum(&|r| u64::from(r.metrics.untraceable_outbox));
@@ -265,8 +303,4 @@ pub fn evaluate(
         failing,
         wall_ms,
     }
-}
-
-fn fmt_opt(v: Option<u64>) -> String {
-    v.map(|v| v.to_string()).unwrap_or_else(|| "n/a".into())
 }

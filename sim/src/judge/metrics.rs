@@ -7,13 +7,16 @@ use serde::Serialize;
 use toolop::record::LocalState;
 use toolop::runner::Observation;
 
-use crate::judge::checkers::view::{caller_times, node_task, observations, settle_times, View};
+use crate::fake::codec::ExchangeKind;
+use crate::judge::checkers::view::{
+    arrivals, caller_times, node_task, observations, sends, store_facts, View,
+};
 use crate::judge::checkers::{
-    at_most_one_receipt, no_divergence, no_second_operation, outbox_traceable,
+    at_most_one_receipt, no_divergence, no_false_unknown, no_second_operation, outbox_traceable,
     poll_rate_within_bound, settles_within_bound,
 };
 use crate::series::faults::FaultKind;
-use crate::trace::{CallerAction, Trace, What};
+use crate::trace::{CallerAction, Shows, StoreFact, Trace, What};
 
 /// What one series measured. Durations in simulated milliseconds.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -60,6 +63,12 @@ pub struct SeriesMetrics {
     /// Call nodes that did not settle within the liveness bound (the liveness check's violations,
     /// so a series that did not end "all call nodes settled" counts one more).
     pub liveness_failures: u32,
+    /// Call nodes the world found handed to manual reconciliation in the store.
+    pub unknown_hand_offs: u32,
+    /// Hand-offs of an operation the server still held and had shown (`no_false_unknown`).
+    pub false_unknowns: u32,
+    /// Hand-offs the protocol left undecidable (expiry, or every recent read spoiled).
+    pub undecidable_unknowns: u32,
 }
 
 /// Measure one series from its trace. Counts that need the ledger or the ground truth (terminal
@@ -68,7 +77,17 @@ pub struct SeriesMetrics {
 /// trace is reported by `checkers::check_all` as `trace_incomplete`.
 pub fn measure(trace: &Trace) -> SeriesMetrics {
     let submitted = caller_times(trace, CallerAction::Submit);
-    let settled = settle_times(trace);
+    // Settled when the world found the receipt or hand-off in the store.
+    let settled: BTreeMap<String, (u64, LocalState)> = store_facts(trace)
+        .into_iter()
+        .map(|(node, (t, fact))| {
+            let state = match fact {
+                StoreFact::Reconcile => LocalState::Unknown,
+                StoreFact::Receipt { .. } => LocalState::Accepted,
+            };
+            (node, (t, state))
+        })
+        .collect();
     let mut m = SeriesMetrics {
         call_nodes: trace
             .events
@@ -89,16 +108,14 @@ pub fn measure(trace: &Trace) -> SeriesMetrics {
             }
         }
     }
-    for (_, _, obs) in observations(trace) {
-        match obs {
-            Observation::Sent { kind: "poll", .. } => m.polls += 1,
-            Observation::Received {
-                reply: "rate_limited",
-                ..
-            } => m.rate_limited += 1,
-            _ => {}
-        }
-    }
+    // Counted from what the network carried, not from the executor's report of it.
+    m.polls = sends(trace)
+        .filter(|s| s.exchange == ExchangeKind::Poll)
+        .count() as u64;
+    m.rate_limited = arrivals(trace)
+        .iter()
+        .filter(|a| matches!(a.shows, Some(Shows::Throttled { status: 429, .. })))
+        .count() as u32;
     for (node, submitted_ms) in &submitted {
         if let Some((t, _)) = settled.get(node) {
             m.end_to_end_ms.push(t.saturating_sub(*submitted_ms));
@@ -180,18 +197,13 @@ fn measure_final(v: &View, submitted: &BTreeMap<String, u64>, m: &mut SeriesMetr
         *m.terminal_states.entry("unsettled".into()).or_default() += unrecorded;
     }
     let mut polls: BTreeMap<&str, u64> = BTreeMap::new();
-    let mut first_accepted: BTreeMap<&str, u64> = BTreeMap::new();
-    for (t, _, obs) in observations(v.trace) {
-        match obs {
-            Observation::Sent {
-                node, kind: "poll", ..
-            } => *polls.entry(node.as_str()).or_default() += 1,
-            Observation::Accepted { node, .. } => {
-                first_accepted.entry(node.as_str()).or_insert(t);
-            }
-            _ => {}
+    for s in sends(v.trace).filter(|s| s.exchange == ExchangeKind::Poll) {
+        if let Some(node) = s.node {
+            *polls.entry(node).or_default() += 1;
         }
     }
+    // Detection ends when the world finds the receipt in the store.
+    let stored = store_facts(v.trace);
     let mut records: Vec<_> = v.ledger.records.iter().collect();
     records.sort_by(|a, b| a.call_node_id.cmp(&b.call_node_id));
     for r in records {
@@ -212,7 +224,11 @@ fn measure_final(v: &View, submitted: &BTreeMap<String, u64>, m: &mut SeriesMetr
             .and_then(|x| x.operation_id.as_deref())
             .or(r.operation_id.as_deref());
         let terminal_at = node_task(v.truth, node, op).and_then(|(_, t)| t.terminal_at_ms);
-        if let (Some(accepted_ms), Some(terminal_ms)) = (first_accepted.get(node), terminal_at) {
+        let accepted_at = stored
+            .get(node)
+            .filter(|(_, f)| matches!(f, StoreFact::Receipt { .. }))
+            .map(|(t, _)| t);
+        if let (Some(accepted_ms), Some(terminal_ms)) = (accepted_at, terminal_at) {
             m.completion_detection_ms
                 .push(accepted_ms.saturating_sub(terminal_ms));
         }
@@ -223,6 +239,12 @@ fn measure_final(v: &View, submitted: &BTreeMap<String, u64>, m: &mut SeriesMetr
     m.outbox_entries = v.ledger.outbox.len() as u32;
     m.extra_receipts = at_most_one_receipt::violations(v).len() as u32;
     m.liveness_failures = settles_within_bound::violations(v).len() as u32;
+    m.unknown_hand_offs = store_facts(v.trace)
+        .values()
+        .filter(|(_, f)| *f == StoreFact::Reconcile)
+        .count() as u32;
+    m.false_unknowns = no_false_unknown::violations(v).len() as u32;
+    m.undecidable_unknowns = no_false_unknown::undecidable(v);
 }
 
 #[cfg(test)]
@@ -268,6 +290,10 @@ mod tests {
             outbox_entries: 4,
             extra_receipts: 0,
             liveness_failures: 0,
+            // n5's hand-off: nothing about it was ever shown, so it is no false one.
+            unknown_hand_offs: 1,
+            false_unknowns: 0,
+            undecidable_unknowns: 0,
         };
         assert_eq!(m, expect);
     }

@@ -15,11 +15,12 @@ pub const SUITE: &str = "toolop-sim gate";
 /// become U+FFFD.
 pub fn junit_xml(r: &SweepReport) -> String {
     let failures = r.gates.iter().filter(|g| !g.pass).count();
+    let skipped = r.insufficient();
     let secs = format!("{}.{:03}", r.wall_ms / 1000, r.wall_ms % 1000);
     let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
     let _ = writeln!(
         out,
-        "<testsuite name=\"{}\" tests=\"{}\" failures=\"{failures}\" errors=\"0\" skipped=\"0\" time=\"{secs}\">",
+        "<testsuite name=\"{}\" tests=\"{}\" failures=\"{failures}\" errors=\"0\" skipped=\"{skipped}\" time=\"{secs}\">",
         attr(SUITE),
         r.gates.len(),
     );
@@ -47,7 +48,13 @@ pub fn junit_xml(r: &SweepReport) -> String {
             attr(&name),
             attr(&classname)
         );
-        if g.pass {
+        if let (true, Some(missing)) = (g.pass, &g.insufficient) {
+            // Not decided: a skipped test case, never a passed one.
+            let message = format!("INSUFFICIENT: {missing}; measured {}", g.measured);
+            let _ = writeln!(out, "{open}>");
+            let _ = writeln!(out, "    <skipped message=\"{}\"/>", attr(&message));
+            out.push_str("  </testcase>\n");
+        } else if g.pass {
             let _ = writeln!(out, "{open}/>");
         } else {
             let message = format!("threshold {}, measured {}", g.threshold, g.measured);

@@ -11,7 +11,11 @@ use crate::judge::gates::SweepReport;
 /// seed with its replay command in a code span.
 pub fn summary_markdown(r: &SweepReport) -> String {
     let mut out = String::new();
-    let verdict = if r.passed() { "✅ PASS" } else { "❌ FAIL" };
+    let verdict = match (r.passed(), r.insufficient()) {
+        (false, _) => "❌ FAIL".to_string(),
+        (true, 0) => "✅ PASS".to_string(),
+        (true, n) => format!("✅ PASS ({n} gate(s) INSUFFICIENT: too few samples to decide)"),
+    };
     let _ = writeln!(out, "# toolop-sim gate: {verdict}\n");
     let rows_note = if r.rows.len() as u64 == r.series {
         String::new()
@@ -37,7 +41,11 @@ pub fn summary_markdown(r: &SweepReport) -> String {
             "| Protocol | Gate | Threshold | Measured | Verdict |\n|---|---|---|---|---|\n",
         );
         for g in &r.gates {
-            let verdict = if g.pass { "✅ PASS" } else { "❌ **FAIL**" };
+            let verdict = match (g.verdict(), &g.insufficient) {
+                ("FAIL", _) => "❌ **FAIL**".to_string(),
+                (_, Some(missing)) => format!("⚠ INSUFFICIENT: {}", text(missing)),
+                _ => "✅ PASS".to_string(),
+            };
             let _ = writeln!(
                 out,
                 "| {} | {} | {} | {} | {verdict} |",
@@ -107,7 +115,8 @@ pub fn summary_markdown(r: &SweepReport) -> String {
     if r.failing.is_empty() {
         out.push_str("No failing seeds.\n");
     }
-    for f in &r.failing {
+    let (shown, hidden) = super::text::capped_failing(r);
+    for f in shown {
         let _ = writeln!(
             out,
             "- seed {} of {}: {}",
@@ -120,6 +129,13 @@ pub fn summary_markdown(r: &SweepReport) -> String {
             },
         );
         let _ = writeln!(out, "  replay: {}", code(&f.replay, false));
+    }
+    for (group, n) in &hidden {
+        let _ = writeln!(
+            out,
+            "- ... and {n} more failing {} (every one in `failing.txt`)",
+            text(group)
+        );
     }
     out
 }

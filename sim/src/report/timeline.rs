@@ -2,14 +2,34 @@
 
 use toolop::runner::Observation;
 
-use crate::trace::{Dir, FaultDetail, NetVerdict, Trace, What, WorldAction};
+use crate::trace::{Dir, FaultDetail, NetVerdict, StoreFact, Trace, What, WorldAction};
 
 fn secs(t_ms: u64) -> String {
     format!("{:>9.3}s", t_ms as f64 / 1000.0)
 }
 
+/// What the timeline's columns and marks mean; `replay` prints it above the timeline.
+pub const LEGEND: &str = "\
+legend: TIME (simulated s)  NODE (call node, or - for the whole world)  EVENT
+  [n]            executor incarnation n (a restart or rollback starts a new one)
+  a -> b         the executor moved the node's local state from a to b
+  RECEIPT        the executor accepted a terminal outcome (at most one per node)
+  REFUSED        the state machine refused a transition (an event that came too late)
+  FAULT f        the world injected fault f; (executor state s) is the node's state then
+  ask/decision   (schedules) the n-th time the world asked whether f fires, and the draw
+  crash points   named where the executor dies (e.g. after_ledger_write)
+  WORLD          the world acting: executor down, restart, rollback
+  net -> / <-    (--verbose) a frame to the server / to the executor, and its fate
+";
+
 /// One line per meaningful event; network frames only with `verbose`.
 pub fn render(trace: &Trace, verbose: bool) -> String {
+    render_for(trace, verbose, None)
+}
+
+/// [`render`], keeping only the lines of call node `node` (and the world's own lines) when
+/// given.
+pub fn render_for(trace: &Trace, verbose: bool, node: Option<&str>) -> String {
     let mut out = String::new();
     for e in &trace.events {
         let line = match &e.what {
@@ -35,11 +55,22 @@ pub fn render(trace: &Trace, verbose: bool) -> String {
             What::Approval {
                 node,
                 round,
+                question,
                 action,
             } => Some(format!(
-                "{node:<6} approval round {round}: {}",
+                "{node:<6} approval round {round}{}: {}",
+                question
+                    .as_ref()
+                    .map(|q| format!(" (server round {} of {})", q.round, q.task))
+                    .unwrap_or_default(),
                 action.name()
             )),
+            What::Store { node, fact } => Some(match fact {
+                StoreFact::Receipt { terminal } => {
+                    format!("{node:<6} store: receipt {}", terminal.name())
+                }
+                StoreFact::Reconcile => format!("{node:<6} store: handed to manual reconciliation"),
+            }),
             What::World { action } => Some(format!("-      WORLD {}", world_action(action))),
             What::End { reason } => Some(format!("-      end: {reason}")),
             What::Final { ledger, .. } => Some(format!(
@@ -52,11 +83,14 @@ pub fn render(trace: &Trace, verbose: bool) -> String {
                 dir,
                 exchange,
                 node,
+                incarnation,
+                frame,
                 request_id,
                 bytes,
                 verdict,
+                ..
             } if verbose => Some(format!(
-                "{:<6} net {} {} #{} {bytes} bytes: {}",
+                "{:<6} net [{incarnation}] frame {frame} {} {} #{} {bytes} bytes: {}",
                 node.as_deref().unwrap_or("-"),
                 match dir {
                     Dir::ToServer => "->",
@@ -71,7 +105,13 @@ pub fn render(trace: &Trace, verbose: bool) -> String {
                 incarnation, obs, ..
             } => exec_line(*incarnation, obs, verbose),
         };
-        if let Some(l) = line {
+        // Every line starts with its node column ("-" for the world), so a filter reads it.
+        let keep = |l: &str| {
+            node.is_none_or(
+                |n| matches!(l.split_whitespace().next(), Some(c) if c == n || c == "-"),
+            )
+        };
+        if let Some(l) = line.filter(|l| keep(l)) {
             out.push_str(&format!("{} {l}\n", secs(e.t_ms)));
         }
     }

@@ -15,17 +15,27 @@ use toolop::runner::{ApprovalRequest, Input};
 
 use super::params::draw_in;
 use super::World;
+use crate::fake::codec::question_of;
 use crate::judge::checkers::input_answer_matches_round::agent_accept_content;
 use crate::series::faults::FaultKind;
-use crate::trace::{ApprovalAction, FaultDetail, What};
+use crate::trace::{ApprovalAction, FaultDetail, Question, What};
 
 /// An answer the agent gave, kept to be sent again (the approval-replay fault).
 #[derive(Clone, Debug)]
 struct Answer {
     node: String,
     round: u32,
+    question: Option<Question>,
     schema_digest: String,
     reply: ApprovalReply,
+}
+
+/// What the question names, read from its words ([`question_of`]) as a person would read them:
+/// the server's task and round, whatever number the executor gave the question.
+fn question(req: &ApprovalRequest) -> Option<Question> {
+    let words = req.requested_schema.pointer("/properties/ok/description")?;
+    let (task, round) = question_of(words.as_str()?)?;
+    Some(Question { task, round })
 }
 
 /// Answers approval requests after a drawn delay; sometimes declines, sometimes stays silent.
@@ -41,15 +51,24 @@ pub(super) async fn agent(world: Arc<World>, mut rx: mpsc::UnboundedReceiver<App
     // Per node, the last accepted answer.
     let mut accepted: BTreeMap<String, Answer> = BTreeMap::new();
     while let Some(req) = rx.recv().await {
+        let q = question(&req);
+        world.push(What::Approval {
+            node: req.node.clone(),
+            round: req.round,
+            question: q.clone(),
+            action: ApprovalAction::Asked,
+        });
         let delay_ms = draw_in(&mut rng, spec.delay_ms);
         let roll: f64 = rng.gen();
+        // The content names the round the question names (the executor's number otherwise).
+        let content_round = q.as_ref().map_or(req.round, |q| q.round);
         let reply = if roll < spec.silent_rate {
             None
         } else if roll < spec.silent_rate + spec.decline_rate {
             Some(ApprovalReply::Decline)
         } else {
             Some(ApprovalReply::Accept {
-                content: agent_accept_content(req.round),
+                content: agent_accept_content(content_round),
             })
         };
         // The node's next round is asked: an older answer arrives first.
@@ -58,7 +77,7 @@ pub(super) async fn agent(world: Arc<World>, mut rx: mpsc::UnboundedReceiver<App
             .filter(|a| a.round < req.round)
             .cloned()
         {
-            if let Some(decision) = world.ask(0, FaultKind::ApprovalReplay) {
+            if let Some(decision) = world.ask(0, FaultKind::ApprovalReplay, Some(&req.node)) {
                 let before = if reply.is_some() {
                     delay_ms.saturating_sub(1)
                 } else {
@@ -72,6 +91,7 @@ pub(super) async fn agent(world: Arc<World>, mut rx: mpsc::UnboundedReceiver<App
             world.push(What::Approval {
                 node: req.node.clone(),
                 round: req.round,
+                question: q,
                 action: ApprovalAction::Silent,
             });
             continue;
@@ -80,11 +100,12 @@ pub(super) async fn agent(world: Arc<World>, mut rx: mpsc::UnboundedReceiver<App
             let answer = Answer {
                 node: req.node.clone(),
                 round: req.round,
+                question: q.clone(),
                 schema_digest: req.schema_digest.clone(),
                 reply: reply.clone(),
             };
             // The same answer, once more, a while after it was given.
-            if let Some(decision) = world.ask(0, FaultKind::ApprovalReplay) {
+            if let Some(decision) = world.ask(0, FaultKind::ApprovalReplay, Some(&req.node)) {
                 let after_ms = delay_ms + world.plan.lock().expect("plan lock").draw(1_000, 30_000);
                 tokio::spawn(replay(world.clone(), answer.clone(), after_ms, decision));
             }
@@ -101,6 +122,7 @@ pub(super) async fn agent(world: Arc<World>, mut rx: mpsc::UnboundedReceiver<App
             world.push(What::Approval {
                 node: req.node.clone(),
                 round: req.round,
+                question: q,
                 action,
             });
             world.send_input(Input::Approval {
@@ -119,6 +141,7 @@ async fn replay(world: Arc<World>, answer: Answer, after_ms: u64, decision: u64)
     let Answer {
         node,
         round,
+        question,
         schema_digest,
         reply,
     } = answer;
@@ -131,6 +154,7 @@ async fn replay(world: Arc<World>, answer: Answer, after_ms: u64, decision: u64)
     world.push(What::Approval {
         node: node.clone(),
         round,
+        question,
         action: ApprovalAction::ReplayAccept,
     });
     world.send_input(Input::Approval {

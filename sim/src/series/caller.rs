@@ -10,6 +10,11 @@ use toolop::runner::{CallNode, Input};
 use super::World;
 use crate::trace::{CallerAction, What};
 
+/// The submission key the caller gives call node `node`.
+pub(super) fn submission_key(params: &super::Params, node: &str) -> String {
+    format!("{}:{}:{}", params.scenario, params.seed, node)
+}
+
 pub(super) async fn drive(world: &Arc<World>) -> String {
     let mut plan: Vec<(u64, u8, Input)> = vec![];
     for n in &world.params.nodes {
@@ -17,7 +22,7 @@ pub(super) async fn drive(world: &Arc<World>) -> String {
             id: n.id.clone(),
             tool: n.tool.clone(),
             arguments: n.script.to_arguments(),
-            submission_key: format!("{}:{}:{}", world.params.scenario, world.params.seed, n.id),
+            submission_key: submission_key(&world.params, &n.id),
         };
         world
             .directory
@@ -111,7 +116,9 @@ pub(super) fn retry_after_restart(world: &World) {
             .expect("ledger lock")
             .by_call_node(&node)
             .expect("in-memory ledger reads cannot fail");
-        if rec.is_some_and(|r| {
+        // A node being submitted again (no record) takes its cancel again too: the click went
+        // to a process that never recorded the node, and a cancel for an unknown node is dropped.
+        if rec.is_none_or(|r| {
             !r.local_state.is_final() && r.cancel_generation == 0 && !r.cancel_wanted
         }) {
             world.push(What::Caller {

@@ -33,6 +33,11 @@ struct SimObserver {
 
 impl Observer for SimObserver {
     fn observe(&mut self, now_ms: u64, obs: Observation) {
+        // Whatever the executor says, the world looks at the store first: a receipt or a
+        // hand-off a commit just wrote is recorded before the report of it (or of a send).
+        if let Some(node) = observed_node(&obs) {
+            self.world.watch_store(node);
+        }
         self.world.trace.lock().expect("trace lock").push(
             now_ms,
             What::Exec {
@@ -78,6 +83,7 @@ fn start(
                 incarnation * LANES_MAX + lane as u32,
                 lane,
                 epoch,
+                incarnation,
             )
         })
         .collect();
@@ -209,5 +215,42 @@ fn exit_name(exit: &Exit) -> String {
         Exit::HandshakeFailed(reason) => format!("handshake failed: {reason}"),
         Exit::EventLimit => "event limit".into(),
         Exit::LedgerFailed(reason) => format!("ledger failed: {reason}"),
+    }
+}
+
+/// The call node an observation is about, if it is about one.
+fn observed_node(obs: &Observation) -> Option<&str> {
+    match obs {
+        Observation::Sent { node, .. }
+        | Observation::Throttled { node, .. }
+        | Observation::Received { node, .. }
+        | Observation::Lost { node, .. }
+        | Observation::Moved { node, .. }
+        | Observation::Stayed { node, .. }
+        | Observation::Rejected { node, .. }
+        | Observation::Refused { node, .. }
+        | Observation::LedgerRefused { node, .. }
+        | Observation::Accepted { node, .. }
+        | Observation::Reconcile { node, .. }
+        | Observation::EffectReconciliation { node, .. }
+        | Observation::ApprovalAsked { node, .. }
+        | Observation::ApprovalRefused { node, .. }
+        | Observation::HintIgnored { node, .. }
+        | Observation::OutputChecked { node, .. }
+        | Observation::CallRejected { node, .. }
+        | Observation::DuplicateCallNode { node }
+        | Observation::CommitConflict { node, .. }
+        | Observation::Fenced { node, .. }
+        | Observation::CancelRequestPicked { node, .. } => Some(node),
+        Observation::Started { .. }
+        | Observation::Negotiated { .. }
+        | Observation::HandshakeFailed { .. }
+        | Observation::AdapterRetired { .. }
+        | Observation::AdapterDrained { .. }
+        | Observation::ServerRequestAnswered { .. }
+        | Observation::Unrouted { .. }
+        | Observation::Malformed { .. }
+        | Observation::LedgerFailed { .. }
+        | Observation::Exit { .. } => None,
     }
 }

@@ -8,7 +8,7 @@
 //! faults), `executor` (executor processes: start, crash, restart, rollback), `caller`,
 //! `approval`, `faults` (catalogue, plan, schedules).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
 use rand::SeedableRng;
@@ -16,10 +16,13 @@ use rand_chacha::ChaCha8Rng;
 use tokio::sync::mpsc;
 use tokio::time::{Duration, Instant};
 use toolop::ledger::{Ledger, MemoryLedger};
+use toolop::record::LocalState;
 use toolop::runner::{CallNode, Input};
 
 mod approval;
 mod caller;
+#[cfg(madsim)]
+pub mod entropy;
 mod executor;
 /// The fault catalogue, swarm-drawn profiles, the plan of decisions, schedules.
 pub mod faults;
@@ -37,7 +40,7 @@ use crate::series::faults::{
     catalogue, FaultKind, FaultPlan, Firing, PlanMode, Schedule, SharedPlan,
 };
 use crate::series::net::{Net, NetCtx, SharedDirectory, SharedNet, SharedServer};
-use crate::trace::{FaultDetail, SharedTrace, Trace, What};
+use crate::trace::{BeginConfig, BeginNode, FaultDetail, SharedTrace, StoreFact, Trace, What};
 
 /// What one series produced.
 #[derive(Clone, Debug)]
@@ -94,6 +97,7 @@ pub fn run_series_here_with(
     seed: u64,
     schedule: Option<&Schedule>,
 ) -> Result<SeriesResult, String> {
+    entropy::settle();
     let params = params_with(sc, seed, schedule)?;
     let mode = schedule.map_or(PlanMode::Draw, |s| PlanMode::Replay(s.decisions()));
     let rt = madsim::runtime::Runtime::with_seed_and_config(seed, madsim::Config::default());
@@ -133,6 +137,8 @@ pub(crate) struct World {
     pub cancelled: Mutex<Vec<String>>,
     /// The adapter the operator retired, if any.
     pub retired: Mutex<Option<toolop::record::AdapterId>>,
+    /// Call nodes for which the world has seen a receipt or a hand-off in the store.
+    pub store_seen: Mutex<BTreeSet<String>>,
 }
 
 impl World {
@@ -165,6 +171,47 @@ impl World {
         let _ = self.inputs.lock().expect("inputs lock").send(input);
     }
 
+    /// Look in the executors' store for a receipt or a hand-off to manual reconciliation of
+    /// `node` that the world has not recorded yet, and record it (`What::Store`). The node's
+    /// local state is only the cue where to look (cheap); what is recorded is read from the
+    /// receipts and the reconciliation queue themselves.
+    pub fn watch_store(&self, node: &str) {
+        if self.store_seen.lock().expect("store lock").contains(node) {
+            return;
+        }
+        let fact = {
+            let ledger = self.ledger.lock().expect("ledger lock");
+            let read = "in-memory ledger reads cannot fail";
+            match ledger.local_state(node).expect(read) {
+                Some(s) if s.has_receipt() => ledger
+                    .receipts()
+                    .expect(read)
+                    .into_iter()
+                    .find(|r| r.call_node_id == node)
+                    .map(|r| StoreFact::Receipt {
+                        terminal: r.terminal_state,
+                    }),
+                Some(LocalState::Unknown) => ledger
+                    .reconciliation_queue()
+                    .expect(read)
+                    .iter()
+                    .any(|i| i.call_node_id == node)
+                    .then_some(StoreFact::Reconcile),
+                _ => None,
+            }
+        };
+        if let Some(fact) = fact {
+            self.store_seen
+                .lock()
+                .expect("store lock")
+                .insert(node.to_string());
+            self.push(What::Store {
+                node: node.to_string(),
+                fact,
+            });
+        }
+    }
+
     pub fn all_settled(&self) -> bool {
         let (records, done) = self
             .ledger
@@ -190,13 +237,14 @@ impl World {
             .push_fault(now, decision, fault, node, detail);
     }
 
-    /// Whether `fault` fires now, on a lane whose protocol can express it; not recorded.
-    pub fn ask(&self, lane: usize, fault: FaultKind) -> Option<u64> {
+    /// Whether `fault` fires now for `node`, on a lane whose protocol can express it; not
+    /// recorded.
+    pub fn ask(&self, lane: usize, fault: FaultKind, node: Option<&str>) -> Option<u64> {
         if !catalogue::expresses(self.sc.lanes()[lane], fault) {
             return None;
         }
         let now = self.now_ms();
-        self.plan.lock().expect("plan lock").fire(fault, now)
+        self.plan.lock().expect("plan lock").fire(fault, node, now)
     }
 
     /// [`World::ask`], and a firing is recorded.
@@ -207,7 +255,7 @@ impl World {
         node: Option<&str>,
         detail: FaultDetail,
     ) -> Option<u64> {
-        let decision = self.ask(lane, fault)?;
+        let decision = self.ask(lane, fault, node)?;
         self.record_fault(decision, fault, node, detail);
         Some(decision)
     }
@@ -248,6 +296,23 @@ pub async fn world_main_with(sc: Scenario, params: Params, mode: PlanMode) -> Se
             safety_window_ms: safety,
             liveness_bound_ms: sc.faults.liveness_bound_ms,
             faults: params.faults.render(),
+            config: BeginConfig {
+                poll_jitter_fraction: sc.executor.core.poll.jitter_fraction,
+                approval_timeout_ms: sc.executor.core.approval_timeout_ms,
+                request_timeout_ms: sc.executor.request_timeout_ms,
+                not_found_retries: sc.executor.core.not_found_retries,
+                shadow_tools: sc.executor.launch.shadow_tools.clone(),
+                nodes: params
+                    .nodes
+                    .iter()
+                    .map(|n| BeginNode {
+                        id: n.id.clone(),
+                        tool: n.tool.clone(),
+                        key: caller::submission_key(&params, &n.id),
+                    })
+                    .collect(),
+                lanes: sc.lanes(),
+            },
         },
     );
     let protocols = sc.lanes();
@@ -286,6 +351,7 @@ pub async fn world_main_with(sc: Scenario, params: Params, mode: PlanMode) -> Se
         submitted: Mutex::new(vec![]),
         cancelled: Mutex::new(vec![]),
         retired: Mutex::new(None),
+        store_seen: Mutex::new(BTreeSet::new()),
     });
     for (lane, rx) in srv_rxs.into_iter().enumerate() {
         tokio::spawn(server::serve(world.clone(), lane, rx));
@@ -293,10 +359,20 @@ pub async fn world_main_with(sc: Scenario, params: Params, mode: PlanMode) -> Se
     let (approvals_tx, approvals_rx) = mpsc::unbounded_channel();
     tokio::spawn(approval::agent(world.clone(), approvals_rx));
     let supervisor = tokio::spawn(executor::supervise(world.clone(), inputs_rx, approvals_tx));
-    let end_reason = caller::drive(&world).await;
+    // The world, not the caller, enforces the simulated-time limit: whatever the caller is
+    // waiting for (a submission far in the future, a settle that never comes), the series ends
+    // at `limits.sim_time_ms`.
+    let limit = Duration::from_millis(world.sc.limits.sim_time_ms);
+    let end_reason = tokio::time::timeout(limit, caller::drive(&world))
+        .await
+        .unwrap_or_else(|_| "simulated time limit reached".into());
     world.send_input(Input::Shutdown);
     // The supervisor ends once its executor has seen the shutdown; bounded either way.
     let _ = tokio::time::timeout(Duration::from_secs(5), supervisor).await;
+    // Anything the store holds that no report led the world to yet.
+    for n in &world.params.nodes {
+        world.watch_store(&n.id);
+    }
     let snapshot = world
         .ledger
         .lock()

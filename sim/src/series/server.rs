@@ -21,14 +21,14 @@ use tokio::sync::mpsc;
 use tokio::time::Duration;
 use toolop::runner::Observation;
 
-use super::net::{Delivery, SharedServer};
+use super::net::{shows, Delivery, SharedServer};
 use super::World;
 use crate::fake::codec::{Ask, ExchangeKind, Push, Request, Response};
 use crate::fake::service::{CancelFaults, Out};
 use crate::fake::truth::TaskStatus;
 use crate::judge::checkers::view::reply_event;
 use crate::series::faults::FaultKind;
-use crate::trace::{FaultDetail, Trace, What};
+use crate::trace::{FaultDetail, Shows, Trace, What};
 
 /// A task marked for status-after-cancel: the decision that marked it, and the correlation ids
 /// of delivered replies that showed it cancelled.
@@ -99,7 +99,7 @@ fn serve_one(world: &World, lane: usize, server: &SharedServer, marked: &mut Mar
                 .fire(lane, FaultKind::CompletionCancelRace, node, detail())
                 .is_some();
             // Recorded when (and if) the status flips.
-            if let Some(decision) = world.ask(lane, FaultKind::StatusAfterCancel) {
+            if let Some(decision) = world.ask(lane, FaultKind::StatusAfterCancel, node) {
                 faults.keep_working = true;
                 marked.insert(
                     t.to_string(),
@@ -115,7 +115,7 @@ fn serve_one(world: &World, lane: usize, server: &SharedServer, marked: &mut Mar
     let replies = server
         .lock()
         .expect("server lock")
-        .serve(now, d.decoded, faults);
+        .serve(now, d.decoded, faults, Some(d.frame));
     for r in replies {
         if let (Response::NotFound { expired: true }, Some(t)) = (&r.response, &task) {
             note_expiry(world, lane, server, exchange, t, node);
@@ -199,23 +199,29 @@ fn send_out(world: &World, lane: usize, server: &SharedServer, marked: &mut Mark
         match o {
             Out::Reply(r) => carry(world, lane, marked, r.call, r.response),
             Out::Push(p) => {
-                let (exchange, task) = match &p {
-                    Push::Input { task, .. } => (ExchangeKind::ServerRequest, task.clone()),
-                    Push::Status(v) => (ExchangeKind::Notification, v.id.clone()),
-                };
-                let (frame, node) = {
+                let (frame, node, caps) = {
                     let mut s = server.lock().expect("server lock");
-                    (
-                        s.encode_push(&p),
-                        s.service().node_of_task(&task).map(str::to_string),
-                    )
+                    let task = match &p {
+                        Push::Input { task, .. } => task,
+                        Push::Status(v) => &v.id,
+                    };
+                    let node = s.service().node_of_task(task).map(str::to_string);
+                    (s.encode_push(&p), node, s.caps())
+                };
+                let (exchange, shown) = match p {
+                    Push::Input { task, round, .. } => {
+                        (ExchangeKind::ServerRequest, Shows::Input { task, round })
+                    }
+                    Push::Status(v) => {
+                        (ExchangeKind::Notification, shows(&Response::Task(v), caps))
+                    }
                 };
                 if let Some(frame) = frame {
                     world
                         .net
                         .lock()
                         .expect("net lock")
-                        .push(lane, frame, exchange, node);
+                        .push(lane, frame, exchange, node, shown);
                 }
             }
         }

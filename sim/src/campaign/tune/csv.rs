@@ -63,6 +63,7 @@ pub fn to_string(r: &TuneReport) -> std::io::Result<String> {
         ]);
         for g in &gate_names {
             let verdict = match p.gates.iter().find(|row| &row.gate == g) {
+                Some(row) if row.pass && row.insufficient.is_some() => "insufficient",
                 Some(row) if row.pass => "pass",
                 Some(_) => "fail",
                 None => "",

@@ -573,6 +573,8 @@ impl Codec for AipCodec {
             poll_shows_result: true,
             poll_shows_input: false,
             body_ids: false,
+            // AIP-151 suggests no poll interval.
+            poll_interval_ms: None,
         }
     }
 

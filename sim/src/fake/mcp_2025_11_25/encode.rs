@@ -219,6 +219,11 @@ impl Codec for McpCodec {
             poll_shows_result: false,
             poll_shows_input: false,
             result_digest: self.cfg.toolop_extensions,
+            poll_interval_ms: Some(
+                self.cfg
+                    .poll_interval_ms
+                    .unwrap_or(texts::default_poll_interval_ms(self.profile())),
+            ),
         }
     }
 
@@ -278,11 +283,7 @@ impl Codec for McpCodec {
                     "params": {
                         "mode": "form",
                         "message": text,
-                        "requestedSchema": {
-                            "type": "object",
-                            "properties": {"ok": {"type": "boolean"}},
-                            "required": ["ok"],
-                        },
+                        "requestedSchema": crate::fake::codec::question_schema(task, *round),
                         "_meta": related_meta(task),
                     },
                 });

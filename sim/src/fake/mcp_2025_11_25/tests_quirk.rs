@@ -194,7 +194,7 @@ fn rewrites_land_where_the_wire_format_carries_them() {
         if shape.body_call.is_some() {
             shape.body_call = poll.call;
         }
-        let r = d.s.serve(2_000, fetch, Default::default()).remove(0);
+        let r = d.s.serve(2_000, fetch, Default::default(), None).remove(0);
         let f = d.s.encode_reply(r.call, &r.response, &shape);
         assert_eq!(
             f.request_id,

@@ -324,7 +324,7 @@ impl ExtCodec {
                     "params": {
                         "mode": "form",
                         "message": text,
-                        "requestedSchema": {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]},
+                        "requestedSchema": crate::fake::codec::question_schema(id, n),
                     },
                 });
                 let mut reqs = Map::new();
@@ -447,6 +447,7 @@ impl Codec for ExtCodec {
             poll_shows_result: true,
             poll_shows_input: true,
             result_digest: self.cfg.toolop_extensions,
+            poll_interval_ms: Some(self.cfg.poll_interval_ms),
         }
     }
 

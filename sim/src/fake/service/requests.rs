@@ -21,13 +21,15 @@ pub struct CancelFaults {
 impl TaskService {
     /// A request arrives at `now_ms`. Events due up to then are processed first. Returns the
     /// replies due at once (a held read or an inline run is answered by a later `advance`).
-    /// `call`: where the reply goes; `None` when nobody waits for one.
+    /// `call`: where the reply goes; `None` when nobody waits for one. `frame`: the network's
+    /// number for the frame that carried the request, kept with an answer to an input round.
     pub fn handle(
         &mut self,
         now_ms: u64,
         call: Option<CallId>,
         request: Request,
         faults: CancelFaults,
+        frame: Option<u64>,
         shape: &dyn ResultShape,
     ) -> Vec<Reply> {
         self.process_until(now_ms, shape);
@@ -44,7 +46,9 @@ impl TaskService {
                 }
                 Err(expired) => Response::NotFound { expired },
             }),
-            Request::Answer { task, items } => Some(self.answer(now, task.as_deref(), items)),
+            Request::Answer { task, items } => {
+                Some(self.answer(now, task.as_deref(), items, frame))
+            }
             Request::Lookup { key } => {
                 let seqs = self.by_key.get(&key).cloned().unwrap_or_default();
                 Some(Response::Tasks(
@@ -197,6 +201,7 @@ impl TaskService {
             outcome: s.script.outcome,
             side_effects: 0,
             result_digest: None,
+            error_message: None,
         });
         self.schedule
             .insert((now + s.script.duration_ms, Ev::Inline(seq)));
@@ -291,14 +296,20 @@ impl TaskService {
         }
     }
 
-    fn answer(&mut self, now: u64, named: Option<&str>, items: Vec<AnswerItem>) -> Response {
+    fn answer(
+        &mut self,
+        now: u64,
+        named: Option<&str>,
+        items: Vec<AnswerItem>,
+        frame: Option<u64>,
+    ) -> Response {
         let named_seq = match named.map(|t| self.live(t)) {
             Some(Err(expired)) => return Response::NotFound { expired },
             Some(Ok(seq)) => Some(seq),
             None => None,
         };
         for item in items {
-            self.answer_one(now, named_seq, item);
+            self.answer_one(now, named_seq, item, frame);
         }
         Response::Ack
     }
@@ -306,7 +317,7 @@ impl TaskService {
     /// Apply one answer to the round it is for, or log it as stale. Among the candidate rounds
     /// that are pending (and delivered, where rounds are pushed) the one of the preferred task
     /// wins, else the one delivered last.
-    fn answer_one(&mut self, now: u64, named: Option<u64>, item: AnswerItem) {
+    fn answer_one(&mut self, now: u64, named: Option<u64>, item: AnswerItem, frame: Option<u64>) {
         let must_be_delivered = self.cfg.policy.input == InputDelivery::Pushed;
         let mut best: Option<(bool, u64, u64)> = None;
         for (task_id, round) in &item.candidates {
@@ -340,6 +351,7 @@ impl TaskService {
             r.action = Some(item.action);
             r.content = item.content;
             r.answer_meant_for = meant_for;
+            r.answered_by_frame = frame;
             self.set_status(
                 seq,
                 TaskStatus::Working,
@@ -380,6 +392,7 @@ impl TaskService {
             task_id,
             round,
             action: item.action,
+            frame,
         });
     }
 }

@@ -65,7 +65,14 @@ fn submit(node: &str, key: &str, duration_ms: u64, outcome: ScriptOutcome) -> Re
 
 /// Send `r` at `now`; the single reply.
 fn ask(s: &mut TaskService, now: u64, r: Request) -> Response {
-    let mut out = s.handle(now, Some(CallId(now)), r, CancelFaults::default(), &Plain);
+    let mut out = s.handle(
+        now,
+        Some(CallId(now)),
+        r,
+        CancelFaults::default(),
+        None,
+        &Plain,
+    );
     assert_eq!(out.len(), 1, "{out:?}");
     out.remove(0).response
 }

@@ -216,6 +216,9 @@ impl TaskService {
         } {
             self.tt(seq).result_digest = Some(payload_digest(&payload));
         }
+        if let Outcome::ToolError { message } = &outcome {
+            self.tt(seq).error_message = Some(message.clone());
+        }
         self.task_mut(seq).outcome = Some(outcome);
         self.set_status(seq, status, t, note);
         self.settle_held(seq, t);
@@ -388,6 +391,7 @@ impl TaskService {
         let response = match (run.kind, run.script.outcome) {
             (SyncRunKind::ForbiddenRunAnyway, _) => Response::InlineRefused,
             (SyncRunKind::Plain, ScriptOutcome::ToolError) => {
+                self.truth.sync_runs[run.truth_idx].error_message = Some(run.script.text.clone());
                 Response::Outcome(Outcome::ToolError {
                     message: run.script.text.clone(),
                 })

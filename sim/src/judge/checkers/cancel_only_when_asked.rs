@@ -1,14 +1,15 @@
-//! Always: the executor asks the server to cancel a call node only after the caller asked it
-//! to (`cancel`, or `recancel` after a restart). A caller that stops waiting (`detach`) only
-//! stops local waiting; it is never a server-side cancel.
+//! Always: a cancel for a call node reaches the network only after the caller asked for it
+//! (`cancel`, or `recancel` after a restart). A caller that stops waiting (`detach`) only stops
+//! local waiting; it is never a server-side cancel. Judged from the frames the network carried
+//! (a cancel exchange the world attributes to the node, from any executor) and the caller's own
+//! record of its clicks, never from the executor's report of what it sent.
 
 use std::collections::BTreeSet;
 
-use toolop::runner::Observation;
-
 use super::view::{judge, View};
 use super::Violation;
-use crate::trace::{CallerAction, Trace, What};
+use crate::fake::codec::ExchangeKind;
+use crate::trace::{CallerAction, Dir, Trace, What};
 
 pub const NAME: &str = "cancel_only_when_asked";
 
@@ -36,15 +37,13 @@ pub fn violations(v: &View) -> Vec<Violation> {
             } => {
                 detached.insert(node);
             }
-            What::Exec {
-                obs:
-                    Observation::Sent {
-                        node,
-                        kind: "cancel",
-                        ..
-                    },
+            What::Net {
+                dir: Dir::ToServer,
+                exchange: ExchangeKind::Cancel,
+                node: Some(node),
                 epoch,
                 incarnation,
+                ..
             } if !asked.contains(node.as_str()) && reported.insert(node) => {
                 let after = if detached.contains(node.as_str()) {
                     " (the caller only detached)"
@@ -54,7 +53,7 @@ pub fn violations(v: &View) -> Vec<Violation> {
                 out.push(Violation {
                     checker: NAME,
                     node: Some(node.clone()),
-                    detail: format!("executor epoch {epoch} incarnation {incarnation} sent a cancel at {} ms that the caller never asked for{after}", e.t_ms),
+                    detail: format!("executor epoch {epoch} incarnation {incarnation} put a cancel on the network at {} ms that the caller never asked for{after}", e.t_ms),
                 });
             }
             _ => {}
@@ -99,5 +98,25 @@ mod tests {
         b.at(500).sent("n1", "cancel");
         b.at(600).caller(crate::trace::CallerAction::Cancel, "n1");
         assert_eq!(check(&b.build(SETTLED)).len(), 1);
+    }
+
+    #[test]
+    fn a_cancel_the_executor_does_not_report_is_still_seen_on_the_network() {
+        // The executor reports nothing; the network carried its cancel anyway.
+        let mut b = happy("n1", 0);
+        b.at(500)
+            .net_out("n1", crate::fake::codec::ExchangeKind::Cancel);
+        let v = check(&b.build(SETTLED));
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(v[0].detail.contains("at 500 ms"), "{v:?}");
+        // And a report of a cancel that never reached the network convicts nobody.
+        let mut b = happy("n1", 0);
+        b.at(500).obs(toolop::runner::Observation::Sent {
+            node: "n1".into(),
+            kind: "cancel",
+            seq: 9,
+            rpc_id: None,
+        });
+        assert_eq!(check(&b.build(SETTLED)), vec![]);
     }
 }

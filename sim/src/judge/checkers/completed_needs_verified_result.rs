@@ -1,34 +1,33 @@
-//! Always: completed never advances downstream without a fetched, verified result. In the trace,
-//! the executor's last reply for the node before an `Accepted { completed }` must be one that
-//! carries a verified result (the acceptance is that reply's consequence); in the ledger, every
-//! completed receipt and outbox entry must belong to a node that received such a reply, the
-//! outbox entry must carry the payload, and the receipt's digest must be the server's.
+//! Always: completed never advances downstream without a fetched, verified result. Judged from
+//! what the network carried: before a completed receipt of a call node appeared in the store,
+//! a reply carrying that node's result (a result read, an inline run's end, or a status read
+//! that shows a done operation's result) reached, intact, the executor that accepted it (the
+//! one that reported the acceptance; any executor when none did). A cut, rewritten, lost or
+//! stale copy is no result. In the ledger, every completed receipt and outbox entry belongs to a
+//! node that got such a reply, and the receipt's digest is the server's. And every executor
+//! that reports accepting completed must have had such a reply itself (its report convicts it;
+//! a restarted or rolled-back process must fetch again, the old process's reply is not its own).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use toolop::ledger::Receipt;
 use toolop::record::TerminalState;
 use toolop::runner::Observation;
 
-use super::view::{judge, observations, ExecId, View};
+use super::view::{arrivals, judge, observations, store_facts, ExecId, Frame, View};
 use super::Violation;
-use crate::trace::Trace;
+use crate::fake::codec::ExchangeKind;
+use crate::trace::{Shows, Trace};
 
 pub const NAME: &str = "completed_needs_verified_result";
 
-/// (request kind, reply) pairs whose reply carries a result the adapter verified. An adapter
-/// that returns results inline in a status read (AIP-151 `done` with `response`) adds its pair.
-/// A submission answered inline (the tasks extension may decline to create a task) carries its result too.
-pub const VERIFYING_REPLIES: [(&str, &str); 3] = [
-    ("fetch", "result"),
-    ("submit_sync", "sync_result"),
-    ("submit", "sync_result"),
-];
-
-fn verifying(kind: &str, reply: &str) -> bool {
-    VERIFYING_REPLIES
-        .iter()
-        .any(|(k, r)| *k == kind && *r == reply)
+/// Whether a frame to the executor carries a task's result.
+pub fn carries_result(f: &Frame) -> bool {
+    match f.shows {
+        Some(Shows::Outcome) => matches!(f.exchange, ExchangeKind::Fetch | ExchangeKind::Submit),
+        Some(Shows::Task { result, .. }) => *result,
+        _ => false,
+    }
 }
 
 pub fn check(trace: &Trace) -> Vec<Violation> {
@@ -42,50 +41,86 @@ pub fn violations(v: &View) -> Vec<Violation> {
         node: Some(node.to_string()),
         detail,
     };
-    // Per executor and node: was the newest reply a verified result? Keyed per executor because
-    // a restarted or rolled-back executor must fetch again; the old process's reply is not its own.
-    let mut last_reply: BTreeMap<(ExecId, &str), (&str, &str)> = BTreeMap::new();
-    let mut verified_nodes: BTreeSet<&str> = BTreeSet::new();
-    for (t, exec, obs) in observations(v.trace) {
-        match obs {
-            Observation::Received {
-                node, kind, reply, ..
-            } => {
-                last_reply.insert((exec, node.as_str()), (kind, reply));
-                if verifying(kind, reply) {
-                    verified_nodes.insert(node.as_str());
-                }
-            }
-            Observation::Accepted {
-                node,
-                terminal: TerminalState::Completed,
-                ..
-            } => match last_reply.get(&(exec, node.as_str())) {
-                Some((kind, reply)) if verifying(kind, reply) => {}
-                last => out.push(bad(
-                    node,
-                    format!("accepted completed at {t} ms after {last:?}, not a verified result"),
-                )),
-            },
-            _ => {}
+    // Per node: (arrival time, executor) of every intact result that reached an executor.
+    let mut results: BTreeMap<&str, Vec<(u64, ExecId)>> = BTreeMap::new();
+    for a in arrivals(v.trace) {
+        if let Some(node) = a.node.filter(|_| a.intact() && carries_result(&a)) {
+            results
+                .entry(node)
+                .or_default()
+                .push((a.arrives_at_ms.unwrap_or(a.t_ms), a.exec));
         }
     }
+    // Who accepted completed, and when, by their own report (the acceptance being judged).
+    let mut acceptors: BTreeMap<&str, (u64, ExecId)> = BTreeMap::new();
+    for (t, exec, obs) in observations(v.trace) {
+        if let Observation::Accepted {
+            node,
+            terminal: TerminalState::Completed,
+            ..
+        } = obs
+        {
+            acceptors.entry(node.as_str()).or_insert((t, exec));
+        }
+    }
+    // Every report of a completed acceptance, by whoever made it.
+    for (t, exec, obs) in observations(v.trace) {
+        if let Observation::Accepted {
+            node,
+            terminal: TerminalState::Completed,
+            ..
+        } = obs
+        {
+            let had = results
+                .get(node.as_str())
+                .is_some_and(|l| l.iter().any(|(arrived, e)| *arrived <= t && *e == exec));
+            if !had {
+                out.push(bad(
+                    node,
+                    format!(
+                        "executor epoch {} incarnation {} reported accepting completed at {t} ms without an intact result of its own",
+                        exec.0, exec.1
+                    ),
+                ));
+            }
+        }
+    }
+    let stored = store_facts(v.trace);
+    let mut judged: Vec<&str> = vec![];
     for r in v
         .ledger
         .receipts
         .iter()
         .filter(|r| r.terminal_state == TerminalState::Completed)
     {
-        if !verified_nodes.contains(r.call_node_id.as_str()) {
+        let node = r.call_node_id.as_str();
+        judged.push(node);
+        let acceptor = acceptors.get(node);
+        // The moment the acceptance happened: the store's, or the report's when the world never
+        // saw the receipt before the end.
+        let at = stored
+            .get(node)
+            .map(|(t, _)| *t)
+            .or(acceptor.map(|(t, _)| *t))
+            .unwrap_or(u64::MAX);
+        let got = results.get(node).is_some_and(|l| {
+            l.iter().any(|(arrived, exec)| {
+                *arrived <= at && acceptor.is_none_or(|(_, who)| who == exec)
+            })
+        });
+        if !got {
+            let who = acceptor
+                .map(|(_, (e, i))| format!(" by executor epoch {e} incarnation {i}"))
+                .unwrap_or_default();
             out.push(bad(
-                &r.call_node_id,
+                node,
                 format!(
-                    "completed receipt {} without any verified result reply",
+                    "completed receipt {} accepted{who} at {at} ms, but no intact result of the node had reached that executor",
                     r.receipt_id
                 ),
             ));
         }
-        out.extend(digest_mismatch(v, r).map(|d| bad(&r.call_node_id, d)));
+        out.extend(digest_mismatch(v, r).map(|d| bad(node, d)));
     }
     for e in v
         .ledger
@@ -93,19 +128,14 @@ pub fn violations(v: &View) -> Vec<Violation> {
         .iter()
         .filter(|e| e.terminal_state == TerminalState::Completed)
     {
-        if !verified_nodes.contains(e.call_node_id.as_str()) {
+        let node = e.call_node_id.as_str();
+        if !judged.contains(&node) && !results.contains_key(node) {
             out.push(bad(
-                &e.call_node_id,
+                node,
                 format!(
-                    "completed outbox entry {} without any verified result reply",
+                    "completed outbox entry {} although no intact result of the node reached any executor",
                     e.receipt_id
                 ),
-            ));
-        }
-        if e.payload.is_none() {
-            out.push(bad(
-                &e.call_node_id,
-                format!("completed outbox entry {} carries no payload", e.receipt_id),
             ));
         }
     }
@@ -147,6 +177,7 @@ fn digest_mismatch(v: &View, r: &Receipt) -> Option<String> {
 mod tests {
     use super::*;
     use crate::judge::checkers::testkit::{assert_clean, happy, Tb, SETTLED};
+    use crate::trace::{Dir, NetVerdict};
     use toolop::record::LocalState::*;
 
     #[test]
@@ -156,14 +187,28 @@ mod tests {
 
     #[test]
     fn completion_accepted_from_a_status_read_is_caught() {
-        // A result reply that arrived earlier and was refused does not license a later acceptance.
+        // A result reply arrived earlier, but cut short; the executor says it was a fine result.
         let mut b = Tb::new();
         b.at(0)
             .submit("n1")
             .sent("n1", "submit")
             .recv("n1", "submit", "submitted")
             .moved("n1", &[Submitting, Working]);
-        b.at(500).recv("n1", "fetch", "result");
+        b.at(500).net(
+            Dir::ToExecutor,
+            "n1",
+            ExchangeKind::Fetch,
+            NetVerdict::Truncated { to_bytes: 3 },
+            Some(0),
+            Some(Shows::Outcome),
+        );
+        b.obs(Observation::Received {
+            node: "n1".into(),
+            kind: "fetch",
+            seq: 0,
+            reply: "result",
+            retry_after_ms: None,
+        });
         b.at(1_000)
             .recv("n1", "poll", "status")
             .moved("n1", &[Working, Accepted]);
@@ -178,8 +223,9 @@ mod tests {
             Some(900),
         );
         let v = check(&b.build(SETTLED));
-        assert_eq!(v.len(), 1, "{v:?}");
-        assert!(v[0].detail.contains("poll"), "{v:?}");
+        assert_eq!(v.len(), 2, "the report and the receipt: {v:?}");
+        assert!(v[0].detail.contains("without an intact result"), "{v:?}");
+        assert!(v[1].detail.contains("no intact result"), "{v:?}");
     }
 
     #[test]
@@ -188,8 +234,22 @@ mod tests {
         b.exec(1, 2)
             .at(2_000)
             .accepted("n1", TerminalState::Completed, Some("d-n1"));
+        // The receipt is incarnation 1's, which had its result; incarnation 2's report convicts it.
         let v = check(&b.build(SETTLED));
         assert_eq!(v.len(), 1, "{v:?}");
+        assert!(v[0].detail.contains("incarnation 2 reported"), "{v:?}");
+        let mut b = Tb::new();
+        b.at(0).submit("n1").sent("n1", "submit");
+        b.at(10).recv("n1", "submit", "submitted");
+        b.at(500).sent("n1", "fetch").recv("n1", "fetch", "result");
+        b.exec(1, 2)
+            .at(2_000)
+            .accepted("n1", TerminalState::Completed, Some("d-n1"));
+        b.record("n1", Accepted, Some("t-n1"));
+        b.receipt("n1", Some("t-n1"), TerminalState::Completed, Some("d-n1"));
+        let v = check(&b.build(SETTLED));
+        assert_eq!(v.len(), 2, "the report and the receipt: {v:?}");
+        assert!(v[1].detail.contains("incarnation 2"), "{v:?}");
     }
 
     #[test]
@@ -210,21 +270,23 @@ mod tests {
     }
 
     #[test]
-    fn a_completed_outbox_entry_without_payload_is_caught() {
-        let mut b = happy("n1", 0);
-        b.ledger.outbox[0].payload = None;
-        let v = check(&b.build(SETTLED));
-        assert_eq!(v.len(), 1, "{v:?}");
-        assert!(v[0].detail.contains("payload"), "{v:?}");
-    }
-
-    #[test]
-    fn a_completed_receipt_with_no_result_reply_in_the_trace_is_caught() {
+    fn a_completed_receipt_with_no_result_on_the_network_is_caught() {
+        // The executor reports a result reply; the network never carried one.
         let mut b = Tb::new();
-        b.at(0).submit("n1").moved("n1", &[Submitting, Accepted]);
+        b.at(0).submit("n1").obs(Observation::Received {
+            node: "n1".into(),
+            kind: "fetch",
+            seq: 0,
+            reply: "result",
+            retry_after_ms: None,
+        });
+        b.moved("n1", &[Submitting, Accepted]);
         b.record("n1", Accepted, Some("t-n1"));
         b.receipt("n1", Some("t-n1"), TerminalState::Completed, Some("d"));
-        // Receipt and outbox entry, each without a verified reply.
-        assert_eq!(check(&b.build(SETTLED)).len(), 2);
+        // The receipt, and the outbox entry without any receipt judged for it.
+        let v = check(&b.build(SETTLED));
+        assert_eq!(v.len(), 1, "{v:?}");
+        b.ledger.receipts.clear();
+        assert_eq!(check(&b.build(SETTLED)).len(), 1);
     }
 }

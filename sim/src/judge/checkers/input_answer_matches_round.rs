@@ -1,35 +1,41 @@
 //! Always: an input round is answered with the answer given for it. The server's ground truth
-//! says how each of its rounds was answered (action, content, time); the trace says which round
-//! the executor had put to the approval agent when that answer reached the server (its last
-//! `approval_asked` for the node before then), and how the agent answered that round.
-//! - `accept`: the agent accepted that round, and the content is the agent's content for it
-//!   ([`agent_accept_content`]: successive rounds differ, so an answer forwarded to the wrong
-//!   round shows).
-//! - `decline`: the agent declined that round, or the round's approval deadline had passed (the
-//!   executor declines by itself then).
-//! - `cancel`: the agent cancelled that round.
+//! says how each of its rounds was answered (action, content) and which frame carried the
+//! answer; the network says when that frame left; the approval agent says which questions it
+//! was asked and how it answered each, a question naming the server's task and round in the
+//! server's own words. The answer a round got must be one the agent gave, before the frame
+//! left, to a question naming that round:
+//! - `accept`: the agent accepted such a question, and the content is the agent's content for
+//!   it ([`agent_accept_content`]: successive rounds differ, so an answer forwarded to the wrong
+//!   round shows);
+//! - `decline`: the agent declined such a question, or the executor's approval deadline (the
+//!   scenario's `approval_timeout_ms` from the first time the agent was asked) had passed (the
+//!   executor declines by itself then);
+//! - `cancel`: the agent cancelled such a question.
 //!
 //! A replayed answer of an older round (the approval-replay fault) forwarded as the answer to
-//! the round now asked is the bug this catches. Rounds are matched by time, not by number: the
-//! executor numbers the rounds it is asked (a request delivered again after a crash is a new
-//! round to it), the server the rounds it asks. An answer is judged for the call node it was
-//! meant for: a TS server pairs answers by JSON-RPC id, and one meant for another task (whose
-//! round was gone) can land on this task's round (`InputRoundTruth::answer_meant_for`).
+//! the round now asked is the bug this catches. Nothing the executor says enters: not its round
+//! numbers (a request delivered again after a crash is a new round to it), not its report of
+//! what it asked. Pairing by the carrying frame, not by time: an answer sent for round 1 that
+//! is still in flight when the executor asks again is judged as round 1's. An answer is judged
+//! for the call node it was meant for: a TS server pairs answers by JSON-RPC id, and one meant
+//! for another task (whose round was gone) can land on this task's round
+//! (`InputRoundTruth::answer_meant_for`); it must then be an answer to a question of that task.
 
 use std::collections::BTreeMap;
 
 use serde_json::{json, Value};
-use toolop::runner::Observation;
 
-use super::view::{judge, observations, View};
+use super::view::{judge, sends, View};
 use super::Violation;
+use crate::fake::codec::ExchangeKind;
 use crate::fake::truth::AnswerAction;
-use crate::trace::{ApprovalAction, Trace, What};
+use crate::trace::{ApprovalAction, Question, Trace, What};
 
 pub const NAME: &str = "input_answer_matches_round";
 
-/// The content of the approval agent's accepted answer to `round` (schema `{"ok": boolean}`):
-/// `ok` is true on odd rounds, false on even ones, so answers to successive rounds differ.
+/// The content of the approval agent's accepted answer to the server's round `round` (schema
+/// `{"ok": boolean}`): `ok` is true on odd rounds, false on even ones, so answers to successive
+/// rounds differ.
 pub fn agent_accept_content(round: u32) -> Value {
     json!({ "ok": round % 2 == 1 })
 }
@@ -38,90 +44,121 @@ pub fn check(trace: &Trace) -> Vec<Violation> {
     judge(trace, violations)
 }
 
+/// The agent's record for one node: (time, question, action), in trace order.
+type AgentLog<'a> = Vec<(u64, &'a Question, ApprovalAction)>;
+
 pub fn violations(v: &View) -> Vec<Violation> {
     let mut out = vec![];
-    // Per node: (time, round, deadline) of every approval question, in trace order.
-    let mut asked: BTreeMap<&str, Vec<(u64, u32, u64)>> = BTreeMap::new();
-    for (t, _, obs) in observations(v.trace) {
-        if let Observation::ApprovalAsked {
-            node,
-            round,
-            deadline_ms,
-        } = obs
-        {
-            asked
-                .entry(node.as_str())
-                .or_default()
-                .push((t, *round, *deadline_ms));
-        }
-    }
-    // Per (node, round): (time, action) of the agent's answers (replays are not answers).
-    let mut given: BTreeMap<(&str, u32), Vec<(u64, ApprovalAction)>> = BTreeMap::new();
+    let mut agent: BTreeMap<&str, AgentLog> = BTreeMap::new();
     for e in &v.trace.events {
         if let What::Approval {
             node,
-            round,
+            question: Some(q),
             action,
+            ..
         } = &e.what
         {
-            given
-                .entry((node.as_str(), *round))
+            agent
+                .entry(node.as_str())
                 .or_default()
-                .push((e.t_ms, *action));
+                .push((e.t_ms, q, *action));
         }
     }
+    let left: BTreeMap<u64, u64> = sends(v.trace)
+        .filter(|f| f.exchange == ExchangeKind::Answer)
+        .map(|f| (f.frame, f.t_ms))
+        .collect();
+    let empty = vec![];
     for (task_id, task) in &v.truth.tasks {
         for r in &task.input_rounds {
             let (Some(action), Some(at)) = (r.action, r.answered_at_ms) else {
                 continue;
             };
-            let meant_for = r
-                .answer_meant_for
-                .as_ref()
-                .and_then(|t| v.truth.tasks.get(t));
-            let node = meant_for.unwrap_or(task).call_node.as_str();
             if action == AnswerAction::Error {
                 continue;
             }
-            let action_name = action.name();
+            let meant_for = r
+                .answer_meant_for
+                .as_ref()
+                .and_then(|t| v.truth.tasks.get_key_value(t));
+            let (q_task, node) = match meant_for {
+                Some((id, t)) => (id.as_str(), t.call_node.as_str()),
+                None => (task_id.as_str(), task.call_node.as_str()),
+            };
             let bad = |detail: String| Violation {
                 checker: NAME,
                 node: Some(node.to_string()),
                 detail,
             };
+            let action_name = action.name();
             let what = match &r.answer_meant_for {
                 Some(other) => format!("task {task_id} round {} answered {action_name} at {at} ms (an answer meant for task {other})", r.round),
                 None => format!("task {task_id} round {} answered {action_name} at {at} ms", r.round),
             };
-            let Some(&(_, round, deadline_ms)) = asked
-                .get(node)
-                .and_then(|a| a.iter().rev().find(|(t, _, _)| *t <= at))
-            else {
+            // When the answer left the executor: the frame that carried it.
+            let Some(&sent) = r.answered_by_frame.and_then(|f| left.get(&f)) else {
                 out.push(bad(format!(
-                    "{what}, but the executor never asked for approval"
+                    "{what}, by a frame the network never saw an executor send"
                 )));
                 continue;
             };
-            let agent = |want: ApprovalAction| {
-                given
-                    .get(&(node, round))
-                    .is_some_and(|g| g.iter().any(|(t, a)| *t <= at && *a == want))
+            // Questions naming the round (any round of the task the answer was meant for).
+            let names =
+                |q: &Question| q.task == q_task && (meant_for.is_some() || q.round == r.round);
+            let log = agent.get(node).unwrap_or(&empty);
+            let before: Vec<&(u64, &Question, ApprovalAction)> = log
+                .iter()
+                .filter(|(t, q, _)| *t <= sent && names(q))
+                .collect();
+            let answered = |want: ApprovalAction| before.iter().filter(move |(_, _, a)| *a == want);
+            let round_words = match meant_for {
+                Some(_) => format!("a question of task {q_task}"),
+                None => format!("round {}", r.round),
             };
-            match action {
-                AnswerAction::Accept if !agent(ApprovalAction::Accept) => {
-                    out.push(bad(format!("{what}, but the agent did not accept round {round} (the round then asked)")))
+            let problem = match action {
+                AnswerAction::Accept => {
+                    let contents: Vec<Value> = answered(ApprovalAction::Accept)
+                        .map(|(_, q, _)| agent_accept_content(q.round))
+                        .collect();
+                    if contents.is_empty() {
+                        Some(format!("{what} (sent at {sent} ms), but the agent had not accepted {round_words}"))
+                    } else if !contents.iter().any(|c| r.content.as_ref() == Some(c)) {
+                        Some(format!(
+                            "{what} with content {}, not the agent's answer to {round_words} ({})",
+                            r.content
+                                .as_ref()
+                                .map_or("none".to_string(), Value::to_string),
+                            contents[0]
+                        ))
+                    } else {
+                        None
+                    }
                 }
-                AnswerAction::Accept if r.content.as_ref() != Some(&agent_accept_content(round)) => out.push(bad(format!(
-                    "{what} with content {}, not the agent's answer to round {round} ({})",
-                    r.content.as_ref().map_or("none".to_string(), Value::to_string),
-                    agent_accept_content(round)
-                ))),
-                AnswerAction::Decline if !agent(ApprovalAction::Decline) && at < deadline_ms => out.push(bad(format!(
-                    "{what}, but the agent did not decline round {round} and its deadline is {deadline_ms} ms"
-                ))),
-                AnswerAction::Cancel if !agent(ApprovalAction::Cancel) => out.push(bad(format!("{what}, but the agent did not cancel round {round}"))),
-                _ => {}
-            }
+                AnswerAction::Decline => {
+                    let first_asked = before
+                        .iter()
+                        .find(|(_, _, a)| *a == ApprovalAction::Asked)
+                        .map(|(t, _, _)| *t);
+                    let deadline =
+                        first_asked.map(|t| t.saturating_add(v.config.approval_timeout_ms));
+                    let declined = answered(ApprovalAction::Decline).next().is_some();
+                    match deadline {
+                        _ if declined => None,
+                        None => Some(format!("{what} (sent at {sent} ms), but the agent was never asked {round_words}")),
+                        Some(d) if sent < d => Some(format!(
+                            "{what} (sent at {sent} ms), but the agent did not decline {round_words} and the approval deadline is {d} ms"
+                        )),
+                        Some(_) => None,
+                    }
+                }
+                AnswerAction::Cancel if answered(ApprovalAction::Cancel).next().is_none() => {
+                    Some(format!(
+                        "{what} (sent at {sent} ms), but the agent did not cancel {round_words}"
+                    ))
+                }
+                AnswerAction::Cancel | AnswerAction::Error => None,
+            };
+            out.extend(problem.map(bad));
         }
     }
     out
@@ -134,59 +171,73 @@ mod tests {
     use crate::judge::checkers::testkit::{assert_clean, Tb, SETTLED};
     use crate::series::faults::FaultKind;
     use toolop::record::LocalState::*;
+    use toolop::runner::Observation;
 
-    fn round(n: u32, at: u64, action: &str, content: Option<Value>) -> InputRoundTruth {
-        InputRoundTruth {
-            round: n,
-            asked_at_ms: at.saturating_sub(500),
-            deliveries: 1,
-            answered_at_ms: Some(at),
-            action: Some(crate::fake::truth::AnswerAction::from_word(Some(action))),
-            content,
-            answer_meant_for: None,
-            abandoned_at_ms: None,
+    fn q(task: &str, round: u32) -> Question {
+        Question {
+            task: task.into(),
+            round,
         }
     }
 
-    /// n1 asks two rounds; the agent accepts round 1 and declines round 2 (silent on a third
-    /// the executor declines at its deadline).
-    fn two_rounds() -> Tb {
+    /// The agent's record: asked or answered a question of t-n1's round `round`.
+    fn agent(b: &mut Tb, t: u64, node: &str, task: &str, round: u32, action: ApprovalAction) {
+        b.at(t).push(What::Approval {
+            node: node.into(),
+            round,
+            question: Some(q(task, round)),
+            action,
+        });
+    }
+
+    /// The answer to `round` leaves the executor at `sent` (a frame numbered by the builder)
+    /// and arrives at `at`.
+    fn round(
+        b: &mut Tb,
+        node: &str,
+        n: u32,
+        sent: u64,
+        at: u64,
+        action: &str,
+        content: Option<Value>,
+    ) -> InputRoundTruth {
+        b.at(sent).net_out(node, ExchangeKind::Answer);
+        InputRoundTruth {
+            round: n,
+            asked_at_ms: sent.saturating_sub(500),
+            deliveries: 1,
+            answered_at_ms: Some(at),
+            action: Some(AnswerAction::from_word(Some(action))),
+            content,
+            answer_meant_for: None,
+            abandoned_at_ms: None,
+            answered_by_frame: Some(b.last_frame()),
+        }
+    }
+
+    /// n1's task asks three rounds; the agent accepts round 1 and declines round 2, and stays
+    /// silent on round 3, which the executor declines at its deadline (60 s after asking).
+    fn three_rounds() -> Tb {
         let mut b = Tb::new();
         b.happy_path("n1", 0);
-        b.at(100).obs(Observation::ApprovalAsked {
-            node: "n1".into(),
-            round: 1,
-            deadline_ms: 60_100,
-        });
-        b.at(300).push(What::Approval {
-            node: "n1".into(),
-            round: 1,
-            action: crate::trace::ApprovalAction::Accept,
-        });
-        b.at(500).obs(Observation::ApprovalAsked {
-            node: "n1".into(),
-            round: 2,
-            deadline_ms: 60_500,
-        });
-        b.at(700).push(What::Approval {
-            node: "n1".into(),
-            round: 2,
-            action: crate::trace::ApprovalAction::Decline,
-        });
-        b.at(800).obs(Observation::ApprovalAsked {
-            node: "n1".into(),
-            round: 3,
-            deadline_ms: 60_800,
-        });
-        b.at(810).push(What::Approval {
-            node: "n1".into(),
-            round: 3,
-            action: crate::trace::ApprovalAction::Silent,
-        });
+        agent(&mut b, 100, "n1", "t-n1", 1, ApprovalAction::Asked);
+        agent(&mut b, 300, "n1", "t-n1", 1, ApprovalAction::Accept);
+        agent(&mut b, 500, "n1", "t-n1", 2, ApprovalAction::Asked);
+        agent(&mut b, 700, "n1", "t-n1", 2, ApprovalAction::Decline);
+        agent(&mut b, 800, "n1", "t-n1", 3, ApprovalAction::Asked);
+        agent(&mut b, 810, "n1", "t-n1", 3, ApprovalAction::Silent);
         let rounds = vec![
-            round(1, 320, "accept", Some(agent_accept_content(1))),
-            round(2, 720, "decline", None),
-            round(3, 60_820, "decline", None),
+            round(
+                &mut b,
+                "n1",
+                1,
+                310,
+                320,
+                "accept",
+                Some(agent_accept_content(1)),
+            ),
+            round(&mut b, "n1", 2, 710, 720, "decline", None),
+            round(&mut b, "n1", 3, 60_800, 60_820, "decline", None),
         ];
         b.truth
             .tasks
@@ -199,7 +250,7 @@ mod tests {
     #[test]
     fn clean_traces_pass() {
         assert_clean(check);
-        assert_eq!(check(&two_rounds().build(SETTLED)), vec![]);
+        assert_eq!(check(&three_rounds().build(SETTLED)), vec![]);
     }
 
     #[test]
@@ -211,28 +262,33 @@ mod tests {
     #[test]
     fn a_replayed_answer_forwarded_to_the_next_round_is_caught() {
         // Round 2 is asked; the agent's round-1 answer arrives again and is forwarded for it.
-        let mut b = two_rounds();
+        let mut b = three_rounds();
         b.at(600)
             .fault(FaultKind::ApprovalReplay, Some("n1"), Some(InputRequired));
-        b.push(What::Approval {
-            node: "n1".into(),
-            round: 1,
-            action: crate::trace::ApprovalAction::ReplayAccept,
-        });
-        b.truth.tasks.get_mut("t-n1").expect("task").input_rounds[1] =
-            round(2, 620, "accept", Some(agent_accept_content(1)));
+        agent(&mut b, 600, "n1", "t-n1", 1, ApprovalAction::ReplayAccept);
+        let r = round(
+            &mut b,
+            "n1",
+            2,
+            610,
+            620,
+            "accept",
+            Some(agent_accept_content(1)),
+        );
+        b.truth.tasks.get_mut("t-n1").expect("task").input_rounds[1] = r;
         let v = check(&b.build(SETTLED));
         assert_eq!(v.len(), 1, "{v:?}");
-        assert!(v[0].detail.contains("did not accept round 2"), "{v:?}");
+        assert!(v[0].detail.contains("had not accepted round 2"), "{v:?}");
     }
 
     #[test]
     fn foreign_content_and_early_declines_are_caught() {
-        let mut b = two_rounds();
+        let mut b = three_rounds();
         let rounds = &mut b.truth.tasks.get_mut("t-n1").expect("task").input_rounds;
         rounds[0].content = Some(json!({"ok": false}));
+        let r3 = round(&mut b, "n1", 3, 1_000, 1_010, "decline", None);
         // Round 3 declined before its deadline although the agent stayed silent.
-        rounds[2].answered_at_ms = Some(1_000);
+        b.truth.tasks.get_mut("t-n1").expect("task").input_rounds[2] = r3;
         let v = check(&b.build(SETTLED));
         assert_eq!(v.len(), 2, "{v:?}");
         assert!(
@@ -243,22 +299,52 @@ mod tests {
     }
 
     #[test]
+    fn an_answer_is_paired_with_the_frame_that_carried_it_not_with_the_time_it_arrived() {
+        // Canary seed 883 (481 on the old numbering): the executor sends its decline of round 1;
+        // before it arrives, the executor asks again (the same server request, delivered once
+        // more while the answer was in flight) and the agent accepts that second question.
+        let mut b = Tb::new();
+        b.happy_path("n1", 0);
+        agent(&mut b, 100, "n1", "t-n1", 1, ApprovalAction::Asked);
+        agent(&mut b, 300, "n1", "t-n1", 1, ApprovalAction::Decline);
+        let r1 = round(&mut b, "n1", 1, 370, 408, "decline", None);
+        // The executor's report numbers the second question round 2.
+        b.at(405).obs(Observation::ApprovalAsked {
+            node: "n1".into(),
+            round: 2,
+            deadline_ms: 60_405,
+        });
+        agent(&mut b, 405, "n1", "t-n1", 1, ApprovalAction::Asked);
+        agent(&mut b, 600, "n1", "t-n1", 1, ApprovalAction::Accept);
+        b.truth.tasks.get_mut("t-n1").expect("task").input_rounds = vec![r1];
+        assert_eq!(check(&b.build(SETTLED)), vec![]);
+        // Had the decline left after the agent accepted, the decline would be no answer of its.
+        let mut b = Tb::new();
+        b.happy_path("n1", 0);
+        agent(&mut b, 100, "n1", "t-n1", 1, ApprovalAction::Asked);
+        agent(&mut b, 300, "n1", "t-n1", 1, ApprovalAction::Accept);
+        let r1 = round(&mut b, "n1", 1, 370, 408, "decline", None);
+        b.truth.tasks.get_mut("t-n1").expect("task").input_rounds = vec![r1];
+        assert_eq!(check(&b.build(SETTLED)).len(), 1);
+    }
+
+    #[test]
     fn an_answer_meant_for_another_task_is_judged_for_that_tasks_node() {
         // n2's answer to its round 1 lands on n1's round 2 (TS pairs answers by id): not n1's
-        // executor's doing, and n2's executor did ask round 1.
-        let mut b = two_rounds();
+        // executor's doing, and n2's agent did accept a question of n2's task.
+        let mut b = three_rounds();
         b.happy_path("n2", 0);
-        b.at(900).obs(Observation::ApprovalAsked {
-            node: "n2".into(),
-            round: 1,
-            deadline_ms: 60_900,
-        });
-        b.at(950).push(What::Approval {
-            node: "n2".into(),
-            round: 1,
-            action: crate::trace::ApprovalAction::Accept,
-        });
-        let mut r = round(2, 960, "accept", Some(agent_accept_content(1)));
+        agent(&mut b, 900, "n2", "t-n2", 1, ApprovalAction::Asked);
+        agent(&mut b, 950, "n2", "t-n2", 1, ApprovalAction::Accept);
+        let mut r = round(
+            &mut b,
+            "n2",
+            2,
+            955,
+            960,
+            "accept",
+            Some(agent_accept_content(1)),
+        );
         r.answer_meant_for = Some("t-n2".into());
         b.truth.tasks.get_mut("t-n1").expect("task").input_rounds[1] = r.clone();
         assert_eq!(check(&b.build(SETTLED)), vec![]);
@@ -275,10 +361,22 @@ mod tests {
     fn an_answer_nobody_asked_for_is_caught() {
         let mut b = Tb::new();
         b.happy_path("n1", 0);
-        b.truth.tasks.get_mut("t-n1").expect("task").input_rounds =
-            vec![round(1, 50, "accept", Some(agent_accept_content(1)))];
+        let r = round(
+            &mut b,
+            "n1",
+            1,
+            40,
+            50,
+            "accept",
+            Some(agent_accept_content(1)),
+        );
+        b.truth.tasks.get_mut("t-n1").expect("task").input_rounds = vec![r];
         let v = check(&b.build(SETTLED));
         assert_eq!(v.len(), 1, "{v:?}");
-        assert!(v[0].detail.contains("never asked"), "{v:?}");
+        assert!(v[0].detail.contains("had not accepted"), "{v:?}");
+        // An answer by a frame no executor sent.
+        b.truth.tasks.get_mut("t-n1").expect("task").input_rounds[0].answered_by_frame = Some(999);
+        let v = check(&b.build(SETTLED));
+        assert!(v[0].detail.contains("never saw an executor send"), "{v:?}");
     }
 }

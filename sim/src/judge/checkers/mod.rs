@@ -3,6 +3,13 @@
 //! `Begin` (the bounds) and a `Final` (ledger and ground truth); a trace without either gets the
 //! single violation `trace_incomplete` instead. No checker panics on any trace.
 //!
+//! Judges never trust the executor under test: the facts a checker relies on come from the
+//! world (the fake's ground truth, the frames the network carried and what the fault layer drew,
+//! the caller's and the approval agent's records, the store as the world read it, the
+//! scenario). What the executor says about itself (its observations, its numbering, flags on its
+//! own record) is only ever the thing judged, or a confession: it may convict, never acquit.
+//! `ARCHITECTURE.md` has the table of every judge and the facts it reads.
+//!
 //! Each module has `NAME` (the stable `Violation::checker`), `check(trace)` and
 //! `violations(view)`; the metrics reuse the latter, so each property has one implementation.
 
@@ -14,6 +21,8 @@ use crate::trace::Trace;
 pub mod at_most_one_receipt;
 /// The executor cancels on the server only when the caller asked (a detach is no cancel).
 pub mod cancel_only_when_asked;
+/// A cancel the caller clicked reaches the network once the operation is known to run.
+pub mod clicked_cancel_is_acted_on;
 /// 2. Completed never advances downstream without a fetched, verified result.
 pub mod completed_needs_verified_result;
 /// An input round is answered with the answer given for it (never a replayed older one).
@@ -26,12 +35,20 @@ pub mod no_advance_after_cancel;
 pub mod no_blind_resubmit;
 /// 5. The accepted terminal state equals the server's ground truth.
 pub mod no_divergence;
+/// Nothing is handed to manual reconciliation that could still have been resolved.
+pub mod no_false_unknown;
 /// 6. No second operation from a duplicate submission.
 pub mod no_second_operation;
+/// Nothing is sent for a call node once it has settled.
+pub mod no_send_after_receipt;
 /// An answer to an older request never overwrites what a newer one established.
 pub mod no_stale_overwrite;
+/// Every outbox entry's terminal state and payload are the server's.
+pub mod outbox_payload_matches_truth;
 /// 8. Every outbox entry traces back to a terminal receipt.
 pub mod outbox_traceable;
+/// No call node is polled sooner than the server's suggested interval.
+pub mod poll_interval_honoured;
 /// 7. Sends never exceed the max QPS in any one-second window.
 pub mod poll_rate_within_bound;
 /// Retirement by version: no new work on a retired adapter; what it has drains.
@@ -64,7 +81,7 @@ pub struct Violation {
 type Checker = fn(&view::View) -> Vec<Violation>;
 
 /// Every checker, in report order: (name, check).
-pub const CHECKERS: [(&str, Checker); 17] = [
+pub const CHECKERS: [(&str, Checker); 22] = [
     (at_most_one_receipt::NAME, at_most_one_receipt::violations),
     (
         completed_needs_verified_result::NAME,
@@ -106,6 +123,23 @@ pub const CHECKERS: [(&str, Checker); 17] = [
         shadow_never_reaches_outbox::NAME,
         shadow_never_reaches_outbox::violations,
     ),
+    (
+        no_send_after_receipt::NAME,
+        no_send_after_receipt::violations,
+    ),
+    (
+        outbox_payload_matches_truth::NAME,
+        outbox_payload_matches_truth::violations,
+    ),
+    (
+        clicked_cancel_is_acted_on::NAME,
+        clicked_cancel_is_acted_on::violations,
+    ),
+    (no_false_unknown::NAME, no_false_unknown::violations),
+    (
+        poll_interval_honoured::NAME,
+        poll_interval_honoured::violations,
+    ),
 ];
 
 /// Run every checker over a trace, in `CHECKERS` order.
@@ -140,7 +174,7 @@ mod tests {
             assert_eq!(v.len(), 1, "{v:?}");
             assert_eq!(v[0].checker, INCOMPLETE);
             // Each checker alone says the same.
-            let each: [fn(&Trace) -> Vec<Violation>; 15] = [
+            let each: [fn(&Trace) -> Vec<Violation>; 22] = [
                 at_most_one_receipt::check,
                 completed_needs_verified_result::check,
                 no_advance_after_cancel::check,
@@ -156,6 +190,13 @@ mod tests {
                 retry_after_honoured::check,
                 no_stale_overwrite::check,
                 no_blind_resubmit::check,
+                retired_adapter_drains::check,
+                shadow_never_reaches_outbox::check,
+                no_send_after_receipt::check,
+                outbox_payload_matches_truth::check,
+                clicked_cancel_is_acted_on::check,
+                no_false_unknown::check,
+                poll_interval_honoured::check,
             ];
             for check in each {
                 assert_eq!(check(&trace), v);
@@ -199,7 +240,12 @@ mod tests {
                 "no_stale_overwrite",
                 "no_blind_resubmit",
                 "retired_adapter_drains",
-                "shadow_never_reaches_outbox"
+                "shadow_never_reaches_outbox",
+                "no_send_after_receipt",
+                "outbox_payload_matches_truth",
+                "clicked_cancel_is_acted_on",
+                "no_false_unknown",
+                "poll_interval_honoured"
             ]
         );
     }

@@ -1,17 +1,22 @@
-//! Always: once an executor of a newer execution epoch has resumed a call node (its `resume`
-//! step was applied), no executor of an older epoch acts on that node again: it applies no
-//! event (no `Moved`, no `Stayed`), accepts nothing, and sends nothing it decided after the
-//! takeover. A correct old executor only rejects what still reaches it (stale epoch).
-//!
-//! A send the old executor decided before the takeover but the QPS limiter let out after it is
-//! that executor's last word, not an action after the takeover; every send decided after the
-//! takeover follows an applied step, which is what this checker reports.
+//! Always: once an executor of a newer execution epoch has taken a call node over, no executor
+//! of an older epoch acts on that node again. A correct old executor only rejects what still
+//! reaches it (stale epoch). Two kinds of evidence, the world's first:
+//! - the network: the newer epoch's first frame for the node marks the takeover (it resumed the
+//!   record, committing its epoch, before it sent anything); a frame for the node from an older
+//!   epoch's connection after that is an action, unless it left within the drain allowance: a
+//!   send the old executor decided before the takeover but its QPS limiter let out after it is
+//!   its last word. The allowance is one window per `max_qps` call nodes, plus one
+//!   ([`drain_allowance_ms`]): a queue holds at most one send per node.
+//! - the executors' own reports, which may convict but never acquit: an older executor that
+//!   reports applying an event (`Moved`, `Stayed`) or accepting an outcome after a newer
+//!   epoch reported resuming the node.
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use toolop::core::poll::QPS_WINDOW_MS;
 use toolop::runner::Observation;
 
-use super::view::{judge, observations, ExecId, View, RESUME_EVENT};
+use super::view::{judge, observations, sends, ExecId, View, RESUME_EVENT};
 use super::Violation;
 use crate::trace::Trace;
 
@@ -21,8 +26,13 @@ pub fn check(trace: &Trace) -> Vec<Violation> {
     judge(trace, violations)
 }
 
+/// How long after a takeover an older executor's queued sends may still leave.
+pub fn drain_allowance_ms(call_nodes: u32, max_qps: u32) -> u64 {
+    (u64::from(call_nodes) / u64::from(max_qps.max(1)) + 1) * QPS_WINDOW_MS
+}
+
 pub fn violations(v: &View) -> Vec<Violation> {
-    let mut out = vec![];
+    let mut out = world_evidence(v);
     // Per node: the newest epoch that resumed it, and when.
     let mut claimed: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
     let mut reported: BTreeSet<(ExecId, &str)> = BTreeSet::new();
@@ -52,6 +62,43 @@ pub fn violations(v: &View) -> Vec<Violation> {
             if event == RESUME_EVENT && claimed.get(node).is_none_or(|&(e, _)| exec.0 > e) {
                 claimed.insert(node, (exec.0, t));
             }
+        }
+    }
+    out
+}
+
+/// Frames for a node from an older epoch after a newer epoch's first frame for it.
+fn world_evidence(v: &View) -> Vec<Violation> {
+    let allowance = drain_allowance_ms(v.call_nodes, v.max_qps);
+    let mut out = vec![];
+    // Per node: the newest epoch seen sending for it, and its first frame's time.
+    let mut taken: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
+    let mut reported: BTreeSet<(ExecId, &str)> = BTreeSet::new();
+    for s in sends(v.trace) {
+        let Some(node) = s.node else { continue };
+        match taken.get(node).copied() {
+            Some((epoch, _)) if s.exec.0 > epoch => {
+                taken.insert(node, (s.exec.0, s.t_ms));
+            }
+            None => {
+                taken.insert(node, (s.exec.0, s.t_ms));
+            }
+            Some((epoch, at)) if s.exec.0 < epoch && s.t_ms > at + allowance => {
+                if reported.insert((s.exec, node)) {
+                    out.push(Violation {
+                        checker: NAME,
+                        node: Some(node.to_string()),
+                        detail: format!(
+                            "executor epoch {} incarnation {} sent {} for the node at {} ms; epoch {epoch} took it over at {at} ms (drain allowance {allowance} ms)",
+                            s.exec.0,
+                            s.exec.1,
+                            s.exchange.name(),
+                            s.t_ms
+                        ),
+                    });
+                }
+            }
+            Some(_) => {}
         }
     }
     out
@@ -156,6 +203,24 @@ mod tests {
             v[0].detail.contains("epoch 2 resumed the node at 2050 ms"),
             "{v:?}"
         );
+    }
+
+    #[test]
+    fn an_old_executor_that_keeps_sending_is_caught_on_the_network_whatever_it_reports() {
+        // The old executor reports nothing at all, but its polls keep reaching the network.
+        let mut b = rollback();
+        b.exec(1, 1)
+            .at(4_200)
+            .net_out("n1", crate::fake::codec::ExchangeKind::Poll);
+        let v = check(&b.build(SETTLED));
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(v[0].detail.contains("took it over at 3000 ms"), "{v:?}");
+        // Within the drain allowance (one node at 10 QPS: one window) a queued send may leave.
+        let mut b = rollback();
+        b.exec(1, 1)
+            .at(4_000)
+            .net_out("n1", crate::fake::codec::ExchangeKind::Poll);
+        assert_eq!(check(&b.build(SETTLED)), vec![]);
     }
 
     #[test]

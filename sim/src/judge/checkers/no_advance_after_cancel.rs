@@ -1,12 +1,13 @@
-//! Always: after a successful cancel, a late completion never advances. A node whose record is
-//! CANCELLED_ACCEPTED has a cancelled receipt and at most a cancelled, payload-free outbox entry;
-//! a node whose server task ended cancelled has no completed or failed outbox entry (a server that
-//! keeps working after cancel may still store a result); and no executor accepts another outcome
-//! after it accepted the cancel.
+//! Always: after a successful cancel, a late completion never advances. A node with a cancelled
+//! receipt has no other receipt and at most a cancelled, payload-free outbox entry; a node whose
+//! server task ended cancelled (the ground truth, whatever the status said later) has no
+//! completed or failed outbox entry (a server that keeps working after cancel may still store a
+//! result); and no executor accepts another outcome after one accepted the cancel. The
+//! receipts, outbox and acceptances are the outputs judged; the record's own state is not read.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
-use toolop::record::{LocalState, TerminalState};
+use toolop::record::TerminalState;
 use toolop::runner::Observation;
 
 use super::view::{judge, node_task, observations, View};
@@ -27,13 +28,14 @@ pub fn violations(v: &View) -> Vec<Violation> {
         node: Some(node.to_string()),
         detail,
     };
-    for rec in v
+    let cancelled: BTreeSet<&str> = v
         .ledger
-        .records
+        .receipts
         .iter()
-        .filter(|r| r.local_state == LocalState::CancelledAccepted)
-    {
-        let node = rec.call_node_id.as_str();
+        .filter(|r| r.terminal_state == TerminalState::Cancelled)
+        .map(|r| r.call_node_id.as_str())
+        .collect();
+    for &node in &cancelled {
         for r in v
             .ledger
             .receipts
@@ -43,7 +45,7 @@ pub fn violations(v: &View) -> Vec<Violation> {
             out.push(bad(
                 node,
                 format!(
-                    "CANCELLED_ACCEPTED record with a {} receipt",
+                    "a cancelled receipt and a {} receipt",
                     r.terminal_state.name()
                 ),
             ));
@@ -53,7 +55,7 @@ pub fn violations(v: &View) -> Vec<Violation> {
                 out.push(bad(
                     node,
                     format!(
-                        "CANCELLED_ACCEPTED record with a {} outbox entry (payload: {})",
+                        "a cancelled receipt with a {} outbox entry (payload: {})",
                         e.terminal_state.name(),
                         e.payload.is_some()
                     ),
@@ -68,7 +70,10 @@ pub fn violations(v: &View) -> Vec<Violation> {
         )
     }) {
         let op = v
-            .record(&e.call_node_id)
+            .ledger
+            .receipts
+            .iter()
+            .find(|r| r.receipt_id == e.receipt_id)
             .and_then(|r| r.operation_id.as_deref());
         if let Some((id, _)) = node_task(v.truth, &e.call_node_id, op)
             .filter(|(_, t)| t.terminal_status == Some(TaskStatus::Cancelled))

@@ -1,30 +1,22 @@
 //! Always: a call node is submitted again only on proof that the previous submission created
-//! nothing. Between two submissions of a node (`submit` or `submit_sync` sends, any executor)
-//! the executor must have applied one of:
-//! - `lookup_not_found`: the server said, by the submission key, that no operation exists
-//!   (the way into NOT_FOUND_SAFE);
-//! - `rate_limited` answering a submission: a 429 means the server did not take the request.
+//! nothing. Judged from the network: between two submission frames of a node (any executor,
+//! any lane), one of these reached an executor intact:
+//! - the answer to a lookup by the node's submission key saying no operation exists (the way
+//!   into NOT_FOUND_SAFE);
+//! - a 429 answering the node's submission (the server did not take the request).
 //!
 //! A submission that timed out, or a 404 on a poll, proves nothing: submitting again without
 //! asking by key first is the blind retry that starts a second operation wherever the server
-//! does not deduplicate.
+//! does not deduplicate. What the executor says it received plays no part.
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use toolop::runner::Observation;
-
-use super::view::{judge, observations, reply_event, ExecId, View};
+use super::view::{arrivals, judge, sends, View};
 use super::Violation;
-use crate::trace::Trace;
+use crate::fake::codec::ExchangeKind;
+use crate::trace::{Shows, Trace};
 
 pub const NAME: &str = "no_blind_resubmit";
-
-/// (request kind, reply) pairs that, once applied, allow the next submission.
-pub const LICENSING_REPLIES: [(&str, &str); 3] = [
-    ("lookup", "lookup_not_found"),
-    ("submit", "rate_limited"),
-    ("submit_sync", "rate_limited"),
-];
 
 pub fn check(trace: &Trace) -> Vec<Violation> {
     judge(trace, violations)
@@ -32,51 +24,41 @@ pub fn check(trace: &Trace) -> Vec<Violation> {
 
 pub fn violations(v: &View) -> Vec<Violation> {
     let mut out = vec![];
-    // Per node: submitted before, and whether a proof arrived since the last submission.
-    let mut submitted: BTreeMap<&str, bool> = BTreeMap::new();
-    let mut waiting: BTreeMap<(ExecId, &str), String> = BTreeMap::new();
-    let mut reported: BTreeSet<&str> = BTreeSet::new();
-    for (t, exec, obs) in observations(v.trace) {
-        match obs {
-            Observation::Sent {
-                node,
-                kind: kind @ ("submit" | "submit_sync"),
-                ..
-            } => {
-                let node = node.as_str();
-                if submitted.get(node) == Some(&false) && reported.insert(node) {
-                    out.push(Violation {
-                        checker: NAME,
-                        node: Some(node.to_string()),
-                        detail: format!(
-                            "executor epoch {} incarnation {} sent {kind} again at {t} ms with no proof that the previous submission created nothing",
-                            exec.0, exec.1
-                        ),
-                    });
-                }
-                submitted.insert(node, false);
-            }
-            Observation::Received {
-                node, kind, reply, ..
-            } if LICENSING_REPLIES.contains(&(*kind, *reply)) => {
-                waiting.insert((exec, node.as_str()), reply_event(kind, reply));
-            }
-            Observation::Moved { node, event, .. } | Observation::Stayed { node, event }
-                if waiting
-                    .remove(&(exec, node.as_str()))
-                    .is_some_and(|e| e == *event) =>
-            {
-                if let Some(proved) = submitted.get_mut(node.as_str()) {
-                    *proved = true;
-                }
-            }
-            Observation::Rejected { node, .. }
-            | Observation::Refused { node, .. }
-            | Observation::LedgerRefused { node, .. } => {
-                waiting.remove(&(exec, node.as_str()));
-            }
-            _ => {}
+    // Per node: arrival times of proofs that nothing was created.
+    let mut proofs: BTreeMap<&str, Vec<u64>> = BTreeMap::new();
+    for a in arrivals(v.trace) {
+        let proof = match (a.exchange, a.shows) {
+            (ExchangeKind::Lookup, Some(Shows::Tasks { tasks })) => tasks.is_empty(),
+            (ExchangeKind::Submit, Some(Shows::Throttled { status: 429, .. })) => true,
+            _ => false,
+        };
+        if let Some(node) = a.node.filter(|_| proof && a.intact()) {
+            proofs
+                .entry(node)
+                .or_default()
+                .push(a.arrives_at_ms.unwrap_or(a.t_ms));
         }
+    }
+    let mut last_submit: BTreeMap<&str, u64> = BTreeMap::new();
+    let mut reported: BTreeSet<&str> = BTreeSet::new();
+    for s in sends(v.trace).filter(|s| s.exchange == ExchangeKind::Submit) {
+        let Some(node) = s.node else { continue };
+        if let Some(&before) = last_submit.get(node) {
+            let proved = proofs
+                .get(node)
+                .is_some_and(|p| p.iter().any(|&t| t >= before && t <= s.t_ms));
+            if !proved && reported.insert(node) {
+                out.push(Violation {
+                    checker: NAME,
+                    node: Some(node.to_string()),
+                    detail: format!(
+                        "executor epoch {} incarnation {} submitted again at {} ms (previous submission at {before} ms) with no proof that the previous submission created nothing",
+                        s.exec.0, s.exec.1, s.t_ms
+                    ),
+                });
+            }
+        }
+        last_submit.insert(node, s.t_ms);
     }
     out
 }
@@ -85,17 +67,9 @@ pub fn violations(v: &View) -> Vec<Violation> {
 mod tests {
     use super::*;
     use crate::judge::checkers::testkit::{assert_clean, Tb, SETTLED};
+    use crate::trace::{Dir, NetVerdict};
     use toolop::record::LocalState::*;
-
-    fn applied(b: &mut Tb, kind: &'static str, reply: &'static str) {
-        b.recv("n1", kind, reply);
-        b.obs(Observation::Moved {
-            node: "n1".into(),
-            event: reply_event(kind, reply),
-            path: vec![SubmissionUnknown, NotFoundSafe],
-            version: 0,
-        });
-    }
+    use toolop::runner::Observation;
 
     /// n1's submission times out; the executor asks by key.
     fn timed_out() -> Tb {
@@ -117,14 +91,13 @@ mod tests {
         assert_clean(check);
         // Not found by key: submitting again (same key) is what NOT_FOUND_SAFE is for.
         let mut b = timed_out();
-        applied(&mut b, "lookup", "lookup_not_found");
+        b.recv("n1", "lookup", "lookup_not_found");
         b.at(10_040).sent("n1", "submit");
         assert_eq!(check(&b.build(SETTLED)), vec![]);
         // A 429 on the submission: the server did not take it.
         let mut b = Tb::new();
         b.at(0).submit("n1").sent("n1", "submit");
-        b.at(20);
-        applied(&mut b, "submit", "rate_limited");
+        b.at(20).recv("n1", "submit", "rate_limited");
         b.at(5_020).sent("n1", "submit");
         assert_eq!(check(&b.build(SETTLED)), vec![]);
     }
@@ -142,24 +115,36 @@ mod tests {
     }
 
     #[test]
-    fn a_proof_counts_once_and_only_when_applied() {
+    fn a_proof_counts_once_and_only_as_the_network_carried_it() {
         let mut b = timed_out();
-        applied(&mut b, "lookup", "lookup_not_found");
+        b.recv("n1", "lookup", "lookup_not_found");
         b.at(10_040)
             .sent("n1", "submit")
             .at(20_000)
             .sent("n1", "submit");
         assert_eq!(check(&b.build(SETTLED)).len(), 1);
+        // The executor says "not found by key"; the network carried a lookup that found the task.
         let mut b = timed_out();
-        b.recv("n1", "lookup", "lookup_not_found");
-        b.obs(Observation::Rejected {
-            node: "n1".into(),
-            event: "reply:lookup:lookup_not_found".into(),
-            reason: toolop::core::Rejection::StaleEpoch {
-                event_epoch: 1,
-                record_epoch: 2,
+        b.recv_shows(
+            "n1",
+            "lookup",
+            "lookup_not_found",
+            Shows::Tasks {
+                tasks: vec!["t-n1".into()],
             },
-        });
+        );
+        b.at(10_040).sent("n1", "submit");
+        assert_eq!(check(&b.build(SETTLED)).len(), 1);
+        // A "not found" that was lost on the way proves nothing to anyone.
+        let mut b = timed_out();
+        b.net(
+            Dir::ToExecutor,
+            "n1",
+            ExchangeKind::Lookup,
+            NetVerdict::Lost,
+            None,
+            Some(Shows::Tasks { tasks: vec![] }),
+        );
         b.at(10_040).sent("n1", "submit");
         assert_eq!(check(&b.build(SETTLED)).len(), 1);
     }

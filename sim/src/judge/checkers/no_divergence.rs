@@ -2,7 +2,9 @@
 //! receipt that disagrees; `SeriesMetrics::divergences` is their count.
 //! - A receipt naming an operation: that task is this node's and its first terminal status is
 //!   the receipt's (a task that never ended, or is missing, while the receipt says it ended, diverges).
-//! - A rejected receipt: the server created no task for the node.
+//! - A rejected receipt: the server started nothing for the node, neither a task nor a tool run
+//!   without one (a call whose tool ran and was then refused, or whose outcome was left open,
+//!   is not a refusal: the tool ran).
 //! - A synchronous receipt (no operation, not rejected): the node's synchronous run ended the same way.
 
 use toolop::ledger::Receipt;
@@ -34,7 +36,7 @@ pub fn violations(v: &View) -> Vec<Violation> {
         .collect()
 }
 
-fn task_terminal(s: TaskStatus) -> Option<TerminalState> {
+pub fn task_terminal(s: TaskStatus) -> Option<TerminalState> {
     match s {
         TaskStatus::Completed => Some(TerminalState::Completed),
         TaskStatus::Failed => Some(TerminalState::Failed),
@@ -44,7 +46,7 @@ fn task_terminal(s: TaskStatus) -> Option<TerminalState> {
     }
 }
 
-fn sync_terminal(o: ScriptOutcome) -> TerminalState {
+pub fn sync_terminal(o: ScriptOutcome) -> TerminalState {
     match o {
         // The MCP fake runs a done-without-result script like a completed one.
         ScriptOutcome::Completed | ScriptOutcome::DoneWithoutResult => TerminalState::Completed,
@@ -70,8 +72,21 @@ fn divergence(v: &View, r: &Receipt) -> Option<String> {
                 .filter(|t| t.call_node == node)
                 .count() as u32,
         );
-        return (created > 0)
-            .then(|| format!("rejected receipt, but the server created {created} task(s)"));
+        let runs = v
+            .truth
+            .sync_runs
+            .iter()
+            .filter(|s| s.call_node == node)
+            .count();
+        return match (created, runs) {
+            (0, 0) => None,
+            (0, _) => Some(format!(
+                "rejected receipt, but the server ran the tool {runs} time(s) without a task"
+            )),
+            _ => Some(format!(
+                "rejected receipt, but the server created {created} task(s)"
+            )),
+        };
     }
     let Some(op) = &r.operation_id else {
         let Some(run) = v.truth.sync_runs.iter().rev().find(|s| s.call_node == node) else {
@@ -151,6 +166,19 @@ mod tests {
         let mut b = Tb::new();
         b.reject_path("n1", 0).task("t-n1", "n1", None, None, None);
         assert_eq!(check(&b.build(SETTLED)).len(), 1);
+    }
+
+    #[test]
+    fn a_rejection_of_a_call_whose_tool_ran_is_caught() {
+        // The TS SDK runs a forbidden tool called with `task`, then refuses the call: an
+        // outcome left open read as a refusal.
+        let mut b = Tb::new();
+        b.reject_path("n1", 0)
+            .sync_run("n1", ScriptOutcome::Completed, None);
+        b.truth.sync_runs[0].kind = crate::fake::truth::SyncRunKind::ForbiddenRunAnyway;
+        let v = check(&b.build(SETTLED));
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(v[0].detail.contains("ran the tool"), "{v:?}");
     }
 
     #[test]

@@ -1,14 +1,16 @@
 //! Always: an executor never sends more than `Begin.max_qps` requests in any one-second window
-//! [t, t+999] ms. Every send counts (submits, lookups, fetches, cancels, input responses, polls):
-//! the server's rate limit does not care which. Judged per executor incarnation, because a crash
-//! restarts the limiter with the process.
+//! [t, t+999] ms. Counted from the frames the network carried from each executor process:
+//! every request counts (handshake, submits, lookups, polls, fetches, cancels): the server's
+//! rate limit does not care which. Answers to the server's own requests are not load (the
+//! executor sends them ahead of its queue, and a server may block until it has them), and
+//! neither are frames that ask nothing (`other`: client notifications). Judged per executor
+//! incarnation, because a crash restarts the limiter with the process.
 
 use std::collections::BTreeMap;
 
-use toolop::runner::Observation;
-
-use super::view::{judge, observations, ExecId, View};
+use super::view::{judge, sends, ExecId, View};
 use super::Violation;
+use crate::fake::codec::ExchangeKind;
 use crate::trace::Trace;
 
 pub const NAME: &str = "poll_rate_within_bound";
@@ -48,13 +50,13 @@ pub struct Window {
 /// Per executor (epoch, incarnation): its busiest window. The busiest window can always be
 /// taken to start at a send, so a two-pointer sweep over the send times finds it.
 pub fn busiest_windows(trace: &Trace) -> BTreeMap<ExecId, Window> {
-    let mut sends: BTreeMap<ExecId, Vec<u64>> = BTreeMap::new();
-    for (t, exec, obs) in observations(trace) {
-        if matches!(obs, Observation::Sent { .. }) {
-            sends.entry(exec).or_default().push(t);
+    let mut by_exec: BTreeMap<ExecId, Vec<u64>> = BTreeMap::new();
+    for f in sends(trace) {
+        if !matches!(f.exchange, ExchangeKind::Answer | ExchangeKind::Other) {
+            by_exec.entry(f.exec).or_default().push(f.t_ms);
         }
     }
-    sends
+    by_exec
         .into_iter()
         .map(|(exec, mut times)| {
             times.sort_unstable();
@@ -109,6 +111,17 @@ mod tests {
         assert_eq!(v.len(), 1, "{v:?}");
         assert!(v[0].detail.contains("4 sends in [5000, 5999]"), "{v:?}");
         assert_eq!(max_sends_in_window(&trace), 4);
+    }
+
+    #[test]
+    fn sends_the_executor_does_not_report_still_count() {
+        let mut b = happy("n1", 0);
+        b.max_qps = 3;
+        for t in [5_000, 5_100, 5_200, 5_300] {
+            b.at(t)
+                .net_out("n1", crate::fake::codec::ExchangeKind::Poll);
+        }
+        assert_eq!(check(&b.build(SETTLED)).len(), 1);
     }
 
     #[test]

@@ -1,14 +1,21 @@
 //! Retirement by version, both halves: after an operator retires an adapter, (1) no new
 //! operation is submitted through it, and (2) the operations it still had are reconciled to a
-//! receipt or to manual reconciliation, after which it reports itself drained.
+//! receipt or to manual reconciliation, after which it reports itself drained. Judged from the
+//! world: the operator's retirement and the caller's submissions (the caller's record), the lane
+//! each submission frame took on the network, and the store's receipts and hand-offs; the drain
+//! report is the executor's output being judged. A new operation is a call the caller first
+//! handed in after the retirement: its submissions must not take the retired lane. (A call
+//! handed in before it may still go there, even when a restart made the caller hand it in again
+//! later: the executor may have taken it before it heard of the retirement.)
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use toolop::runner::Observation;
 
-use super::view::{judge, View};
+use super::view::{judge, sends, store_facts, View};
 use super::Violation;
-use crate::trace::{Trace, What};
+use crate::fake::codec::ExchangeKind;
+use crate::trace::{CallerAction, Trace, What};
 
 pub const NAME: &str = "retired_adapter_drains";
 
@@ -18,16 +25,23 @@ pub fn check(trace: &Trace) -> Vec<Violation> {
 
 pub fn violations(v: &View) -> Vec<Violation> {
     let mut out = vec![];
-    // First retirement time per adapter name, and whether a drain was reported.
+    // First retirement time per adapter name, and the first drain report.
     let mut retired: BTreeMap<&str, u64> = BTreeMap::new();
     let mut drained: BTreeMap<&str, u64> = BTreeMap::new();
+    let mut handed_in: BTreeMap<&str, u64> = BTreeMap::new();
     for e in &v.trace.events {
         match &e.what {
-            What::Exec {
-                obs: Observation::AdapterRetired { adapter },
-                ..
+            What::Caller {
+                action: CallerAction::Submit,
+                node,
             } => {
-                retired.entry(adapter).or_insert(e.t_ms);
+                handed_in.entry(node.as_str()).or_insert(e.t_ms);
+            }
+            What::Caller {
+                action: CallerAction::Retire,
+                node,
+            } => {
+                retired.entry(node.as_str()).or_insert(e.t_ms);
             }
             What::Exec {
                 obs: Observation::AdapterDrained { adapter },
@@ -35,50 +49,58 @@ pub fn violations(v: &View) -> Vec<Violation> {
             } => {
                 drained.entry(adapter).or_insert(e.t_ms);
             }
-            // Half one: a submission on a retired adapter, by a node whose record lives there.
-            What::Exec {
-                obs:
-                    Observation::Sent {
-                        node,
-                        kind: "submit" | "submit_sync",
-                        ..
-                    },
-                ..
-            } => {
-                let Some(rec) = v.record(node) else { continue };
-                let name = rec.adapter.name();
-                if let Some(&t) = retired.get(name) {
-                    if e.t_ms >= t && rec.submit_attempts <= 1 && rec.created_at_ms >= t {
-                        out.push(Violation {
-                            checker: NAME,
-                            node: Some(node.clone()),
-                            detail: format!(
-                                "new operation on {name} at {} ms, retired at {t} ms",
-                                e.t_ms
-                            ),
-                        });
-                    }
-                }
-            }
             _ => {}
         }
     }
-    // Half two: everything the retired adapter owns settles, and the drain is reported.
-    for (&name, &t) in &retired {
-        let owned: Vec<_> = v
-            .ledger
-            .records
+    let lane_of = |name: &str| {
+        v.config
+            .lanes
             .iter()
-            .filter(|r| r.adapter.name() == name)
-            .collect();
-        for r in owned.iter().filter(|r| !r.local_state.is_final()) {
-            out.push(Violation {
-                checker: NAME,
-                node: Some(r.call_node_id.clone()),
-                detail: format!("still {} on retired {name}", r.local_state),
-            });
+            .position(|p| p.adapter_id().name() == name)
+            .map(|l| l as u32)
+    };
+    // Per node: its first submission (time, lane), and every lane it was submitted on.
+    let mut first: BTreeMap<&str, (u64, u32)> = BTreeMap::new();
+    let mut lanes: BTreeMap<&str, BTreeSet<u32>> = BTreeMap::new();
+    for s in sends(v.trace).filter(|s| s.exchange == ExchangeKind::Submit) {
+        let Some(node) = s.node else { continue };
+        first.entry(node).or_insert((s.t_ms, s.lane));
+        lanes.entry(node).or_default().insert(s.lane);
+    }
+    let settled = store_facts(v.trace);
+    for (&name, &t) in &retired {
+        let Some(lane) = lane_of(name) else { continue };
+        // Half one: a call first handed in after the retirement, submitted on the retired lane.
+        for (&node, &(at, l)) in &first {
+            let given = handed_in.get(node).copied();
+            if let Some(given) = given.filter(|&g| l == lane && g >= t) {
+                out.push(Violation {
+                    checker: NAME,
+                    node: Some(node.to_string()),
+                    detail: format!(
+                        "new operation on {name} at {at} ms (handed in at {given} ms), retired at {t} ms"
+                    ),
+                });
+            }
         }
-        if owned.iter().all(|r| r.local_state.is_final()) && !drained.contains_key(name) {
+        // Half two: everything submitted on the retired lane settles, and the drain is reported.
+        let owned: Vec<&str> = lanes
+            .iter()
+            .filter(|(_, l)| l.contains(&lane))
+            .map(|(n, _)| *n)
+            .collect();
+        let mut all_settled = true;
+        for node in &owned {
+            if !settled.contains_key(*node) {
+                all_settled = false;
+                out.push(Violation {
+                    checker: NAME,
+                    node: Some(node.to_string()),
+                    detail: format!("submitted on retired {name}, and never settled in the store"),
+                });
+            }
+        }
+        if all_settled && !drained.contains_key(name) {
             out.push(Violation {
                 checker: NAME,
                 node: None,
@@ -92,11 +114,14 @@ pub fn violations(v: &View) -> Vec<Violation> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::judge::checkers::testkit::{assert_clean, happy};
-    use toolop::record::LocalState;
+    use crate::judge::checkers::testkit::{assert_clean, happy, Tb, SETTLED};
 
-    fn retire(b: &mut crate::judge::checkers::testkit::Tb, t: u64) {
-        b.at(t).obs(Observation::AdapterRetired {
+    fn retire(b: &mut Tb, t: u64) {
+        b.at(t).caller(CallerAction::Retire, "mcp-2025-11-25");
+    }
+
+    fn drained(b: &mut Tb, t: u64) {
+        b.at(t).obs(Observation::AdapterDrained {
             adapter: "mcp-2025-11-25",
         });
     }
@@ -106,23 +131,18 @@ mod tests {
         assert_clean(check);
         let mut b = happy("n1", 0);
         retire(&mut b, 50_000);
-        b.at(50_001).obs(Observation::AdapterDrained {
-            adapter: "mcp-2025-11-25",
-        });
-        assert_eq!(check(&b.build(super::super::testkit::SETTLED)), vec![]);
+        drained(&mut b, 50_001);
+        assert_eq!(check(&b.build(SETTLED)), vec![]);
     }
 
     #[test]
-    fn a_new_operation_on_a_retired_adapter_is_caught() {
+    fn a_new_operation_on_a_retired_adapter_is_caught_even_if_the_executor_dates_it_earlier() {
         let mut b = happy("n1", 60_000);
         retire(&mut b, 50_000);
-        b.at(99_000).obs(Observation::AdapterDrained {
-            adapter: "mcp-2025-11-25",
-        });
-        b.ledger.records.retain(|r| r.call_node_id != "n1");
-        b.record("n1", LocalState::Accepted, Some("t-n1"))
-            .created_at_ms = 60_000;
-        let v = check(&b.build(super::super::testkit::SETTLED));
+        drained(&mut b, 99_000);
+        // The record claims it was created before the retirement; the network says otherwise.
+        b.ledger.records[0].created_at_ms = 1;
+        let v = check(&b.build(SETTLED));
         assert!(
             v.iter().any(|x| x.detail.contains("new operation")),
             "{v:?}"
@@ -133,19 +153,19 @@ mod tests {
     fn an_unreported_drain_or_an_unsettled_operation_is_caught() {
         let mut b = happy("n1", 0);
         retire(&mut b, 50_000);
-        let v = check(&b.build(super::super::testkit::SETTLED));
+        let v = check(&b.build(SETTLED));
         assert!(
             v.iter()
                 .any(|x| x.detail.contains("never reported itself drained")),
             "{v:?}"
         );
-        let mut b = happy("n1", 0);
+        let mut b = Tb::new();
+        b.at(0).submit("n1").sent("n1", "submit");
         retire(&mut b, 1);
-        b.ledger.records.retain(|r| r.call_node_id != "n1");
-        b.record("n1", LocalState::Working, Some("t-n1"));
-        let v = check(&b.build(super::super::testkit::SETTLED));
+        drained(&mut b, 2);
+        let v = check(&b.build(SETTLED));
         assert!(
-            v.iter().any(|x| x.detail.contains("still WORKING")),
+            v.iter().any(|x| x.detail.contains("never settled")),
             "{v:?}"
         );
     }

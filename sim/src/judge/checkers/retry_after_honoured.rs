@@ -1,19 +1,19 @@
-//! Always: Retry-After is honoured. When an executor applies a 429 (`rate_limited`) or 503
-//! (`unavailable`) with a Retry-After of `d` ms, received at `t` for the newest request it had
-//! out for a call node, its next request for that node does not repeat the refused kind (the
-//! next `poll` after a refused poll, the next `fetch` after a refused fetch) before `t + d`.
-//! Judged per executor incarnation (a restarted process starts over) and with no slack.
+//! Always: Retry-After is honoured. When a 429 or 503 with a Retry-After of `d` ms reaches an
+//! executor at `t` (the value the fault layer drew and the network carried, never the value as
+//! the executor read it), answering the newest request that executor had out for a call node,
+//! its next request for that node does not repeat the refused exchange (the next poll after a
+//! refused poll, the next fetch after a refused fetch) before `t + d`. Judged per executor
+//! incarnation (a restarted process starts over) and with no slack; an executor of an epoch
+//! older than the newest is judged by `no_action_from_old_epoch` instead.
 //!
 //! Only the next request counts: once the executor sent something else for the node (a cancel
 //! the caller asked for, an input response), the answer to that drives what follows.
 
 use std::collections::BTreeMap;
 
-use toolop::runner::Observation;
-
-use super::view::{judge, observations, reply_event, ExecId, View};
+use super::view::{arrivals, judge, newest_epoch_at, newest_epochs, sends, ExecId, Frame, View};
 use super::Violation;
-use crate::trace::Trace;
+use crate::trace::{Shows, Trace};
 
 pub const NAME: &str = "retry_after_honoured";
 
@@ -21,75 +21,60 @@ pub fn check(trace: &Trace) -> Vec<Violation> {
     judge(trace, violations)
 }
 
-/// A refusal waiting to be applied, or applied and being watched.
-#[derive(Clone, Debug)]
-struct Refusal {
-    kind: &'static str,
-    reply: &'static str,
-    at_ms: u64,
-    retry_after_ms: u64,
-}
-
 pub fn violations(v: &View) -> Vec<Violation> {
     let mut out = vec![];
-    let mut last_sent: BTreeMap<(ExecId, &str), u64> = BTreeMap::new();
-    let mut received: BTreeMap<(ExecId, &str), Refusal> = BTreeMap::new();
-    let mut watching: BTreeMap<(ExecId, &str), Refusal> = BTreeMap::new();
-    for (t, exec, obs) in observations(v.trace) {
-        match obs {
-            Observation::Sent {
-                node, kind, seq, ..
-            } => {
-                let key = (exec, node.as_str());
-                if let Some(r) = watching.remove(&key) {
-                    let until = r.at_ms.saturating_add(r.retry_after_ms);
-                    if *kind == r.kind && t < until {
-                        out.push(Violation {
-                            checker: NAME,
-                            node: Some(node.clone()),
-                            detail: format!(
-                                "executor epoch {} incarnation {} sent {kind} at {t} ms; the {} at {} ms asked it to wait {} ms (until {until} ms)",
-                                exec.0, exec.1, r.reply, r.at_ms, r.retry_after_ms
-                            ),
-                        });
-                    }
-                }
-                last_sent.insert(key, *seq);
+    let mut sent: BTreeMap<(ExecId, &str), Vec<Frame>> = BTreeMap::new();
+    for f in sends(v.trace) {
+        if let Some(node) = f.node {
+            sent.entry((f.exec, node)).or_default().push(f);
+        }
+    }
+    let epochs = newest_epochs(v.trace);
+    for a in arrivals(v.trace) {
+        let (
+            Some(node),
+            Some(&Shows::Throttled {
+                status,
+                retry_after_ms,
+            }),
+        ) = (a.node, a.shows)
+        else {
+            continue;
+        };
+        let at = a.arrives_at_ms.unwrap_or(a.t_ms);
+        if a.exec.0 < newest_epoch_at(&epochs, at) {
+            continue;
+        }
+        let Some(mine) = sent.get(&(a.exec, node)) else {
+            continue;
+        };
+        // The refused request, and nothing newer from this executor for the node before the
+        // refusal arrived.
+        let Some(i) = mine.iter().rposition(|s| {
+            s.t_ms <= a.t_ms
+                && s.exchange == a.exchange
+                && (a.request_id.is_none() || s.request_id == a.request_id)
+        }) else {
+            continue;
+        };
+        if mine[i + 1..].iter().any(|s| s.t_ms <= at) {
+            continue;
+        }
+        let until = at.saturating_add(retry_after_ms);
+        if let Some(next) = mine[i + 1..].first() {
+            if next.exchange == a.exchange && next.t_ms < until {
+                out.push(Violation {
+                    checker: NAME,
+                    node: Some(node.to_string()),
+                    detail: format!(
+                        "executor epoch {} incarnation {} sent {} at {} ms; the {status} that reached it at {at} ms asked it to wait {retry_after_ms} ms (until {until} ms)",
+                        a.exec.0,
+                        a.exec.1,
+                        next.exchange.name(),
+                        next.t_ms
+                    ),
+                });
             }
-            Observation::Received {
-                node,
-                kind,
-                seq,
-                reply,
-                retry_after_ms: Some(d),
-            } if matches!(*reply, "rate_limited" | "unavailable") => {
-                let key = (exec, node.as_str());
-                if last_sent.get(&key) == Some(seq) {
-                    received.insert(
-                        key,
-                        Refusal {
-                            kind,
-                            reply,
-                            at_ms: t,
-                            retry_after_ms: *d,
-                        },
-                    );
-                }
-            }
-            Observation::Moved { node, event, .. } | Observation::Stayed { node, event } => {
-                let key = (exec, node.as_str());
-                if let Some(r) = received.remove(&key) {
-                    if *event == reply_event(r.kind, r.reply) {
-                        watching.insert(key, r);
-                    }
-                }
-            }
-            Observation::Rejected { node, .. }
-            | Observation::Refused { node, .. }
-            | Observation::LedgerRefused { node, .. } => {
-                received.remove(&(exec, node.as_str()));
-            }
-            _ => {}
         }
     }
     out
@@ -98,68 +83,68 @@ pub fn violations(v: &View) -> Vec<Violation> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fake::codec::ExchangeKind;
     use crate::judge::checkers::testkit::{assert_clean, happy, Tb, SETTLED};
+    use crate::trace::{Dir, NetVerdict};
+    use toolop::runner::Observation;
 
-    /// n1 polls (seq 3) at 2000 ms and is told 429, retry after 5000 ms.
-    fn refused(reply: &'static str) -> Tb {
+    /// n1 polls at 2000 ms; a replica answers 429/503 with Retry-After 5000 ms, which reaches the
+    /// executor at 2010 ms. The executor's own report says it read no Retry-After at all.
+    fn refused(status: u16) -> Tb {
         let mut b = happy("n1", 0);
-        b.at(2_000).obs(Observation::Sent {
-            node: "n1".into(),
-            kind: "poll",
-            seq: 3,
-            rpc_id: Some(9),
-        });
+        b.at(2_000).sent("n1", "poll");
+        b.net(
+            Dir::ToExecutor,
+            "n1",
+            ExchangeKind::Poll,
+            NetVerdict::Deliver,
+            Some(10),
+            Some(Shows::Throttled {
+                status,
+                retry_after_ms: 5_000,
+            }),
+        );
         b.at(2_010).obs(Observation::Received {
             node: "n1".into(),
             kind: "poll",
             seq: 3,
-            reply,
-            retry_after_ms: Some(5_000),
-        });
-        b.obs(Observation::Stayed {
-            node: "n1".into(),
-            event: format!("reply:poll:{reply}"),
+            reply: if status == 429 {
+                "rate_limited"
+            } else {
+                "unavailable"
+            },
+            retry_after_ms: None,
         });
         b
     }
 
-    fn poll_at(b: &mut Tb, t: u64, seq: u64) {
-        b.at(t).obs(Observation::Sent {
-            node: "n1".into(),
-            kind: "poll",
-            seq,
-            rpc_id: None,
-        });
+    fn poll_at(b: &mut Tb, t: u64) {
+        b.at(t).sent("n1", "poll");
     }
 
     #[test]
     fn clean_traces_pass() {
         assert_clean(check);
-        let mut b = refused("rate_limited");
-        poll_at(&mut b, 7_010, 4);
+        let mut b = refused(429);
+        poll_at(&mut b, 7_010);
         assert_eq!(check(&b.build(SETTLED)), vec![]);
         // Another request in between (a cancel the caller asked for) ends the wait.
-        let mut b = refused("unavailable");
-        b.at(2_500).obs(Observation::Sent {
-            node: "n1".into(),
-            kind: "cancel",
-            seq: 4,
-            rpc_id: None,
-        });
-        poll_at(&mut b, 3_000, 5);
+        let mut b = refused(503);
+        b.at(2_500).sent("n1", "cancel");
+        poll_at(&mut b, 3_000);
         assert_eq!(check(&b.build(SETTLED)), vec![]);
         // Another incarnation starts over.
-        let mut b = refused("rate_limited");
+        let mut b = refused(429);
         b.exec(1, 2);
-        poll_at(&mut b, 3_000, 4);
+        poll_at(&mut b, 3_000);
         assert_eq!(check(&b.build(SETTLED)), vec![]);
     }
 
     #[test]
-    fn a_poll_before_retry_after_is_caught() {
-        for reply in ["rate_limited", "unavailable"] {
-            let mut b = refused(reply);
-            poll_at(&mut b, 7_009, 4);
+    fn a_poll_before_the_network_s_retry_after_is_caught_whatever_the_executor_read() {
+        for status in [429, 503] {
+            let mut b = refused(status);
+            poll_at(&mut b, 7_009);
             let v = check(&b.build(SETTLED));
             assert_eq!(v.len(), 1, "{v:?}");
             assert!(v[0].detail.contains("until 7010 ms"), "{v:?}");
@@ -167,40 +152,24 @@ mod tests {
     }
 
     #[test]
-    fn a_refusal_not_applied_is_not_judged() {
-        // An answer to an older request, or one the executor rejected, asks nothing of it.
-        let mut b = refused("rate_limited");
-        b.at(2_005).obs(Observation::Sent {
-            node: "n1".into(),
-            kind: "cancel",
-            seq: 4,
-            rpc_id: None,
-        });
-        poll_at(&mut b, 3_000, 5);
-        assert_eq!(check(&b.build(SETTLED)), vec![]);
+    fn a_refusal_of_an_older_request_asks_nothing() {
+        // A poll left after the refused one and before the refusal arrived: the refusal does
+        // not answer the newest request.
         let mut b = happy("n1", 0);
-        b.at(2_000).obs(Observation::Sent {
-            node: "n1".into(),
-            kind: "poll",
-            seq: 3,
-            rpc_id: None,
-        });
-        b.at(2_010).obs(Observation::Received {
-            node: "n1".into(),
-            kind: "poll",
-            seq: 3,
-            reply: "rate_limited",
-            retry_after_ms: Some(5_000),
-        });
-        b.obs(Observation::Rejected {
-            node: "n1".into(),
-            event: "reply:poll:rate_limited".into(),
-            reason: toolop::core::Rejection::StaleEpoch {
-                event_epoch: 1,
-                record_epoch: 2,
-            },
-        });
-        poll_at(&mut b, 3_000, 4);
+        b.at(2_000).sent("n1", "poll");
+        b.net(
+            Dir::ToExecutor,
+            "n1",
+            ExchangeKind::Poll,
+            NetVerdict::Deliver,
+            Some(10),
+            Some(Shows::Throttled {
+                status: 429,
+                retry_after_ms: 5_000,
+            }),
+        );
+        b.at(2_005).sent("n1", "cancel");
+        poll_at(&mut b, 3_000);
         assert_eq!(check(&b.build(SETTLED)), vec![]);
     }
 }

@@ -1,11 +1,12 @@
-//! Eventually (bounded): every submitted call node settles, that is its record reaches a final
-//! local state (ACCEPTED, CANCELLED_ACCEPTED, REJECTED or UNKNOWN, the last being the hand-off
-//! to manual reconciliation), no later than the liveness bound after the safety phase ends, or
-//! after its own submission if that came later. A series the world ended for any other reason
-//! than "all call nodes settled" fails too. One violation per late or unsettled node, plus one
-//! for the end reason (`SeriesMetrics::liveness_failures` is their count).
+//! Eventually (bounded): every submitted call node settles, that is the world finds in the store
+//! its receipt (accepted, cancelled or rejected) or its hand-off to manual reconciliation, no
+//! later than the liveness bound after the safety phase ends, or after its own submission if
+//! that came later. The time is the world's (`What::Store`), not the executor's report of a
+//! move. A series the world ended for any other reason than "all call nodes settled" fails too,
+//! and so does a record left unfinished. One violation per late or unsettled node, plus one for
+//! the end reason (`SeriesMetrics::liveness_failures` is their count).
 
-use super::view::{caller_times, judge, settle_times, View};
+use super::view::{caller_times, judge, store_facts, View};
 use super::Violation;
 use crate::trace::{CallerAction, Trace};
 
@@ -19,7 +20,7 @@ pub fn check(trace: &Trace) -> Vec<Violation> {
 }
 
 pub fn violations(v: &View) -> Vec<Violation> {
-    let settled = settle_times(v.trace);
+    let settled = store_facts(v.trace);
     let mut out = vec![];
     for (node, submitted_ms) in caller_times(v.trace, CallerAction::Submit) {
         let deadline_ms = v
@@ -32,12 +33,17 @@ pub fn violations(v: &View) -> Vec<Violation> {
                 Some(format!("still {} at the end", r.local_state))
             }
             (Some(r), None) => Some(format!(
-                "record is {} but no move into a final state was observed",
+                "record is {} but the store never showed a receipt or a hand-off",
                 r.local_state
             )),
-            (Some(_), Some((t, state))) if *t > deadline_ms => {
-                Some(format!("reached {state} at {t} ms, bound {deadline_ms} ms"))
-            }
+            (Some(_), Some((t, fact))) if *t > deadline_ms => Some(format!(
+                "the store showed its {} at {t} ms, bound {deadline_ms} ms",
+                match fact {
+                    crate::trace::StoreFact::Receipt { terminal } =>
+                        format!("{} receipt", terminal.name()),
+                    crate::trace::StoreFact::Reconcile => "hand-off".to_string(),
+                }
+            )),
             _ => None,
         };
         out.extend(problem.map(|detail| Violation {
@@ -79,12 +85,21 @@ mod tests {
         ] {
             b.at(submitted).submit(node);
             b.at(settled)
-                .moved(node, &[LocalState::Submitting, LocalState::Rejected]);
+                .moved(node, &[LocalState::Submitting, LocalState::Rejected])
+                .stored(node, toolop::record::TerminalState::Rejected);
             b.record(node, LocalState::Rejected, None);
         }
+        // The executor reports an early settlement the store does not show until later.
+        b.at(10).submit("says_early").moved(
+            "says_early",
+            &[LocalState::Submitting, LocalState::Rejected],
+        );
+        b.at(90_000)
+            .stored("says_early", toolop::record::TerminalState::Rejected);
+        b.record("says_early", LocalState::Rejected, None);
         let v = check(&b.build(SETTLED));
         let nodes: Vec<_> = v.iter().filter_map(|v| v.node.as_deref()).collect();
-        assert_eq!(nodes, ["early_late", "late_late"], "{v:?}");
+        assert_eq!(nodes, ["early_late", "late_late", "says_early"], "{v:?}");
     }
 
     #[test]

@@ -1,5 +1,7 @@
 //! Launch control: an operation run in shadow mode is recorded, checked and receipted, but its
-//! outcome never reaches the outbox (nothing downstream may act on it).
+//! outcome never reaches the outbox (nothing downstream may act on it). Which nodes run in shadow
+//! is the scenario's word (their tool is one of `executor.launch.shadow_tools`), not a flag on
+//! the executor's own record.
 
 use super::view::{judge, View};
 use super::Violation;
@@ -15,7 +17,12 @@ pub fn violations(v: &View) -> Vec<Violation> {
     v.ledger
         .outbox
         .iter()
-        .filter(|e| v.record(&e.call_node_id).is_some_and(|r| r.shadow))
+        .filter(|e| {
+            v.config
+                .nodes
+                .iter()
+                .any(|n| n.id == e.call_node_id && v.config.shadow_tools.contains(&n.tool))
+        })
         .map(|e| Violation {
             checker: NAME,
             node: Some(e.call_node_id.clone()),
@@ -39,12 +46,17 @@ mod tests {
     }
 
     #[test]
-    fn a_shadow_outcome_in_the_outbox_is_caught() {
+    fn a_shadow_outcome_in_the_outbox_is_caught_whatever_the_record_says() {
+        // The node's tool runs in shadow; the executor's record forgot to say so.
         let mut b = happy("n1", 0);
-        // The happy path's record is the first; mark it shadow.
-        b.ledger.records.retain(|r| r.call_node_id != "n1");
-        b.record("n1", LocalState::Accepted, Some("t-n1")).shadow = true;
+        b.config.shadow_tools = vec!["tool".into()];
+        assert!(!b.ledger.records[0].shadow);
         let v = check(&b.build(SETTLED));
         assert_eq!(v.len(), 1, "{v:?}");
+        // A record that calls itself shadow, of a tool that is not, is judged by its tool.
+        let mut b = happy("n1", 0);
+        b.ledger.records.retain(|r| r.call_node_id != "n1");
+        b.record("n1", LocalState::Accepted, Some("t-n1")).shadow = true;
+        assert_eq!(check(&b.build(SETTLED)), vec![]);
     }
 }

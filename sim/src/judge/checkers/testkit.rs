@@ -7,25 +7,35 @@ use toolop::record::{AdapterId, LocalState, TerminalState, ToolOperation};
 use toolop::runner::Observation;
 
 use super::Violation;
+use crate::fake::codec::ExchangeKind;
 use crate::fake::script::ScriptOutcome;
 use crate::fake::truth::{GroundTruth, SyncRunKind, SyncRunTruth, TaskStatus, TaskTruth};
 use crate::series::faults::FaultKind;
-use crate::trace::{CallerAction, FaultDetail, Trace, TraceEvent, What};
+use crate::trace::{
+    BeginConfig, BeginNode, CallerAction, Dir, FaultDetail, NetVerdict, Shows, StoreFact, Trace,
+    TraceEvent, What,
+};
 
 use LocalState::*;
 
 pub use super::settles_within_bound::SETTLED;
 
 /// Builds a trace: `Begin` first, events sorted by time (stably), then `Final` and `End`.
+/// The executor's reports (`sent`, `recv`, `accepted`) come with the world's record of the same
+/// thing (the frame on the network, the receipt in the store), as in a real series; a test
+/// that makes the executor lie pushes one without the other.
 #[derive(Clone)]
 pub struct Tb {
     pub max_qps: u32,
     pub safety_window_ms: u64,
     pub liveness_bound_ms: u64,
     pub call_nodes: u32,
+    pub config: BeginConfig,
     events: Vec<TraceEvent>,
     t: u64,
     exec: (u64, u32),
+    frames: u64,
+    last_request: std::collections::BTreeMap<String, u64>,
     pub ledger: LedgerSnapshot,
     pub truth: GroundTruth,
 }
@@ -37,9 +47,20 @@ impl Tb {
             safety_window_ms: 10_000,
             liveness_bound_ms: 60_000,
             call_nodes: 0,
+            config: BeginConfig {
+                poll_jitter_fraction: 0.2,
+                approval_timeout_ms: 60_000,
+                request_timeout_ms: 10_000,
+                not_found_retries: 2,
+                shadow_tools: vec![],
+                nodes: vec![],
+                lanes: vec![crate::scenario::Protocol::Mcp20251125],
+            },
             events: vec![],
             t: 0,
             exec: (1, 1),
+            frames: 0,
+            last_request: Default::default(),
             ledger: LedgerSnapshot::default(),
             truth: GroundTruth::default(),
         }
@@ -79,25 +100,120 @@ impl Tb {
 
     pub fn submit(&mut self, node: &str) -> &mut Tb {
         self.call_nodes += 1;
+        self.config.nodes.push(BeginNode {
+            id: node.into(),
+            tool: "tool".into(),
+            key: key(node),
+        });
         self.caller(CallerAction::Submit, node)
     }
 
+    /// The executor reports a send, and the network carries it.
     pub fn sent(&mut self, node: &str, kind: &'static str) -> &mut Tb {
         self.obs(Observation::Sent {
             node: node.into(),
             kind,
             seq: 0,
             rpc_id: None,
+        });
+        self.net_out(node, exchange_of(kind))
+    }
+
+    /// The network carries a frame from the current executor for `node` (delivered).
+    pub fn net_out(&mut self, node: &str, exchange: ExchangeKind) -> &mut Tb {
+        self.net(
+            Dir::ToServer,
+            node,
+            exchange,
+            NetVerdict::Deliver,
+            None,
+            None,
+        )
+    }
+
+    /// A frame reaches the current executor at once, showing `shows`.
+    pub fn net_in(&mut self, node: &str, exchange: ExchangeKind, shows: Shows) -> &mut Tb {
+        self.net(
+            Dir::ToExecutor,
+            node,
+            exchange,
+            NetVerdict::Deliver,
+            Some(0),
+            Some(shows),
+        )
+    }
+
+    /// The number of the last frame the builder put on the network.
+    pub fn last_frame(&self) -> u64 {
+        self.frames
+    }
+
+    /// One frame on the network, as the world records it.
+    pub fn net(
+        &mut self,
+        dir: Dir,
+        node: &str,
+        exchange: ExchangeKind,
+        verdict: NetVerdict,
+        arrives_after_ms: Option<u64>,
+        shows: Option<Shows>,
+    ) -> &mut Tb {
+        self.frames += 1;
+        let (epoch, incarnation) = self.exec;
+        let frame = self.frames;
+        // A request is numbered by its frame; a reply carries the number of the node's last
+        // request, as a real reply carries its request's id.
+        let request_id = match dir {
+            Dir::ToServer => {
+                self.last_request.insert(node.to_string(), frame);
+                Some(frame)
+            }
+            Dir::ToExecutor => self.last_request.get(node).copied(),
+        };
+        self.push(What::Net {
+            dir,
+            exchange,
+            node: Some(node.into()),
+            lane: 0,
+            epoch,
+            incarnation,
+            frame,
+            request_id,
+            bytes: 1,
+            verdict,
+            arrives_after_ms,
+            shows,
         })
     }
 
+    /// The network brings a reply to the current executor, and the executor reports it.
     pub fn recv(&mut self, node: &str, kind: &'static str, reply: &'static str) -> &mut Tb {
+        let shows = shows_of(node, reply);
+        self.recv_shows(node, kind, reply, shows)
+    }
+
+    pub fn recv_shows(
+        &mut self,
+        node: &str,
+        kind: &'static str,
+        reply: &'static str,
+        shows: Shows,
+    ) -> &mut Tb {
+        self.net_in(node, exchange_of(kind), shows);
         self.obs(Observation::Received {
             node: node.into(),
             kind,
             seq: 0,
             reply,
             retry_after_ms: None,
+        })
+    }
+
+    /// The world finds `node`'s receipt in the store.
+    pub fn stored(&mut self, node: &str, terminal: TerminalState) -> &mut Tb {
+        self.push(What::Store {
+            node: node.into(),
+            fact: StoreFact::Receipt { terminal },
         })
     }
 
@@ -110,12 +226,14 @@ impl Tb {
         })
     }
 
+    /// The executor reports an acceptance, and the world finds the receipt in the store.
     pub fn accepted(
         &mut self,
         node: &str,
         terminal: TerminalState,
         digest: Option<&str>,
     ) -> &mut Tb {
+        self.stored(node, terminal);
         self.obs(Observation::Accepted {
             node: node.into(),
             terminal,
@@ -185,7 +303,7 @@ impl Tb {
             accepted_at_ms: self.t,
         });
         let payload = matches!(terminal, TerminalState::Completed | TerminalState::Failed)
-            .then(|| serde_json::json!({"r": node}));
+            .then(|| payload(node));
         let seq = self.ledger.outbox.len() as u64 + 1;
         self.ledger.outbox.push(OutboxEntry {
             seq,
@@ -234,6 +352,7 @@ impl Tb {
                 terminal_status: terminal,
                 terminal_at_ms,
                 result_digest: digest.map(String::from),
+                error_message: None,
                 side_effects: 0,
                 effects_after_cancel: 0,
                 effects_after_deletion: 0,
@@ -269,13 +388,14 @@ impl Tb {
             outcome,
             side_effects: 1,
             result_digest: digest.map(String::from),
+            error_message: None,
         });
         self
     }
 
     /// Submitted, polled, fetched, accepted completed with the server's digest.
     pub fn happy_path(&mut self, n: &str, t0: u64) -> &mut Tb {
-        let (op, d) = (format!("t-{n}"), format!("d-{n}"));
+        let (op, d) = (format!("t-{n}"), digest(n));
         self.at(t0).submit(n).sent(n, "submit");
         self.at(t0 + 10)
             .recv(n, "submit", "submitted")
@@ -324,7 +444,7 @@ impl Tb {
 
     /// A tool without task support, called synchronously.
     pub fn sync_path(&mut self, n: &str, t0: u64) -> &mut Tb {
-        let d = format!("d-{n}");
+        let d = digest(n);
         self.at(t0).submit(n).sent(n, "submit_sync");
         self.at(t0 + 500)
             .recv(n, "submit_sync", "sync_result")
@@ -357,6 +477,10 @@ impl Tb {
         self.at(t0 + 5_030)
             .recv(n, "lookup", "lookup_unsupported")
             .moved(n, &[SubmissionUnknown, Unknown]);
+        self.push(What::Store {
+            node: n.into(),
+            fact: StoreFact::Reconcile,
+        });
         self.obs(Observation::Reconcile {
             node: n.into(),
             reason: "test".into(),
@@ -394,6 +518,7 @@ impl Tb {
                     safety_window_ms: self.safety_window_ms,
                     liveness_bound_ms: self.liveness_bound_ms,
                     faults: String::new(),
+                    config: self.config.clone(),
                 },
             );
         }
@@ -423,6 +548,58 @@ impl Tb {
 
 pub fn key(node: &str) -> String {
     format!("test:1:{node}")
+}
+
+/// The result payload of `node` in the clean stories, as the outbox carries it.
+pub fn payload(node: &str) -> serde_json::Value {
+    serde_json::json!({"r": node})
+}
+
+/// The server's digest of [`payload`] (the clean stories' receipts carry it too).
+pub fn digest(node: &str) -> String {
+    crate::fake::truth::payload_digest(&payload(node))
+}
+
+/// The exchange an executor's request kind goes out as.
+pub fn exchange_of(kind: &str) -> ExchangeKind {
+    match kind {
+        "submit" | "submit_sync" => ExchangeKind::Submit,
+        "poll" => ExchangeKind::Poll,
+        "fetch" => ExchangeKind::Fetch,
+        "cancel" => ExchangeKind::Cancel,
+        "lookup" => ExchangeKind::Lookup,
+        "input_response" => ExchangeKind::Answer,
+        _ => ExchangeKind::Other,
+    }
+}
+
+/// What a reply the executor names `reply` shows in the clean stories (task `t-<node>`).
+pub fn shows_of(node: &str, reply: &str) -> Shows {
+    let task = |status| Shows::Task {
+        task: format!("t-{node}"),
+        status,
+        poll_interval_ms: None,
+        input_round: None,
+        ttl_ms: None,
+        result: false,
+    };
+    match reply {
+        "submitted" => task(TaskStatus::Working),
+        // The clean stories read a status once, when the work is done.
+        "status" => task(TaskStatus::Completed),
+        "cancel_ack" => task(TaskStatus::Cancelled),
+        "result" | "sync_result" => Shows::Outcome,
+        "lookup_not_found" => Shows::Tasks { tasks: vec![] },
+        "rate_limited" => Shows::Throttled {
+            status: 429,
+            retry_after_ms: 0,
+        },
+        "cancel_rejected_terminal" => Shows::CancelRejected {
+            status: TaskStatus::Completed,
+        },
+        "not_found" => Shows::NotFound { expired: false },
+        _ => Shows::Ack,
+    }
 }
 
 pub fn happy(node: &str, t0: u64) -> Tb {

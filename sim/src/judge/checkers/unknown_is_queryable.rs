@@ -1,7 +1,9 @@
-//! Always: every UNKNOWN operation is queryable by task id or by submission key. Each item in the
-//! manual reconciliation queue carries a submission key, and the key and the operation id (when
-//! one is known) both lead back to the same call node's record; and every record left in UNKNOWN
-//! has an item, since the queue is how an operator finds it.
+//! Always: every UNKNOWN operation is queryable by task id or by submission key, in the world,
+//! not only in the executor's own books. Each item in the manual reconciliation queue carries
+//! the submission key the caller gave that call node (the caller's record of it), and an
+//! operation id, when it names one, that the server created for that same node (the ground
+//! truth): an operator who asks the server by either finds this node's operation. Every record
+//! left in UNKNOWN has an item, since the queue is how an operator finds it.
 
 use toolop::ledger::ReconcileItem;
 use toolop::record::LocalState;
@@ -48,40 +50,32 @@ pub fn violations(v: &View) -> Vec<Violation> {
 }
 
 fn item_problem(v: &View, item: &ReconcileItem) -> Option<String> {
+    let node = item.call_node_id.as_str();
     if item.submission_key.is_empty() {
         return Some("reconciliation item without a submission key".into());
     }
-    let by_key = v
-        .ledger
-        .records
-        .iter()
-        .find(|r| r.submission_key == item.submission_key);
-    match by_key {
+    match v.caller_key(node) {
         None => {
             return Some(format!(
-                "submission key {} finds no record",
-                item.submission_key
+                "call node {node} was never submitted by the caller"
             ))
         }
-        Some(r) if r.call_node_id != item.call_node_id => {
+        Some(k) if k != item.submission_key => {
             return Some(format!(
-                "submission key {} finds call node {}",
-                item.submission_key, r.call_node_id
-            ));
+                "submission key {} is not the key the caller gave the node ({k})",
+                item.submission_key
+            ))
         }
         Some(_) => {}
     }
     let op = item.operation_id.as_deref()?;
-    match v
-        .ledger
-        .records
-        .iter()
-        .find(|r| r.operation_id.as_deref() == Some(op))
-    {
-        None => Some(format!("operation id {op} finds no record")),
-        Some(r) if r.call_node_id != item.call_node_id => Some(format!(
-            "operation id {op} finds call node {}",
-            r.call_node_id
+    match v.truth.tasks.get(op) {
+        None => Some(format!(
+            "operation id {op} names no operation the server created"
+        )),
+        Some(t) if t.call_node != node => Some(format!(
+            "operation id {op} names the server's operation of call node {}",
+            t.call_node
         )),
         Some(_) => None,
     }
@@ -117,7 +111,23 @@ mod tests {
         b.ledger.reconciliation_queue[0].operation_id = Some("t-n2".into());
         let v = check(&b.build(SETTLED));
         assert_eq!(v.len(), 1, "{v:?}");
-        assert!(v[0].detail.contains("finds call node n2"), "{v:?}");
+        assert!(v[0].detail.contains("of call node n2"), "{v:?}");
+    }
+
+    #[test]
+    fn a_key_or_id_the_executor_agrees_with_but_the_world_does_not_is_caught() {
+        // The executor's record carries the same wrong key as its item: its books agree, the
+        // server would find nothing by it.
+        let mut b = unknown();
+        b.ledger.reconciliation_queue[0].submission_key = "minted-again".into();
+        b.ledger.records[0].submission_key = "minted-again".into();
+        let v = check(&b.build(SETTLED));
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(v[0].detail.contains("not the key the caller gave"), "{v:?}");
+        let mut b = unknown();
+        b.ledger.reconciliation_queue[0].operation_id = Some("t-ghost".into());
+        b.ledger.records[0].operation_id = Some("t-ghost".into());
+        assert_eq!(check(&b.build(SETTLED)).len(), 1);
     }
 
     #[test]

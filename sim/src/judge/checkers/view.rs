@@ -5,11 +5,13 @@
 use std::collections::BTreeMap;
 
 use toolop::ledger::LedgerSnapshot;
-use toolop::record::{LocalState, ToolOperation};
+use toolop::record::ToolOperation;
 use toolop::runner::Observation;
 
+use crate::fake::codec::ExchangeKind;
 use crate::fake::truth::{GroundTruth, TaskTruth};
-use crate::trace::{CallerAction, Trace, What};
+use crate::scenario::Protocol;
+use crate::trace::{BeginConfig, CallerAction, Dir, NetVerdict, Shows, StoreFact, Trace, What};
 
 use super::Violation;
 
@@ -19,6 +21,9 @@ pub const INCOMPLETE: &str = "trace_incomplete";
 /// A trace with the two events every property needs: `Begin` (bounds) and `Final` (outcome).
 pub struct View<'a> {
     pub trace: &'a Trace,
+    pub protocol: Protocol,
+    /// What the scenario configured (jitter, approval deadline, shadow tools, call nodes).
+    pub config: &'a BeginConfig,
     pub max_qps: u32,
     pub safety_window_ms: u64,
     pub liveness_bound_ms: u64,
@@ -35,12 +40,20 @@ impl<'a> View<'a> {
     pub fn of(trace: &'a Trace) -> Result<View<'a>, Violation> {
         let begin = trace.events.iter().find_map(|e| match &e.what {
             What::Begin {
+                protocol,
                 max_qps,
                 safety_window_ms,
                 liveness_bound_ms,
                 call_nodes,
+                config,
                 ..
-            } => Some((*max_qps, *safety_window_ms, *liveness_bound_ms, *call_nodes)),
+            } => Some((
+                (*protocol, config),
+                *max_qps,
+                *safety_window_ms,
+                *liveness_bound_ms,
+                *call_nodes,
+            )),
             _ => None,
         });
         let fin = trace.events.iter().rev().find_map(|e| match &e.what {
@@ -53,10 +66,18 @@ impl<'a> View<'a> {
         });
         match (begin, fin) {
             (
-                Some((max_qps, safety_window_ms, liveness_bound_ms, call_nodes)),
+                Some((
+                    (protocol, config),
+                    max_qps,
+                    safety_window_ms,
+                    liveness_bound_ms,
+                    call_nodes,
+                )),
                 Some((ledger, truth)),
             ) => Ok(View {
                 trace,
+                protocol,
+                config,
                 max_qps,
                 safety_window_ms,
                 liveness_bound_ms,
@@ -89,6 +110,15 @@ impl<'a> View<'a> {
 
     pub fn record(&self, node: &str) -> Option<&'a ToolOperation> {
         self.ledger.records.iter().find(|r| r.call_node_id == node)
+    }
+
+    /// The submission key the caller gave `node` (the world's record of it).
+    pub fn caller_key(&self, node: &str) -> Option<&'a str> {
+        self.config
+            .nodes
+            .iter()
+            .find(|n| n.id == node)
+            .map(|n| n.key.as_str())
     }
 }
 
@@ -137,6 +167,121 @@ pub fn observations(trace: &Trace) -> impl Iterator<Item = (u64, ExecId, &Observ
     })
 }
 
+/// One frame the network carried, as the world recorded it.
+#[derive(Clone, Copy, Debug)]
+pub struct Frame<'a> {
+    /// When it left.
+    pub t_ms: u64,
+    pub dir: Dir,
+    pub exchange: ExchangeKind,
+    pub node: Option<&'a str>,
+    pub lane: u32,
+    /// The executor process at the client end.
+    pub exec: ExecId,
+    pub frame: u64,
+    pub request_id: Option<u64>,
+    pub verdict: &'a NetVerdict,
+    /// A frame to the executor that arrives: when.
+    pub arrives_at_ms: Option<u64>,
+    pub shows: Option<&'a Shows>,
+}
+
+impl Frame<'_> {
+    /// Reached the executor as the server wrote it: not lost, cut, rewritten or an old copy.
+    pub fn intact(&self) -> bool {
+        self.arrives_at_ms.is_some()
+            && matches!(
+                self.verdict,
+                NetVerdict::Deliver | NetVerdict::Held { .. } | NetVerdict::Duplicated { .. }
+            )
+    }
+
+    pub fn is(&self, node: &str) -> bool {
+        self.node == Some(node)
+    }
+}
+
+/// Every frame the network carried, in the order it left.
+pub fn frames(trace: &Trace) -> impl Iterator<Item = Frame<'_>> {
+    trace.events.iter().filter_map(|e| match &e.what {
+        What::Net {
+            dir,
+            exchange,
+            node,
+            lane,
+            epoch,
+            incarnation,
+            frame,
+            request_id,
+            verdict,
+            arrives_after_ms,
+            shows,
+            ..
+        } => Some(Frame {
+            t_ms: e.t_ms,
+            dir: *dir,
+            exchange: *exchange,
+            node: node.as_deref(),
+            lane: *lane,
+            exec: (*epoch, *incarnation),
+            frame: *frame,
+            request_id: *request_id,
+            verdict,
+            arrives_at_ms: arrives_after_ms.map(|d| e.t_ms.saturating_add(d)),
+            shows: shows.as_ref(),
+        }),
+        _ => None,
+    })
+}
+
+/// Frames the executors sent, in the order they left.
+pub fn sends(trace: &Trace) -> impl Iterator<Item = Frame<'_>> {
+    frames(trace).filter(|f| f.dir == Dir::ToServer)
+}
+
+/// Frames that reached an executor, in the order they arrived (ties in the order they left).
+pub fn arrivals(trace: &Trace) -> Vec<Frame<'_>> {
+    let mut out: Vec<Frame> = frames(trace)
+        .filter(|f| f.dir == Dir::ToExecutor && f.arrives_at_ms.is_some())
+        .collect();
+    out.sort_by_key(|f| f.arrives_at_ms);
+    out
+}
+
+/// When the world first saw each node's receipt or hand-off in the store, and which.
+pub fn store_facts(trace: &Trace) -> BTreeMap<String, (u64, StoreFact)> {
+    let mut out = BTreeMap::new();
+    for e in &trace.events {
+        if let What::Store { node, fact } = &e.what {
+            out.entry(node.clone()).or_insert((e.t_ms, *fact));
+        }
+    }
+    out
+}
+
+/// The newest execution epoch at `t_ms`: 1, raised by each rollback the world recorded.
+pub fn newest_epochs(trace: &Trace) -> Vec<(u64, u64)> {
+    let mut out = vec![(0, 1)];
+    for e in &trace.events {
+        if let What::World {
+            action: crate::trace::WorldAction::Rollback { epoch, .. },
+        } = &e.what
+        {
+            out.push((e.t_ms, *epoch));
+        }
+    }
+    out
+}
+
+/// The newest epoch at `t_ms` from [`newest_epochs`].
+pub fn newest_epoch_at(epochs: &[(u64, u64)], t_ms: u64) -> u64 {
+    epochs
+        .iter()
+        .take_while(|(t, _)| *t <= t_ms)
+        .last()
+        .map_or(1, |(_, e)| *e)
+}
+
 /// First time the caller did `action` per node.
 pub fn caller_times(trace: &Trace, action: CallerAction) -> BTreeMap<String, u64> {
     let mut out = BTreeMap::new();
@@ -144,20 +289,6 @@ pub fn caller_times(trace: &Trace, action: CallerAction) -> BTreeMap<String, u64
         if let What::Caller { action: a, node } = &e.what {
             if *a == action {
                 out.entry(node.clone()).or_insert(e.t_ms);
-            }
-        }
-    }
-    out
-}
-
-/// When each node first reached a final local state, and which one: the first `Moved` whose path
-/// ends in a final state. Final states are never left, so the first is the settlement.
-pub fn settle_times(trace: &Trace) -> BTreeMap<String, (u64, LocalState)> {
-    let mut out = BTreeMap::new();
-    for (t, _, obs) in observations(trace) {
-        if let Observation::Moved { node, path, .. } = obs {
-            if let Some(last) = path.last().filter(|s| s.is_final()) {
-                out.entry(node.clone()).or_insert((t, *last));
             }
         }
     }

@@ -84,6 +84,8 @@ pub struct FaultPlan {
     safety_until_ms: u64,
     mode: PlanMode,
     asks: BTreeMap<FaultKind, u64>,
+    /// Asks per (fault, call node): the ordinal that addresses a firing (see [`Firing`]).
+    node_asks: BTreeMap<(FaultKind, Option<String>), u64>,
     fired: Vec<Firing>,
 }
 
@@ -109,6 +111,7 @@ impl FaultPlan {
             safety_until_ms,
             mode,
             asks: BTreeMap::new(),
+            node_asks: BTreeMap::new(),
             fired: vec![],
         }
     }
@@ -128,45 +131,50 @@ impl FaultPlan {
         (z >> 11) as f64 / (1u64 << 53) as f64
     }
 
-    /// Whether `fault` fires at this decision point. Returns the decision number when it does.
-    /// A fault that is off in this series costs no decision (and no draw), so enabling one
-    /// fault does not reshuffle the decisions of the others beyond its own asks.
+    /// Whether `fault` fires at this decision point, asked on behalf of call node `node` (none
+    /// for a series-wide ask). Returns the decision number when it does. A fault that is off in
+    /// this series costs no decision (and no draw), so enabling one fault does not reshuffle the
+    /// decisions of the others beyond its own asks.
     ///
-    /// Firing decisions are keyed by `(fault, ask)` and consume nothing from the shape stream
-    /// (latency, delays, cut positions), in `Draw` and `Replay` alike, so a schedule replayed
-    /// unmodified reproduces its run exactly. A replayed schedule may name a fault the profile
-    /// has off (a hand edit): its asks are then counted.
-    pub fn fire(&mut self, fault: FaultKind, now_ms: u64) -> Option<u64> {
+    /// A drawn decision is keyed by `(fault, ask)` (the fault's series-wide ask count) and
+    /// consumes nothing from the shape stream (latency, delays, cut positions). A firing is
+    /// addressed by `(fault, node, ask within that node)`, and a replay decides by that address,
+    /// so dropping a call node's asks (the shrinker removing the node) does not re-aim the
+    /// firings of the others. A replayed schedule may name a fault the profile has off (a hand
+    /// edit): its asks are then counted.
+    pub fn fire(&mut self, fault: FaultKind, node: Option<&str>, now_ms: u64) -> Option<u64> {
         if now_ms >= self.safety_until_ms {
             return None;
         }
         let rate = self.profile.rate(fault);
+        let ask = self.asks.get(&fault).copied().unwrap_or(0) + 1;
+        let address = (fault, node.map(str::to_string));
+        let node_ask = self.node_asks.get(&address).copied().unwrap_or(0) + 1;
         let fires = match &self.mode {
             PlanMode::Draw if rate <= 0.0 => return None,
             PlanMode::Draw => {
                 self.decisions += 1;
-                let ask = self.asks.get(&fault).copied().unwrap_or(0) + 1;
                 self.keyed_uniform(fault, ask) < rate.min(1.0)
             }
             PlanMode::Replay(set) => {
-                if rate <= 0.0 && set.range((fault, 1)..=(fault, u64::MAX)).next().is_none() {
+                if rate <= 0.0 && !set.iter().any(|(f, _, _)| *f == fault) {
                     return None;
                 }
                 self.decisions += 1;
-                let ask = self.asks.get(&fault).copied().unwrap_or(0) + 1;
-                set.contains(&(fault, ask))
+                set.contains(&(fault, address.1.clone(), node_ask))
             }
         };
-        let ask = self.asks.entry(fault).or_insert(0);
-        *ask += 1;
+        self.asks.insert(fault, ask);
         if fires {
             self.fired.push(Firing {
                 fault,
-                ask: *ask,
+                node: address.1.clone(),
+                ask: node_ask,
                 decision: Some(self.decisions),
                 t_ms: Some(now_ms),
             });
         }
+        self.node_asks.insert(address, node_ask);
         fires.then_some(self.decisions)
     }
 
@@ -200,6 +208,8 @@ impl FaultPlan {
 
 #[cfg(test)]
 mod plan_tests {
+    use std::collections::BTreeSet;
+
     use rand::SeedableRng;
 
     use super::*;
@@ -230,9 +240,18 @@ mod plan_tests {
         (FaultKind::LostRequest, 2_000),
     ];
 
+    /// Asks alternate between two call nodes (and a series-wide ask at t = 3).
+    fn node_of(t: u64) -> Option<&'static str> {
+        match t {
+            3 => None,
+            t if t % 2 == 0 => Some("n0"),
+            _ => Some("n1"),
+        }
+    }
+
     fn run(p: &mut FaultPlan) -> Vec<(Option<u64>, u64)> {
         ASKS.iter()
-            .map(|&(f, t)| (p.fire(f, t), p.draw(0, 1 << 40)))
+            .map(|&(f, t)| (p.fire(f, node_of(t), t), p.draw(0, 1 << 40)))
             .collect()
     }
 
@@ -241,7 +260,11 @@ mod plan_tests {
         let mut a = plan(PlanMode::Draw);
         let drawn = run(&mut a);
         assert!(!a.firings().is_empty());
-        let set = a.firings().iter().map(|f| (f.fault, f.ask)).collect();
+        let set = a
+            .firings()
+            .iter()
+            .map(|f| (f.fault, f.node.clone(), f.ask))
+            .collect();
         let mut b = plan(PlanMode::Replay(set));
         assert_eq!(run(&mut b), drawn);
         assert_eq!(a.firings(), b.firings());
@@ -253,20 +276,43 @@ mod plan_tests {
 
     #[test]
     fn replay_fires_exactly_the_schedule_even_for_a_fault_the_profile_has_off() {
+        let n1 = || Some("n1".to_string());
         let set = [
-            (FaultKind::LostRequest, 2),
-            (FaultKind::ConnectionDrop, 1),
-            (FaultKind::Poll429, 9),
+            (FaultKind::LostRequest, n1(), 2),
+            (FaultKind::ConnectionDrop, None, 1),
+            (FaultKind::Poll429, n1(), 9),
         ]
         .into_iter()
         .collect();
         let mut p = plan(PlanMode::Replay(set));
         run(&mut p);
-        let fired: Vec<(FaultKind, u64)> = p.firings().iter().map(|f| (f.fault, f.ask)).collect();
+        let fired: Vec<(FaultKind, Option<String>, u64)> = p
+            .firings()
+            .iter()
+            .map(|f| (f.fault, f.node.clone(), f.ask))
+            .collect();
+        // n1's lost_request asks are at t = 1, 5 and 7: its second is at t = 5.
         assert_eq!(
             fired,
-            [(FaultKind::ConnectionDrop, 1), (FaultKind::LostRequest, 2)]
+            [
+                (FaultKind::ConnectionDrop, None, 1),
+                (FaultKind::LostRequest, n1(), 2)
+            ]
         );
+        assert_eq!(p.firings()[1].t_ms, Some(5));
+    }
+
+    #[test]
+    fn a_firing_stays_aimed_when_another_nodes_asks_go_away() {
+        // n1's second lost_request fires; then n0 is removed (its asks never happen): the
+        // firing still lands on n1's second ask, not on whatever is now the fault's second ask.
+        let set: BTreeSet<_> = [(FaultKind::LostRequest, Some("n1".to_string()), 2)].into();
+        let mut p = plan(PlanMode::Replay(set));
+        for &(f, t) in ASKS.iter().filter(|(_, t)| node_of(*t) != Some("n0")) {
+            p.fire(f, node_of(t), t);
+        }
+        assert_eq!(p.firings().len(), 1);
+        assert_eq!(p.firings()[0].t_ms, Some(5));
     }
 
     #[test]
@@ -289,12 +335,14 @@ mod plan_tests {
             firings: vec![
                 Firing {
                     fault: FaultKind::Poll429,
+                    node: Some("n003".into()),
                     ask: 3,
                     decision: Some(8),
                     t_ms: Some(100),
                 },
                 Firing {
                     fault: FaultKind::LostRequest,
+                    node: None,
                     ask: 1,
                     decision: None,
                     t_ms: None,
@@ -315,6 +363,15 @@ mod plan_tests {
         )
         .is_err());
         assert!(Schedule::from_toml("scenario = \"a\"\nseed = 1\nsurprise = 2\n").is_err());
+        // The same ask of one fault for two nodes is two firings; for one node, one listed twice.
+        let firing = |node: &str| {
+            format!("[[firing]]\nfault = \"lost_request\"\nnode = \"{node}\"\nask = 1\n")
+        };
+        let head = "scenario = \"a\"\nseed = 1\n";
+        let two = Schedule::from_toml(&format!("{head}{}{}", firing("n0"), firing("n1")));
+        assert_eq!(two.map(|s| s.firings.len()), Ok(2));
+        let twice = Schedule::from_toml(&format!("{head}{}{}", firing("n0"), firing("n0")));
+        assert!(twice.is_err_and(|e| e.contains("listed twice")));
     }
 }
 
@@ -324,6 +381,8 @@ mod plan_props {
     use rand::SeedableRng;
 
     use super::*;
+
+    const NODES: [Option<&str>; 3] = [None, Some("n0"), Some("n1")];
 
     const KINDS: [FaultKind; 4] = [
         FaultKind::LostRequest,
@@ -342,16 +401,17 @@ mod plan_props {
             let profile = FaultProfile { rates: KINDS.iter().zip(&rates).filter(|(_, &r)| r > 0.3).map(|(&k, &r)| (k, r)).collect() };
             let go = |mode: PlanMode| {
                 let mut p = FaultPlan::with_mode(profile.clone(), ChaCha8Rng::seed_from_u64(seed), 1_000, mode);
-                let out: Vec<_> = asks.iter().map(|&(k, t)| (p.fire(KINDS[k], t), p.draw(0, 99))).collect();
+                let out: Vec<_> = asks.iter().map(|&(k, t)| (p.fire(KINDS[k], NODES[(t % 3) as usize], t), p.draw(0, 99))).collect();
                 (out, p.firings().to_vec())
             };
             let (drawn, fired) = go(PlanMode::Draw);
-            let (replayed, refired) = go(PlanMode::Replay(fired.iter().map(|f| (f.fault, f.ask)).collect()));
+            let address = |f: &Firing| (f.fault, f.node.clone(), f.ask);
+            let (replayed, refired) = go(PlanMode::Replay(fired.iter().map(address).collect()));
             prop_assert_eq!(&drawn, &replayed);
             prop_assert_eq!(&fired, &refired);
-            let subset: Vec<(FaultKind, u64)> = fired.iter().zip(&keep).filter(|(_, &k)| k).map(|(f, _)| (f.fault, f.ask)).collect();
-            let (_, sub_fired) = go(PlanMode::Replay(subset.iter().copied().collect()));
-            prop_assert_eq!(sub_fired.iter().map(|f| (f.fault, f.ask)).collect::<Vec<_>>(), subset);
+            let subset: Vec<_> = fired.iter().zip(&keep).filter(|(_, &k)| k).map(|(f, _)| address(f)).collect();
+            let (_, sub_fired) = go(PlanMode::Replay(subset.iter().cloned().collect()));
+            prop_assert_eq!(sub_fired.iter().map(address).collect::<Vec<_>>(), subset);
         }
     }
 }

@@ -4,14 +4,18 @@ use serde::{Deserialize, Serialize};
 
 use super::catalogue::FaultKind;
 
-/// One fault firing: the `ask`-th time (1-based, counted per fault kind within the safety
-/// phase) the series asked whether `fault` fires, and it did. `(fault, ask)` names a decision
-/// point; it is more stable under edits of a schedule than a global counter, because removing
-/// one fault's firings leaves the other kinds' numbering alone as far as the run stays the same.
+/// One fault firing: the `ask`-th time (1-based, counted per fault kind and call node within
+/// the safety phase) the series asked whether `fault` fires for `node`, and it did.
+/// `(fault, node, ask)` names a decision point; it is more stable under edits of a schedule than
+/// a global counter: removing one fault's firings leaves the other kinds' numbering alone, and
+/// removing a call node leaves the other nodes' numbering alone, as far as the run stays the same.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Firing {
     pub fault: FaultKind,
+    /// The call node the ask was made for; missing: a series-wide ask.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
     pub ask: u64,
     /// Informational, ignored on replay: the trace's `decision` number of this firing (the
     /// series-wide decision counter, which `What::Fault` has always carried) ...
@@ -28,9 +32,9 @@ pub enum PlanMode {
     /// Draw every decision from the rate (the normal run); firings are recorded.
     #[default]
     Draw,
-    /// Replay a schedule: a fault fires iff its `(fault, ask)` is in the set. The schedule is
-    /// authoritative for every fault kind: a kind it does not name never fires.
-    Replay(std::collections::BTreeSet<(FaultKind, u64)>),
+    /// Replay a schedule: a fault fires iff its `(fault, node, ask)` is in the set. The schedule
+    /// is authoritative for every fault kind: a kind it does not name never fires.
+    Replay(std::collections::BTreeSet<(FaultKind, Option<String>, u64)>),
 }
 
 /// A series' fault schedule as data: which fault fired at which decision point, plus the
@@ -42,7 +46,7 @@ pub enum PlanMode {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Schedule {
-    /// The scenario file, as given on the command line (relative to the working directory).
+    /// The scenario file, relative to the schedule file's folder (or absolute).
     pub scenario: String,
     pub seed: u64,
     /// The checker that failed (set on shrunk schedules): what a replay should reproduce.
@@ -97,8 +101,11 @@ impl std::fmt::Display for ScheduleSize {
 
 impl Schedule {
     /// The decision points that fire.
-    pub fn decisions(&self) -> std::collections::BTreeSet<(FaultKind, u64)> {
-        self.firings.iter().map(|f| (f.fault, f.ask)).collect()
+    pub fn decisions(&self) -> std::collections::BTreeSet<(FaultKind, Option<String>, u64)> {
+        self.firings
+            .iter()
+            .map(|f| (f.fault, f.node.clone(), f.ask))
+            .collect()
     }
 
     /// `all_nodes`: how many nodes the seed drew (for a schedule that keeps them all).
@@ -117,9 +124,9 @@ impl Schedule {
             toml::to_string(self).map_err(|e| format!("cannot serialise the schedule: {e}"))?;
         Ok(format!(
             "# toolop-sim fault schedule. Replay: toolop-sim replay --schedule <this file>\n\
-             # A fault fires iff its (fault, ask) is listed: ask = the n-th time (from 1) the series\n\
-             # asked whether that fault fires. `decision` and `t_ms` only help find a firing in the\n\
-             # timeline; replay ignores them.\n{body}"
+             # A fault fires iff its (fault, node, ask) is listed: ask = the n-th time (from 1) the\n\
+             # series asked whether that fault fires for that call node (no node: a series-wide ask).\n\
+             # `decision` and `t_ms` only help find a firing in the timeline; replay ignores them.\n{body}"
         ))
     }
 
@@ -130,10 +137,11 @@ impl Schedule {
             if f.ask == 0 {
                 return Err(format!("firing {}: ask counts from 1", f.fault.name()));
             }
-            if !seen.insert((f.fault, f.ask)) {
+            if !seen.insert((f.fault, f.node.as_deref(), f.ask)) {
                 return Err(format!(
-                    "firing {} ask {} is listed twice",
+                    "firing {} node {} ask {} is listed twice",
                     f.fault.name(),
+                    f.node.as_deref().unwrap_or("(none)"),
                     f.ask
                 ));
             }

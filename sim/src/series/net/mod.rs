@@ -15,11 +15,11 @@ use tokio::sync::mpsc;
 use tokio::time::{Duration, Instant};
 use toolop::transport::{InFrame, OutFrame, Transport, TransportError};
 
-use crate::fake::codec::{Ask, CallId, Decoded, ExchangeKind, Response};
+use crate::fake::codec::{Ask, CallId, CodecCaps, Decoded, ExchangeKind, Response};
 use crate::fake::FakeServer;
 use crate::scenario::Protocol;
 use crate::series::faults::{catalogue, FaultKind, SharedPlan};
-use crate::trace::{Dir, FaultDetail, NetVerdict, SharedTrace, What};
+use crate::trace::{Dir, FaultDetail, NetVerdict, SharedTrace, Shows, What};
 
 pub mod rules;
 
@@ -47,6 +47,8 @@ pub struct NetCtx {
 /// A request on its way to a server.
 pub struct Delivery {
     pub conn: u32,
+    /// The network's number for the frame that carried it.
+    pub frame: u64,
     pub decoded: Decoded,
     pub node: Option<String>,
 }
@@ -56,6 +58,21 @@ struct Conn {
     tx: mpsc::UnboundedSender<InFrame>,
     lane: usize,
     epoch: u64,
+    incarnation: u32,
+}
+
+/// Where a frame goes and what the trace says about it, beyond the exchange.
+struct Leg<'a> {
+    dir: Dir,
+    exchange: ExchangeKind,
+    node: Option<&'a str>,
+    /// The connection at the executor's end.
+    conn: u32,
+    request_id: Option<u64>,
+    bytes: usize,
+    verdict: NetVerdict,
+    arrives_after_ms: Option<u64>,
+    shows: Option<Shows>,
 }
 
 /// A request waiting for its reply.
@@ -75,6 +92,7 @@ struct Past {
     epoch: u64,
     exchange: ExchangeKind,
     frame: InFrame,
+    shows: Shows,
 }
 
 /// Replies kept per call node for late duplicates.
@@ -92,6 +110,8 @@ pub struct Net {
     history: BTreeMap<String, Vec<Past>>,
     /// What each lane's protocol can express.
     expressible: Vec<BTreeSet<FaultKind>>,
+    /// The last frame number handed out.
+    frames: u64,
 }
 
 pub type SharedNet = Arc<Mutex<Net>>;
@@ -111,6 +131,7 @@ impl Net {
             inflight: BTreeMap::new(),
             history: BTreeMap::new(),
             expressible,
+            frames: 0,
         }
     }
 
@@ -154,7 +175,13 @@ impl Net {
             return false;
         }
         let now = self.now_ms();
-        let Some(decision) = self.ctx.plan.lock().expect("plan lock").fire(fault, now) else {
+        let Some(decision) = self
+            .ctx
+            .plan
+            .lock()
+            .expect("plan lock")
+            .fire(fault, node, now)
+        else {
             return false;
         };
         let detail = detail(self);
@@ -177,33 +204,52 @@ impl Net {
             .push_fault(now, decision, fault, node, detail);
     }
 
-    fn record(
-        &self,
-        dir: Dir,
-        exchange: ExchangeKind,
-        node: Option<&str>,
-        request_id: Option<u64>,
-        bytes: usize,
-        verdict: NetVerdict,
-    ) {
+    /// Record one frame; returns the number it got.
+    fn record(&mut self, leg: Leg) -> u64 {
+        self.frames += 1;
+        let (lane, epoch, incarnation) = self
+            .conns
+            .get(&leg.conn)
+            .map_or((0, 0, 0), |c| (c.lane as u32, c.epoch, c.incarnation));
         let now = self.now_ms();
         let what = What::Net {
-            dir,
-            exchange,
-            node: node.map(String::from),
-            request_id,
-            bytes,
-            verdict,
+            dir: leg.dir,
+            exchange: leg.exchange,
+            node: leg.node.map(String::from),
+            lane,
+            epoch,
+            incarnation,
+            frame: self.frames,
+            request_id: leg.request_id,
+            bytes: leg.bytes,
+            verdict: leg.verdict,
+            arrives_after_ms: leg.arrives_after_ms,
+            shows: leg.shows,
         };
         self.ctx.trace.lock().expect("trace lock").push(now, what);
+        self.frames
     }
 
-    /// Open connection `conn` to `lane` for an executor process of `epoch`.
-    pub fn connect(net: &SharedNet, conn: u32, lane: usize, epoch: u64) -> SimTransport {
+    /// Open connection `conn` to `lane` for the executor process (`epoch`, `incarnation`).
+    pub fn connect(
+        net: &SharedNet,
+        conn: u32,
+        lane: usize,
+        epoch: u64,
+        incarnation: u32,
+    ) -> SimTransport {
         let (tx, rx) = mpsc::unbounded_channel();
         let mut n = net.lock().expect("net lock");
         n.newest_epoch = n.newest_epoch.max(epoch);
-        n.conns.insert(conn, Conn { tx, lane, epoch });
+        n.conns.insert(
+            conn,
+            Conn {
+                tx,
+                lane,
+                epoch,
+                incarnation,
+            },
+        );
         SimTransport {
             net: net.clone(),
             conn,
@@ -283,25 +329,41 @@ impl Net {
             Verdict::Drop => NetVerdict::Lost,
             Verdict::Pass => NetVerdict::Deliver,
         };
-        self.record(
-            Dir::ToServer,
+        let frame_no = self.record(Leg {
+            dir: Dir::ToServer,
             exchange,
-            node.as_deref(),
+            node: node.as_deref(),
+            conn,
             request_id,
             bytes,
-            recorded,
-        );
+            verdict: recorded,
+            arrives_after_ms: None,
+            shows: None,
+        });
         match verdict {
             Verdict::Reply(response) => {
                 let call = decoded
                     .call
                     .expect("only requests awaiting a reply get one from a replica");
                 self.inflight.remove(&(lane, call));
-                let frame = self.ctx.servers[lane]
-                    .lock()
-                    .expect("server lock")
-                    .encode_reply(call, &response, &Default::default());
+                let (frame, caps) = {
+                    let mut server = self.ctx.servers[lane].lock().expect("server lock");
+                    let frame = server.encode_reply(call, &response, &Default::default());
+                    (frame, server.caps())
+                };
                 let latency = self.latency();
+                // The replica's answer is a frame to the executor like any other.
+                self.record(Leg {
+                    dir: Dir::ToExecutor,
+                    exchange,
+                    node: node.as_deref(),
+                    conn,
+                    request_id: frame.request_id,
+                    bytes: frame.body.len(),
+                    verdict: NetVerdict::Deliver,
+                    arrives_after_ms: Some(latency),
+                    shows: Some(shows(&response, caps)),
+                });
                 self.deliver_to(conn, frame, latency);
             }
             Verdict::Drop => {}
@@ -310,6 +372,7 @@ impl Net {
                     let latency = self.latency();
                     let delivery = Delivery {
                         conn,
+                        frame: frame_no,
                         decoded,
                         node: node.clone(),
                     };
@@ -359,29 +422,33 @@ impl Net {
             v.verdict = NetVerdict::Truncated { to_bytes };
         }
         let node = inflight.node.as_deref();
-        self.record(
-            Dir::ToExecutor,
-            inflight.exchange,
+        let shown = shows(&response, caps);
+        let lost = v.verdict == NetVerdict::Lost;
+        // Drawn before the record so the trace can say when the frame arrives.
+        let arrival = (!lost).then(|| self.latency() + v.extra_delay_ms);
+        self.record(Leg {
+            dir: Dir::ToExecutor,
+            exchange: inflight.exchange,
             node,
-            frame.request_id,
-            frame.body.len(),
-            v.verdict.clone(),
-        );
-        if v.verdict == NetVerdict::Lost {
-            return None;
-        }
+            conn: inflight.conn,
+            request_id: frame.request_id,
+            bytes: frame.body.len(),
+            verdict: v.verdict.clone(),
+            arrives_after_ms: arrival,
+            shows: Some(shown.clone()),
+        });
+        let arrival = arrival?;
         let intact = matches!(
             v.verdict,
             NetVerdict::Deliver | NetVerdict::Held { .. } | NetVerdict::Duplicated { .. }
         );
         let request_id = frame.request_id.filter(|_| intact);
         self.note_old_epoch(lane, inflight.conn, node);
-        self.copy_to_old_epoch(lane, inflight.conn, inflight.exchange, node, &frame);
+        self.copy_to_old_epoch(lane, inflight.conn, inflight.exchange, node, &frame, &shown);
         if let Some(after_ms) = v.duplicate_after_ms {
             self.deliver_to(inflight.conn, frame.clone(), after_ms);
         }
-        let latency = self.latency();
-        self.deliver_to(inflight.conn, frame.clone(), latency + v.extra_delay_ms);
+        self.deliver_to(inflight.conn, frame.clone(), arrival);
         if let Some(node) = inflight.node {
             let epoch = self.conns.get(&inflight.conn).map_or(0, |c| c.epoch);
             let past = self.history.entry(node).or_default();
@@ -393,6 +460,7 @@ impl Net {
                 epoch,
                 exchange: inflight.exchange,
                 frame,
+                shows: shown,
             });
         }
         self.late_duplicates(lane);
@@ -407,6 +475,7 @@ impl Net {
         frame: InFrame,
         exchange: ExchangeKind,
         node: Option<String>,
+        shown: Shows,
     ) {
         let Some(conn) = self.latest_connection(lane) else {
             return;
@@ -425,20 +494,23 @@ impl Net {
             verdict = NetVerdict::Duplicated { after_ms };
             again = Some(after_ms);
         }
-        self.record(
-            Dir::ToExecutor,
+        let latency = self.latency();
+        self.record(Leg {
+            dir: Dir::ToExecutor,
             exchange,
-            node.as_deref(),
-            None,
-            frame.body.len(),
+            node: node.as_deref(),
+            conn,
+            request_id: None,
+            bytes: frame.body.len(),
             verdict,
-        );
+            arrives_after_ms: Some(latency),
+            shows: Some(shown.clone()),
+        });
         self.note_old_epoch(lane, conn, node.as_deref());
-        self.copy_to_old_epoch(lane, conn, exchange, node.as_deref(), &frame);
+        self.copy_to_old_epoch(lane, conn, exchange, node.as_deref(), &frame, &shown);
         if let Some(after_ms) = again {
             self.deliver_to(conn, frame.clone(), after_ms);
         }
-        let latency = self.latency();
         self.deliver_to(conn, frame, latency);
     }
 
@@ -462,12 +534,13 @@ impl Net {
     /// message for the newest one may reach it as well (a callback or reply routed to the old
     /// process). It must refuse it.
     fn copy_to_old_epoch(
-        &self,
+        &mut self,
         lane: usize,
         conn: u32,
         exchange: ExchangeKind,
         node: Option<&str>,
         frame: &InFrame,
+        shown: &Shows,
     ) {
         if self
             .conns
@@ -489,15 +562,18 @@ impl Net {
             to: self.newest_epoch,
         };
         if self.fire(lane, FaultKind::OldEpochMessage, node, epochs) {
-            self.record(
-                Dir::ToExecutor,
+            let latency = self.latency();
+            self.record(Leg {
+                dir: Dir::ToExecutor,
                 exchange,
                 node,
-                frame.request_id,
-                frame.body.len(),
-                NetVerdict::ToOldEpoch,
-            );
-            let latency = self.latency();
+                conn: old.0,
+                request_id: frame.request_id,
+                bytes: frame.body.len(),
+                verdict: NetVerdict::ToOldEpoch,
+                arrives_after_ms: Some(latency),
+                shows: Some(shown.clone()),
+            });
             self.deliver_to(old.0, frame.clone(), latency);
         }
     }
@@ -527,5 +603,36 @@ impl Transport for SimTransport {
 
     async fn recv(&mut self) -> Option<InFrame> {
         self.rx.recv().await
+    }
+}
+
+/// What a response shows the executor, in the trace's neutral terms.
+pub fn shows(response: &Response, caps: CodecCaps) -> Shows {
+    match response {
+        Response::Task(v) => Shows::Task {
+            task: v.id.clone(),
+            status: v.status,
+            poll_interval_ms: caps.poll_interval_ms,
+            input_round: v.pending_round.filter(|_| caps.poll_shows_input),
+            ttl_ms: v.ttl_ms,
+            result: caps.poll_shows_result && v.status.is_terminal() && v.outcome.is_some(),
+        },
+        Response::Outcome(_) => Shows::Outcome,
+        Response::NoResult { .. } => Shows::NoResult,
+        Response::InlineRefused => Shows::InlineRefused,
+        Response::NotFound { expired } => Shows::NotFound { expired: *expired },
+        Response::CancelAccepted => Shows::CancelAccepted,
+        Response::CancelRejected { status } => Shows::CancelRejected { status: *status },
+        Response::Tasks(ts) => Shows::Tasks {
+            tasks: ts.iter().map(|t| t.id.clone()).collect(),
+        },
+        Response::Ack => Shows::Ack,
+        Response::Throttled {
+            throttle,
+            retry_after_ms,
+        } => Shows::Throttled {
+            status: throttle.http_status(),
+            retry_after_ms: *retry_after_ms,
+        },
     }
 }

@@ -328,15 +328,18 @@ impl Net {
             targets.push(past.conn);
         }
         for conn in targets {
-            self.record(
-                crate::trace::Dir::ToExecutor,
-                past.exchange,
-                Some(&node),
-                past.frame.request_id,
-                past.frame.body.len(),
-                NetVerdict::LateDuplicate,
-            );
             let latency = self.latency();
+            self.record(super::Leg {
+                dir: crate::trace::Dir::ToExecutor,
+                exchange: past.exchange,
+                node: Some(&node),
+                conn,
+                request_id: past.frame.request_id,
+                bytes: past.frame.body.len(),
+                verdict: NetVerdict::LateDuplicate,
+                arrives_after_ms: Some(latency),
+                shows: Some(past.shows.clone()),
+            });
             self.deliver_to(conn, past.frame.clone(), latency);
         }
     }
@@ -370,18 +373,21 @@ mod tests {
         poll_shows_result: false,
         poll_shows_input: false,
         result_digest: true,
+        poll_interval_ms: Some(1000),
     };
     const AIP: CodecCaps = CodecCaps {
         body_ids: false,
         poll_shows_result: true,
         poll_shows_input: false,
         result_digest: false,
+        poll_interval_ms: None,
     };
     const EXT: CodecCaps = CodecCaps {
         body_ids: true,
         poll_shows_result: true,
         poll_shows_input: true,
         result_digest: true,
+        poll_interval_ms: Some(1000),
     };
 
     #[test]

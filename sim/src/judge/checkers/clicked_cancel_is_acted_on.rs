@@ -1,0 +1,188 @@
+//! Always: a cancel the caller clicked is acted on. Once the caller clicked cancel on a call node
+//! (the caller's record), whenever a reply reaches the executor showing the node's operation
+//! still running, a cancel for the node leaves that executor on the network within the act
+//! bound ([`act_bound_ms`]) of that reply's arrival, unless one already left after the click. A
+//! terminal state the server had already reached supersedes the click: a reply showing the
+//! operation ended asks for nothing, and neither does a stale reply showing it running when the
+//! ground truth says it had ended by then. Replies that reach an executor of an older epoch, or
+//! one that goes down within the bound, ask nothing of it (the next process is judged on its own
+//! replies), and nothing is asked once the store shows the node settled.
+//!
+//! This catches a click that is dropped on the way (for instance remembered while the operation
+//! id is unknown and then forgotten when it becomes known), which otherwise only shows
+//! statistically, as a slow cancel.
+
+use std::collections::BTreeMap;
+
+use super::no_action_from_old_epoch::drain_allowance_ms;
+use super::view::{
+    arrivals, caller_times, judge, newest_epoch_at, newest_epochs, sends, store_facts, View,
+};
+use super::Violation;
+use crate::fake::codec::ExchangeKind;
+use crate::trace::{CallerAction, Shows, Trace, What, WorldAction};
+
+pub const NAME: &str = "clicked_cancel_is_acted_on";
+
+/// How long after learning that the operation still runs the executor has to put the cancel on
+/// the network: it acts at once, so only its QPS queue stands between (the same allowance as a
+/// queue drain, one window per `max_qps` call nodes plus one).
+pub fn act_bound_ms(call_nodes: u32, max_qps: u32) -> u64 {
+    drain_allowance_ms(call_nodes, max_qps)
+}
+
+pub fn check(trace: &Trace) -> Vec<Violation> {
+    judge(trace, violations)
+}
+
+pub fn violations(v: &View) -> Vec<Violation> {
+    let bound = act_bound_ms(v.call_nodes, v.max_qps);
+    let mut clicks = caller_times(v.trace, CallerAction::Cancel);
+    for (node, t) in caller_times(v.trace, CallerAction::Recancel) {
+        clicks.entry(node).or_insert(t);
+    }
+    let mut cancels: BTreeMap<&str, Vec<u64>> = BTreeMap::new();
+    for s in sends(v.trace).filter(|s| s.exchange == ExchangeKind::Cancel) {
+        if let Some(node) = s.node {
+            cancels.entry(node).or_default().push(s.t_ms);
+        }
+    }
+    // When each incarnation went down.
+    let mut down: BTreeMap<u32, u64> = BTreeMap::new();
+    for e in &v.trace.events {
+        if let What::World {
+            action: WorldAction::ExecutorDown { incarnation, .. },
+        } = &e.what
+        {
+            down.entry(*incarnation).or_insert(e.t_ms);
+        }
+    }
+    let epochs = newest_epochs(v.trace);
+    let settled = store_facts(v.trace);
+    let mut out = vec![];
+    let mut judged: Vec<&str> = vec![];
+    for a in arrivals(v.trace) {
+        let (Some(node), Some(Shows::Task { task, status, .. })) = (a.node, a.shows) else {
+            continue;
+        };
+        let Some(&clicked) = clicks.get(node) else {
+            continue;
+        };
+        let at = a.arrives_at_ms.unwrap_or(a.t_ms);
+        let Some(t) = v.truth.tasks.get(task).filter(|t| t.call_node == node) else {
+            continue;
+        };
+        let ended_by_then = t.terminal_at_ms.is_some_and(|e| e <= at);
+        let relevant = at >= clicked
+            && a.intact()
+            && !status.is_terminal()
+            && !ended_by_then
+            && a.exec.0 >= newest_epoch_at(&epochs, at)
+            && settled.get(node).is_none_or(|(s, _)| *s > at)
+            && down.get(&a.exec.1).is_none_or(|d| *d > at + bound)
+            && !judged.contains(&node);
+        if !relevant {
+            continue;
+        }
+        let acted = cancels
+            .get(node)
+            .is_some_and(|c| c.iter().any(|&c| c >= clicked && c <= at + bound));
+        let settled_in_time = settled.get(node).is_some_and(|(s, _)| *s <= at + bound);
+        if !acted && !settled_in_time {
+            judged.push(node);
+            out.push(Violation {
+                checker: NAME,
+                node: Some(node.to_string()),
+                detail: format!(
+                    "the caller clicked cancel at {clicked} ms; at {at} ms executor epoch {} incarnation {} was shown task {task} {} and no cancel left by {} ms",
+                    a.exec.0,
+                    a.exec.1,
+                    status.as_str(),
+                    at + bound
+                ),
+            });
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fake::truth::TaskStatus;
+    use crate::judge::checkers::testkit::{assert_clean, Tb, SETTLED};
+    use toolop::record::LocalState::*;
+    use toolop::record::TerminalState;
+
+    fn working(node: &str) -> Shows {
+        Shows::Task {
+            task: format!("t-{node}"),
+            status: TaskStatus::Working,
+            poll_interval_ms: None,
+            input_round: None,
+            ttl_ms: None,
+            result: false,
+        }
+    }
+
+    /// n1 is clicked while its submission is out; the reply naming the task arrives later.
+    fn clicked_early() -> Tb {
+        let mut b = Tb::new();
+        b.at(0).submit("n1").sent("n1", "submit");
+        b.at(100).caller(CallerAction::Cancel, "n1");
+        b.at(5_000)
+            .recv_shows("n1", "submit", "submitted", working("n1"))
+            .moved("n1", &[Submitting, Working]);
+        b.task("t-n1", "n1", Some(TaskStatus::Cancelled), None, Some(9_000));
+        b
+    }
+
+    #[test]
+    fn clean_traces_pass() {
+        assert_clean(check);
+        let mut b = clicked_early();
+        b.at(5_000).sent("n1", "cancel");
+        b.at(5_040).recv("n1", "cancel", "cancel_ack").accepted(
+            "n1",
+            TerminalState::Cancelled,
+            None,
+        );
+        assert_eq!(check(&b.build(SETTLED)), vec![]);
+        // An executor that goes down right after the reply is not asked to act.
+        let mut b = clicked_early();
+        b.at(5_001).push(What::World {
+            action: WorldAction::ExecutorDown {
+                incarnation: 1,
+                exit: "crashed".into(),
+            },
+        });
+        assert_eq!(check(&b.build(SETTLED)), vec![]);
+        // A reply showing the task running after the server had ended it asks nothing.
+        let mut b = clicked_early();
+        b.truth.tasks.get_mut("t-n1").expect("task").terminal_at_ms = Some(4_000);
+        assert_eq!(check(&b.build(SETTLED)), vec![]);
+    }
+
+    #[test]
+    fn a_click_dropped_before_the_operation_id_was_known_is_caught() {
+        let v = check(&clicked_early().build(SETTLED));
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(
+            v[0].detail
+                .contains("clicked cancel at 100 ms; at 5000 ms executor epoch 1 incarnation 1"),
+            "{v:?}"
+        );
+    }
+
+    #[test]
+    fn the_executor_saying_it_cancelled_is_not_a_cancel_on_the_network() {
+        let mut b = clicked_early();
+        b.at(5_000).obs(toolop::runner::Observation::Sent {
+            node: "n1".into(),
+            kind: "cancel",
+            seq: 2,
+            rpc_id: None,
+        });
+        assert_eq!(check(&b.build(SETTLED)).len(), 1);
+    }
+}

@@ -1,0 +1,487 @@
+//! Always (and gated as a rate): nothing is handed to manual reconciliation that the executor
+//! could still have resolved. A hand-off (the world finds the node's reconciliation item in the
+//! store) is false UNKNOWN when, at that moment, the server still held the node's operation (it
+//! had created it and not deleted it: the ground truth) and the operation was resolvable: the
+//! network had shown it, intact, to an executor of the newest epoch that lived on to write it
+//! down, by its id (a submission's reply, a status read) or by the node's key (a lookup that
+//! found it). Such an item sends a live operation to a person although one more read would have
+//! settled it.
+//!
+//! What the protocol makes undecidable is excused, and counted apart
+//! (`SeriesMetrics::undecidable_unknowns`):
+//! - the operation's advertised retention had run out (its ttl, counted from when an executor
+//!   first saw it) and the last reply about it said "not found": a server may keep a task
+//!   longer, but a 404 then is what expiry looks like (`mcp_faults` seed 61: a TS-style server
+//!   kept the completed task past its ttl, a lagging replica said 404);
+//! - none of the last `not_found_retries` + 1 requests for the node got back anything showing
+//!   the operation alive (each lost, answered by a lagging replica or "not found", or its reply
+//!   lost, cut or rewritten): a bounded executor must stop somewhere, and that looks like a
+//!   deletion (`mcp_ext_faults` seed 250: three lagging 404s in a row before expiry;
+//!   `mcp_faults` seed 1003: its last fetches lost, rewritten and cut; `aip151_faults` seed
+//!   3969: two lagging 404s, then the cancel-on-done profile's own 404). A reply whose reader
+//!   crashed before writing it down (the world's crash at "after a reply, before its commit")
+//!   showed nothing to anyone (`aip151_faults` seed 9177: a good read lost to the crash
+//!   between two lagging 404s, then one more).
+//!
+//! Expiry is counted from the first reply that showed the operation in any shape (a lookup's
+//! list included: the executor counts from there; `mcp_faults` seed 6121), with the ttl the
+//! server advertised on any view of it.
+//!
+//! Anything else is false: the executor dropped what it knew (seeds of the planted
+//! `not_found_streak_never_reset`: one lagging 404 among good reads sends a live task away).
+//! Not false either: an operation the server never created or had already deleted, or one the
+//! world never showed a surviving executor (every reply naming it lost, or its only reader
+//! crashed before writing it down).
+
+use super::view::{
+    arrivals, judge, newest_epoch_at, newest_epochs, sends, store_facts, ExecId, Frame, View,
+};
+use super::Violation;
+use std::collections::BTreeSet;
+
+use toolop::runner::CrashPoint;
+
+use crate::fake::codec::ExchangeKind;
+use crate::series::faults::FaultKind;
+use crate::trace::{FaultDetail, NetVerdict, Shows, StoreFact, Trace, What, WorldAction};
+
+pub const NAME: &str = "no_false_unknown";
+
+pub fn check(trace: &Trace) -> Vec<Violation> {
+    judge(trace, violations)
+}
+
+pub fn violations(v: &View) -> Vec<Violation> {
+    judged(v).0
+}
+
+/// Hand-offs the protocol made undecidable (see the module docs), for the metrics.
+pub fn undecidable(v: &View) -> u32 {
+    judged(v).1
+}
+
+/// (false UNKNOWN violations, excused hand-offs).
+fn judged(v: &View) -> (Vec<Violation>, u32) {
+    let lost = lost_with_their_reader(v.trace);
+    let arrived: Vec<Frame> = arrivals(v.trace)
+        .into_iter()
+        .filter(|a| !lost.contains(&a.frame))
+        .collect();
+    let epochs = newest_epochs(v.trace);
+    let mut down: Vec<(u32, u64)> = vec![];
+    // Executor processes as the world started them: (time, epoch, incarnation).
+    let mut started: Vec<(u64, ExecId)> = vec![(0, (1, 1))];
+    for e in &v.trace.events {
+        match &e.what {
+            What::World {
+                action: WorldAction::ExecutorDown { incarnation, .. },
+            } => down.push((*incarnation, e.t_ms)),
+            What::World {
+                action:
+                    WorldAction::ExecutorRestart { incarnation, epoch }
+                    | WorldAction::Rollback { incarnation, epoch },
+            } => started.push((e.t_ms, (*epoch, *incarnation))),
+            _ => {}
+        }
+    }
+    // The process that handed over: the newest the world had started (an older epoch's
+    // process could not have written to the store).
+    let current = |at: u64| {
+        started
+            .iter()
+            .take_while(|(t, _)| *t <= at)
+            .last()
+            .map_or((1, 1), |(_, e)| *e)
+    };
+    let survived = |a: &Frame| {
+        let at = a.arrives_at_ms.unwrap_or(a.t_ms);
+        a.exec.0 >= newest_epoch_at(&epochs, at)
+            && !down.iter().any(|(i, t)| *i == a.exec.1 && *t <= at)
+    };
+    let (mut out, mut excused) = (vec![], 0);
+    for (node, (at, fact)) in store_facts(v.trace) {
+        if fact != StoreFact::Reconcile {
+            continue;
+        }
+        let held = v.truth.tasks.iter().filter(|(_, t)| {
+            t.call_node == node && t.created_at_ms <= at && t.deleted_at_ms.is_none_or(|d| d > at)
+        });
+        for (task, t) in held {
+            let about = |a: &&Frame| {
+                a.is(&node) && a.intact() && a.arrives_at_ms.is_some_and(|arr| arr <= at)
+            };
+            let shows_it = |a: &Frame| alive(a, task);
+            let Some(last) = arrived
+                .iter()
+                .rev()
+                .filter(about)
+                .find(|a| shows_it(a) && survived(a))
+            else {
+                continue;
+            };
+            if excusable(v, &arrived, &node, task, current(at), at) {
+                excused += 1;
+                break;
+            }
+            out.push(Violation {
+                checker: NAME,
+                node: Some(node.clone()),
+                detail: format!(
+                    "handed to manual reconciliation at {at} ms while the server held task {task} ({}), shown to executor epoch {} incarnation {} at {} ms",
+                    t.status.as_str(),
+                    last.exec.0,
+                    last.exec.1,
+                    last.arrives_at_ms.unwrap_or(last.t_ms)
+                ),
+            });
+            break;
+        }
+    }
+    (out, excused)
+}
+
+/// Replies whose reader crashed before writing them down: the world drew a crash at the
+/// fail point "after a reply, before its commit" for a node, and the process that went down
+/// next had, as its last arrival about that node, this reply. What it showed died with it (the
+/// next process resumes the record as it was before).
+fn lost_with_their_reader(trace: &Trace) -> BTreeSet<u64> {
+    let mut crashes: Vec<(u64, &str)> = vec![];
+    let mut downs: Vec<(u64, u32)> = vec![];
+    for e in &trace.events {
+        match &e.what {
+            What::Fault {
+                fault: FaultKind::ExecutorCrash,
+                node: Some(node),
+                detail:
+                    FaultDetail::Crash {
+                        point: CrashPoint::AfterReplyBeforeCommit,
+                    },
+                ..
+            } => crashes.push((e.t_ms, node.as_str())),
+            What::World {
+                action: WorldAction::ExecutorDown { incarnation, .. },
+            } => downs.push((e.t_ms, *incarnation)),
+            _ => {}
+        }
+    }
+    let mut out = BTreeSet::new();
+    if crashes.is_empty() {
+        return out;
+    }
+    let arrived = arrivals(trace);
+    for (t, node) in crashes {
+        let Some(&(_, incarnation)) = downs.iter().find(|(d, _)| *d >= t) else {
+            continue;
+        };
+        if let Some(a) = arrived.iter().rev().find(|a| {
+            a.is(node) && a.exec.1 == incarnation && a.arrives_at_ms.is_some_and(|x| x <= t)
+        }) {
+            out.insert(a.frame);
+        }
+    }
+    out
+}
+
+/// Whether a reply about the node is evidence that its operation `task` exists: a view of it,
+/// a lookup that found it, or any answer to a request about it that did not deny it (a result,
+/// an accepted cancel, an input request, an acknowledged answer). A not-found denies; a 429/503
+/// says nothing; and so does a cancel refused because the operation is done, which some
+/// servers say with a 404 (AIP-151's cancel-done-not-found profile).
+fn alive(a: &Frame, task: &str) -> bool {
+    match a.shows {
+        Some(Shows::Task { task: shown, .. }) => shown == task,
+        Some(Shows::Tasks { tasks }) => tasks.iter().any(|t| t == task),
+        Some(Shows::Input { task: shown, .. }) => shown == task,
+        // The answer to a request that named the node's operation (a codec's own answer, such
+        // as "no such method" to a lookup, names nothing).
+        Some(Shows::Outcome | Shows::NoResult) => {
+            matches!(a.exchange, ExchangeKind::Fetch | ExchangeKind::Poll)
+        }
+        Some(Shows::CancelAccepted) => a.exchange == ExchangeKind::Cancel,
+        Some(Shows::Ack) => a.exchange == ExchangeKind::Answer,
+        Some(
+            Shows::NotFound { .. }
+            | Shows::Throttled { .. }
+            | Shows::CancelRejected { .. }
+            | Shows::InlineRefused,
+        )
+        | None => false,
+    }
+}
+
+/// Whether the hand-off was a decision the executor could not have made better (see the module
+/// docs): the operation's advertised retention had run out and the last reply about it said
+/// "not found", or the world spoiled each of the executor's last requests for the node.
+fn excusable(v: &View, arrived: &[Frame], node: &str, task: &str, exec: ExecId, at: u64) -> bool {
+    // First sight in any shape (a lookup's list shows no ttl, but the executor counts from
+    // it), the ttl from the first view that carries one.
+    let first_sight = arrived
+        .iter()
+        .filter(|a| a.is(node) && a.intact() && alive(a, task))
+        .find_map(|a| a.arrives_at_ms);
+    let ttl = arrived
+        .iter()
+        .filter(|a| a.is(node) && a.intact())
+        .find_map(|a| match a.shows {
+            Some(Shows::Task {
+                task: shown,
+                ttl_ms: Some(ttl),
+                ..
+            }) if shown == task => Some(*ttl),
+            _ => None,
+        });
+    let first_seen = first_sight.zip(ttl).map(|(at, ttl)| at.saturating_add(ttl));
+    let latest = arrived.iter().rev().find(|a| {
+        a.is(node)
+            && a.exec == exec
+            && a.intact()
+            && a.arrives_at_ms.is_some_and(|arr| arr <= at)
+            && (alive(a, task) || matches!(a.shows, Some(Shows::NotFound { .. })))
+    });
+    let expired = first_seen.is_some_and(|expiry| at >= expiry)
+        && latest.is_some_and(|a| matches!(a.shows, Some(Shows::NotFound { .. })));
+    expired || nothing_alive_lately(v, arrived, node, task, at)
+}
+
+/// Whether none of the last `not_found_retries + 1` requests sent for `node` before `at` (by any
+/// executor: what the earlier ones learnt is in the record the later ones resume) got back
+/// anything showing `task` alive: each was lost on the way, answered by a replica in front of
+/// the server, answered "not found", or answered by a reply that was lost, cut, rewritten or
+/// had not arrived by `at`. A bounded executor must give up somewhere; that many requests in a
+/// row that said nothing else is what a deleted operation looks like.
+fn nothing_alive_lately(v: &View, arrived: &[Frame], node: &str, task: &str, at: u64) -> bool {
+    let want = v.config.not_found_retries as usize + 1;
+    let requests: Vec<Frame> = sends(v.trace)
+        .filter(|s| s.is(node) && s.t_ms <= at && s.exchange != ExchangeKind::Answer)
+        .collect();
+    if requests.len() < want {
+        return false;
+    }
+    requests[requests.len() - want..].iter().all(|r| {
+        if matches!(r.verdict, NetVerdict::Lost | NetVerdict::Replica { .. }) {
+            return true;
+        }
+        !arrived.iter().any(|a| {
+            a.exec == r.exec
+                && a.request_id.is_some()
+                && a.request_id == r.request_id
+                && a.intact()
+                && a.arrives_at_ms.is_some_and(|arr| arr <= at)
+                && alive(a, task)
+        })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fake::codec::ExchangeKind;
+    use crate::fake::truth::TaskStatus;
+    use crate::judge::checkers::testkit::{assert_clean, Tb, SETTLED};
+    use crate::trace::{Dir, NetVerdict};
+
+    fn working() -> Shows {
+        Shows::Task {
+            task: "t-n1".into(),
+            status: TaskStatus::Working,
+            poll_interval_ms: None,
+            input_round: None,
+            ttl_ms: None,
+            result: false,
+        }
+    }
+
+    #[test]
+    fn clean_traces_pass() {
+        // The clean unknown story: the submission's reply was never seen, nothing to look up.
+        assert_clean(check);
+        // A task the server deleted before the hand-off is gone, whatever was shown.
+        let mut b = Tb::new();
+        b.at(0).submit("n1").sent("n1", "submit");
+        b.at(10).recv_shows("n1", "submit", "submitted", working());
+        b.unknown_path("n1", 0);
+        b.truth.tasks.get_mut("t-n1").expect("task").deleted_at_ms = Some(4_000);
+        assert_eq!(check(&b.build(SETTLED)), vec![]);
+    }
+
+    #[test]
+    fn what_the_executor_could_not_tell_from_gone_is_excused() {
+        let not_found = Shows::NotFound { expired: false };
+        // Three polls in a row answered by a lagging replica (the configured two retries, and
+        // one more) before expiry.
+        let mut b = Tb::new();
+        b.unknown_path("n1", 0);
+        b.at(10).net_in("n1", ExchangeKind::Poll, working());
+        for t in [5_010, 5_015, 5_020] {
+            lagging_404(&mut b, t);
+        }
+        let trace = b.build(SETTLED);
+        assert_eq!(check(&trace), vec![]);
+        assert_eq!(judge_undecidable(&trace), 1);
+        // Two of them, after a good read: the executor had a retry left.
+        let mut b = Tb::new();
+        b.unknown_path("n1", 0);
+        b.at(5_000).net_out("n1", ExchangeKind::Poll);
+        b.net_in("n1", ExchangeKind::Poll, working());
+        for t in [5_010, 5_020] {
+            lagging_404(&mut b, t);
+        }
+        assert_eq!(check(&b.build(SETTLED)).len(), 1);
+        // One not-found after the advertised retention ran out.
+        let mut b = Tb::new();
+        b.unknown_path("n1", 0);
+        let mut shown = working();
+        if let Shows::Task { ttl_ms, .. } = &mut shown {
+            *ttl_ms = Some(2_000);
+        }
+        b.at(10).net_in("n1", ExchangeKind::Poll, shown);
+        b.at(3_000)
+            .net_in("n1", ExchangeKind::Poll, not_found.clone());
+        assert_eq!(check(&b.build(SETTLED)), vec![]);
+        // One not-found before expiry is not enough: the executor had retries left.
+        let mut b = Tb::new();
+        b.unknown_path("n1", 0);
+        b.at(10).net_in("n1", ExchangeKind::Poll, working());
+        b.at(3_000)
+            .net_out("n1", ExchangeKind::Poll)
+            .net_in("n1", ExchangeKind::Poll, not_found);
+        assert_eq!(check(&b.build(SETTLED)).len(), 1);
+    }
+
+    #[test]
+    fn a_good_read_that_died_with_its_reader_leaves_the_not_founds_in_a_row() {
+        // aip151_faults seed 9177: 404, a good read whose reader crashed before its commit,
+        // 404, 404: the resumed executor had seen three not-founds in a row.
+        let build = |crash: bool| {
+            let mut b = Tb::new();
+            b.unknown_path("n1", 0);
+            b.at(10)
+                .net_out("n1", ExchangeKind::Poll)
+                .net_in("n1", ExchangeKind::Poll, working());
+            lagging_404(&mut b, 5_001);
+            b.at(5_005).net_out("n1", ExchangeKind::Poll).net_in(
+                "n1",
+                ExchangeKind::Poll,
+                working(),
+            );
+            if crash {
+                b.push(What::Fault {
+                    decision: 0,
+                    fault: FaultKind::ExecutorCrash,
+                    node: Some("n1".into()),
+                    state: None,
+                    detail: FaultDetail::Crash {
+                        point: CrashPoint::AfterReplyBeforeCommit,
+                    },
+                });
+                b.push(What::World {
+                    action: WorldAction::ExecutorDown {
+                        incarnation: 1,
+                        exit: "crashed after a reply, before its commit".into(),
+                    },
+                });
+                b.exec(1, 2);
+            }
+            for t in [5_010, 5_020] {
+                lagging_404(&mut b, t);
+            }
+            b.build(SETTLED)
+        };
+        let trace = build(true);
+        assert_eq!(check(&trace), vec![]);
+        assert_eq!(judge_undecidable(&trace), 1);
+        // The same good read, written down: the executor had a retry left.
+        assert_eq!(check(&build(false)).len(), 1);
+    }
+
+    #[test]
+    fn expiry_counts_from_the_first_sight_in_any_shape() {
+        // mcp_faults seed 6121: found by key at 10 ms (a list, no ttl), then a view advertising
+        // a 2 s ttl at 1,000 ms; one not-found at 2,500 ms is after expiry as the executor
+        // counts it.
+        let mut shown = working();
+        if let Shows::Task { ttl_ms, .. } = &mut shown {
+            *ttl_ms = Some(2_000);
+        }
+        let mut b = Tb::new();
+        b.unknown_path("n1", 0);
+        b.at(10).net_in(
+            "n1",
+            ExchangeKind::Lookup,
+            Shows::Tasks {
+                tasks: vec!["t-n1".into()],
+            },
+        );
+        b.at(1_000).net_in("n1", ExchangeKind::Poll, shown);
+        b.at(2_500).net_out("n1", ExchangeKind::Poll).net_in(
+            "n1",
+            ExchangeKind::Poll,
+            Shows::NotFound { expired: false },
+        );
+        let trace = b.build(SETTLED);
+        assert_eq!(check(&trace), vec![]);
+        assert_eq!(judge_undecidable(&trace), 1);
+    }
+
+    /// A poll answered 404 by a lagging replica in front of the server, at `t`.
+    fn lagging_404(b: &mut Tb, t: u64) {
+        let replica = NetVerdict::Replica {
+            status: 404,
+            retry_after_ms: None,
+        };
+        b.at(t)
+            .net(Dir::ToServer, "n1", ExchangeKind::Poll, replica, None, None)
+            .net_in("n1", ExchangeKind::Poll, Shows::NotFound { expired: false });
+    }
+
+    fn judge_undecidable(trace: &Trace) -> u32 {
+        let v = crate::judge::checkers::view::View::of(trace).expect("complete");
+        undecidable(&v)
+    }
+
+    #[test]
+    fn knowledge_that_died_with_its_executor_resolves_nothing() {
+        let mut b = Tb::new();
+        b.unknown_path("n1", 0);
+        b.at(10).net_in("n1", ExchangeKind::Poll, working());
+        b.at(10).push(What::World {
+            action: WorldAction::ExecutorDown {
+                incarnation: 1,
+                exit: "crashed after a reply, before its commit".into(),
+            },
+        });
+        assert_eq!(check(&b.build(SETTLED)), vec![]);
+    }
+
+    #[test]
+    fn a_live_task_the_executor_had_been_shown_is_a_false_unknown() {
+        let mut b = Tb::new();
+        b.unknown_path("n1", 0);
+        b.at(10).net_in("n1", ExchangeKind::Poll, working());
+        let v = check(&b.build(SETTLED));
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(v[0].detail.contains("held task t-n1"), "{v:?}");
+        // Found by its key counts as shown; a reply that never arrived does not.
+        let mut b = Tb::new();
+        b.unknown_path("n1", 0);
+        b.at(10).net_in(
+            "n1",
+            ExchangeKind::Lookup,
+            Shows::Tasks {
+                tasks: vec!["t-n1".into()],
+            },
+        );
+        assert_eq!(check(&b.build(SETTLED)).len(), 1);
+        let mut b = Tb::new();
+        b.unknown_path("n1", 0);
+        b.at(10).net(
+            Dir::ToExecutor,
+            "n1",
+            ExchangeKind::Poll,
+            NetVerdict::Lost,
+            None,
+            Some(working()),
+        );
+        assert_eq!(check(&b.build(SETTLED)), vec![]);
+    }
+}

@@ -1,0 +1,178 @@
+//! Always: once a call node has settled, nothing more is sent for it. After the world found the
+//! node's receipt (or its hand-off to manual reconciliation) in the store, the network carries
+//! no frame any executor sends for that node: no re-submission, re-fetch, poll or cancel. The
+//! settlement is the world's record (`What::Store`, written the moment the world sees the
+//! commit, before anything the executor sends next), the sends are what the network carried;
+//! trace order decides "after", so a send in the same millisecond as the commit still counts.
+//!
+//! One exception: an answer to an input request that reached the executor after the
+//! settlement (the server asked; a server request is never left unanswered).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::view::{judge, View};
+use super::Violation;
+use crate::fake::codec::ExchangeKind;
+use crate::trace::{Dir, NetVerdict, StoreFact, Trace, What};
+
+pub const NAME: &str = "no_send_after_receipt";
+
+pub fn check(trace: &Trace) -> Vec<Violation> {
+    judge(trace, violations)
+}
+
+pub fn violations(v: &View) -> Vec<Violation> {
+    let mut out = vec![];
+    // When each input request reached the executor, per node: a frame's arrival, and its
+    // duplicate's (a replayed request arrives twice, the second copy possibly after settling).
+    let mut asked: BTreeMap<&str, Vec<u64>> = BTreeMap::new();
+    for e in &v.trace.events {
+        if let What::Net {
+            dir: Dir::ToExecutor,
+            exchange: ExchangeKind::ServerRequest,
+            node: Some(node),
+            arrives_after_ms: Some(after),
+            verdict,
+            ..
+        } = &e.what
+        {
+            let arrivals = asked.entry(node.as_str()).or_default();
+            arrivals.push(e.t_ms + after);
+            if let NetVerdict::Duplicated { after_ms } = verdict {
+                arrivals.push(e.t_ms + after_ms);
+            }
+        }
+    }
+    let mut settled: BTreeMap<&str, (u64, StoreFact)> = BTreeMap::new();
+    let mut reported: BTreeSet<&str> = BTreeSet::new();
+    for e in &v.trace.events {
+        match &e.what {
+            What::Store { node, fact } => {
+                settled.entry(node.as_str()).or_insert((e.t_ms, *fact));
+            }
+            What::Net {
+                dir: Dir::ToServer,
+                exchange,
+                node: Some(node),
+                epoch,
+                incarnation,
+                ..
+            } => {
+                let node = node.as_str();
+                let Some((at, fact)) = settled.get(node) else {
+                    continue;
+                };
+                if *exchange == ExchangeKind::Answer {
+                    // One answer per request that arrived between the settlement and now.
+                    let arrivals = asked.entry(node).or_default();
+                    if let Some(i) = arrivals.iter().position(|&t| t >= *at && t <= e.t_ms) {
+                        arrivals.remove(i);
+                        continue;
+                    }
+                }
+                if reported.insert(node) {
+                    let what = match fact {
+                        StoreFact::Receipt { terminal } => format!("{} receipt", terminal.name()),
+                        StoreFact::Reconcile => "hand-off to manual reconciliation".to_string(),
+                    };
+                    out.push(Violation {
+                        checker: NAME,
+                        node: Some(node.to_string()),
+                        detail: format!(
+                            "executor epoch {epoch} incarnation {incarnation} sent {} at {} ms, after the store showed the node's {what} at {at} ms",
+                            exchange.name(),
+                            e.t_ms
+                        ),
+                    });
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::judge::checkers::testkit::{assert_clean, happy, Tb, SETTLED};
+    use crate::trace::Shows;
+
+    #[test]
+    fn clean_traces_pass() {
+        assert_clean(check);
+        // An input request that arrives after the receipt may be answered (declined).
+        let mut b = happy("n1", 0);
+        b.at(5_000).net(
+            Dir::ToExecutor,
+            "n1",
+            ExchangeKind::ServerRequest,
+            NetVerdict::Deliver,
+            Some(5),
+            Some(Shows::Input {
+                task: "t-n1".into(),
+                round: 1,
+            }),
+        );
+        b.at(5_010).net_out("n1", ExchangeKind::Answer);
+        assert_eq!(check(&b.build(SETTLED)), vec![]);
+    }
+
+    #[test]
+    fn the_late_copy_of_a_replayed_input_request_may_be_answered_once() {
+        // Delivered before the receipt (1020 ms) and again 4500 ms later: the second copy
+        // reaches the executor after settling, and one answer to it is no violation.
+        let mut b = happy("n1", 0);
+        b.at(500).net(
+            Dir::ToExecutor,
+            "n1",
+            ExchangeKind::ServerRequest,
+            NetVerdict::Duplicated { after_ms: 4_500 },
+            Some(5),
+            Some(Shows::Input {
+                task: "t-n1".into(),
+                round: 1,
+            }),
+        );
+        b.at(5_000).net_out("n1", ExchangeKind::Answer);
+        assert_eq!(check(&b.build(SETTLED)), vec![]);
+        // A second answer has no request left to answer.
+        b.at(5_100).net_out("n1", ExchangeKind::Answer);
+        assert_eq!(check(&b.build(SETTLED)).len(), 1);
+    }
+
+    #[test]
+    fn a_fetch_after_the_receipt_is_caught_even_in_the_same_millisecond() {
+        let mut b = happy("n1", 0);
+        // The happy path's receipt is stored at 1020 ms; a fetch leaves in that millisecond,
+        // after the commit, and the executor does not report it.
+        b.at(1_020).net_out("n1", ExchangeKind::Fetch);
+        let v = check(&b.build(SETTLED));
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(
+            v[0].detail
+                .contains("sent fetch at 1020 ms, after the store showed the node's completed receipt at 1020 ms"),
+            "{v:?}"
+        );
+    }
+
+    #[test]
+    fn any_send_after_a_hand_off_or_from_another_executor_is_caught() {
+        let mut b = Tb::new();
+        b.unknown_path("n1", 0);
+        b.exec(2, 2)
+            .at(9_000)
+            .net_out("n1", ExchangeKind::Lookup)
+            .net_out("n1", ExchangeKind::Poll);
+        let v = check(&b.build(SETTLED));
+        assert_eq!(v.len(), 1, "one violation per node: {v:?}");
+        assert!(
+            v[0].detail.contains("epoch 2 incarnation 2 sent lookup"),
+            "{v:?}"
+        );
+        // An unasked answer after the receipt is a send like any other.
+        let mut b = happy("n1", 0);
+        b.at(5_010).net_out("n1", ExchangeKind::Answer);
+        assert_eq!(check(&b.build(SETTLED)).len(), 1);
+    }
+}
