@@ -134,21 +134,32 @@ test-peers-rmcp:
 
 # Mutation testing of the executor with cargo-mutants 27.1.0 (`cargo install cargo-mutants
 # --version 27.1.0 --locked`): every mutant of src/{core,ledger,protocol,runner} and record.rs
-# is judged by the unit tests, the adapter tests and the simulated gate over the default set
-# (tests/sim_gate.rs at MUTATION_SERIES series); config in .cargo/mutants.toml. Shard a long
-# run with MUTATION_SHARD=K/N (cargo-mutants' own sharding); results in target/mutation*/.
+# is judged by the lib unit tests, the adapter tests and then the simulated gate over the default
+# set (tests/sim_gate.rs at MUTATION_SERIES series); config in .cargo/mutants.toml. cargo-mutants
+# does not pass --no-fail-fast, so a mutant the unit tests kill never reaches the gate.
+# Both target dirs are this tree's (cargo-mutants builds in a scratch copy, which would start
+# cold): a mutant rebuilds only the workspace's own crates. Run one `make mutation*` at a time.
+# Shard a long run with MUTATION_SHARD=K/N (consecutive slices); results in target/mutation*/.
 MUTATION_SHARD ?= 0/1
-MUTATION_SERIES ?= 1000
-MUTATION_ENV := TOOLOP_SIM_GATE_PROFILE=mutants TOOLOP_SIM_GATE_SERIES=$(MUTATION_SERIES)
-# The base of mutation-diff: the merge base with main; on a clean clone of main, where that is
-# HEAD itself, pass MUTATION_BASE=HEAD~1 to judge the change that landed last.
-MUTATION_BASE ?= main
+MUTATION_SERIES ?= 2000
+MUTATION_ENV := CARGO_TARGET_DIR=$(CURDIR)/target TOOLOP_SIM_GATE_TARGET_DIR=$(CURDIR)/target/sim \
+	TOOLOP_SIM_GATE_PROFILE=mutants TOOLOP_SIM_GATE_SERIES=$(MUTATION_SERIES)
+# Files to mutate (a cargo-mutants --file glob, repeatable); empty = everything examine_globs in
+# .cargo/mutants.toml names. E.g. MUTATION_FILES='src/core/**'.
+MUTATION_FILES ?=
+MUTATION_ARGS ?=
+MUTANTS := $(MUTATION_ENV) nice -n 10 cargo mutants $(foreach f,$(MUTATION_FILES),--file '$(f)') $(MUTATION_ARGS)
 
 mutation:
-	$(MUTATION_ENV) cargo mutants --shard $(MUTATION_SHARD) --output target/mutation-$(subst /,-of-,$(MUTATION_SHARD))
+	$(MUTANTS) --shard $(MUTATION_SHARD) --output target/mutation-$(subst /,-of-,$(MUTATION_SHARD))
 
-# Only the mutants on lines this branch changed under src/.
+# Only the mutants on lines changed under src/ since MUTATION_BASE. The default base is the
+# merge base with origin/main (main when there is no remote); when that is HEAD itself (a clean
+# clone of main) it is HEAD~1, the change that landed last. MUTATION_MAX caps the mutants judged
+# (0 = no cap): above it, one round-robin shard of at most MUTATION_MAX is run, chosen by the
+# commit, and the output says so. Fails if a mutant in the diff survives.
+MUTATION_BASE ?=
+MUTATION_MAX ?= 0
 mutation-diff:
-	mkdir -p target
-	git diff $$(git merge-base $(MUTATION_BASE) HEAD) -- src > target/mutation.diff
-	$(MUTATION_ENV) cargo mutants --in-diff target/mutation.diff --output target/mutation-diff
+	$(MUTATION_ENV) MUTATION_BASE='$(MUTATION_BASE)' MUTATION_MAX='$(MUTATION_MAX)' \
+		MUTATION_ARGS='$(MUTATION_ARGS)' .ci/mutation-diff
