@@ -142,13 +142,17 @@ test-peers-rmcp:
 # Shard a long run with MUTATION_SHARD=K/N (consecutive slices); results in target/mutation*/.
 MUTATION_SHARD ?= 0/1
 MUTATION_SERIES ?= 2000
+# The simulator's build profile per mutant: `mutants` (Cargo.toml) rebuilds incrementally but
+# starts cold (~6 to 12 min on 2 cores); CI uses `release`, which `make test` has just built.
+MUTATION_PROFILE ?= mutants
 MUTATION_ENV := CARGO_TARGET_DIR=$(CURDIR)/target TOOLOP_SIM_GATE_TARGET_DIR=$(CURDIR)/target/sim \
-	TOOLOP_SIM_GATE_PROFILE=mutants TOOLOP_SIM_GATE_SERIES=$(MUTATION_SERIES)
-# Files to mutate (a cargo-mutants --file glob, repeatable); empty = everything examine_globs in
-# .cargo/mutants.toml names. E.g. MUTATION_FILES='src/core/**'.
-MUTATION_FILES ?=
+	TOOLOP_SIM_GATE_PROFILE=$(MUTATION_PROFILE) TOOLOP_SIM_GATE_SERIES=$(MUTATION_SERIES)
+# A regex over mutant names (`src/core/poll.rs:40:59: replace * with + in ...`) to narrow the
+# run, e.g. MUTATION_RE='^src/core/'; empty = everything .cargo/mutants.toml examines.
+# (cargo-mutants' --file adds to the config's examine_globs, it cannot narrow them.)
+MUTATION_RE ?=
 MUTATION_ARGS ?=
-MUTANTS := $(MUTATION_ENV) nice -n 10 cargo mutants $(foreach f,$(MUTATION_FILES),--file '$(f)') $(MUTATION_ARGS)
+MUTANTS := $(MUTATION_ENV) nice -n 10 cargo mutants $(if $(MUTATION_RE),--re '$(MUTATION_RE)') $(MUTATION_ARGS)
 
 mutation:
 	$(MUTANTS) --shard $(MUTATION_SHARD) --output target/mutation-$(subst /,-of-,$(MUTATION_SHARD))
@@ -157,9 +161,11 @@ mutation:
 # merge base with origin/main (main when there is no remote); when that is HEAD itself (a clean
 # clone of main) it is HEAD~1, the change that landed last. MUTATION_MAX caps the mutants judged
 # (0 = no cap): above it, one round-robin shard of at most MUTATION_MAX is run, chosen by the
-# commit, and the output says so. Fails if a mutant in the diff survives.
+# commit, and the output says so. Fails if a mutant in the diff survives (.ci/mutation-diff).
 MUTATION_BASE ?=
 MUTATION_MAX ?= 0
+# MUTATION_MINUTES (0 = none) stops the run after that long and judges the mutants it finished.
+MUTATION_MINUTES ?= 0
 mutation-diff:
-	$(MUTATION_ENV) MUTATION_BASE='$(MUTATION_BASE)' MUTATION_MAX='$(MUTATION_MAX)' \
+	$(MUTATION_ENV) MUTATION_BASE='$(MUTATION_BASE)' MUTATION_MAX='$(MUTATION_MAX)' MUTATION_MINUTES='$(MUTATION_MINUTES)' \
 		MUTATION_ARGS='$(MUTATION_ARGS)' .ci/mutation-diff

@@ -24,7 +24,11 @@ fn root() -> PathBuf {
 fn default_set() -> Vec<String> {
     let list = root().join("scenarios/default-set.txt");
     let text = std::fs::read_to_string(&list).unwrap_or_else(|e| panic!("{}: {e}", list.display()));
-    text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')).map(String::from).collect()
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(String::from)
+        .collect()
 }
 
 #[test]
@@ -32,7 +36,10 @@ fn the_simulated_gate_passes_on_this_source_tree() {
     let series = std::env::var("TOOLOP_SIM_GATE_SERIES").unwrap_or_else(|_| "500".into());
     let profile = std::env::var("TOOLOP_SIM_GATE_PROFILE").unwrap_or_else(|_| "release".into());
     let set = default_set();
-    assert!(!set.is_empty(), "scenarios/default-set.txt lists no scenario");
+    assert!(
+        !set.is_empty(),
+        "scenarios/default-set.txt lists no scenario"
+    );
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let target_dir = std::env::var_os("TOOLOP_SIM_GATE_TARGET_DIR")
         .map(PathBuf::from)
@@ -45,7 +52,17 @@ fn the_simulated_gate_passes_on_this_source_tree() {
         .env_remove("CARGO_ENCODED_RUSTFLAGS")
         .env("RUSTFLAGS", "--cfg madsim")
         .env("CARGO_TARGET_DIR", &target_dir)
-        .args(["run", "-q", "--profile", &profile, "-p", "toolop-sim", "--", "gate", "--fail-fast"])
+        .args([
+            "run",
+            "-q",
+            "--profile",
+            &profile,
+            "-p",
+            "toolop-sim",
+            "--",
+            "gate",
+            "--fail-fast",
+        ])
         .args(["--series", &series, "--run", "sim-gate", "--reports"])
         .arg(&reports)
         .arg("--scenario")
