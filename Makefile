@@ -2,13 +2,13 @@
 # production build (real tokio) and the simulated build never share artefacts.
 SIM_ENV := RUSTFLAGS="--cfg madsim" CARGO_TARGET_DIR=target/sim
 SIM := $(SIM_ENV) cargo run --release -q -p toolop-sim --
-DEFAULT_SET := scenarios/smoke.toml scenarios/mcp_faults.toml scenarios/mcp_load.toml scenarios/aip151_faults.toml scenarios/mcp_ext_faults.toml scenarios/mcp_retire.toml
+DEFAULT_SET := $(shell grep -v "^\#" scenarios/default-set.txt)
 SCENARIO ?= scenarios/smoke.toml
 SEED ?= 42
 SERIES ?= 10000
 JOBS ?= 2
 
-.PHONY: docs docs-check lint-sim install-sim gate gate-ci canary run replay shrink bench ledger-bench mutants mutants-ci tune test build peers peer-ts peer-python peers-rmcp test-peers-rmcp fault-proxy crash-soak
+.PHONY: docs docs-check lint-sim install-sim gate gate-ci canary run replay shrink bench ledger-bench mutants mutants-ci mutation mutation-diff tune test build peers peer-ts peer-python peers-rmcp test-peers-rmcp fault-proxy crash-soak
 
 PEERS_VENV := target/peers-venv
 
@@ -131,3 +131,41 @@ peers-rmcp:
 # The peer's own tests: the rmcp transcript replayed against it, its record, stdio and HTTP.
 test-peers-rmcp:
 	$(PEERS_RMCP) test $(PEERS_RMCP_MANIFEST)
+
+# Mutation testing of the executor with cargo-mutants 27.1.0 (`cargo install cargo-mutants
+# --version 27.1.0 --locked`): every mutant of src/{core,ledger,protocol,runner} and record.rs
+# is judged by the lib unit tests, the adapter tests and then the simulated gate over the default
+# set (tests/sim_gate.rs at MUTATION_SERIES series); config in .cargo/mutants.toml. cargo-mutants
+# does not pass --no-fail-fast, so a mutant the unit tests kill never reaches the gate.
+# Both target dirs are this tree's (cargo-mutants builds in a scratch copy, which would start
+# cold): a mutant rebuilds only the workspace's own crates. Run one `make mutation*` at a time.
+# Shard a long run with MUTATION_SHARD=K/N (consecutive slices); results in target/mutation*/.
+MUTATION_SHARD ?= 0/1
+MUTATION_SERIES ?= 2000
+# The simulator's build profile per mutant: `mutants` (Cargo.toml) rebuilds incrementally but
+# starts cold (~6 to 12 min on 2 cores); CI uses `release`, which `make test` has just built.
+MUTATION_PROFILE ?= mutants
+MUTATION_ENV := CARGO_TARGET_DIR=$(CURDIR)/target TOOLOP_SIM_GATE_TARGET_DIR=$(CURDIR)/target/sim \
+	TOOLOP_SIM_GATE_PROFILE=$(MUTATION_PROFILE) TOOLOP_SIM_GATE_SERIES=$(MUTATION_SERIES)
+# A regex over mutant names (`src/core/poll.rs:40:59: replace * with + in ...`) to narrow the
+# run, e.g. MUTATION_RE='^src/core/'; empty = everything .cargo/mutants.toml examines.
+# (cargo-mutants' --file adds to the config's examine_globs, it cannot narrow them.)
+MUTATION_RE ?=
+MUTATION_ARGS ?=
+MUTANTS := $(MUTATION_ENV) nice -n 10 cargo mutants $(if $(MUTATION_RE),--re '$(MUTATION_RE)') $(MUTATION_ARGS)
+
+mutation:
+	$(MUTANTS) --shard $(MUTATION_SHARD) --output target/mutation-$(subst /,-of-,$(MUTATION_SHARD))
+
+# Only the mutants on lines changed under src/ since MUTATION_BASE. The default base is the
+# merge base with origin/main (main when there is no remote); when that is HEAD itself (a clean
+# clone of main) it is HEAD~1, the change that landed last. MUTATION_MAX caps the mutants judged
+# (0 = no cap): above it, one round-robin shard of at most MUTATION_MAX is run, chosen by the
+# commit, and the output says so. Fails if a mutant in the diff survives (.ci/mutation-diff).
+MUTATION_BASE ?=
+MUTATION_MAX ?= 0
+# MUTATION_MINUTES (0 = none) stops the run after that long and judges the mutants it finished.
+MUTATION_MINUTES ?= 0
+mutation-diff:
+	$(MUTATION_ENV) MUTATION_BASE='$(MUTATION_BASE)' MUTATION_MAX='$(MUTATION_MAX)' MUTATION_MINUTES='$(MUTATION_MINUTES)' \
+		MUTATION_ARGS='$(MUTATION_ARGS)' .ci/mutation-diff

@@ -406,11 +406,18 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
          reply:fetch:no_result_stored => FETCHING_RESULT->ACCEPTED [accept:done_without_result]",
     ),
     (
-        "tasks extension: input requests inlined in a read, answer lost, said again",
+        // Said again once per loss, never without one, and at most ANSWER_RESENDS_MAX (3)
+        // times: cargo-mutants found both unpinned (a resend that kept `lost` set, and one that
+        // did not count itself; neither broke a checker).
+        "tasks extension: input requests inlined in a read, answer lost, said again once per loss, at most 3 times",
         |s| {
             s.working().timer(Timer::PollDue).reply(RequestKind::Poll, Reply::InputRequests(vec![input(1)]));
             s.ev(Event::ApprovalReplied { round: 1, schema_digest: "s-1".into(), reply: ApprovalReply::Decline });
             s.lost(RequestKind::InputResponse).timer(Timer::PollDue).reply(RequestKind::Poll, Reply::InputRequests(vec![input(1)]));
+            s.timer(Timer::PollDue).reply(RequestKind::Poll, Reply::InputRequests(vec![input(1)]));
+            for _ in 0..3 {
+                s.lost(RequestKind::InputResponse).timer(Timer::PollDue).reply(RequestKind::Poll, Reply::InputRequests(vec![input(1)]));
+            }
         },
         "start => stay [send:submit#1]
          reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
@@ -419,7 +426,18 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
          approval_replied => stay [send:input_response#3 at1500:poll_due]
          lost:input_response => stay
          timer:poll_due => stay [send:poll#4]
-         reply:poll:input_requests => stay [send:input_response#5 at2250:poll_due]",
+         reply:poll:input_requests => stay [send:input_response#5 at2250:poll_due]
+         timer:poll_due => stay [send:poll#6]
+         reply:poll:input_requests => stay [at3375:poll_due]
+         lost:input_response => stay
+         timer:poll_due => stay [send:poll#7]
+         reply:poll:input_requests => stay [send:input_response#8 at5062:poll_due]
+         lost:input_response => stay
+         timer:poll_due => stay [send:poll#9]
+         reply:poll:input_requests => stay [send:input_response#10 at7593:poll_due]
+         lost:input_response => stay
+         timer:poll_due => stay [send:poll#11]
+         reply:poll:input_requests => stay [at11390:poll_due]",
     ),
     (
         "tasks extension: the server answered inline instead of making a task",
