@@ -140,6 +140,10 @@ enum Cmd {
         #[arg(long, default_value_t = 2, value_parser = jobs_parser)]
         jobs: usize,
     },
+    /// Print, write or check the determinism list: the trace hash of seeds 0..N of every
+    /// scenario (default: the release gate's set). Exit 0, 1 --check found a difference, 2 bad
+    /// input.
+    Hashes(cli::hashes::HashesArgs),
     /// List scenarios, faults, checkers or gates, one line of meaning each. Exit 0, 2 bad input.
     List {
         /// What to list: scenarios, faults, checkers or gates.
@@ -223,6 +227,7 @@ fn main() -> ExitCode {
             series,
             jobs,
         ),
+        Cmd::Hashes(args) => cli::hashes::hashes_cmd(args),
         Cmd::Tune(args) => toolop_sim::campaign::tune::main_tune(args),
         Cmd::List { what, folder } => cli::list::list(what, &folder),
         Cmd::Reference => {

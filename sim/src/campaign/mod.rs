@@ -2,6 +2,8 @@
 
 /// The benchmark behind `make bench`.
 pub mod bench;
+/// The determinism list: trace hashes of seeds 0..100 of every default scenario.
+pub mod hashes;
 /// The mutation run: the gate against planted anti-patterns.
 pub mod mutants;
 /// Shrinking a failing series: fewer fault firings and call nodes, same checker failure.

@@ -11,6 +11,7 @@ use toolop_sim::scenario::validate::{is_safe_segment, SAFE_SEGMENT};
 use toolop_sim::scenario::Scenario;
 
 pub mod gate;
+pub mod hashes;
 pub mod list;
 pub mod single;
 
