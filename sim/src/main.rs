@@ -86,6 +86,11 @@ enum Cmd {
     /// reports, shrink the first failing seed of each failing checker.
     /// Exit 0 every gate passes, 1 a gate failed (or --fail-fast stopped), 2 bad input, 130 Ctrl-C.
     Gate(GateArgs),
+    /// Merge the shard folders of `gate --shard K/N` into one report and one verdict, the same
+    /// as a single-machine gate over the same seeds (wall time: the longest shard plus the
+    /// merge). Exit 0 every gate passes, 1 a gate failed, 2 shards that are not the parts of
+    /// one sweep by this build (the message names the file and the problem).
+    Merge(cli::shard::MergeArgs),
     /// Shrink a failing series: record its fault schedule, remove firings, call nodes, the
     /// rollback and the short ttl while the same checker still fails, and write the schedule.
     /// Exit 0 shrunk, 1 the seed does not fail (nothing to shrink), 2 bad input.
@@ -207,6 +212,7 @@ fn main() -> ExitCode {
             &reports,
         ),
         Cmd::Gate(args) => cli::gate::gate(args),
+        Cmd::Merge(args) => cli::shard::merge_cmd(args),
         Cmd::Bench {
             scenario,
             series,

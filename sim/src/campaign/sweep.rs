@@ -133,6 +133,14 @@ impl Plan {
         }
     }
 
+    /// The seed of the `i`-th series.
+    pub fn seed_at(&self, i: u64) -> u64 {
+        match self {
+            Plan::Range { start_seed, .. } => start_seed + i,
+            Plan::Seeds { seeds, .. } => seeds[i as usize],
+        }
+    }
+
     /// The scenario index and seed of the `i`-th series.
     fn series(&self, scenarios: &[Loaded], i: u64) -> (usize, u64) {
         match self {
@@ -242,6 +250,9 @@ fn report_slow(inflight: &mut InFlight, scenarios: &[Loaded], hooks: &Hooks) {
     }
 }
 
+/// The violation of a series that could not run.
+pub const SERIES_RAN: &str = "series_ran";
+
 /// A series that could not run at all (a panic in the world) is a failing row, never a skip.
 fn failed_row(l: &Loaded, seed: u64, error: String) -> SeriesRow {
     SeriesRow {
@@ -251,7 +262,7 @@ fn failed_row(l: &Loaded, seed: u64, error: String) -> SeriesRow {
         protocol: l.scenario.protocol.name().to_string(),
         metrics: Default::default(),
         violations: vec![checkers::Violation {
-            checker: "series_ran",
+            checker: SERIES_RAN,
             node: None,
             detail: error,
         }],

@@ -13,6 +13,7 @@ use toolop_sim::scenario::Scenario;
 pub mod gate;
 pub mod hashes;
 pub mod list;
+pub mod shard;
 pub mod single;
 
 /// Exit codes, the same for every command (docs/cli.md).
