@@ -56,6 +56,9 @@ pub fn row_of(l: &Loaded, r: &SeriesResult) -> SeriesRow {
 pub struct SweepTotals {
     pub events: u64,
     pub sim_ms: u64,
+    /// Frames that crossed the simulated network, by size in bytes -> count (the benchmark's
+    /// floor encodes and decodes as many messages of these sizes).
+    pub frame_sizes: BTreeMap<usize, u64>,
 }
 
 /// Run `series` series starting at `start_seed` on `jobs` worker threads. `on_done` is called
@@ -191,9 +194,17 @@ pub fn run_plan(
                     inflight.lock().expect("inflight lock").insert(i, started);
                     let row = match series::run_series(&l.scenario, seed) {
                         Ok(r) => {
+                            let frames = r.trace.events.iter().filter_map(|e| match &e.what {
+                                crate::trace::What::Net { bytes, .. } => Some(*bytes),
+                                _ => None,
+                            });
+                            let frames: Vec<usize> = frames.collect();
                             let mut t = totals.lock().expect("totals lock");
                             t.events += r.trace.events.len() as u64;
                             t.sim_ms += r.end_ms;
+                            for b in frames {
+                                *t.frame_sizes.entry(b).or_default() += 1;
+                            }
                             row_of(l, &r)
                         }
                         Err(e) => failed_row(l, seed, e),
