@@ -191,4 +191,33 @@ mod tests {
             .expect("the Makefile defines DEFAULT_SET");
         assert_eq!(line.split_whitespace().collect::<Vec<_>>(), DEFAULT_SET);
     }
+
+    /// The nightly workflow runs the default set, and its shard matrix is 0..SHARDS.
+    #[test]
+    fn the_nightly_workflow_shards_the_default_set() {
+        let yml = std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../.github/workflows/nightly-gate.yml"),
+        )
+        .unwrap();
+        for f in DEFAULT_SET {
+            assert!(yml.contains(f), "{f} missing from the nightly workflow");
+        }
+        let shards: u64 = yml
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("SHARDS: "))
+            .expect("SHARDS in the workflow's env")
+            .trim_matches('"')
+            .parse()
+            .unwrap();
+        let matrix: Vec<u64> = yml
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("shard: ["))
+            .expect("the shard matrix")
+            .trim_end_matches(']')
+            .split(',')
+            .map(|k| k.trim().parse().unwrap())
+            .collect();
+        assert_eq!(matrix, (0..shards).collect::<Vec<_>>());
+    }
 }
