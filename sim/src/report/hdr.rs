@@ -57,12 +57,21 @@ pub fn hdr_file(hgrm_file: &str) -> String {
     format!("{}.hdr", hgrm_file.trim_end_matches(".hgrm"))
 }
 
-/// `h` in the V2 serialization.
+/// `h` in the V2 serialization, in a canonical form: the same counts give the same bytes
+/// whatever the histogram's history. (An auto-resizing histogram's highest trackable value,
+/// which the V2 header carries, depends on the order it grew in: the sum of a sweep's parts
+/// and the histogram of the whole sweep hold the same counts but grew differently.)
 pub fn to_v2(h: &Histogram<u64>) -> Vec<u8> {
     use hdrhistogram::serialization::Serializer as _;
+    let high = h.max().max(2);
+    let mut canonical = Histogram::<u64>::new_with_bounds(1, high, SIGFIG)
+        .expect("1 <= 2 <= high and sigfig 3 are valid bounds");
+    canonical
+        .add(h)
+        .expect("every value of h is at most its own maximum");
     let mut out = Vec::new();
     hdrhistogram::serialization::V2Serializer::new()
-        .serialize(h, &mut out)
+        .serialize(&canonical, &mut out)
         .expect("a histogram with no more than u64 counts serializes into memory");
     out
 }
