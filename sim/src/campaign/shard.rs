@@ -484,9 +484,12 @@ pub fn merge(mut shards: Vec<ShardDir>, build: &str) -> Result<Merged, String> {
         rows.extend(s.rows);
         for (file, h) in s.histograms {
             match histograms.iter_mut().find(|(f, _)| *f == file) {
-                Some((_, sum)) => sum
-                    .add(&h)
-                    .map_err(|e| format!("{}: cannot add {file}: {e:?}", s.dir.display()))?,
+                Some((_, sum)) => sum.add(&h).map_err(|e| {
+                    format!(
+                        "{}: cannot add it to the other shards' ({e:?})",
+                        s.dir.join(hdr::hdr_file(file)).display()
+                    )
+                })?,
                 None => histograms.push((file, h)),
             }
         }

@@ -263,9 +263,14 @@ pub fn judge_and_report(
             r.wall_ms as f64 / 1000.0
         );
     }
+    exit_code(r.passed() && partial.is_none())
+}
+
+/// 130 after Ctrl-C, else 0 when `ok`, else 1.
+pub fn exit_code(ok: bool) -> ExitCode {
     if super::stopped() == super::STOPPED_BY_INTERRUPT {
         ExitCode::from(EXIT_INTERRUPTED)
-    } else if r.passed() && partial.is_none() {
+    } else if ok {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(EXIT_FAIL)

@@ -13,7 +13,7 @@ use toolop_sim::judge::gates;
 use toolop_sim::report::hdr;
 
 use super::gate::{judge_and_report, seeds_text, sweep_with_progress, GateArgs, Output};
-use super::{paint, usage_error, EXIT_FAIL, EXIT_INTERRUPTED};
+use super::{paint, usage_error};
 
 /// The `merge` command line.
 #[derive(clap::Args)]
@@ -188,11 +188,5 @@ pub fn run_shard(a: &GateArgs, scenarios: &[Loaded], plan: &Plan, shard: Shard) 
     if let Some(p) = &partial {
         println!("{}", paint(false, p));
     }
-    if super::stopped() == super::STOPPED_BY_INTERRUPT {
-        ExitCode::from(EXIT_INTERRUPTED)
-    } else if failing.is_empty() && partial.is_none() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(EXIT_FAIL)
-    }
+    super::gate::exit_code(failing.is_empty() && partial.is_none())
 }
