@@ -8,7 +8,7 @@ SEED ?= 42
 SERIES ?= 10000
 JOBS ?= 2
 
-.PHONY: docs docs-check lint-sim install-sim gate gate-ci canary run replay shrink bench ledger-bench mutants mutants-ci mutation mutation-diff tune test build peers peer-ts peer-python peers-rmcp test-peers-rmcp fault-proxy crash-soak
+.PHONY: trace-hashes docs docs-check lint-sim install-sim gate gate-ci canary run replay shrink bench ledger-bench mutants mutants-ci mutation mutation-diff tune test build peers peer-ts peer-python peers-rmcp test-peers-rmcp fault-proxy crash-soak
 
 PEERS_VENV := target/peers-venv
 
@@ -45,6 +45,11 @@ TUNE_SERIES ?= 200
 # Tune poll settings: the default grid on the default fault scenario, the same seeds at every point.
 tune:
 	$(SIM) tune --scenario scenarios/mcp_faults.toml --grid scenarios/grids/default.toml --series $(TUNE_SERIES) --jobs $(JOBS)
+
+# The determinism list (seeds 0..99 of every default scenario; sim/tests/trace_hashes.rs checks
+# it). Regenerate only when traces are meant to change, and say why in the commit message.
+trace-hashes:
+	$(SIM) hashes --scenario $(DEFAULT_SET) --jobs $(JOBS) --write sim/tests/data/trace-hashes.txt
 
 bench:
 	$(SIM) bench --scenario $(DEFAULT_SET) --series $(SERIES) --jobs $(JOBS)

@@ -86,6 +86,11 @@ enum Cmd {
     /// reports, shrink the first failing seed of each failing checker.
     /// Exit 0 every gate passes, 1 a gate failed (or --fail-fast stopped), 2 bad input, 130 Ctrl-C.
     Gate(GateArgs),
+    /// Merge the shard folders of `gate --shard K/N` into one report and one verdict, the same
+    /// as a single-machine gate over the same seeds (wall time: the longest shard plus the
+    /// merge). Exit 0 every gate passes, 1 a gate failed, 2 shards that are not the parts of
+    /// one sweep by this build (the message names the file and the problem).
+    Merge(cli::shard::MergeArgs),
     /// Shrink a failing series: record its fault schedule, remove firings, call nodes, the
     /// rollback and the short ttl while the same checker still fails, and write the schedule.
     /// Exit 0 shrunk, 1 the seed does not fail (nothing to shrink), 2 bad input.
@@ -140,6 +145,10 @@ enum Cmd {
         #[arg(long, default_value_t = 2, value_parser = jobs_parser)]
         jobs: usize,
     },
+    /// Print, write or check the determinism list: the trace hash of seeds 0..N of every
+    /// scenario (default: the release gate's set). Exit 0, 1 --check found a difference, 2 bad
+    /// input.
+    Hashes(cli::hashes::HashesArgs),
     /// List scenarios, faults, checkers or gates, one line of meaning each. Exit 0, 2 bad input.
     List {
         /// What to list: scenarios, faults, checkers or gates.
@@ -203,6 +212,7 @@ fn main() -> ExitCode {
             &reports,
         ),
         Cmd::Gate(args) => cli::gate::gate(args),
+        Cmd::Merge(args) => cli::shard::merge_cmd(args),
         Cmd::Bench {
             scenario,
             series,
@@ -223,6 +233,7 @@ fn main() -> ExitCode {
             series,
             jobs,
         ),
+        Cmd::Hashes(args) => cli::hashes::hashes_cmd(args),
         Cmd::Tune(args) => toolop_sim::campaign::tune::main_tune(args),
         Cmd::List { what, folder } => cli::list::list(what, &folder),
         Cmd::Reference => {

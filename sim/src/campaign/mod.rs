@@ -2,8 +2,12 @@
 
 /// The benchmark behind `make bench`.
 pub mod bench;
+/// The determinism list: trace hashes of seeds 0..100 of every default scenario.
+pub mod hashes;
 /// The mutation run: the gate against planted anti-patterns.
 pub mod mutants;
+/// Sharding a sweep over machines and merging the shards into one report.
+pub mod shard;
 /// Shrinking a failing series: fewer fault firings and call nodes, same checker failure.
 pub mod shrink;
 /// Many seeded series over a scenario set, spread over worker threads.

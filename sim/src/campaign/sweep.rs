@@ -56,6 +56,9 @@ pub fn row_of(l: &Loaded, r: &SeriesResult) -> SeriesRow {
 pub struct SweepTotals {
     pub events: u64,
     pub sim_ms: u64,
+    /// Frames that crossed the simulated network, by size in bytes -> count (the benchmark's
+    /// floor encodes and decodes as many messages of these sizes).
+    pub frame_sizes: BTreeMap<usize, u64>,
 }
 
 /// Run `series` series starting at `start_seed` on `jobs` worker threads. `on_done` is called
@@ -133,6 +136,14 @@ impl Plan {
         }
     }
 
+    /// The seed of the `i`-th series.
+    pub fn seed_at(&self, i: u64) -> u64 {
+        match self {
+            Plan::Range { start_seed, .. } => start_seed + i,
+            Plan::Seeds { seeds, .. } => seeds[i as usize],
+        }
+    }
+
     /// The scenario index and seed of the `i`-th series.
     fn series(&self, scenarios: &[Loaded], i: u64) -> (usize, u64) {
         match self {
@@ -183,9 +194,17 @@ pub fn run_plan(
                     inflight.lock().expect("inflight lock").insert(i, started);
                     let row = match series::run_series(&l.scenario, seed) {
                         Ok(r) => {
+                            let frames = r.trace.events.iter().filter_map(|e| match &e.what {
+                                crate::trace::What::Net { bytes, .. } => Some(*bytes),
+                                _ => None,
+                            });
+                            let frames: Vec<usize> = frames.collect();
                             let mut t = totals.lock().expect("totals lock");
                             t.events += r.trace.events.len() as u64;
                             t.sim_ms += r.end_ms;
+                            for b in frames {
+                                *t.frame_sizes.entry(b).or_default() += 1;
+                            }
                             row_of(l, &r)
                         }
                         Err(e) => failed_row(l, seed, e),
@@ -242,6 +261,9 @@ fn report_slow(inflight: &mut InFlight, scenarios: &[Loaded], hooks: &Hooks) {
     }
 }
 
+/// The violation of a series that could not run.
+pub const SERIES_RAN: &str = "series_ran";
+
 /// A series that could not run at all (a panic in the world) is a failing row, never a skip.
 fn failed_row(l: &Loaded, seed: u64, error: String) -> SeriesRow {
     SeriesRow {
@@ -251,7 +273,7 @@ fn failed_row(l: &Loaded, seed: u64, error: String) -> SeriesRow {
         protocol: l.scenario.protocol.name().to_string(),
         metrics: Default::default(),
         violations: vec![checkers::Violation {
-            checker: "series_ran",
+            checker: SERIES_RAN,
             node: None,
             detail: error,
         }],

@@ -8,6 +8,7 @@ use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use serde_json::json;
+use toolop_sim::campaign::shard::Shard;
 use toolop_sim::campaign::sweep::{self, Loaded, Plan};
 use toolop_sim::campaign::{jobs_parser, shrink};
 use toolop_sim::judge::gates;
@@ -46,9 +47,13 @@ pub struct GateArgs {
     #[arg(long, default_value = "gate")]
     pub run: String,
     /// The folder every report goes under: <reports>/<run>/{series.csv, summary.md,
-    /// junit.xml, failing.txt, hist_*.hgrm, shrunk/}.
+    /// junit.xml, failing.txt, hist_*.hgrm, hist_*.hdr, shrunk/}.
     #[arg(long, default_value = "reports")]
     pub reports: PathBuf,
+    /// Run only shard K of N (from 0): a contiguous block of the series, written to
+    /// <reports>/<run>/shard-K-of-N/ for `toolop-sim merge`, which judges the gates.
+    #[arg(long, value_parser = toolop_sim::campaign::shard::parse_shard, conflicts_with = "json")]
+    pub shard: Option<Shard>,
 }
 
 /// The plan the flags ask for, or the usage error (seeds that wrap, seeds below --start-seed).
@@ -92,34 +97,66 @@ pub fn gate(a: GateArgs) -> ExitCode {
         Err(e) => return usage_error(e),
     };
     let names: Vec<String> = a.scenario.iter().map(|p| p.display().to_string()).collect();
-    let seeds_text = match &plan {
-        Plan::Range { start_seed, series } => {
-            format!("seeds {start_seed}..={}", start_seed + (series - 1))
-        }
-        Plan::Seeds { seeds, .. } => {
-            let s: Vec<String> = seeds.iter().map(u64::to_string).collect();
-            format!("seeds {}", s.join(","))
-        }
-    };
+    if let Some(shard) = a.shard {
+        return super::shard::run_shard(&a, &scenarios, &plan, shard);
+    }
     let say = |line: String| {
         if !a.json {
             println!("{line}");
         }
     };
     say(format!(
-        "gate: {} series over {} ({seeds_text}), {} jobs{}",
+        "gate: {} series over {} ({}), {} jobs{}",
         plan.len(),
         names.join(", "),
+        seeds_text(&plan),
         a.jobs,
         if a.fail_fast { ", --fail-fast" } else { "" }
     ));
+    let started = Instant::now();
+    let (rows, partial) = sweep_with_progress(&a, &scenarios, &plan);
+    let out = Output {
+        run: &a.run,
+        reports: &a.reports,
+        jobs: a.jobs,
+        json: a.json,
+    };
+    judge_and_report(&scenarios, rows, &plan, &out, partial, started, 0)
+}
+
+/// "seeds 0..=99" or "seeds 3,5,8".
+pub fn seeds_text(plan: &Plan) -> String {
+    match plan {
+        Plan::Range { start_seed, series } => {
+            format!("seeds {start_seed}..={}", start_seed + (series - 1))
+        }
+        Plan::Seeds { seeds, .. } => match (seeds.first(), seeds.last()) {
+            (Some(a), Some(b))
+                if seeds.len() > 10 && seeds.windows(2).all(|w| w[1] == w[0] + 1) =>
+            {
+                format!("seeds {a}..={b}")
+            }
+            _ => {
+                let s: Vec<String> = seeds.iter().map(u64::to_string).collect();
+                format!("seeds {}", s.join(","))
+            }
+        },
+    }
+}
+
+/// Runs `plan` with the progress bar, Ctrl-C and --fail-fast; the rows and, when the sweep
+/// stopped early, why.
+pub fn sweep_with_progress(
+    a: &GateArgs,
+    scenarios: &[Loaded],
+    plan: &Plan,
+) -> (Vec<gates::SeriesRow>, Option<String>) {
     super::on_interrupt();
     let progress = if a.json {
         report::Progress::hidden(plan.len())
     } else {
         report::Progress::new(plan.len())
     };
-    let started = Instant::now();
     let fail_fast = a.fail_fast;
     let on_done = |row: &gates::SeriesRow| {
         progress.inc(1);
@@ -132,7 +169,7 @@ pub fn gate(a: GateArgs) -> ExitCode {
         stop: &STOP,
         ..sweep::Hooks::default()
     };
-    let (rows, _) = sweep::run_plan(&scenarios, &plan, a.jobs, &hooks);
+    let (rows, _) = sweep::run_plan(scenarios, plan, a.jobs, &hooks);
     progress.finish();
     let done = rows.len() as u64;
     let partial = match super::stopped() {
@@ -146,21 +183,47 @@ pub fn gate(a: GateArgs) -> ExitCode {
         )),
         _ => None,
     };
-    let mut r = gates::evaluate(&scenarios, rows, &a.run, plan.start_seed(), 0);
-    let dir = a.reports.join(&a.run);
+    (rows, partial)
+}
+
+/// Where and how a judged sweep is reported.
+pub struct Output<'a> {
+    pub run: &'a str,
+    pub reports: &'a Path,
+    /// Worker threads for shrinking.
+    pub jobs: usize,
+    pub json: bool,
+}
+
+/// Judges `rows` (the series of `plan`, in plan order), shrinks the first failing seed of each
+/// failing checker, writes the reports and prints the verdict. The one path from rows to a
+/// verdict, for `gate` and `merge` alike. The wall time reported is `earlier_ms` (work done
+/// before `started`, elsewhere: the longest shard of a merge) plus the time since `started`.
+pub fn judge_and_report(
+    scenarios: &[Loaded],
+    rows: Vec<gates::SeriesRow>,
+    plan: &Plan,
+    out: &Output,
+    partial: Option<String>,
+    started: Instant,
+    earlier_ms: u64,
+) -> ExitCode {
+    let done = rows.len() as u64;
+    let mut r = gates::evaluate(scenarios, rows, out.run, plan.start_seed(), 0);
+    let dir = out.reports.join(out.run);
     // Shrinking is part of the gate's wall time; an interrupted gate does not shrink.
     let shrunk = if STOP.load(Ordering::SeqCst) && super::stopped() == super::STOPPED_BY_INTERRUPT {
         vec![]
     } else {
-        shrink_failing(&scenarios, &r, &dir.join("shrunk"), a.jobs)
+        shrink_failing(scenarios, &r, &dir.join("shrunk"), out.jobs)
     };
-    r.wall_ms = started.elapsed().as_millis() as u64;
+    r.wall_ms = earlier_ms + started.elapsed().as_millis() as u64;
     let files = match write_reports(&dir, &r, partial.as_deref(), &shrunk) {
         Ok(f) => f,
         Err(e) => return usage_error(format!("cannot write reports to {}: {e}", dir.display())),
     };
     let verdict = if r.passed() { "PASS" } else { "FAIL" };
-    if a.json {
+    if out.json {
         let out = json!({
             "verdict": verdict,
             "partial": partial,
@@ -200,9 +263,14 @@ pub fn gate(a: GateArgs) -> ExitCode {
             r.wall_ms as f64 / 1000.0
         );
     }
+    exit_code(r.passed() && partial.is_none())
+}
+
+/// 130 after Ctrl-C, else 0 when `ok`, else 1.
+pub fn exit_code(ok: bool) -> ExitCode {
     if super::stopped() == super::STOPPED_BY_INTERRUPT {
         ExitCode::from(EXIT_INTERRUPTED)
-    } else if r.passed() && partial.is_none() {
+    } else if ok {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(EXIT_FAIL)

@@ -11,7 +11,9 @@ use toolop_sim::scenario::validate::{is_safe_segment, SAFE_SEGMENT};
 use toolop_sim::scenario::Scenario;
 
 pub mod gate;
+pub mod hashes;
 pub mod list;
+pub mod shard;
 pub mod single;
 
 /// Exit codes, the same for every command (docs/cli.md).

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use toolop::record::LocalState;
 use toolop::runner::Observation;
 
@@ -19,12 +19,14 @@ use crate::series::faults::FaultKind;
 use crate::trace::{CallerAction, Shows, StoreFact, Trace, What};
 
 /// What one series measured. Durations in simulated milliseconds.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct SeriesMetrics {
     pub call_nodes: u32,
     /// Fault firings by kind.
     pub faults: BTreeMap<FaultKind, u32>,
     /// (fault, executor local state at firing) -> firings: the coverage matrix of this series.
+    /// As JSON a list of `[fault, state, firings]` (JSON keys are strings only).
+    #[serde(with = "coverage_as_list")]
     pub coverage: BTreeMap<(FaultKind, LocalState), u32>,
     /// Terminal outcome per call node: "completed", "failed", "cancelled", "done_without_result",
     /// "rejected", "unknown" (manual reconciliation), or "unsettled"; "no_receipt" for a record
@@ -69,6 +71,32 @@ pub struct SeriesMetrics {
     pub false_unknowns: u32,
     /// Hand-offs the protocol left undecidable (expiry, or every recent read spoiled).
     pub undecidable_unknowns: u32,
+}
+
+/// The coverage map as a list of `(fault, state, firings)`, so a row survives JSON (shard rows).
+mod coverage_as_list {
+    use std::collections::BTreeMap;
+
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+    use toolop::record::LocalState;
+
+    use crate::series::faults::FaultKind;
+
+    pub fn serialize<S: Serializer>(
+        m: &BTreeMap<(FaultKind, LocalState), u32>,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        let list: Vec<(FaultKind, LocalState, u32)> =
+            m.iter().map(|(&(f, st), &n)| (f, st, n)).collect();
+        list.serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<BTreeMap<(FaultKind, LocalState), u32>, D::Error> {
+        let list = Vec::<(FaultKind, LocalState, u32)>::deserialize(d)?;
+        Ok(list.into_iter().map(|(f, st, n)| ((f, st), n)).collect())
+    }
 }
 
 /// Measure one series from its trace. Counts that need the ledger or the ground truth (terminal

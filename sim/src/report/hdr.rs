@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 
 use hdrhistogram::Histogram;
 
-use crate::judge::gates::SweepReport;
+use crate::judge::gates::{SeriesRow, SweepReport};
 use crate::judge::metrics::SeriesMetrics;
 
 /// Significant decimal digits kept by every histogram here.
@@ -32,18 +32,62 @@ pub const HISTOGRAMS: [(&str, Values); 4] = [
 
 /// For each of [`HISTOGRAMS`], its file name and the values of all rows of `r`, in row order.
 pub fn histogram_values(r: &SweepReport) -> Vec<(&'static str, Vec<u64>)> {
+    histogram_values_of(&r.rows)
+}
+
+/// [`histogram_values`] of some rows (a shard's).
+pub fn histogram_values_of(rows: &[SeriesRow]) -> Vec<(&'static str, Vec<u64>)> {
     HISTOGRAMS
         .iter()
         .map(|&(file, values)| {
             (
                 file,
-                r.rows
-                    .iter()
+                rows.iter()
                     .flat_map(|row| values(&row.metrics).iter().copied())
                     .collect(),
             )
         })
         .collect()
+}
+
+/// The lossless file beside a `.hgrm` view: `hist_x.hgrm` -> `hist_x.hdr`, the histogram in
+/// HdrHistogram's V2 serialization (readable by every HdrHistogram implementation; shards'
+/// files are added up by `toolop-sim merge`).
+pub fn hdr_file(hgrm_file: &str) -> String {
+    format!("{}.hdr", hgrm_file.trim_end_matches(".hgrm"))
+}
+
+/// `h` in the V2 serialization, in a canonical form: the same counts give the same bytes
+/// whatever the histogram's history. (An auto-resizing histogram's highest trackable value,
+/// which the V2 header carries, depends on the order it grew in: the sum of a sweep's parts
+/// and the histogram of the whole sweep hold the same counts but grew differently.)
+pub fn to_v2(h: &Histogram<u64>) -> Vec<u8> {
+    use hdrhistogram::serialization::Serializer as _;
+    let high = h.max().max(2);
+    let mut canonical = Histogram::<u64>::new_with_bounds(1, high, SIGFIG)
+        .expect("1 <= 2 <= high and sigfig 3 are valid bounds");
+    canonical
+        .add(h)
+        .expect("every value of h is at most its own maximum");
+    let mut out = Vec::new();
+    hdrhistogram::serialization::V2Serializer::new()
+        .serialize(&canonical, &mut out)
+        .expect("a histogram with no more than u64 counts serializes into memory");
+    out
+}
+
+/// A histogram back from [`to_v2`] bytes; the error says what is wrong with them.
+pub fn from_v2(bytes: &[u8]) -> Result<Histogram<u64>, String> {
+    let mut reader = bytes;
+    let mut h: Histogram<u64> = hdrhistogram::serialization::Deserializer::new()
+        .deserialize(&mut reader)
+        .map_err(|e| format!("not an HdrHistogram V2 serialization ({e:?})"))?;
+    // Serialized bounded by its own maximum; it grows again when another part is added to it.
+    h.auto(true);
+    if !reader.is_empty() {
+        return Err(format!("{} bytes after the histogram", reader.len()));
+    }
+    Ok(h)
 }
 
 /// An auto-resizing histogram of `values` with [`SIGFIG`] significant digits.
@@ -306,6 +350,35 @@ mod tests {
             .iter()
             .all(|l| l.split_whitespace().count() == 4));
         assert_eq!(data_lines.last().unwrap().split_whitespace().count(), 3);
+    }
+
+    /// The `.hdr` files are lossless, and adding the histograms of parts gives the bytes of the
+    /// histogram of the whole (what `merge` relies on).
+    #[test]
+    fn v2_round_trips_and_parts_add_up_to_the_whole() {
+        let all: Vec<u64> = (0..5_000u64).map(|i| (i * 7_919) % 1_000_003).collect();
+        let whole = histogram(&all);
+        assert_eq!(from_v2(&to_v2(&whole)).unwrap(), whole);
+        // Parts with small values first: the sum read back from the first must still grow.
+        let mut sorted = all.clone();
+        sorted.sort_unstable();
+        let parts: Vec<Histogram<u64>> = sorted
+            .chunks(1_250)
+            .map(|part| from_v2(&to_v2(&histogram(part))).unwrap())
+            .collect();
+        let mut sum = parts[0].clone();
+        for p in &parts[1..] {
+            sum.add(p).unwrap();
+        }
+        assert_eq!(to_v2(&sum), to_v2(&whole));
+        assert!(from_v2(b"not a histogram").is_err());
+        let mut long = to_v2(&whole);
+        long.push(0);
+        assert!(from_v2(&long).unwrap_err().contains("1 bytes after"));
+        assert_eq!(
+            hdr_file("hist_end_to_end_ms.hgrm"),
+            "hist_end_to_end_ms.hdr"
+        );
     }
 
     #[test]

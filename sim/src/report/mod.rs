@@ -6,6 +6,7 @@
 //! |---|---|---|
 //! | `series.csv` | [`csv`] | one row per series, for spreadsheets and scripts |
 //! | `hist_*.hgrm` | [`hdr`] | HdrHistogram percentile distributions, aggregated over the sweep |
+//! | `hist_*.hdr` | [`hdr`] | the same histograms, lossless (HdrHistogram V2 serialization) |
 //! | `summary.md` | [`markdown`] | the CI job summary: verdict, gates, coverage, failing seeds |
 //! | `junit.xml` | [`junit`] | one test case per gate row, for CI test reporters |
 //! | `failing.txt` | [`text`] | every failing seed with its replay command (the others list the first few per checker) |
@@ -41,7 +42,7 @@ pub use self::progress::Progress;
 pub use self::text::{coverage_table, failing_list, gate_table};
 
 /// Creates `dir` (and its parents) and writes every report of `r` into it: `series.csv`, the
-/// `hist_*.hgrm` files of [`hdr::HISTOGRAMS`], `summary.md` and `junit.xml`. Returns the paths
+/// `hist_*.hgrm` and `hist_*.hdr` files of [`hdr::HISTOGRAMS`], `summary.md` and `junit.xml`. Returns the paths
 /// written, in that order. Existing files of the same names are overwritten.
 pub fn write_all(dir: &Path, r: &SweepReport) -> std::io::Result<Vec<PathBuf>> {
     std::fs::create_dir_all(dir)?;
@@ -54,6 +55,9 @@ pub fn write_all(dir: &Path, r: &SweepReport) -> std::io::Result<Vec<PathBuf>> {
     for (file, values) in hdr::histogram_values(r) {
         let path = dir.join(file);
         std::fs::write(&path, hgrm(&values))?;
+        written.push(path);
+        let path = dir.join(hdr::hdr_file(file));
+        std::fs::write(&path, hdr::to_v2(&hdr::histogram(&values)))?;
         written.push(path);
     }
 
@@ -402,9 +406,13 @@ mod tests {
             [
                 "series.csv",
                 "hist_cancel_confirmation_ms.hgrm",
+                "hist_cancel_confirmation_ms.hdr",
                 "hist_unknown_reconciliation_ms.hgrm",
+                "hist_unknown_reconciliation_ms.hdr",
                 "hist_end_to_end_ms.hgrm",
+                "hist_end_to_end_ms.hdr",
                 "hist_polls_per_operation.hgrm",
+                "hist_polls_per_operation.hdr",
                 "summary.md",
                 "junit.xml",
                 "failing.txt",
