@@ -35,10 +35,16 @@ pub enum Mutation {
     IgnoreRetryAfter,
     /// Let a poll answer that arrives late overwrite a newer state.
     LateAnswerOverwrites,
+    /// A cancel write that lost a compare-and-swap is retried at the version the ledger
+    /// reported, without reading the record again: another writer's commit is overwritten.
+    BlindCancelWrite,
+    /// The fencing token is read from the ledger at each write instead of kept from the start:
+    /// a rolled-back executor's writes (receipts included) pass the fence.
+    ForgedFencingToken,
 }
 
 impl Mutation {
-    pub const ALL: [Mutation; 14] = [
+    pub const ALL: [Mutation; 16] = [
         Mutation::FreshKeyOnSubmitTimeout,
         Mutation::ResubmitWithoutLookup,
         Mutation::FailOnCancelClick,
@@ -53,6 +59,8 @@ impl Mutation {
         Mutation::NoQpsLimiter,
         Mutation::IgnoreRetryAfter,
         Mutation::LateAnswerOverwrites,
+        Mutation::BlindCancelWrite,
+        Mutation::ForgedFencingToken,
     ];
 
     pub fn name(self) -> String {
