@@ -16,8 +16,12 @@ pub mod at_most_one_receipt;
 pub mod cancel_only_when_asked;
 /// 2. Completed never advances downstream without a fetched, verified result.
 pub mod completed_needs_verified_result;
+/// Once a result digest is in the ledger, no later write accepts another one.
+pub mod digest_kept_across_restart;
 /// An input round is answered with the answer given for it (never a replayed older one).
 pub mod input_answer_matches_round;
+/// The shared ledger's write history as the world recorded it.
+pub mod ledger_writes;
 /// After a newer epoch took a call node over, no older executor acts on it.
 pub mod no_action_from_old_epoch;
 /// 3. After a successful cancel, a late completion never advances.
@@ -26,10 +30,14 @@ pub mod no_advance_after_cancel;
 pub mod no_blind_resubmit;
 /// 5. The accepted terminal state equals the server's ground truth.
 pub mod no_divergence;
+/// A write lands only on the version its writer last saw (compare-and-swap, no lost update).
+pub mod no_lost_update;
 /// 6. No second operation from a duplicate submission.
 pub mod no_second_operation;
 /// An answer to an older request never overwrites what a newer one established.
 pub mod no_stale_overwrite;
+/// Nothing a process of a fenced epoch writes lands in the ledger.
+pub mod no_write_from_fenced_epoch;
 /// 8. Every outbox entry traces back to a terminal receipt.
 pub mod outbox_traceable;
 /// 7. Sends never exceed the max QPS in any one-second window.
@@ -64,7 +72,7 @@ pub struct Violation {
 type Checker = fn(&view::View) -> Vec<Violation>;
 
 /// Every checker, in report order: (name, check).
-pub const CHECKERS: [(&str, Checker); 17] = [
+pub const CHECKERS: [(&str, Checker); 20] = [
     (at_most_one_receipt::NAME, at_most_one_receipt::violations),
     (
         completed_needs_verified_result::NAME,
@@ -105,6 +113,15 @@ pub const CHECKERS: [(&str, Checker); 17] = [
     (
         shadow_never_reaches_outbox::NAME,
         shadow_never_reaches_outbox::violations,
+    ),
+    (no_lost_update::NAME, no_lost_update::violations),
+    (
+        no_write_from_fenced_epoch::NAME,
+        no_write_from_fenced_epoch::violations,
+    ),
+    (
+        digest_kept_across_restart::NAME,
+        digest_kept_across_restart::violations,
     ),
 ];
 
@@ -199,7 +216,10 @@ mod tests {
                 "no_stale_overwrite",
                 "no_blind_resubmit",
                 "retired_adapter_drains",
-                "shadow_never_reaches_outbox"
+                "shadow_never_reaches_outbox",
+                "no_lost_update",
+                "no_write_from_fenced_epoch",
+                "digest_kept_across_restart"
             ]
         );
     }
