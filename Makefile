@@ -2,7 +2,7 @@
 # production build (real tokio) and the simulated build never share artefacts.
 SIM_ENV := RUSTFLAGS="--cfg madsim" CARGO_TARGET_DIR=target/sim
 SIM := $(SIM_ENV) cargo run --release -q -p toolop-sim --
-DEFAULT_SET := scenarios/smoke.toml scenarios/mcp_faults.toml scenarios/mcp_load.toml scenarios/aip151_faults.toml scenarios/mcp_ext_faults.toml scenarios/mcp_retire.toml
+DEFAULT_SET := scenarios/smoke.toml scenarios/mcp_faults.toml scenarios/mcp_load.toml scenarios/aip151_faults.toml scenarios/mcp_ext_faults.toml scenarios/mcp_retire.toml scenarios/mcp_sqlite.toml
 SCENARIO ?= scenarios/smoke.toml
 SEED ?= 42
 SERIES ?= 10000

@@ -45,10 +45,16 @@ pub enum Mutation {
     CancelDroppedBeforeOperationId,
     /// Read "the tool may have run" (a submission outcome left open) as a refusal.
     UnknownOutcomeAsRefusal,
+    /// A cancel write that lost a compare-and-swap is retried at the version the ledger
+    /// reported, without reading the record again: another writer's commit is overwritten.
+    BlindCancelWrite,
+    /// The fencing token is read from the ledger at each write instead of kept from the start:
+    /// a rolled-back executor's writes (receipts included) pass the fence.
+    ForgedFencingToken,
 }
 
 impl Mutation {
-    pub const ALL: [Mutation; 19] = [
+    pub const ALL: [Mutation; 21] = [
         Mutation::FreshKeyOnSubmitTimeout,
         Mutation::ResubmitWithoutLookup,
         Mutation::FailOnCancelClick,
@@ -68,6 +74,8 @@ impl Mutation {
         Mutation::NotFoundStreakNeverReset,
         Mutation::CancelDroppedBeforeOperationId,
         Mutation::UnknownOutcomeAsRefusal,
+        Mutation::BlindCancelWrite,
+        Mutation::ForgedFencingToken,
     ];
 
     pub fn name(self) -> String {

@@ -56,6 +56,10 @@ impl Runner {
             .cfg
             .core
             .mutated(crate::core::mutation::Mutation::IgnoreEpoch)
+            || self
+                .cfg
+                .core
+                .mutated(crate::core::mutation::Mutation::ForgedFencingToken)
         {
             return self
                 .ledger
@@ -79,7 +83,7 @@ impl Runner {
 
     /// A fenced writer: the ledger moved to a newer epoch. Nothing more is done for this record:
     /// no write, no send, no timer.
-    fn fence(&mut self, node: &str, e: LedgerError) {
+    pub(super) fn fence(&mut self, node: &str, e: LedgerError) {
         self.observe(Observation::Fenced {
             node: node.to_string(),
             error: e.to_string(),
@@ -176,7 +180,24 @@ impl Runner {
                 if let Some(delay) = self.commit_delay.before_commit(node, &name) {
                     delay.await;
                 }
+                // Planted: a cancel write that lost its compare-and-swap is written again at the
+                // version the ledger reported, on the record it read before (a lost update).
+                #[cfg(feature = "mutations")]
+                let blind = (name == "cancel_clicked"
+                    && self
+                        .cfg
+                        .core
+                        .mutated(crate::core::mutation::Mutation::BlindCancelWrite))
+                .then(|| write.clone());
                 let committed = self.ledger.lock().expect("ledger lock").commit(write);
+                #[cfg(feature = "mutations")]
+                let committed = match (committed, blind) {
+                    (Err(LedgerError::VersionConflict { found, .. }), Some(mut again)) => {
+                        again.expected_version = found;
+                        self.ledger.lock().expect("ledger lock").commit(again)
+                    }
+                    (committed, _) => committed,
+                };
                 match committed {
                     Ok(stored) => stored.version,
                     Err(LedgerError::VersionConflict {

@@ -444,6 +444,9 @@ impl Runner {
                 return Err(Exit::Disconnected);
             }
         }
+        if !self.queue.is_empty() {
+            self.drop_fenced_sends();
+        }
         #[cfg(feature = "mutations")]
         let unlimited = self.cfg.core.mutated(crate::core::mutation::Mutation::NoQpsLimiter);
         #[cfg(not(feature = "mutations"))]
@@ -473,6 +476,30 @@ impl Runner {
             }
         }
         Ok(())
+    }
+
+    /// A process the ledger has fenced (a newer epoch took over) sends nothing more. What it
+    /// queued was committed before the fence, but the new epoch owns those records now and may
+    /// have proved a submission unnecessary or made it itself: a process that stalled (a slow
+    /// commit, a long pause) and then sent its queue would submit again blindly. One epoch read
+    /// per flush with something queued.
+    fn drop_fenced_sends(&mut self) {
+        let current = self.ledger.lock().expect("ledger lock").current_epoch();
+        let current = match current {
+            Ok(c) => c,
+            Err(e) => {
+                self.queue.clear();
+                return self.ledger_failed(e);
+            }
+        };
+        if current <= self.epoch {
+            return;
+        }
+        let nodes: BTreeSet<String> = self.queue.drain(..).map(|q| q.node).collect();
+        for node in nodes {
+            let e = crate::ledger::LedgerError::StaleEpoch { call_node_id: node.clone(), writer: self.epoch, current };
+            self.fence(&node, e);
+        }
     }
 
     fn timeout_for(&self, q: &Queued) -> u64 {

@@ -2,9 +2,7 @@
 //! connection, restart from the ledger alone, and roll back to a new epoch while the old
 //! incarnation lingers (its late replies must be rejected).
 
-use std::sync::Arc;
-
-use toolop::ledger::Ledger;
+use std::sync::{Arc, Mutex};
 
 use tokio::sync::mpsc;
 use tokio::time::Duration;
@@ -13,13 +11,14 @@ use toolop::runner::{
     SharedLedger,
 };
 
+use super::ledger::{ProcessLedger, SimCommitDelay};
 use super::{caller, World};
 use crate::series::faults::FaultKind;
 use crate::series::net::Net;
 use crate::trace::{FaultDetail, What, WorldAction};
 
 /// Lanes a connection id can name: connection ids are `incarnation * LANES_MAX + lane`.
-const LANES_MAX: u32 = 10;
+pub(super) const LANES_MAX: u32 = 10;
 
 /// Restarts a series may see before the world gives up on the executor (a bound on the loop).
 const INCARNATIONS_MAX: u32 = 500;
@@ -67,7 +66,9 @@ impl CrashPoints for SimCrash {
     }
 }
 
-fn start(
+/// Start one executor process of `epoch` on the world's shared ledger (through its own
+/// recording front) and its own connections.
+pub(super) fn start(
     world: &Arc<World>,
     epoch: u64,
     incarnation: u32,
@@ -87,7 +88,11 @@ fn start(
             )
         })
         .collect();
-    let ledger: SharedLedger = world.ledger.clone();
+    let ledger: SharedLedger = Arc::new(Mutex::new(ProcessLedger::new(
+        world.clone(),
+        epoch,
+        incarnation,
+    )));
     let observer = SimObserver {
         world: world.clone(),
         epoch,
@@ -105,6 +110,9 @@ fn start(
         u64::from(incarnation) * 1_000_000_000,
     )
     .with_crash_points(Box::new(SimCrash {
+        world: world.clone(),
+    }))
+    .with_commit_delay(Box::new(SimCommitDelay {
         world: world.clone(),
     }));
     let runner = protocols[1..].iter().fold(runner, |r, p| {
@@ -202,7 +210,7 @@ pub(super) async fn supervise(
 }
 
 /// How an executor process ended, in words.
-fn exit_name(exit: &Exit) -> String {
+pub(super) fn exit_name(exit: &Exit) -> String {
     match exit {
         Exit::Crashed(CrashPoint::AfterCommitBeforeSend) => {
             "crashed after a commit, before its sends".into()

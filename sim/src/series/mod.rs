@@ -15,7 +15,6 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use tokio::sync::mpsc;
 use tokio::time::{Duration, Instant};
-use toolop::ledger::{Ledger, MemoryLedger};
 use toolop::record::LocalState;
 use toolop::runner::{CallNode, Input};
 
@@ -25,9 +24,12 @@ mod executor;
 /// The fault catalogue, swarm-drawn profiles, the plan of decisions, schedules.
 pub mod faults;
 mod lanes;
+/// The world's shared ledger, the per-process front that records every write, commit delays.
+pub mod ledger;
 /// The simulated network, where every exchange gets a verdict from the fault rules.
 pub mod net;
 mod params;
+mod replica;
 mod server;
 
 pub use params::{draw_params, params_with, schedule_of, NodeParams, Params};
@@ -117,9 +119,10 @@ pub(crate) struct World {
     pub params: Params,
     pub origin: Instant,
     pub trace: SharedTrace,
-    /// The executors' shared ledger. Only executor processes and the caller's restart logic
-    /// read it; the network and the fault rules never do.
-    pub ledger: Arc<Mutex<MemoryLedger>>,
+    /// The executors' shared ledger (`scenario.ledger`). Only executor processes (through
+    /// their `ProcessLedger`) and the caller's restart logic read it; the network and the fault
+    /// rules never do.
+    pub ledger: ledger::WorldLedger,
     pub net: SharedNet,
     /// The fake server of each lane (one per protocol the executor speaks).
     pub servers: Vec<SharedServer>,
@@ -144,7 +147,7 @@ impl World {
     /// emptying the world keeps that from leaking a series' worth of memory each time.
     fn defuse(&self) {
         self.net.lock().expect("net lock").shutdown();
-        *self.ledger.lock().expect("ledger lock") = MemoryLedger::new();
+        *self.ledger.lock().expect("ledger lock") = ledger::LedgerKind::Memory.open();
         for (lane, s) in self.servers.iter().enumerate() {
             let protocol = self.sc.lanes()[lane];
             *s.lock().expect("server lock") = lanes::server(&self.sc, &self.params, protocol, lane);
@@ -215,7 +218,7 @@ impl World {
             .lock()
             .expect("ledger lock")
             .settled_count()
-            .expect("in-memory ledger reads cannot fail");
+            .expect("the world's ledger is in memory: reads cannot fail");
         records == self.params.nodes.len() && done == records
     }
 
@@ -318,7 +321,7 @@ pub async fn world_main_with(sc: Scenario, params: Params, mode: PlanMode) -> Se
         .enumerate()
         .map(|(lane, &p)| Arc::new(Mutex::new(lanes::server(&sc, &params, p, lane))))
         .collect();
-    let ledger = Arc::new(Mutex::new(MemoryLedger::new()));
+    let ledger: ledger::WorldLedger = Arc::new(Mutex::new(sc.ledger.open()));
     let directory: SharedDirectory = Arc::new(Mutex::new(BTreeMap::new()));
     let (srv_txs, srv_rxs): (Vec<_>, Vec<_>) =
         protocols.iter().map(|_| mpsc::unbounded_channel()).unzip();
@@ -355,6 +358,7 @@ pub async fn world_main_with(sc: Scenario, params: Params, mode: PlanMode) -> Se
     }
     let (approvals_tx, approvals_rx) = mpsc::unbounded_channel();
     tokio::spawn(approval::agent(world.clone(), approvals_rx));
+    tokio::spawn(replica::run(world.clone(), approvals_tx.clone()));
     let supervisor = tokio::spawn(executor::supervise(world.clone(), inputs_rx, approvals_tx));
     let end_reason = caller::drive(&world).await;
     world.send_input(Input::Shutdown);
@@ -369,7 +373,7 @@ pub async fn world_main_with(sc: Scenario, params: Params, mode: PlanMode) -> Se
         .lock()
         .expect("ledger lock")
         .snapshot()
-        .expect("in-memory ledger reads cannot fail");
+        .expect("the world's ledger is in memory: reads cannot fail");
     let truth = GroundTruth::merge(
         world
             .servers

@@ -1,6 +1,7 @@
 //! Always: every downstream advance (outbox entry) traces back to a terminal receipt: a receipt
 //! with the entry's receipt id, call node and terminal state, whose acceptance an executor
-//! reported in the trace. A receipt licenses one entry, so a second entry for the same receipt
+//! reported in the trace (or whose acceptance the world saw land in the ledger, when the
+//! commit's reply was lost). A receipt licenses one entry, so a second entry for the same receipt
 //! or node has no receipt of its own. One violation per untraceable entry
 //! (`SeriesMetrics::untraceable_outbox` is their count).
 
@@ -21,12 +22,18 @@ pub fn check(trace: &Trace) -> Vec<Violation> {
 }
 
 pub fn violations(v: &View) -> Vec<Violation> {
-    let accepted: BTreeSet<(&str, TerminalState)> = observations(v.trace)
+    let mut accepted: BTreeSet<(&str, TerminalState)> = observations(v.trace)
         .filter_map(|(_, _, obs)| match obs {
             Observation::Accepted { node, terminal, .. } => Some((node.as_str(), *terminal)),
             _ => None,
         })
         .collect();
+    // An acceptance whose commit reply was lost landed without its executor knowing: the
+    // world's record of the ledger shows it.
+    accepted.extend(
+        super::ledger_writes::landed(v.trace)
+            .filter_map(|(_, w)| w.receipt.map(|terminal| (w.node.as_str(), terminal))),
+    );
     let (mut seen_receipts, mut seen_nodes): (BTreeSet<&str>, BTreeSet<&str>) = Default::default();
     let mut out = vec![];
     for e in &v.ledger.outbox {
