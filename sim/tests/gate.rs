@@ -178,3 +178,26 @@ fn bad_scenarios_unknown_faults_and_rates_out_of_range_exit_2() {
         .to_str()
         .is_some_and(|f| String::from_utf8_lossy(&out.stderr).contains(f)));
 }
+
+/// Canary seed 481 (issue 11): the canary is wrong about pacing, not approvals. The series once
+/// failed `input_answer_matches_round` because the checker paired a server-side answer with the
+/// executor's latest question by time; it now pairs it with the frame that carried it.
+#[test]
+fn canary_seed_481_fails_on_pacing_not_on_approvals() {
+    let file = root().join("scenarios/canary_must_fail.toml");
+    let sc = Scenario::load(&file).expect("canary scenario");
+    let replay = "toolop-sim replay --scenario scenarios/canary_must_fail.toml --seed 481";
+    let r = run_series(&sc, 481).unwrap_or_else(|e| panic!("{e}; replay: {replay}"));
+    let fired: Vec<&str> = toolop_sim::judge::checkers::check_all(&r.trace)
+        .iter()
+        .map(|v| v.checker)
+        .collect();
+    assert!(
+        !fired.contains(&"input_answer_matches_round"),
+        "replay: {replay}"
+    );
+    assert!(
+        fired.contains(&"poll_rate_within_bound") || fired.contains(&"poll_interval_honoured"),
+        "{fired:?}; replay: {replay}"
+    );
+}

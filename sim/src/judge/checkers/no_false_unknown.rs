@@ -113,9 +113,9 @@ fn judged(v: &View) -> (Vec<Violation>, u32) {
             let shows_it = |a: &Frame| alive(a, task);
             let Some(last) = arrived
                 .iter()
+                .rev()
                 .filter(about)
-                .filter(|a| shows_it(a) && survived(a))
-                .last()
+                .find(|a| shows_it(a) && survived(a))
             else {
                 continue;
             };
@@ -164,19 +164,18 @@ fn lost_with_their_reader(trace: &Trace) -> BTreeSet<u64> {
             _ => {}
         }
     }
-    let arrived = arrivals(trace);
     let mut out = BTreeSet::new();
+    if crashes.is_empty() {
+        return out;
+    }
+    let arrived = arrivals(trace);
     for (t, node) in crashes {
         let Some(&(_, incarnation)) = downs.iter().find(|(d, _)| *d >= t) else {
             continue;
         };
-        if let Some(a) = arrived
-            .iter()
-            .filter(|a| {
-                a.is(node) && a.exec.1 == incarnation && a.arrives_at_ms.is_some_and(|x| x <= t)
-            })
-            .last()
-        {
+        if let Some(a) = arrived.iter().rev().find(|a| {
+            a.is(node) && a.exec.1 == incarnation && a.arrives_at_ms.is_some_and(|x| x <= t)
+        }) {
             out.insert(a.frame);
         }
     }
@@ -232,16 +231,13 @@ fn excusable(v: &View, arrived: &[Frame], node: &str, task: &str, exec: ExecId, 
             _ => None,
         });
     let first_seen = first_sight.zip(ttl).map(|(at, ttl)| at.saturating_add(ttl));
-    let latest = arrived
-        .iter()
-        .filter(|a| {
-            a.is(node)
-                && a.exec == exec
-                && a.intact()
-                && a.arrives_at_ms.is_some_and(|arr| arr <= at)
-                && (alive(a, task) || matches!(a.shows, Some(Shows::NotFound { .. })))
-        })
-        .last();
+    let latest = arrived.iter().rev().find(|a| {
+        a.is(node)
+            && a.exec == exec
+            && a.intact()
+            && a.arrives_at_ms.is_some_and(|arr| arr <= at)
+            && (alive(a, task) || matches!(a.shows, Some(Shows::NotFound { .. })))
+    });
     let expired = first_seen.is_some_and(|expiry| at >= expiry)
         && latest.is_some_and(|a| matches!(a.shows, Some(Shows::NotFound { .. })));
     expired || nothing_alive_lately(v, arrived, node, task, at)
@@ -311,26 +307,13 @@ mod tests {
     #[test]
     fn what_the_executor_could_not_tell_from_gone_is_excused() {
         let not_found = Shows::NotFound { expired: false };
-        let replica = NetVerdict::Replica {
-            status: 404,
-            retry_after_ms: None,
-        };
         // Three polls in a row answered by a lagging replica (the configured two retries, and
         // one more) before expiry.
         let mut b = Tb::new();
         b.unknown_path("n1", 0);
         b.at(10).net_in("n1", ExchangeKind::Poll, working());
         for t in [5_010, 5_015, 5_020] {
-            b.at(t)
-                .net(
-                    Dir::ToServer,
-                    "n1",
-                    ExchangeKind::Poll,
-                    replica.clone(),
-                    None,
-                    None,
-                )
-                .net_in("n1", ExchangeKind::Poll, not_found.clone());
+            lagging_404(&mut b, t);
         }
         let trace = b.build(SETTLED);
         assert_eq!(check(&trace), vec![]);
@@ -341,16 +324,7 @@ mod tests {
         b.at(5_000).net_out("n1", ExchangeKind::Poll);
         b.net_in("n1", ExchangeKind::Poll, working());
         for t in [5_010, 5_020] {
-            b.at(t)
-                .net(
-                    Dir::ToServer,
-                    "n1",
-                    ExchangeKind::Poll,
-                    replica.clone(),
-                    None,
-                    None,
-                )
-                .net_in("n1", ExchangeKind::Poll, not_found.clone());
+            lagging_404(&mut b, t);
         }
         assert_eq!(check(&b.build(SETTLED)).len(), 1);
         // One not-found after the advertised retention ran out.
@@ -378,27 +352,13 @@ mod tests {
     fn a_good_read_that_died_with_its_reader_leaves_the_not_founds_in_a_row() {
         // aip151_faults seed 9177: 404, a good read whose reader crashed before its commit,
         // 404, 404: the resumed executor had seen three not-founds in a row.
-        let not_found = Shows::NotFound { expired: false };
-        let replica = NetVerdict::Replica {
-            status: 404,
-            retry_after_ms: None,
-        };
         let build = |crash: bool| {
             let mut b = Tb::new();
             b.unknown_path("n1", 0);
             b.at(10)
                 .net_out("n1", ExchangeKind::Poll)
                 .net_in("n1", ExchangeKind::Poll, working());
-            b.at(5_001)
-                .net(
-                    Dir::ToServer,
-                    "n1",
-                    ExchangeKind::Poll,
-                    replica.clone(),
-                    None,
-                    None,
-                )
-                .net_in("n1", ExchangeKind::Poll, not_found.clone());
+            lagging_404(&mut b, 5_001);
             b.at(5_005).net_out("n1", ExchangeKind::Poll).net_in(
                 "n1",
                 ExchangeKind::Poll,
@@ -423,16 +383,7 @@ mod tests {
                 b.exec(1, 2);
             }
             for t in [5_010, 5_020] {
-                b.at(t)
-                    .net(
-                        Dir::ToServer,
-                        "n1",
-                        ExchangeKind::Poll,
-                        replica.clone(),
-                        None,
-                        None,
-                    )
-                    .net_in("n1", ExchangeKind::Poll, not_found.clone());
+                lagging_404(&mut b, t);
             }
             b.build(SETTLED)
         };
@@ -470,6 +421,17 @@ mod tests {
         let trace = b.build(SETTLED);
         assert_eq!(check(&trace), vec![]);
         assert_eq!(judge_undecidable(&trace), 1);
+    }
+
+    /// A poll answered 404 by a lagging replica in front of the server, at `t`.
+    fn lagging_404(b: &mut Tb, t: u64) {
+        let replica = NetVerdict::Replica {
+            status: 404,
+            retry_after_ms: None,
+        };
+        b.at(t)
+            .net(Dir::ToServer, "n1", ExchangeKind::Poll, replica, None, None)
+            .net_in("n1", ExchangeKind::Poll, Shows::NotFound { expired: false });
     }
 
     fn judge_undecidable(trace: &Trace) -> u32 {

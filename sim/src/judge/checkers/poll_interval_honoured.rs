@@ -24,6 +24,9 @@ use crate::trace::{Shows, Trace};
 
 pub const NAME: &str = "poll_interval_honoured";
 
+/// A task reply as it reached an executor: (arrival, suggested interval, showed it ended).
+type Shown = (u64, Option<u64>, bool);
+
 pub fn check(trace: &Trace) -> Vec<Violation> {
     judge(trace, violations)
 }
@@ -42,7 +45,7 @@ pub fn violations(v: &View) -> Vec<Violation> {
     }
     // Task replies that reached each executor about each node, in arrival order: when, the
     // interval suggested on it, and whether it showed the operation ended.
-    let mut shown: BTreeMap<(ExecId, &str), Vec<(u64, Option<u64>, bool)>> = BTreeMap::new();
+    let mut shown: BTreeMap<(ExecId, &str), Vec<Shown>> = BTreeMap::new();
     for a in arrivals(v.trace) {
         if let (
             Some(node),
@@ -74,7 +77,7 @@ pub fn violations(v: &View) -> Vec<Violation> {
         else {
             continue;
         };
-        let before: Vec<&(u64, Option<u64>, bool)> = shown
+        let before: Vec<&Shown> = shown
             .get(&key)
             .map(|l| l.iter().filter(|(at, _, _)| *at <= s.t_ms).collect())
             .unwrap_or_default();

@@ -18,9 +18,10 @@ pub fn violations(v: &View) -> Vec<Violation> {
         .outbox
         .iter()
         .filter(|e| {
-            v.config.nodes.iter().any(|n| {
-                n.id == e.call_node_id && v.config.shadow_tools.iter().any(|t| *t == n.tool)
-            })
+            v.config
+                .nodes
+                .iter()
+                .any(|n| n.id == e.call_node_id && v.config.shadow_tools.contains(&n.tool))
         })
         .map(|e| Violation {
             checker: NAME,

@@ -363,6 +363,15 @@ mod plan_tests {
         )
         .is_err());
         assert!(Schedule::from_toml("scenario = \"a\"\nseed = 1\nsurprise = 2\n").is_err());
+        // The same ask of one fault for two nodes is two firings; for one node, one listed twice.
+        let firing = |node: &str| {
+            format!("[[firing]]\nfault = \"lost_request\"\nnode = \"{node}\"\nask = 1\n")
+        };
+        let head = "scenario = \"a\"\nseed = 1\n";
+        let two = Schedule::from_toml(&format!("{head}{}{}", firing("n0"), firing("n1")));
+        assert_eq!(two.map(|s| s.firings.len()), Ok(2));
+        let twice = Schedule::from_toml(&format!("{head}{}{}", firing("n0"), firing("n0")));
+        assert!(twice.is_err_and(|e| e.contains("listed twice")));
     }
 }
 

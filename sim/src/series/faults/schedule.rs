@@ -124,9 +124,9 @@ impl Schedule {
             toml::to_string(self).map_err(|e| format!("cannot serialise the schedule: {e}"))?;
         Ok(format!(
             "# toolop-sim fault schedule. Replay: toolop-sim replay --schedule <this file>\n\
-             # A fault fires iff its (fault, ask) is listed: ask = the n-th time (from 1) the series\n\
-             # asked whether that fault fires. `decision` and `t_ms` only help find a firing in the\n\
-             # timeline; replay ignores them.\n{body}"
+             # A fault fires iff its (fault, node, ask) is listed: ask = the n-th time (from 1) the\n\
+             # series asked whether that fault fires for that call node (no node: a series-wide ask).\n\
+             # `decision` and `t_ms` only help find a firing in the timeline; replay ignores them.\n{body}"
         ))
     }
 
@@ -137,10 +137,11 @@ impl Schedule {
             if f.ask == 0 {
                 return Err(format!("firing {}: ask counts from 1", f.fault.name()));
             }
-            if !seen.insert((f.fault, f.ask)) {
+            if !seen.insert((f.fault, f.node.as_deref(), f.ask)) {
                 return Err(format!(
-                    "firing {} ask {} is listed twice",
+                    "firing {} node {} ask {} is listed twice",
                     f.fault.name(),
+                    f.node.as_deref().unwrap_or("(none)"),
                     f.ask
                 ));
             }

@@ -437,9 +437,7 @@ impl Net {
             arrives_after_ms: arrival,
             shows: Some(shown.clone()),
         });
-        let Some(arrival) = arrival else {
-            return None;
-        };
+        let arrival = arrival?;
         let intact = matches!(
             v.verdict,
             NetVerdict::Deliver | NetVerdict::Held { .. } | NetVerdict::Duplicated { .. }
