@@ -11,7 +11,7 @@ use toolop::runner::{
     SharedLedger,
 };
 
-use super::ledger::{ProcessLedger, SimCommitDelay};
+use super::ledger::{CommitDelayCell, ProcessLedger, SimCommitDelay};
 use super::{caller, World};
 use crate::series::faults::FaultKind;
 use crate::series::net::Net;
@@ -88,10 +88,12 @@ pub(super) fn start(
             )
         })
         .collect();
+    let delay_ms = CommitDelayCell::default();
     let ledger: SharedLedger = Arc::new(Mutex::new(ProcessLedger::new(
         world.clone(),
         epoch,
         incarnation,
+        delay_ms.clone(),
     )));
     let observer = SimObserver {
         world: world.clone(),
@@ -114,6 +116,7 @@ pub(super) fn start(
     }))
     .with_commit_delay(Box::new(SimCommitDelay {
         world: world.clone(),
+        delay_ms,
     }));
     let runner = protocols[1..].iter().fold(runner, |r, p| {
         r.with_lane(super::lanes::adapter(&world.sc, *p))
@@ -162,12 +165,14 @@ pub(super) async fn supervise(
                     world.net.lock().expect("net lock").disconnect(incarnation * LANES_MAX + lane);
                 }
                 let (_old, rx) = new_channel(&world);
+                *world.primary_down.lock().expect("inputs lock") = true;
                 let [lo, hi] = world.sc.faults.restart_delay_ms;
                 let delay = world.plan.lock().expect("plan lock").draw(lo, hi);
                 tokio::time::sleep(Duration::from_millis(delay)).await;
                 incarnation += 1;
                 world.push(What::World { action: WorldAction::ExecutorRestart { incarnation, epoch } });
                 current = start(&world, epoch, incarnation, rx, approvals.clone());
+                *world.primary_down.lock().expect("inputs lock") = false;
                 caller::retry_after_restart(&world);
             }
             _ = rollback, if rollback_at.is_some() => {

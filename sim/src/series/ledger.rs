@@ -117,6 +117,10 @@ pub struct LedgerWrite {
     pub result_digest: Option<String>,
     /// The receipt an acceptance asked for.
     pub receipt: Option<TerminalState>,
+    /// Simulated time the world held this commit between the process's read and the write
+    /// (`faults.ledger_commit_ms`, or a slow commit): what the process decided, it decided this
+    /// long before the write's time.
+    pub delay_ms: u64,
     #[serde(flatten)]
     pub outcome: WriteOutcome,
 }
@@ -128,15 +132,23 @@ pub(crate) struct ProcessLedger {
     incarnation: u32,
     /// Node -> the version this process last saw for it. Reads take `&self`, so a cell.
     seen: RefCell<BTreeMap<String, u64>>,
+    /// The delay the world drew for this process's next commit ([`SimCommitDelay`]).
+    delay_ms: CommitDelayCell,
 }
 
 impl ProcessLedger {
-    pub fn new(world: Arc<World>, epoch: u64, incarnation: u32) -> ProcessLedger {
+    pub fn new(
+        world: Arc<World>,
+        epoch: u64,
+        incarnation: u32,
+        delay_ms: CommitDelayCell,
+    ) -> ProcessLedger {
         ProcessLedger {
             world,
             epoch,
             incarnation,
             seen: RefCell::new(BTreeMap::new()),
+            delay_ms,
         }
     }
 
@@ -186,6 +198,7 @@ impl Ledger for ProcessLedger {
             state: write.record.local_state,
             result_digest: write.record.result_digest.clone(),
             receipt: write.accept.as_ref().map(|a| a.terminal),
+            delay_ms: std::mem::take(&mut *self.delay_ms.lock().expect("delay lock")),
             outcome: WriteOutcome::Refused {
                 error: String::new(),
             },
@@ -319,7 +332,12 @@ impl Ledger for ProcessLedger {
 /// `faults.slow_commit_ms` instead. Awaited between the runner's read and its commit.
 pub(crate) struct SimCommitDelay {
     pub world: Arc<World>,
+    /// Shared with the process's [`ProcessLedger`], which records the delay with the write.
+    pub delay_ms: CommitDelayCell,
 }
+
+/// The delay drawn for a process's next commit, from [`SimCommitDelay`] to [`ProcessLedger`].
+pub(crate) type CommitDelayCell = Arc<Mutex<u64>>;
 
 impl CommitDelay for SimCommitDelay {
     fn before_commit(
@@ -345,6 +363,7 @@ impl CommitDelay for SimCommitDelay {
                 [lo, hi] => self.world.plan.lock().expect("plan lock").draw(lo, hi),
             },
         };
+        *self.delay_ms.lock().expect("delay lock") = delay_ms;
         (delay_ms > 0).then(|| {
             Box::pin(tokio::time::sleep(Duration::from_millis(delay_ms)))
                 as Pin<Box<dyn Future<Output = ()> + Send>>

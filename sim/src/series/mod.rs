@@ -132,6 +132,10 @@ pub(crate) struct World {
     pub directory: SharedDirectory,
     /// The current executor's input channel: callers and the approval agent send here.
     pub inputs: Mutex<mpsc::UnboundedSender<Input>>,
+    /// The primary executor is down (between a crash and its restart).
+    pub primary_down: Mutex<bool>,
+    /// The running replica's input channel (the `second_executor` fault), if one runs.
+    pub replica_inputs: Mutex<Option<mpsc::UnboundedSender<Input>>>,
     /// What the caller has done so far, so it can retry after an executor restart.
     pub submitted: Mutex<Vec<CallNode>>,
     pub cancelled: Mutex<Vec<String>>,
@@ -153,6 +157,7 @@ impl World {
             *s.lock().expect("server lock") = lanes::server(&self.sc, &self.params, protocol, lane);
         }
         *self.inputs.lock().expect("inputs lock") = mpsc::unbounded_channel().0;
+        *self.replica_inputs.lock().expect("inputs lock") = None;
         self.submitted.lock().expect("caller lock").clear();
         self.directory.lock().expect("directory lock").clear();
     }
@@ -167,6 +172,24 @@ impl World {
     }
 
     pub fn send_input(&self, input: Input) {
+        // A load balancer sends a click to a live executor: while the primary is down and a
+        // replica runs, the caller's cancel and the person's answer reach the replica. A cancel
+        // goes there only (the caller retries it after the restart if the ledger does not show
+        // it); an answer is also kept for the primary, which refuses it once its round is over.
+        if *self.primary_down.lock().expect("inputs lock") {
+            if let Some(replica) = self.replica_inputs.lock().expect("inputs lock").as_ref() {
+                match &input {
+                    Input::Cancel { .. } => {
+                        let _ = replica.send(input);
+                        return;
+                    }
+                    Input::Approval { .. } => {
+                        let _ = replica.send(input.clone());
+                    }
+                    _ => {}
+                }
+            }
+        }
         // An executor between incarnations buffers in the new channel; none is ever closed early.
         let _ = self.inputs.lock().expect("inputs lock").send(input);
     }
@@ -348,6 +371,8 @@ pub async fn world_main_with(sc: Scenario, params: Params, mode: PlanMode) -> Se
         plan,
         directory,
         inputs: Mutex::new(inputs_tx),
+        primary_down: Mutex::new(false),
+        replica_inputs: Mutex::new(None),
         submitted: Mutex::new(vec![]),
         cancelled: Mutex::new(vec![]),
         retired: Mutex::new(None),

@@ -82,6 +82,7 @@ async fn run_one(
         let _ = tx.send(Input::RetireAdapter(id));
     }
     let mut process = start(world, epoch, incarnation, rx, approvals);
+    *world.replica_inputs.lock().expect("inputs lock") = Some(tx.clone());
     // The caller's retries, routed to the replica: every submission (a node the ledger holds
     // already is the ledger's; the replica must not make a second operation of it) and every
     // cancel.
@@ -134,6 +135,7 @@ async fn run_one(
             }
         }
     };
+    *world.replica_inputs.lock().expect("inputs lock") = None;
     let exit = match exit {
         Ok(e) => exit_name(&e),
         Err(e) => format!("task failed: {e}"),

@@ -44,6 +44,7 @@ pub(crate) mod build {
             state: LocalState::Working,
             result_digest: None,
             receipt: None,
+            delay_ms: 0,
             outcome: WriteOutcome::Committed {
                 version: expected + 1,
             },
