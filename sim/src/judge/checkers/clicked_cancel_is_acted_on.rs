@@ -6,7 +6,9 @@
 //! operation ended asks for nothing, and neither does a stale reply showing it running when the
 //! ground truth says it had ended by then. Replies that reach an executor of an older epoch, or
 //! one that goes down within the bound, ask nothing of it (the next process is judged on its own
-//! replies), and nothing is asked once the store shows the node settled.
+//! replies), and nothing is asked once the store shows the node settled. A commit the world
+//! holds (`ledger_commit_ms`, a slow commit) while the bound runs extends it to the bound after
+//! that commit lands: the process acts one event at a time.
 //!
 //! This catches a click that is dropped on the way (for instance remembered while the operation
 //! id is unknown and then forgotten when it becomes known), which otherwise only shows
@@ -57,6 +59,18 @@ pub fn violations(v: &View) -> Vec<Violation> {
             down.entry(*incarnation).or_insert(e.t_ms);
         }
     }
+    // Per process (epoch, incarnation), its ledger writes: (time, how long the world held the
+    // commit). A process steps one event at a time, so a commit the world holds delays every
+    // send after it, the cancel included.
+    let mut writes: BTreeMap<(u64, u32), Vec<(u64, u64)>> = BTreeMap::new();
+    for e in &v.trace.events {
+        if let What::Ledger { write } = &e.what {
+            writes
+                .entry((write.epoch, write.incarnation))
+                .or_default()
+                .push((e.t_ms, write.delay_ms));
+        }
+    }
     let epochs = newest_epochs(v.trace);
     let settled = store_facts(v.trace);
     let mut out = vec![];
@@ -84,10 +98,17 @@ pub fn violations(v: &View) -> Vec<Violation> {
         if !relevant {
             continue;
         }
+        // The bound, extended past every commit the world held while it ran.
+        let mut until = at + bound;
+        for &(w, d) in writes.get(&a.exec).into_iter().flatten() {
+            if w > at && w.saturating_sub(d) < until {
+                until = until.max(w + bound);
+            }
+        }
         let acted = cancels
             .get(node)
-            .is_some_and(|c| c.iter().any(|&c| c >= clicked && c <= at + bound));
-        let settled_in_time = settled.get(node).is_some_and(|(s, _)| *s <= at + bound);
+            .is_some_and(|c| c.iter().any(|&c| c >= clicked && c <= until));
+        let settled_in_time = settled.get(node).is_some_and(|(s, _)| *s <= until);
         if !acted && !settled_in_time {
             judged.push(node);
             out.push(Violation {
@@ -98,7 +119,7 @@ pub fn violations(v: &View) -> Vec<Violation> {
                     a.exec.0,
                     a.exec.1,
                     status.as_str(),
-                    at + bound
+                    until
                 ),
             });
         }
