@@ -160,8 +160,7 @@ pub fn violations(v: &View) -> Vec<Violation> {
                             .and_then(|c| c.iter().rev().find(|(t, _)| *t <= asked))
                             .map_or(asked, |(t, delay)| asked.min(t.saturating_sub(*delay)))
                     });
-                    let deadline =
-                        decided.map(|t| t.saturating_add(v.config.approval_timeout_ms));
+                    let deadline = decided.map(|t| t.saturating_add(v.config.approval_timeout_ms));
                     let declined = answered(ApprovalAction::Decline).next().is_some();
                     match deadline {
                         _ if declined => None,

@@ -49,10 +49,10 @@ pub mod no_second_operation;
 pub mod no_send_after_receipt;
 /// An answer to an older request never overwrites what a newer one established.
 pub mod no_stale_overwrite;
-/// Every outbox entry's terminal state and payload are the server's.
-pub mod outbox_payload_matches_truth;
 /// Nothing a process of a fenced epoch writes lands in the ledger.
 pub mod no_write_from_fenced_epoch;
+/// Every outbox entry's terminal state and payload are the server's.
+pub mod outbox_payload_matches_truth;
 /// 8. Every outbox entry traces back to a terminal receipt.
 pub mod outbox_traceable;
 /// No call node is polled sooner than the server's suggested interval.
