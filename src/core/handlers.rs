@@ -684,6 +684,11 @@ impl<'a> Machine<'a> {
             (Reply::RateLimited { retry_after_ms } | Reply::Unavailable { retry_after_ms }, _) => {
                 self.refetch(retry_after_ms.unwrap_or(0))
             }
+            (Reply::Result(rv), _) if mutated!(self, UnverifiedDigestRecorded) => {
+                // Planted: keep the digest of what arrived "provisionally" and fetch again.
+                self.rec.result_digest = Some(rv.digest.clone());
+                self.refetch(0)
+            }
             // Unverified, truncated, mismatched or unexpected: fetch again, a bounded number of times.
             _ => self.refetch(0),
         }

@@ -51,10 +51,14 @@ pub enum Mutation {
     /// The fencing token is read from the ledger at each write instead of kept from the start:
     /// a rolled-back executor's writes (receipts included) pass the fence.
     ForgedFencingToken,
+    /// Record the digest of a result that failed verification (truncated, unverified, naming
+    /// another task) before fetching again, as if it were provisional: the record then names
+    /// one result and the receipt another.
+    UnverifiedDigestRecorded,
 }
 
 impl Mutation {
-    pub const ALL: [Mutation; 21] = [
+    pub const ALL: [Mutation; 22] = [
         Mutation::FreshKeyOnSubmitTimeout,
         Mutation::ResubmitWithoutLookup,
         Mutation::FailOnCancelClick,
@@ -76,6 +80,7 @@ impl Mutation {
         Mutation::UnknownOutcomeAsRefusal,
         Mutation::BlindCancelWrite,
         Mutation::ForgedFencingToken,
+        Mutation::UnverifiedDigestRecorded,
     ];
 
     pub fn name(self) -> String {

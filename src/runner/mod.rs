@@ -452,6 +452,11 @@ impl Runner {
         #[cfg(not(feature = "mutations"))]
         let unlimited = false;
         while let Some(q) = self.queue.front() {
+            if self.settled_in_ledger(&q.node) {
+                let q = self.queue.pop_front().expect("front exists");
+                self.observe(Observation::SettledElsewhere { node: q.node, kind: q.out.kind().name(), seq: q.seq });
+                continue;
+            }
             if !unlimited && !self.limiter.try_admit(now) {
                 let until_ms = self.limiter.next_slot_ms(now);
                 let node = q.node.clone();
@@ -500,6 +505,14 @@ impl Runner {
             let e = crate::ledger::LedgerError::StaleEpoch { call_node_id: node.clone(), writer: self.epoch, current };
             self.fence(&node, e);
         }
+    }
+
+    /// Another process sharing the ledger (a replica behind the same load balancer) may have
+    /// settled the node while this send waited in the queue: it is then not sent. One read per
+    /// send; a read that fails sends anyway (the commit after the reply will fail and say so).
+    fn settled_in_ledger(&self, node: &str) -> bool {
+        let rec = self.ledger.lock().expect("ledger lock").by_call_node(node);
+        matches!(rec, Ok(Some(r)) if r.local_state.is_final())
     }
 
     fn timeout_for(&self, q: &Queued) -> u64 {

@@ -252,6 +252,7 @@ fn observed_node(obs: &Observation) -> Option<&str> {
         | Observation::OutputChecked { node, .. }
         | Observation::CallRejected { node, .. }
         | Observation::DuplicateCallNode { node }
+        | Observation::SettledElsewhere { node, .. }
         | Observation::CommitConflict { node, .. }
         | Observation::Fenced { node, .. }
         | Observation::CancelRequestPicked { node, .. } => Some(node),

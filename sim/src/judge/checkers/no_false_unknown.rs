@@ -31,19 +31,21 @@
 //! `not_found_streak_never_reset`: one lagging 404 among good reads sends a live task away).
 //! Not false either: an operation the server never created or had already deleted, or one the
 //! world never showed a surviving executor (every reply naming it lost, or its only reader
-//! crashed before writing it down).
+//! crashed before writing it down, or was fenced before it could).
 
 use super::view::{
     arrivals, judge, newest_epoch_at, newest_epochs, sends, store_facts, ExecId, Frame, View,
 };
 use super::Violation;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use toolop::runner::CrashPoint;
 
 use crate::fake::codec::ExchangeKind;
 use crate::series::faults::FaultKind;
-use crate::trace::{FaultDetail, NetVerdict, Shows, StoreFact, Trace, What, WorldAction};
+use crate::trace::{
+    FaultDetail, NetVerdict, Shows, StoreFact, Trace, What, WorldAction, WriteOutcome,
+};
 
 pub const NAME: &str = "no_false_unknown";
 
@@ -164,11 +166,11 @@ fn lost_with_their_reader(trace: &Trace) -> BTreeSet<u64> {
             _ => {}
         }
     }
-    let mut out = BTreeSet::new();
+    let arrived = arrivals(trace);
+    let mut out = fenced_with_their_reader(trace, &arrived);
     if crashes.is_empty() {
         return out;
     }
-    let arrived = arrivals(trace);
     for (t, node) in crashes {
         let Some(&(_, incarnation)) = downs.iter().find(|(d, _)| *d >= t) else {
             continue;
@@ -177,6 +179,40 @@ fn lost_with_their_reader(trace: &Trace) -> BTreeSet<u64> {
             a.is(node) && a.exec.1 == incarnation && a.arrives_at_ms.is_some_and(|x| x <= t)
         }) {
             out.insert(a.frame);
+        }
+    }
+    out
+}
+
+/// Replies whose reader the ledger fenced before it could write them down: a rollback moved
+/// the ledger to a newer epoch, and the reader's next write about the node was refused for its
+/// old epoch (the world's record of the write, never the executor's). What it read since its
+/// last landed write about the node died with the refused write: the new epoch resumes the
+/// record as it was.
+fn fenced_with_their_reader(trace: &Trace, arrived: &[Frame]) -> BTreeSet<u64> {
+    let mut out = BTreeSet::new();
+    // Per (process, node): when its last write landed.
+    let mut landed: BTreeMap<(ExecId, &str), u64> = BTreeMap::new();
+    for e in &trace.events {
+        let What::Ledger { write } = &e.what else {
+            continue;
+        };
+        let key = ((write.epoch, write.incarnation), write.node.as_str());
+        match write.outcome {
+            WriteOutcome::Refused { .. } if write.writer_epoch < write.ledger_epoch => {
+                let since = landed.get(&key).copied().unwrap_or(0);
+                for a in arrived.iter().filter(|a| {
+                    a.is(key.1)
+                        && a.exec == key.0
+                        && a.arrives_at_ms.is_some_and(|x| x > since && x <= e.t_ms)
+                }) {
+                    out.insert(a.frame);
+                }
+            }
+            WriteOutcome::Refused { .. } => {}
+            _ => {
+                landed.insert(key, e.t_ms);
+            }
         }
     }
     out

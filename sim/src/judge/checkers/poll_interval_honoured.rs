@@ -81,7 +81,9 @@ pub fn violations(v: &View) -> Vec<Violation> {
             .get(&key)
             .map(|l| l.iter().filter(|(at, _, _)| *at <= s.t_ms).collect())
             .unwrap_or_default();
-        if before.last().is_some_and(|(_, _, ended)| *ended) {
+        // Any reply that showed it ended, not only the last to arrive: a stale copy showing it
+        // running (polls out of order) can land after it, and the executor rightly ignores it.
+        if before.iter().any(|(_, _, ended)| *ended) {
             continue;
         }
         let interval = before.iter().rev().find_map(|(_, i, _)| *i);
