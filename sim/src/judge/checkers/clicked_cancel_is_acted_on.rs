@@ -7,8 +7,9 @@
 //! ground truth says it had ended by then. Replies that reach an executor of an older epoch, or
 //! one that goes down within the bound, ask nothing of it (the next process is judged on its own
 //! replies), and nothing is asked once the store shows the node settled. A commit the world
-//! holds (`ledger_commit_ms`, a slow commit) while the bound runs extends it to the bound after
-//! that commit lands: the process acts one event at a time.
+//! holds (`ledger_commit_ms`, a slow commit) while the bound runs, of the judged process or of
+//! any process about the node, extends it to the bound after that commit lands: a process acts
+//! one event at a time, and a click another process took shows in the ledger only then.
 //!
 //! This catches a click that is dropped on the way (for instance remembered while the operation
 //! id is unknown and then forgotten when it becomes known), which otherwise only shows
@@ -59,16 +60,19 @@ pub fn violations(v: &View) -> Vec<Violation> {
             down.entry(*incarnation).or_insert(e.t_ms);
         }
     }
-    // Per process (epoch, incarnation), its ledger writes: (time, how long the world held the
-    // commit). A process steps one event at a time, so a commit the world holds delays every
-    // send after it, the cancel included.
-    let mut writes: BTreeMap<(u64, u32), Vec<(u64, u64)>> = BTreeMap::new();
+    // Ledger writes: (time, how long the world held the commit, process, node). A process steps
+    // one event at a time, so a commit the world holds delays every send after it, the cancel
+    // included; and a click that reached another process (a replica's twin) shows in the
+    // ledger only once that process's commit of it lands.
+    let mut writes: Vec<(u64, u64, (u64, u32), &str)> = vec![];
     for e in &v.trace.events {
         if let What::Ledger { write } = &e.what {
-            writes
-                .entry((write.epoch, write.incarnation))
-                .or_default()
-                .push((e.t_ms, write.delay_ms));
+            writes.push((
+                e.t_ms,
+                write.delay_ms,
+                (write.epoch, write.incarnation),
+                write.node.as_str(),
+            ));
         }
     }
     let epochs = newest_epochs(v.trace);
@@ -100,8 +104,8 @@ pub fn violations(v: &View) -> Vec<Violation> {
         }
         // The bound, extended past every commit the world held while it ran.
         let mut until = at + bound;
-        for &(w, d) in writes.get(&a.exec).into_iter().flatten() {
-            if w > at && w.saturating_sub(d) < until {
+        for &(w, d, exec, of) in &writes {
+            if (exec == a.exec || of == node) && w > at && w.saturating_sub(d) < until {
                 until = until.max(w + bound);
             }
         }

@@ -189,11 +189,39 @@ fn lost_with_their_reader(trace: &Trace) -> BTreeSet<u64> {
 /// old epoch (the world's record of the write, never the executor's). What it read since its
 /// last landed write about the node died with the refused write: the new epoch resumes the
 /// record as it was.
+///
+/// Likewise a process the world stopped with a lost commit reply (`ledger_commit_lost_reply`:
+/// it goes down on learning nothing of a commit): what it read since its last landed write about
+/// each node, up to going down, died with it.
 fn fenced_with_their_reader(trace: &Trace, arrived: &[Frame]) -> BTreeSet<u64> {
     let mut out = BTreeSet::new();
     // Per (process, node): when its last write landed.
     let mut landed: BTreeMap<(ExecId, &str), u64> = BTreeMap::new();
+    let mut lost_reply_at: Option<u64> = None;
     for e in &trace.events {
+        match &e.what {
+            What::Fault {
+                fault: FaultKind::LedgerCommitLostReply,
+                ..
+            } => lost_reply_at = Some(e.t_ms),
+            What::World {
+                action: WorldAction::ExecutorDown { incarnation, .. },
+            } if lost_reply_at.is_some() => {
+                lost_reply_at = None;
+                for a in arrived.iter().filter(|a| {
+                    a.exec.1 == *incarnation
+                        && a.arrives_at_ms.is_some_and(|x| {
+                            x <= e.t_ms
+                                && a.node.is_some_and(|n| {
+                                    landed.get(&(a.exec, n)).is_none_or(|l| x > *l)
+                                })
+                        })
+                }) {
+                    out.insert(a.frame);
+                }
+            }
+            _ => {}
+        }
         let What::Ledger { write } = &e.what else {
             continue;
         };
