@@ -294,6 +294,11 @@ impl<'a> Machine<'a> {
                 if self.rec.local_state == S::TerminalObserved {
                     self.go(S::FetchingResult)?;
                 }
+                if mutated!(self, UnverifiedDigestRecorded) {
+                    // Planted: the provisional digest is dropped when fetching again, so the
+                    // ledger's own digest check has nothing to compare the next acceptance with.
+                    self.rec.result_digest = None;
+                }
                 self.rec.fetch_attempts += 1;
                 self.send(Outbound::FetchResult { operation_id: self.op_id() });
                 STAYED

@@ -52,8 +52,9 @@ pub enum Mutation {
     /// a rolled-back executor's writes (receipts included) pass the fence.
     ForgedFencingToken,
     /// Record the digest of a result that failed verification (truncated, unverified, naming
-    /// another task) before fetching again, as if it were provisional: the record then names
-    /// one result and the receipt another.
+    /// another task) as if it were provisional, and drop it when fetching again: the record
+    /// named one result, the receipt names another, and the ledger's digest check (which
+    /// compares with the digest stored now) never sees the first.
     UnverifiedDigestRecorded,
 }
 

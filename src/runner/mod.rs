@@ -211,6 +211,9 @@ pub struct Runner {
     commit_delay: Box<dyn CommitDelay>,
     /// Call nodes whose writes the ledger fenced: this runner no longer acts on them.
     fenced: BTreeSet<String>,
+    /// Call nodes this runner settled itself (its own acceptance or hand-off): the queue guard
+    /// against another process's settlement does not apply to them.
+    settled_here: BTreeSet<String>,
     /// When to look for external cancel requests next.
     next_cancel_check_ms: u64,
     approvals: mpsc::UnboundedSender<ApprovalRequest>,
@@ -258,6 +261,7 @@ impl Runner {
             failed: None,
             commit_delay: Box::new(NoCommitDelay),
             fenced: BTreeSet::new(),
+            settled_here: BTreeSet::new(),
             next_cancel_check_ms: 0,
             approvals,
             jitter: Jitter::new(jitter_seed),
@@ -511,6 +515,9 @@ impl Runner {
     /// settled the node while this send waited in the queue: it is then not sent. One read per
     /// send; a read that fails sends anyway (the commit after the reply will fail and say so).
     fn settled_in_ledger(&self, node: &str) -> bool {
+        if self.settled_here.contains(node) {
+            return false;
+        }
         let rec = self.ledger.lock().expect("ledger lock").by_call_node(node);
         matches!(rec, Ok(Some(r)) if r.local_state.is_final())
     }
