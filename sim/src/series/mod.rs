@@ -173,20 +173,14 @@ impl World {
 
     pub fn send_input(&self, input: Input) {
         // A load balancer sends a click to a live executor: while the primary is down and a
-        // replica runs, the caller's cancel and the person's answer reach the replica. A cancel
-        // goes there only (the caller retries it after the restart if the ledger does not show
-        // it); an answer is also kept for the primary, which refuses it once its round is over.
+        // replica runs, the caller's cancel and the person's answer reach the replica. Each is
+        // also kept for the primary (the caller's client retries until one process has it: the
+        // replica may go down before writing it); a second copy is one the executor must
+        // tolerate (a cancel already recorded, an answer to a round that is over).
         if *self.primary_down.lock().expect("inputs lock") {
             if let Some(replica) = self.replica_inputs.lock().expect("inputs lock").as_ref() {
-                match &input {
-                    Input::Cancel { .. } => {
-                        let _ = replica.send(input);
-                        return;
-                    }
-                    Input::Approval { .. } => {
-                        let _ = replica.send(input.clone());
-                    }
-                    _ => {}
+                if matches!(input, Input::Cancel { .. } | Input::Approval { .. }) {
+                    let _ = replica.send(input.clone());
                 }
             }
         }
