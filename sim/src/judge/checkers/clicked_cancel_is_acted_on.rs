@@ -50,11 +50,13 @@ pub fn violations(v: &View) -> Vec<Violation> {
             cancels.entry(node).or_default().push(s.t_ms);
         }
     }
-    // When each incarnation went down.
+    // When each incarnation went down (a replica's stop included).
     let mut down: BTreeMap<u32, u64> = BTreeMap::new();
     for e in &v.trace.events {
         if let What::World {
-            action: WorldAction::ExecutorDown { incarnation, .. },
+            action:
+                WorldAction::ExecutorDown { incarnation, .. }
+                | WorldAction::ReplicaStop { incarnation, .. },
         } = &e.what
         {
             down.entry(*incarnation).or_insert(e.t_ms);
