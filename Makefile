@@ -8,7 +8,7 @@ SEED ?= 42
 SERIES ?= 10000
 JOBS ?= 2
 
-.PHONY: gate gate-ci canary run replay shrink bench ledger-bench mutants mutants-ci tune test build peers peer-ts peer-python peers-rmcp test-peers-rmcp
+.PHONY: docs docs-check lint-sim install-sim gate gate-ci canary run replay shrink bench ledger-bench mutants mutants-ci tune test build peers peer-ts peer-python peers-rmcp test-peers-rmcp fault-proxy crash-soak
 
 PEERS_VENV := target/peers-venv
 
@@ -55,12 +55,33 @@ LEDGER_RECORDS ?= 2000
 ledger-bench:
 	cargo run --release -q --example ledger_bench -- --records $(LEDGER_RECORDS)
 
+# The scenario reference is generated from the loader's own field table; CI fails on a stale copy.
+docs:
+	$(SIM) reference > docs/scenario-reference.md
+
+docs-check:
+	$(SIM) reference | diff -u docs/scenario-reference.md - || { echo "docs/scenario-reference.md is stale: run make docs and commit it" >&2; exit 1; }
+
+# fmt and clippy for the simulator crate (with the madsim flags, as it is built). The rest of the
+# repository is not rustfmt-clean yet; the lead formats it repo-wide and widens this then.
+lint-sim:
+	cargo fmt -p toolop-sim --check
+	$(SIM_ENV) cargo clippy --release -p toolop-sim --all-targets -- -D warnings
+
+# toolop-sim on PATH (~/.cargo/bin), so the commands it prints for pasting work as printed.
+install-sim:
+	RUSTFLAGS="--cfg madsim" CARGO_TARGET_DIR=target/sim cargo install --locked --path sim
+
 build:
 	cargo build --release
 	$(SIM_ENV) cargo build --release -p toolop-sim
 
-# Interop peers: the official SDK servers the live tests start (npm and PyPI, from the lock files).
-peers: target/peers-ts.stamp target/peers-python.stamp
+# Interop peers: the official SDK servers the live tests start (npm and PyPI, from the lock files;
+# rmcp from its Cargo.lock), and the fault proxy binary the live sweep puts in front of them.
+peers: target/peers-ts.stamp target/peers-python.stamp peers-rmcp fault-proxy
+
+fault-proxy:
+	cargo build -q -p toolop-fault-proxy
 
 target/peers-ts.stamp: tests/peers/ts/package.json tests/peers/ts/package-lock.json
 	cd tests/peers/ts && npm ci --no-audit --no-fund --loglevel=error
@@ -81,9 +102,19 @@ peer-python: target/peers-python.stamp
 test: peers
 	cargo test -p toolop
 	cargo test -p toolop-fault-proxy
+	$(MAKE) --no-print-directory test-peers-rmcp
 	# The ledger suite again as the simulator builds it: SQLite in memory under --cfg madsim.
 	$(SIM_ENV) cargo test --release -q -p toolop --lib ledger::
 	$(SIM_ENV) cargo test --release -p toolop-sim
+
+# The kill -9 proof at length (tests/crash_kill9.rs; `make test` runs it with 200 kills):
+# KILLS executor kills, a fresh seed unless CRASH_SEED is given. Same build as `make test`.
+KILLS ?= 5000
+CRASH_SEED ?=
+# OVERLAP=1 also overlaps attempts with a second executor (finds an open liveness bug).
+OVERLAP ?= 0
+crash-soak: peers
+	TOOLOP_CRASH_KILLS=$(KILLS) TOOLOP_CRASH_OVERLAP=$(OVERLAP) $(if $(CRASH_SEED),TOOLOP_CRASH_SEED=$(CRASH_SEED)) cargo test -p toolop --test crash_kill9
 
 # The rmcp interop peer (tests/peers/rmcp): its own workspace and lock file, its own target dir.
 # Binary: target/peers/rmcp/debug/toolop-rmcp-peer (see tests/peers/rmcp/README.md); an

@@ -68,7 +68,10 @@ impl LocalState {
 
     /// States that carry a terminal receipt.
     pub fn has_receipt(self) -> bool {
-        matches!(self, LocalState::Accepted | LocalState::CancelledAccepted | LocalState::Rejected)
+        matches!(
+            self,
+            LocalState::Accepted | LocalState::CancelledAccepted | LocalState::Rejected
+        )
     }
 
     pub fn name(self) -> &'static str {
@@ -110,8 +113,23 @@ pub enum ProtocolStatus {
 }
 
 impl ProtocolStatus {
+    /// The serialised (snake_case) name, for people and JSON output.
+    pub fn name(self) -> &'static str {
+        match self {
+            ProtocolStatus::Working => "working",
+            ProtocolStatus::InputRequired => "input_required",
+            ProtocolStatus::Completed => "completed",
+            ProtocolStatus::Failed => "failed",
+            ProtocolStatus::Cancelled => "cancelled",
+            ProtocolStatus::DoneWithoutResult => "done_without_result",
+        }
+    }
+
     pub fn is_terminal(self) -> bool {
-        !matches!(self, ProtocolStatus::Working | ProtocolStatus::InputRequired)
+        !matches!(
+            self,
+            ProtocolStatus::Working | ProtocolStatus::InputRequired
+        )
     }
 
     pub fn as_terminal(self) -> Option<TerminalState> {

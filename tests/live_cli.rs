@@ -7,44 +7,9 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{code, run, status, text, wait_status, Peer, Sdk, TempLedger};
-
-fn call(
-    ledger: &TempLedger,
-    peer: &Peer,
-    node: &str,
-    tool: &str,
-    args: &str,
-    extra: &[&str],
-) -> std::process::Output {
-    let url = peer.url();
-    let mut a = vec![
-        "call",
-        "--server",
-        url.as_str(),
-        "--tool",
-        tool,
-        "--args",
-        args,
-        "--node",
-        node,
-    ];
-    a.extend_from_slice(extra);
-    run(ledger, &a)
-}
-
-/// Receipts for one node in the ledger file, across every process that ever wrote it (the
-/// database allows no second one; this checks there is one), each with its one outbox entry.
-fn acceptances(ledger: &TempLedger, node: &str) -> usize {
-    use toolop::ledger::Ledger;
-    let l = toolop::ledger::SqliteLedger::open(ledger.path()).unwrap();
-    let receipts = l.receipts().unwrap();
-    let receipts = receipts.iter().filter(|r| r.call_node_id == node).count();
-    let outbox = l.outbox().unwrap();
-    let outbox = outbox.iter().filter(|e| e.call_node_id == node).count();
-    assert_eq!(receipts, outbox, "{node}: one outbox entry per receipt");
-    receipts
-}
+use common::{
+    acceptances, call, code, run, spawn_call, status, text, wait_status, Peer, Sdk, TempLedger,
+};
 
 fn completes_with_exit_0(sdk: Sdk, flags: &[&str]) {
     let peer = Peer::start(sdk, flags);
@@ -131,8 +96,9 @@ fn failures_exit_1_and_say_so() {
             "completed"
         );
     }
-    // Python: a raised exception ends the task `failed`, and tasks/result then answers an empty
-    // result. Whatever the executor makes of it, it is never a success.
+    // Python: a raised exception ends the task `failed`, and tasks/result then answers a result
+    // holding only `_meta` (as for a cancelled task). The status read is the evidence: accepted
+    // failed at the first fetch, not re-fetched until the attempts run out and handed over.
     let out = call(
         &ledger,
         &py,
@@ -141,11 +107,12 @@ fn failures_exit_1_and_say_so() {
         "{}",
         &["--wait-budget-ms", "20000"],
     );
-    assert_ne!(code(&out), 0, "{}", text(&out));
-    assert_ne!(
-        status(&ledger, "py-fail")["receipt"]["terminal_state"],
-        "completed"
-    );
+    assert_eq!(code(&out), 1, "{}", text(&out));
+    let s = status(&ledger, "py-fail");
+    assert_eq!(s["local_state"], "ACCEPTED", "{s}");
+    assert_eq!(s["protocol_status"], "failed");
+    assert_eq!(s["receipt"]["terminal_state"], "failed");
+    assert_eq!(py.creations(s["submission_key"].as_str().unwrap()), 1);
     // A tool that forbids tasks is refused locally: rejected, exit 1, nothing created.
     let out = call(&ledger, &ts, "ts-echo", "echo", r#"{"text":"x"}"#, &[]);
     assert_eq!(code(&out), 1, "{}", text(&out));
@@ -249,22 +216,6 @@ fn python_over_stdio_completes() {
         status(&ledger, "s1")["payload"]["content"][0]["text"],
         "report for 2026-12"
     );
-}
-
-fn spawn_call(
-    ledger: &TempLedger,
-    peer: &Peer,
-    node: &str,
-    tool: &str,
-    args: &str,
-) -> std::process::Child {
-    let url = peer.url();
-    common::spawn(
-        ledger,
-        &[
-            "call", "--server", &url, "--tool", tool, "--args", args, "--node", node,
-        ],
-    )
 }
 
 fn cancel_from_a_second_process(sdk: Sdk) {

@@ -791,7 +791,9 @@ fn decode_initialize_cases() {
     assert!(!caps.tasks_tool_call);
 
     for (name, frame) in [
-        ("other version", init_reply("2025-11-25", ext.clone())),
+        ("an unknown version", init_reply("2024-11-05", ext.clone())),
+        ("2025-11-25 without the extension", init_reply("2025-11-25", json!({"tools": {}}))),
+        ("2025-11-25 with only its own tasks shape", init_reply("2025-11-25", json!({"tasks": {"requests": {"tools": {"call": {}}}}}))),
         ("no version", ok(json!({"capabilities": {}}))),
         ("no capabilities", ok(json!({"protocolVersion": "2026-07-28"}))),
         ("error", err(-32602, "Unsupported protocol version")),
@@ -1087,6 +1089,36 @@ const RMCP_FILE: &str = "tasks-extension-stdio";
 fn rmcp_frame(seq: &str) -> InFrame {
     let t = replay::stdio_transcript(RMCP, RMCP_FILE, None);
     t.messages.into_iter().find(|m| m.label == seq).unwrap_or_else(|| panic!("rmcp seq {seq}")).frame
+}
+
+/// rmcp 3.11.0 answers an initialize (ours asks for 2026-07-28) with `protocolVersion:
+/// "2025-11-25"` and the extension capability (seq 3, session A-tasks; the same for B-sync at
+/// seq 138, whose client asked 2025-11-25 with the old tasks shape). The extension is negotiated
+/// by capability: the session runs it at the revision the server chose.
+#[test]
+fn rmcp_answers_2025_11_25_with_the_extension_and_the_adapter_runs_it() {
+    let a = adapter();
+    for seq in ["3", "138"] {
+        let caps = a.decode_initialize(&rmcp_frame(seq)).unwrap_or_else(|e| panic!("seq {seq}: {}", e.0));
+        assert_eq!(caps.protocol_version, "2025-11-25", "seq {seq}: the revision the server chose");
+        assert!(caps.tasks_tool_call && caps.tasks_cancel && !caps.tasks_list, "seq {seq}");
+    }
+    // Every later request's `_meta` names the session's revision: rmcp answers -32020 when it
+    // differs from the MCP-Protocol-Version header, which carries the negotiated one.
+    let submit = Outbound::Submit { key: "k".into(), tool: "slow_sum".into(), arguments: json!({}), ttl_ms: None };
+    for out in [submit, Outbound::Poll { operation_id: "t".into() }, Outbound::Cancel { operation_id: "t".into() }] {
+        let sent: Value = serde_json::from_slice(&a.encode(5, &out)).unwrap();
+        assert_eq!(sent["params"]["_meta"][META_PROTOCOL_VERSION], "2025-11-25", "{sent}");
+        assert!(sent["params"]["_meta"][META_CLIENT_CAPABILITIES]["extensions"][EXTENSION_ID].is_object(), "{sent}");
+    }
+    // A fresh adapter (no initialize answered yet) speaks its own revision.
+    let sent: Value = serde_json::from_slice(&adapter().encode(5, &Outbound::Poll { operation_id: "t".into() })).unwrap();
+    assert_eq!(sent["params"]["_meta"][META_PROTOCOL_VERSION], PROTOCOL_VERSION);
+    // The same reply without the extension capability: nothing here would create a task.
+    let mut v: Value = serde_json::from_slice(&rmcp_frame("3").body).unwrap();
+    v["result"]["capabilities"].as_object_mut().unwrap().remove("extensions");
+    let err = a.decode_initialize(&InFrame::message(serde_json::to_vec(&v).unwrap())).unwrap_err();
+    assert!(err.0.contains("--protocol mcp-2025-11-25"), "{}", err.0);
 }
 
 /// Every server message of the rmcp transcript, replayed through the adapter and compared with

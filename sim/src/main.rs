@@ -1,146 +1,190 @@
-//! The toolop-sim command line. Exit codes: 0 ok, 1 a gate or check failed, 2 bad usage or input.
+//! The toolop-sim command line. Every command exits 0 ok, 1 a checker, gate or mutation failed,
+//! 2 bad usage or input (the message names the file, the field and the problem), 130 interrupted
+//! (a partial report was written). docs/cli.md has the table of commands and what they write.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Instant;
 
 use clap::{Parser, Subcommand};
-use toolop_sim::campaign::sweep::{self, Loaded};
-use toolop_sim::campaign::{bench, shrink};
-use toolop_sim::judge::{checkers, gates};
-use toolop_sim::report::{self, summary, timeline};
-use toolop_sim::scenario::Scenario;
-use toolop_sim::series;
-use toolop_sim::series::faults::Schedule;
+use toolop_sim::campaign::{bench, jobs_parser, shrink};
+
+mod cli;
+
+use cli::gate::GateArgs;
+use cli::single::View;
+
+const EXIT_CODES: &str = "\
+Exit codes: 0 ok; 1 a checker, gate or mutation failed; 2 bad usage or input (file, field, problem);
+130 interrupted by Ctrl-C (a partial report was written).
+Commands print `toolop-sim ...` lines to paste: `make install-sim` puts toolop-sim on PATH.";
 
 #[derive(Parser)]
 #[command(
     name = "toolop-sim",
-    about = "Deterministic simulation harness for the toolop executor"
+    version,
+    about = "Deterministic simulation harness for the toolop executor",
+    after_help = EXIT_CODES
 )]
 struct Cli {
+    /// Colour verdicts: auto (on a terminal, unless NO_COLOR is set), always, never.
+    #[arg(long, global = true, value_enum, default_value_t = cli::Color::Auto)]
+    color: cli::Color,
     #[command(subcommand)]
     cmd: Cmd,
 }
 
+/// `--series`: at least one, at most ten million.
+pub(crate) fn series_parser() -> clap::builder::RangedU64ValueParser {
+    clap::value_parser!(u64).range(1..=10_000_000)
+}
+
 #[derive(Subcommand)]
 enum Cmd {
-    /// Run one seeded series and print its parameters, summary and trace hash.
+    /// Run one seeded series, judge it with every checker, and write its trace.
+    /// Exit 0 every property holds, 1 a checker fired, 2 bad input.
     Run {
+        /// The scenario file (TOML; see docs/scenario-reference.md).
         #[arg(long)]
         scenario: PathBuf,
+        /// The seed: everything the series draws follows from it.
         #[arg(long)]
         seed: u64,
-        /// Where traces go: <reports>/<scenario>/<seed>/trace.jsonl
+        /// Where traces go: <reports>/<scenario name>/<seed>/trace.jsonl.
         #[arg(long, default_value = "reports")]
         reports: PathBuf,
     },
-    /// Replay one series byte for byte and print a timeline and the checkers' verdicts.
+    /// Replay one series byte for byte: parameters, a timeline with a legend, the checkers'
+    /// verdicts. Exit 0 every property holds, 1 a checker fired, 2 bad input.
     Replay {
-        /// Required unless --schedule names it.
+        /// The scenario file; required unless --schedule names it.
         #[arg(long)]
         scenario: Option<PathBuf>,
-        /// Required unless --schedule names it.
+        /// The seed; required unless --schedule names it.
         #[arg(long)]
         seed: Option<u64>,
-        /// Replay a fault schedule file (from `shrink`, or edited by hand): its scenario and
-        /// seed unless --scenario/--seed override them.
+        /// Replay a fault schedule file (from `shrink`, or edited by hand): its scenario (a path
+        /// relative to the schedule file) and seed unless --scenario/--seed override them.
         #[arg(long)]
         schedule: Option<PathBuf>,
+        /// Where the trace goes: <reports>/<scenario name>/<seed>/(schedule-)trace.jsonl.
         #[arg(long, default_value = "reports")]
         reports: PathBuf,
         /// Also show every send, reply and network frame.
         #[arg(long)]
         verbose: bool,
+        /// Show only this call node's lines (and the world's), e.g. n002.
+        #[arg(long)]
+        node: Option<String>,
         /// Plant a mutation (an anti-pattern from `toolop-sim mutants`) in the executor.
         #[arg(long)]
         mutation: Option<String>,
+        /// Print one JSON object (verdict, violations, trace hash) instead of the timeline.
+        #[arg(long)]
+        json: bool,
     },
-    /// Run a seeded sweep, check every invariant on every series, and judge the gates.
-    Gate {
-        /// Scenario files; series take turns over them.
-        #[arg(long, num_args = 1.., required = true)]
-        scenario: Vec<PathBuf>,
-        #[arg(long, default_value_t = 10_000)]
-        series: u64,
-        #[arg(long, default_value_t = 2)]
-        jobs: usize,
-        #[arg(long, default_value_t = 0)]
-        start_seed: u64,
-        /// Report folder name under --reports.
-        #[arg(long, default_value = "gate")]
-        run: String,
-        #[arg(long, default_value = "reports")]
-        reports: PathBuf,
-    },
+    /// Run a seeded sweep, check every invariant on every series, judge the gates, write the
+    /// reports, shrink the first failing seed of each failing checker.
+    /// Exit 0 every gate passes, 1 a gate failed (or --fail-fast stopped), 2 bad input, 130 Ctrl-C.
+    Gate(GateArgs),
     /// Shrink a failing series: record its fault schedule, remove firings, call nodes, the
     /// rollback and the short ttl while the same checker still fails, and write the schedule.
     /// Exit 0 shrunk, 1 the seed does not fail (nothing to shrink), 2 bad input.
     Shrink {
+        /// The scenario file.
         #[arg(long)]
         scenario: PathBuf,
+        /// The failing seed.
         #[arg(long)]
         seed: u64,
-        /// Shrink against this checker (default: the first violation's).
+        /// Shrink against this checker (default: the first violation's); `toolop-sim list checkers`.
         #[arg(long)]
         checker: Option<String>,
         /// Where the shrunk schedule goes (default <reports>/<scenario>/<seed>/schedule.toml);
         /// the recorded one goes next to it as <name>.original.toml.
         #[arg(long)]
         out: Option<PathBuf>,
-        /// At most this many replays.
-        #[arg(long, default_value_t = shrink::DEFAULT_MAX_REPLAYS)]
+        /// At most this many replays (at least 1).
+        #[arg(long, default_value_t = shrink::DEFAULT_MAX_REPLAYS, value_parser = clap::value_parser!(u32).range(1..))]
         max_replays: u32,
+        /// The folder the default --out goes under.
         #[arg(long, default_value = "reports")]
         reports: PathBuf,
     },
-    /// Measure the gate (series/s, events/s, simulated-to-wall ratio, peak memory) against a
-    /// bare madsim runtime doing a comparable number of timer and message events.
-    /// Run the gate against planted anti-patterns; exit 1 if any survives.
+    /// Run the gate against planted anti-patterns (mutations of the executor); every one must be
+    /// caught. Exit 0 all caught and the unmutated executor clean, 1 otherwise, 2 bad input.
     Mutants {
+        /// Scenario files the mutations are hunted on.
         #[arg(long, num_args = 1.., default_values_t = toolop_sim::campaign::mutants::DEFAULT_SET.map(String::from))]
         scenario: Vec<String>,
-        /// Series budget per mutation.
-        #[arg(long, default_value_t = 2_000)]
+        /// Series budget per mutation (1 to 10,000,000).
+        #[arg(long, default_value_t = 2_000, value_parser = series_parser())]
         series: u64,
-        #[arg(long, default_value_t = 2)]
+        /// Worker threads (1 to 256).
+        #[arg(long, default_value_t = 2, value_parser = jobs_parser)]
         jobs: usize,
     },
-    /// Evaluate a grid of executor poll settings on the same seeds; recommend one for a latency target.
+    /// Evaluate a grid of executor poll settings on the same seeds; recommend one for a latency
+    /// target. Exit 0 a recommendation, 1 none meets the target, 2 bad input.
     Tune(toolop_sim::campaign::tune::TuneArgs),
+    /// Measure the gate (series/s, events/s, simulated-to-wall ratio, peak memory) against a
+    /// bare madsim runtime doing a comparable number of timer and message events. Exit 0, 2 bad
+    /// input.
     Bench {
+        /// Scenario files; series take turns over them.
         #[arg(long, num_args = 1.., required = true)]
         scenario: Vec<PathBuf>,
-        #[arg(long, default_value_t = 10_000)]
+        /// Number of series (1 to 10,000,000).
+        #[arg(long, default_value_t = 10_000, value_parser = series_parser())]
         series: u64,
-        #[arg(long, default_value_t = 2)]
+        /// Worker threads (1 to 256).
+        #[arg(long, default_value_t = 2, value_parser = jobs_parser)]
         jobs: usize,
     },
+    /// List scenarios, faults, checkers or gates, one line of meaning each. Exit 0, 2 bad input.
+    List {
+        /// What to list: scenarios, faults, checkers or gates.
+        #[arg(value_enum)]
+        what: cli::list::What,
+        /// The folder `list scenarios` reads.
+        #[arg(long, default_value = "scenarios")]
+        folder: PathBuf,
+    },
+    /// Print the scenario reference (docs/scenario-reference.md), generated from the table the
+    /// loader validates with. Exit 0.
+    Reference,
 }
 
 #[global_allocator]
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
-    match Cli::parse().cmd {
+    let cli = Cli::parse();
+    cli::set_color(cli.color);
+    match cli.cmd {
         Cmd::Run {
             scenario,
             seed,
             reports,
-        } => run(&scenario, seed, &reports),
+        } => cli::single::run(&scenario, seed, &reports),
         Cmd::Replay {
             scenario,
             seed,
             schedule,
             reports,
             verbose,
+            node,
             mutation,
-        } => replay_cmd(
+            json,
+        } => cli::single::replay_cmd(
             scenario,
             seed,
             schedule,
             &reports,
-            verbose,
+            &View {
+                verbose,
+                node,
+                json,
+            },
             mutation.as_deref(),
         ),
         Cmd::Shrink {
@@ -150,7 +194,7 @@ fn main() -> ExitCode {
             out,
             max_replays,
             reports,
-        } => shrink_cmd(
+        } => cli::single::shrink_cmd(
             &scenario,
             seed,
             checker.as_deref(),
@@ -158,19 +202,18 @@ fn main() -> ExitCode {
             max_replays,
             &reports,
         ),
-        Cmd::Gate {
-            scenario,
-            series,
-            jobs,
-            start_seed,
-            run,
-            reports,
-        } => gate(&scenario, series, jobs, start_seed, &run, &reports),
+        Cmd::Gate(args) => cli::gate::gate(args),
         Cmd::Bench {
             scenario,
             series,
             jobs,
-        } => bench_cmd(&scenario, series, jobs),
+        } => match cli::load_all(&scenario) {
+            Ok(s) => {
+                print!("{}", bench::run(&s, series, jobs));
+                ExitCode::SUCCESS
+            }
+            Err(code) => code,
+        },
         Cmd::Mutants {
             scenario,
             series,
@@ -181,437 +224,16 @@ fn main() -> ExitCode {
             jobs,
         ),
         Cmd::Tune(args) => toolop_sim::campaign::tune::main_tune(args),
-    }
-}
-
-fn load(path: &Path) -> Result<Scenario, ExitCode> {
-    Scenario::load(path).map_err(|e| {
-        eprintln!("error: {e}");
-        ExitCode::from(2)
-    })
-}
-
-fn load_all(paths: &[PathBuf]) -> Result<Vec<Loaded>, ExitCode> {
-    paths
-        .iter()
-        .map(|p| {
-            load(p).map(|scenario| Loaded {
-                file: p.clone(),
-                scenario,
-            })
-        })
-        .collect()
-}
-
-fn write_trace(
-    reports: &Path,
-    name: &str,
-    seed: u64,
-    trace: &toolop_sim::trace::Trace,
-) -> Result<PathBuf, ExitCode> {
-    let dir = reports.join(name).join(seed.to_string());
-    let file = dir.join("trace.jsonl");
-    std::fs::create_dir_all(&dir)
-        .and_then(|_| std::fs::write(&file, trace.canonical_bytes()))
-        .map_err(|e| {
-            eprintln!("error: cannot write {}: {e}", file.display());
-            ExitCode::from(2)
-        })?;
-    Ok(file)
-}
-
-fn write_named_trace(
-    reports: &Path,
-    name: &str,
-    seed: u64,
-    file_name: &str,
-    trace: &toolop_sim::trace::Trace,
-) -> Result<PathBuf, ExitCode> {
-    let file = reports.join(name).join(seed.to_string()).join(file_name);
-    let dir = file.parent().unwrap_or(reports);
-    std::fs::create_dir_all(dir)
-        .and_then(|_| std::fs::write(&file, trace.canonical_bytes()))
-        .map_err(|e| {
-            eprintln!("error: cannot write {}: {e}", file.display());
-            ExitCode::from(2)
-        })?;
-    Ok(file)
-}
-
-fn run(path: &Path, seed: u64, reports: &Path) -> ExitCode {
-    let sc = match load(path) {
-        Ok(s) => s,
-        Err(code) => return code,
-    };
-    print!("{}", series::draw_params(&sc, seed).render());
-    let result = match series::run_series(&sc, seed) {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::from(2);
-        }
-    };
-    let file = match write_trace(reports, &sc.name, seed, &result.trace) {
-        Ok(f) => f,
-        Err(code) => return code,
-    };
-    print!("{}", summary::render(&result.trace));
-    println!(
-        "end: {} at {} ms simulated, {} events",
-        result.end_reason,
-        result.end_ms,
-        result.trace.events.len()
-    );
-    println!("trace: {}", file.display());
-    println!("trace hash: {}", result.hash);
-    println!("replay: {}", sweep::replay_command(path, seed));
-    ExitCode::SUCCESS
-}
-
-fn replay_cmd(
-    scenario: Option<PathBuf>,
-    seed: Option<u64>,
-    schedule: Option<PathBuf>,
-    reports: &Path,
-    verbose: bool,
-    mutation: Option<&str>,
-) -> ExitCode {
-    let mutation = match mutation
-        .map(|m| toolop::core::mutation::Mutation::from_name(m).ok_or(m))
-        .transpose()
-    {
-        Ok(m) => m,
-        Err(name) => {
-            let known: Vec<String> = toolop::core::mutation::Mutation::ALL
-                .iter()
-                .map(|m| m.name())
-                .collect();
-            eprintln!(
-                "error: unknown mutation {name:?}; known: {}",
-                known.join(", ")
-            );
-            return ExitCode::from(2);
-        }
-    };
-    let schedule = match schedule.as_deref().map(Schedule::load).transpose() {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::from(2);
-        }
-    };
-    let path = scenario.or_else(|| schedule.as_ref().map(|s| PathBuf::from(&s.scenario)));
-    let seed = seed.or(schedule.as_ref().map(|s| s.seed));
-    let (Some(path), Some(seed)) = (path, seed) else {
-        eprintln!("error: replay needs --scenario and --seed, or --schedule");
-        return ExitCode::from(2);
-    };
-    replay(&path, seed, schedule.as_ref(), reports, verbose, mutation)
-}
-
-fn replay(
-    path: &Path,
-    seed: u64,
-    schedule: Option<&Schedule>,
-    reports: &Path,
-    verbose: bool,
-    mutation: Option<toolop::core::mutation::Mutation>,
-) -> ExitCode {
-    let mut sc = match load(path) {
-        Ok(s) => s,
-        Err(code) => return code,
-    };
-    sc.executor.core.mutation = mutation;
-    let params = match series::params_with(&sc, seed, schedule) {
-        Ok(p) => p,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::from(2);
-        }
-    };
-    let result = match series::run_series_with(&sc, seed, schedule) {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::from(2);
-        }
-    };
-    print!("{}", params.render());
-    if let Some(s) = schedule {
-        println!("schedule: {}", s.size(params.nodes.len()));
-        for f in &result.firings {
-            let asks = result.asks.get(&f.fault).copied().unwrap_or(0);
-            println!(
-                "  fired {} ask {} of {asks} (decision {}) at {} ms",
-                f.fault.name(),
-                f.ask,
-                f.decision.unwrap_or(0),
-                f.t_ms.unwrap_or(0)
-            );
-        }
-        let listed = s.firings.len();
-        if listed != result.firings.len() {
-            println!(
-                "  ({} listed firing(s) never reached their decision point)",
-                listed - result.firings.len().min(listed)
-            );
-        }
-    }
-    println!("timeline:");
-    print!("{}", timeline::render(&result.trace, verbose));
-    println!("summary:");
-    print!("{}", summary::render(&result.trace));
-    let violations = checkers::check_all(&result.trace);
-    if violations.is_empty() {
-        println!("checkers: all properties hold");
-    } else {
-        println!("checkers: {} violation(s)", violations.len());
-        for v in &violations {
-            println!(
-                "  {} {}: {}",
-                v.checker,
-                v.node.as_deref().unwrap_or("-"),
-                v.detail
-            );
-        }
-    }
-    if let Some(expected) = schedule.and_then(|s| s.checker.as_deref()) {
-        let again = violations.iter().any(|v| v.checker == expected);
-        println!(
-            "schedule expects {expected}: {}",
-            if again {
-                "reproduced"
-            } else {
-                "NOT reproduced"
-            }
-        );
-    }
-    // A schedule's trace goes next to the seed's own, never over it.
-    let written = match schedule {
-        None => write_trace(reports, &sc.name, seed, &result.trace),
-        Some(_) => write_named_trace(
-            reports,
-            &sc.name,
-            seed,
-            "schedule-trace.jsonl",
-            &result.trace,
-        ),
-    };
-    match written {
-        Ok(f) => println!("trace: {}", f.display()),
-        Err(code) => return code,
-    }
-    println!("trace hash: {}", result.hash);
-    if violations.is_empty() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    }
-}
-
-fn gate(
-    paths: &[PathBuf],
-    series: u64,
-    jobs: usize,
-    start_seed: u64,
-    run_name: &str,
-    reports: &Path,
-) -> ExitCode {
-    let scenarios = match load_all(paths) {
-        Ok(s) => s,
-        Err(code) => return code,
-    };
-    if series == 0 {
-        eprintln!("error: --series must be positive");
-        return ExitCode::from(2);
-    }
-    let names: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
-    println!(
-        "gate: {series} series over {} (seeds {start_seed}..{}), {jobs} jobs",
-        names.join(", "),
-        start_seed + series - 1
-    );
-    let progress = report::Progress::new(series);
-    let started = Instant::now();
-    let (rows, _) = sweep::run(&scenarios, start_seed, series, jobs, &|| progress.inc(1));
-    progress.finish();
-    let wall_ms = started.elapsed().as_millis() as u64;
-    let r = gates::evaluate(&scenarios, rows, run_name, start_seed, wall_ms);
-    println!("{}", report::gate_table(&r));
-    println!("{}", report::coverage_table(&r));
-    if !r.failing.is_empty() {
-        println!("{}", report::failing_list(&r));
-    }
-    let dir = reports.join(run_name);
-    match report::write_all(&dir, &r) {
-        Ok(files) => {
-            for f in files {
-                println!("wrote {}", f.display());
-            }
-        }
-        Err(e) => {
-            eprintln!("error: cannot write reports to {}: {e}", dir.display());
-            return ExitCode::from(2);
-        }
-    }
-    shrink_failing(&scenarios, &r, &reports.join(run_name).join("shrunk"), jobs);
-    println!(
-        "{} in {:.2} s wall",
-        if r.passed() { "PASS" } else { "FAIL" },
-        wall_ms as f64 / 1000.0
-    );
-    if r.passed() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    }
-}
-
-/// Per gate report: the replay budget of each shrink.
-const GATE_SHRINK_REPLAYS: u32 = 200;
-
-/// The gate's shrinking step: the first failing seed of each failing checker, shrunk against
-/// that checker, its schedule written under `dir`, the sizes and the replay command printed.
-fn shrink_failing(scenarios: &[Loaded], r: &gates::SweepReport, dir: &Path, jobs: usize) {
-    let mut firsts: Vec<(&'static str, &gates::SeriesRow)> = vec![];
-    for row in &r.rows {
-        for v in &row.violations {
-            if !firsts.iter().any(|(c, _)| *c == v.checker) {
-                firsts.push((v.checker, row));
-            }
-        }
-    }
-    if firsts.is_empty() {
-        return;
-    }
-    println!(
-        "shrinking the first failing seed of {} failing checker(s):",
-        firsts.len()
-    );
-    let results: Vec<String> = std::thread::scope(|scope| {
-        let mut out = vec![];
-        for batch in firsts.chunks(jobs.max(1)) {
-            let handles: Vec<_> = batch
-                .iter()
-                .map(|&(checker, row)| {
-                    scope.spawn(move || shrink_one(scenarios, checker, row, dir))
-                })
-                .collect();
-            out.extend(
-                handles
-                    .into_iter()
-                    .map(|h| h.join().unwrap_or_else(|_| "  shrink panicked".into())),
-            );
-        }
-        out
-    });
-    for line in results {
-        println!("{line}");
-    }
-}
-
-fn shrink_one(scenarios: &[Loaded], checker: &str, row: &gates::SeriesRow, dir: &Path) -> String {
-    let head = format!("  {checker} (seed {} of {})", row.seed, row.scenario_file);
-    let Some(l) = scenarios
-        .iter()
-        .find(|l| l.file.display().to_string() == row.scenario_file)
-    else {
-        return format!("{head}: scenario not found");
-    };
-    let out = dir.join(format!("{checker}-{}-{}.toml", l.scenario.name, row.seed));
-    match shrink::shrink_to_file(
-        &l.scenario,
-        &row.scenario_file,
-        row.seed,
-        Some(checker),
-        GATE_SHRINK_REPLAYS,
-        &out,
-    ) {
-        Ok(Some((s, _))) => format!(
-            "{head}: {}
-    replay: {}",
-            s.render(),
-            shrink::replay_command(&out)
-        ),
-        Ok(None) => format!("{head}: did not fail again (not shrunk)"),
-        Err(e) => format!("{head}: cannot shrink: {e}"),
-    }
-}
-
-fn shrink_cmd(
-    path: &Path,
-    seed: u64,
-    checker: Option<&str>,
-    out: Option<PathBuf>,
-    max_replays: u32,
-    reports: &Path,
-) -> ExitCode {
-    let sc = match load(path) {
-        Ok(s) => s,
-        Err(code) => return code,
-    };
-    if let Some(c) = checker.filter(|c| !checkers::CHECKERS.iter().any(|(n, _)| n == c)) {
-        let names: Vec<&str> = checkers::CHECKERS.iter().map(|(n, _)| *n).collect();
-        eprintln!(
-            "error: --checker {c}: no such checker (one of {})",
-            names.join(", ")
-        );
-        return ExitCode::from(2);
-    }
-    let out = out.unwrap_or_else(|| shrink::default_path(reports, &sc, seed));
-    let file = path.display().to_string();
-    match shrink::shrink_to_file(&sc, &file, seed, checker, max_replays, &out) {
-        Ok(Some((s, original))) => {
-            println!("shrink scenario={file} seed={seed} checker={}", s.checker);
-            println!(
-                "  original: {} (trace hash {})",
-                s.original_size, s.original_hash
-            );
-            println!(
-                "  shrunk:   {} (trace hash {})",
-                s.shrunk_size, s.shrunk_hash
-            );
-            println!(
-                "  replays:  {}{} in {:.2} s wall",
-                s.replays,
-                if s.budget_exhausted {
-                    " (budget spent: may shrink further)"
-                } else {
-                    ""
-                },
-                s.wall_ms as f64 / 1000.0
-            );
-            println!("  still fails: {}: {}", s.checker, s.detail);
-            println!("wrote {}", out.display());
-            println!("wrote {} (the recorded schedule)", original.display());
-            println!("replay: {}", shrink::replay_command(&out));
+        Cmd::List { what, folder } => cli::list::list(what, &folder),
+        Cmd::Reference => {
+            print!("{}", toolop_sim::scenario::reference::render());
             ExitCode::SUCCESS
         }
-        Ok(None) => {
-            println!(
-                "seed {seed} of {file} does not fail{}: nothing to shrink",
-                checker.map(|c| format!(" {c}")).unwrap_or_default()
-            );
-            ExitCode::from(1)
-        }
-        Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::from(2)
-        }
     }
-}
-
-fn bench_cmd(paths: &[PathBuf], series: u64, jobs: usize) -> ExitCode {
-    let scenarios = match load_all(paths) {
-        Ok(s) => s,
-        Err(code) => return code,
-    };
-    print!("{}", bench::run(&scenarios, series, jobs));
-    ExitCode::SUCCESS
 }
 
 fn mutants_cmd(paths: &[PathBuf], series: u64, jobs: usize) -> ExitCode {
-    let scenarios = match load_all(paths) {
+    let scenarios = match cli::load_all(paths) {
         Ok(s) => s,
         Err(code) => return code,
     };
@@ -642,17 +264,64 @@ fn mutants_cmd(paths: &[PathBuf], series: u64, jobs: usize) -> ExitCode {
     let survivors = results.iter().filter(|r| !r.caught()).count();
     let clean = base.values().all(|&n| n == 0);
     if survivors == 0 && clean {
-        println!("PASS: every mutation caught; the unmutated executor is clean");
+        println!(
+            "{}: every mutation caught; the unmutated executor is clean",
+            cli::paint(true, "PASS")
+        );
         ExitCode::SUCCESS
     } else {
         println!(
-            "FAIL: {survivors} mutation(s) survived{}",
+            "{}: {survivors} mutation(s) survived{}",
+            cli::paint(false, "FAIL"),
             if clean {
                 ""
             } else {
                 "; the unmutated executor tripped checkers"
             }
         );
-        ExitCode::from(1)
+        ExitCode::from(cli::EXIT_FAIL)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::*;
+
+    /// Every command and every flag says what it is for (issue 13: `mutants` showed bench's
+    /// text, `bench` had none, `--seed`, `--series`, `--jobs` had no help).
+    #[test]
+    fn every_command_and_flag_has_help() {
+        let cli = Cli::command();
+        for cmd in cli.get_subcommands() {
+            let about = cmd.get_about().map(|a| a.to_string()).unwrap_or_default();
+            assert!(!about.is_empty(), "{} has no description", cmd.get_name());
+            if !matches!(cmd.get_name(), "reference" | "list") {
+                assert!(
+                    about.contains("Exit"),
+                    "{}: no exit codes in {about:?}",
+                    cmd.get_name()
+                );
+            }
+            for arg in cmd.get_arguments() {
+                let id = arg.get_id().as_str();
+                if matches!(id, "help" | "version") {
+                    continue;
+                }
+                assert!(
+                    arg.get_help().is_some(),
+                    "{} --{id} has no help",
+                    cmd.get_name()
+                );
+            }
+        }
+        let mutants = cli
+            .find_subcommand("mutants")
+            .unwrap()
+            .get_about()
+            .unwrap()
+            .to_string();
+        assert!(!mutants.contains("bare madsim"), "{mutants}");
     }
 }

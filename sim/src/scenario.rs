@@ -9,8 +9,16 @@ use toolop::protocol::TaskSupport;
 use toolop::record::AdapterId;
 use toolop::runner::RunnerConfig;
 
-use crate::series::faults::{catalogue, FaultKind};
+use crate::series::faults::FaultKind;
 pub use crate::series::ledger::LedgerKind;
+
+/// Every field a scenario can set: unit, bounds, protocols, meaning (the one table validation
+/// and the reference share).
+pub mod fields;
+/// `docs/scenario-reference.md`, rendered from [`fields`] and [`validate::RULES`].
+pub mod reference;
+/// Validation against the field table and the rules between fields.
+pub mod validate;
 
 /// The protocols a lane can speak: the executor's adapter and the fake server's codec.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -103,6 +111,22 @@ impl ServerProfile {
             ServerProfile::CancelDoneOk => "cancel-done-ok",
             ServerProfile::CancelDoneFailedPrecondition => "cancel-done-failed-precondition",
             ServerProfile::CancelDoneNotFound => "cancel-done-not-found",
+        }
+    }
+
+    /// One line: the server it imitates.
+    pub fn summary(self) -> &'static str {
+        match self {
+            ServerProfile::SpecStrict => "the protocol text read strictly",
+            ServerProfile::TsSdk => "`@modelcontextprotocol/sdk@1.32.2` (ids, error texts, ttl quirks, pushed elicitations)",
+            ServerProfile::PythonSdk => "`mcp==1.30.0` (ids, error texts, status messages, ttl quirks)",
+            ServerProfile::CancelDoneOk => "CancelOperation on a done operation answers `200 {}`",
+            ServerProfile::CancelDoneFailedPrecondition => {
+                "CancelOperation on a done operation answers `400 FAILED_PRECONDITION`"
+            }
+            ServerProfile::CancelDoneNotFound => {
+                "CancelOperation on a done operation answers `404 NOT_FOUND`"
+            }
         }
     }
 }
@@ -467,201 +491,12 @@ impl Scenario {
                 problem,
             }
         })?;
-        s.validate().map_err(|(field, problem)| ScenarioError {
+        validate::validate(&s).map_err(|(field, problem)| ScenarioError {
             file: file.into(),
             field,
             problem,
         })?;
         Ok(s)
-    }
-
-    fn validate(&self) -> Result<(), (String, String)> {
-        let bad = |f: &str, p: String| Err((f.to_string(), p));
-        if self.successor == Some(self.protocol) {
-            return bad(
-                "successor",
-                format!(
-                    "{} is the primary protocol already; a successor must be another one",
-                    self.protocol
-                ),
-            );
-        }
-        if self.retire_primary_at_ms.is_some() && self.successor.is_none() {
-            return bad(
-                "retire_primary_at_ms",
-                "retiring the only adapter leaves nothing to run new work".into(),
-            );
-        }
-        rate(
-            "executor.launch.new_adapter_fraction",
-            self.executor.launch.new_adapter_fraction,
-        )?;
-        rate("aip.preempt_rate", self.aip.preempt_rate)?;
-        for (field, t) in [
-            ("aip.submit_path", &self.aip.submit_path),
-            ("aip.operation_path", &self.aip.operation_path),
-        ] {
-            let var = if field == "aip.submit_path" {
-                "{tool}"
-            } else {
-                "{name}"
-            };
-            if !t.starts_with('/') || !t.contains(var) {
-                return bad(
-                    field,
-                    format!("{t:?} must be an absolute path template containing {var}"),
-                );
-            }
-        }
-        if self.server.profiles.is_empty() {
-            return bad("server.profiles", "needs at least one profile".into());
-        }
-        for p in &self.server.profiles {
-            if !self.protocol.profiles().contains(p) {
-                let known: Vec<&str> = self.protocol.profiles().iter().map(|p| p.name()).collect();
-                return bad(
-                    "server.profiles",
-                    format!(
-                        "{} is not a profile of {}; its profiles: {}",
-                        p.name(),
-                        self.protocol,
-                        known.join(", ")
-                    ),
-                );
-            }
-        }
-        rate(
-            "server.toolop_extensions_rate",
-            self.server.toolop_extensions_rate,
-        )?;
-        range("network.latency_ms", self.network.latency_ms)?;
-        let [lo, hi] = self.workload.call_nodes;
-        if lo == 0 || lo > hi || hi > 1_000 {
-            return bad(
-                "workload.call_nodes",
-                format!("[{lo}, {hi}] must satisfy 1 <= min <= max <= 1000"),
-            );
-        }
-        if self.workload.tools.is_empty() {
-            return bad("workload.tools", "needs at least one tool".into());
-        }
-        for (i, t) in self.workload.tools.iter().enumerate() {
-            let f = |name: &str| format!("workload.tools[{i}].{name}");
-            if t.weight == 0 {
-                return bad(&f("weight"), "must be positive".into());
-            }
-            range(&f("duration_ms"), t.duration_ms)?;
-            range(&f("blocks"), [t.blocks[0] as u64, t.blocks[1] as u64])?;
-            rate(&f("fail_rate"), t.fail_rate)?;
-            rate(&f("tool_error_rate"), t.tool_error_rate)?;
-            rate(&f("input_rate"), t.input_rate)?;
-            if t.fail_rate + t.tool_error_rate > 1.0 {
-                return bad(
-                    &f("fail_rate"),
-                    "fail_rate + tool_error_rate exceeds 1".into(),
-                );
-            }
-        }
-        rate(
-            "workload.caller.cancel_rate",
-            self.workload.caller.cancel_rate,
-        )?;
-        rate(
-            "workload.caller.detach_rate",
-            self.workload.caller.detach_rate,
-        )?;
-        range(
-            "workload.caller.cancel_after_ms",
-            self.workload.caller.cancel_after_ms,
-        )?;
-        range("approval.delay_ms", self.approval.delay_ms)?;
-        rate("approval.decline_rate", self.approval.decline_rate)?;
-        rate("approval.silent_rate", self.approval.silent_rate)?;
-        if self.executor.max_qps == 0 {
-            return bad("executor.max_qps", "must be positive".into());
-        }
-        if self.executor.request_timeout_ms == 0 {
-            return bad("executor.request_timeout_ms", "must be positive".into());
-        }
-        let p = &self.executor.core.poll;
-        if p.initial_interval_ms == 0 || p.interval_cap_ms < p.initial_interval_ms {
-            return bad(
-                "executor.core.poll",
-                "need 0 < initial_interval_ms <= interval_cap_ms".into(),
-            );
-        }
-        if !(1.0..=10.0).contains(&p.backoff_multiplier) {
-            return bad(
-                "executor.core.poll.backoff_multiplier",
-                format!("{} is outside [1, 10]", p.backoff_multiplier),
-            );
-        }
-        rate("executor.core.poll.jitter_fraction", p.jitter_fraction)?;
-        for (name, &r) in &self.faults.rates {
-            let field = format!("faults.rates.{name}");
-            let Some(fault) = FaultKind::from_name(name) else {
-                let known: Vec<String> = FaultKind::ALL.iter().map(|f| f.name()).collect();
-                return bad(
-                    &field,
-                    format!("unknown fault {name:?}; known: {}", known.join(", ")),
-                );
-            };
-            rate(&field, r)?;
-            for p in self.lanes() {
-                if !catalogue::expresses(p, fault) {
-                    let can: Vec<String> =
-                        catalogue::row(p).iter().map(|c| c.fault.name()).collect();
-                    return bad(
-                        &field,
-                        format!(
-                            "{} cannot express {name}; it can express: {}",
-                            p,
-                            can.join(", ")
-                        ),
-                    );
-                }
-            }
-        }
-        rate("faults.swarm_enable_rate", self.faults.swarm_enable_rate)?;
-        range("faults.restart_delay_ms", self.faults.restart_delay_ms)?;
-        range(
-            "faults.rollback_overlap_ms",
-            self.faults.rollback_overlap_ms,
-        )?;
-        range("faults.rollback_at_ms", self.faults.rollback_at_ms)?;
-        range("faults.short_ttl_ms", self.faults.short_ttl_ms)?;
-        range("faults.ledger_commit_ms", self.faults.ledger_commit_ms)?;
-        range("faults.slow_commit_ms", self.faults.slow_commit_ms)?;
-        range("faults.second_executor_ms", self.faults.second_executor_ms)?;
-        if !(0.0..=100.0).contains(&self.gates.outbox_traceable_min_pct) {
-            return bad(
-                "gates.outbox_traceable_min_pct",
-                "must be a percentage in [0, 100]".into(),
-            );
-        }
-        if self.limits.sim_time_ms == 0 || self.limits.max_events == 0 {
-            return bad(
-                "limits",
-                "sim_time_ms and max_events must be positive".into(),
-            );
-        }
-        Ok(())
-    }
-}
-
-fn rate(field: &str, v: f64) -> Result<(), (String, String)> {
-    if (0.0..=1.0).contains(&v) {
-        Ok(())
-    } else {
-        Err((field.into(), format!("rate {v} is outside [0, 1]")))
-    }
-}
-
-fn range(field: &str, [lo, hi]: [u64; 2]) -> Result<(), (String, String)> {
-    if lo <= hi {
-        Ok(())
-    } else {
-        Err((field.into(), format!("range [{lo}, {hi}] has min > max")))
     }
 }
 
@@ -757,6 +592,7 @@ duration_ms = [100, 200]
         );
         let aip = GOOD
             .replace("name = \"t\"", "name = \"t\"\nprotocol = \"aip-151\"")
+            .replace("task_support = \"required\"\n", "")
             .replace("\"ts-sdk\"", "\"cancel-done-ok\"");
         check(
             &format!("{aip}\n[faults.rates]\napproval_replay = 0.1\n"),
@@ -794,7 +630,7 @@ duration_ms = [100, 200]
         check(
             &format!("{GOOD}\n[executor]\nmax_qps = 0\n"),
             "executor.max_qps",
-            "positive",
+            "0 is outside [1, 100000]",
         );
         check(
             &format!("{GOOD}\n[faults.rates]\nlost_requests = 0.1\n"),

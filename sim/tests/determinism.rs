@@ -40,23 +40,17 @@ fn same_seed_same_hash_in_a_second_process() {
     let seed = 42;
     let expected = hash(&sc, seed);
     let reports = std::env::temp_dir().join(format!("toolop-det-{}", std::process::id()));
-    let out = Command::new(env!("CARGO_BIN_EXE_toolop-sim"))
-        .args(["run", "--scenario"])
-        .arg(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scenarios/smoke.toml"))
-        .args(["--seed", &seed.to_string(), "--reports"])
-        .arg(&reports)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let stdout = String::from_utf8(out.stdout).unwrap();
-    let printed = stdout
-        .lines()
-        .find_map(|l| l.strip_prefix("trace hash: "))
-        .expect("hash line");
+    let smoke_file = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scenarios/smoke.toml");
+    let stdout = sim(&[
+        "run",
+        "--scenario",
+        &smoke_file.display().to_string(),
+        "--seed",
+        &seed.to_string(),
+        "--reports",
+        &reports.display().to_string(),
+    ]);
+    let printed = printed_hash(&stdout);
     assert_eq!(
         printed, expected,
         "replay: toolop-sim run --scenario scenarios/smoke.toml --seed {seed}"
@@ -78,6 +72,9 @@ fn madsim_determinism_check_passes() {
     // madsim runs the future twice and checks every random draw matches; the future must be a
     // plain fn, so it reads its seed from the runtime.
     for seed in [5u64, 6, 7] {
+        // What run_series does before a runtime starts; without it, the first series of the
+        // process would pay the validator's entropy and the check would (rightly) fail.
+        series::entropy::settle();
         madsim::runtime::Runtime::check_determinism(seed, madsim::Config::default(), || async {
             let sc = smoke();
             let seed = madsim::runtime::Handle::current().seed();
@@ -128,4 +125,130 @@ fn fault_scenarios_of_every_protocol_replay_to_the_same_hash() {
             );
         }
     }
+}
+
+/// The smoke scenario with a fixed 3 s poll interval: the first validated approval answer of a
+/// process used to come before two replies due at the same instant, so a seed replayed alone
+/// (seed 3, 11 and 20 among 0..24) ordered that tie differently from its sweep.
+fn fixed_interval_smoke(dir: &std::path::Path) -> PathBuf {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let text = std::fs::read_to_string(root.join("scenarios/smoke.toml")).unwrap();
+    let mut edited = text;
+    for (from, to) in [
+        ("initial_interval_ms = 500", "initial_interval_ms = 3000"),
+        ("backoff_multiplier = 1.5", "backoff_multiplier = 1.0"),
+        ("interval_cap_ms = 10_000", "interval_cap_ms = 9000"),
+        (
+            "honor_server_interval = true",
+            "honor_server_interval = false",
+        ),
+    ] {
+        assert!(
+            edited.contains(from),
+            "smoke.toml no longer has `{from}`: update this test's edits"
+        );
+        edited = edited.replace(from, to);
+    }
+    std::fs::create_dir_all(dir).unwrap();
+    let file = dir.join("fixed_interval_smoke.toml");
+    std::fs::write(&file, edited).unwrap();
+    file
+}
+
+fn sim(args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_toolop-sim"))
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "toolop-sim {}: {}{}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// The hash `toolop-sim run` prints.
+fn printed_hash(stdout: &str) -> &str {
+    stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("trace hash: "))
+        .unwrap_or_else(|| panic!("no trace hash line in {stdout}"))
+}
+
+/// Each seed's hash from a gate sweep in a fresh process, by seed.
+fn gate_hashes(scenario: &str, series: u64, jobs: usize, reports: &str) -> Vec<String> {
+    let run = format!("jobs{jobs}");
+    let (n, j) = (series.to_string(), jobs.to_string());
+    sim(&[
+        "gate",
+        "--scenario",
+        scenario,
+        "--series",
+        &n,
+        "--jobs",
+        &j,
+        "--run",
+        &run,
+        "--reports",
+        reports,
+    ]);
+    let mut rdr =
+        csv::Reader::from_path(PathBuf::from(reports).join(&run).join("series.csv")).unwrap();
+    let header = rdr.headers().unwrap().clone();
+    let at = |name: &str| header.iter().position(|h| h == name).unwrap();
+    let (seed, hash) = (at("seed"), at("trace_hash"));
+    let rows: Vec<(u64, String)> = rdr
+        .records()
+        .map(|r| {
+            let r = r.unwrap();
+            (r[seed].parse().unwrap(), r[hash].to_string())
+        })
+        .collect();
+    assert_eq!(
+        rows.iter().map(|(s, _)| *s).collect::<Vec<_>>(),
+        (0..series).collect::<Vec<_>>()
+    );
+    rows.into_iter().map(|(_, h)| h).collect()
+}
+
+/// What a user does with a failing seed: replay it alone, in a new process. It must be the
+/// series the sweep ran, whatever --jobs the sweep had and whatever ran before it there.
+#[test]
+fn a_seed_replayed_alone_in_a_fresh_process_is_the_series_its_sweep_ran() {
+    let dir = std::env::temp_dir().join(format!("toolop-det-alone-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let file = fixed_interval_smoke(&dir);
+    let (scenario, reports) = (file.display().to_string(), dir.display().to_string());
+    let series = 24;
+    let by_jobs: Vec<Vec<String>> = [1, 2, 4]
+        .iter()
+        .map(|&jobs| gate_hashes(&scenario, series, jobs, &reports))
+        .collect();
+    for (jobs, hashes) in [(2, &by_jobs[1]), (4, &by_jobs[2])] {
+        assert_eq!(
+            hashes, &by_jobs[0],
+            "--jobs {jobs} ran other series than --jobs 1: toolop-sim gate --scenario {scenario} --series {series} --jobs {jobs}"
+        );
+    }
+    for (seed, swept) in by_jobs[0].iter().enumerate() {
+        let seed = seed.to_string();
+        let out = sim(&[
+            "run",
+            "--scenario",
+            &scenario,
+            "--seed",
+            &seed,
+            "--reports",
+            &reports,
+        ]);
+        let alone = printed_hash(&out);
+        assert_eq!(
+            alone, swept,
+            "seed {seed} alone is not the series its sweep ran: toolop-sim run --scenario {scenario} --seed {seed}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -10,6 +10,7 @@
 //! was lost, the calls stay where the ledger last recorded them.
 
 mod approve;
+mod crash_hook;
 mod progress;
 mod report;
 mod run;

@@ -17,6 +17,7 @@ use tokio::sync::mpsc;
 use tokio::time::{Duration, Instant};
 
 use super::approve::{self, Gate};
+use super::crash_hook;
 use super::progress::Progress;
 use super::report::{report, SharedNotes};
 use super::scoped::Scoped;
@@ -361,7 +362,7 @@ async fn drive(
         let (inputs_tx, inputs_rx) = mpsc::unbounded_channel();
         // Ids apart across incarnations and below 2^40 (the extension adapter's own ids start there).
         let rpc_id_base = (unix_ms() / 1000 % 1_000_000) * 1_000_000;
-        let runner = Runner::new(
+        let mut runner = Runner::new(
             cfg.clone(),
             epoch,
             origin,
@@ -372,6 +373,9 @@ async fn drive(
             unix_ms(),
             rpc_id_base,
         );
+        if let Some(hook) = crash_hook::from_env().map_err(Failure::usage)? {
+            runner = runner.with_crash_points(Box::new(hook));
+        }
         let gate_task = tokio::spawn(approve::serve(
             ex.gate.clone(),
             approvals_rx,

@@ -11,10 +11,7 @@ use crate::ledger::{OutboxEntry, Receipt};
 use crate::record::{ProtocolStatus, ToolOperation};
 
 pub fn status_name(s: ProtocolStatus) -> String {
-    serde_json::to_value(s)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_string))
-        .unwrap_or_default()
+    s.name().to_string()
 }
 
 /// The text blocks of a tool result, or the JSON when it has none.
@@ -128,6 +125,7 @@ pub fn status(store: &LedgerStore, node: Option<&str>, json: bool) -> Result<u8,
         v["tool"] = json!(r.tool_name);
         v["submission_key"] = json!(r.submission_key);
         v["cancel_generation"] = json!(r.cancel_generation);
+        v["unknown_reason"] = json!(r.unknown_reason);
         rows.push(v);
     }
     if json {

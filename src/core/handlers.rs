@@ -103,7 +103,10 @@ impl<'a> Machine<'a> {
             self.go(S::SubmissionUnknown)?;
         }
         self.go(S::Unknown)?;
-        let reason = format!("{reason} (last server status {:?})", self.rec.last_server_status);
+        let reason = match self.rec.last_server_status {
+            Some(status) => format!("{reason} (last server status: {})", status.name()),
+            None => format!("{reason} (no server status read yet)"),
+        };
         self.rec.unknown_reason = Some(reason.clone());
         self.rec.pending_input = None;
         self.cmds.push(Command::Reconcile { reason });
@@ -165,7 +168,7 @@ impl<'a> Machine<'a> {
             let late_completion = matches!(v.status, P::Completed | P::Failed);
             if self.rec.local_state == S::CancelledAccepted && late_completion && Some(&v.operation_id) == self.rec.operation_id.as_ref() {
                 self.cmds.push(Command::EffectReconciliation {
-                    reason: format!("server reported {:?} after the cancel was confirmed", v.status),
+                    reason: format!("server reported {} after the cancel was confirmed", v.status.name()),
                 });
                 return STAYED;
             }
@@ -684,7 +687,11 @@ impl<'a> Machine<'a> {
                 let payload = serde_json::json!({"error": {"code": code, "message": message}});
                 self.accept(S::Accepted, terminal, Some(value_digest(&payload)), Some(payload))
             }
-            (Reply::NoResultStored { .. }, TerminalState::Cancelled | TerminalState::DoneWithoutResult) => self.accept(S::Accepted, terminal, None, None),
+            // A failed task may store no result: the Python SDK (mcp 1.30) answers `tasks/result`
+            // of a task failed by an exception with only `_meta`. The terminal status read decides.
+            (Reply::NoResultStored { .. }, TerminalState::Cancelled | TerminalState::DoneWithoutResult | TerminalState::Failed) => {
+                self.accept(S::Accepted, terminal, None, None)
+            }
             (Reply::NotFound { .. }, _) => self.not_found("result gone before it was fetched"),
             (Reply::RateLimited { retry_after_ms } | Reply::Unavailable { retry_after_ms }, _) => {
                 self.refetch(retry_after_ms.unwrap_or(0))

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 /// How the executor paces status reads of one operation.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, default)]
 pub struct PollPolicy {
     pub initial_interval_ms: u64,
     /// Growth per poll already sent (1.0 = fixed interval).

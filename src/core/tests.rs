@@ -380,6 +380,19 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
          reply:fetch:result => FETCHING_RESULT->ACCEPTED [accept:completed]",
     ),
     (
+        "failed with no result stored (Python SDK: a tool that raised; tasks/result holds only _meta): accepted failed",
+        |s| {
+            s.working().timer(Timer::PollDue).reply(RequestKind::Poll, Reply::Status(view(P::Failed)));
+            s.timer(Timer::FetchDue).reply(RequestKind::Fetch, Reply::NoResultStored { message: "empty result (only _meta): no result stored".into() });
+        },
+        "start => stay [send:submit#1]
+         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
+         timer:poll_due => stay [send:poll#2]
+         reply:poll:status => WORKING->TERMINAL_OBSERVED [at0:fetch_due]
+         timer:fetch_due => TERMINAL_OBSERVED->FETCHING_RESULT [send:fetch#3]
+         reply:fetch:no_result_stored => FETCHING_RESULT->ACCEPTED [accept:failed]",
+    ),
+    (
         "AIP-151: done without result is its own outcome, never a failure",
         |s| {
             s.working().timer(Timer::PollDue).reply(RequestKind::Poll, Reply::Status(view(P::DoneWithoutResult)));

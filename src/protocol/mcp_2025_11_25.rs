@@ -7,8 +7,8 @@
 
 use super::jsonrpc::{
     call_error, cancel_error, check_call_result, has_path, http_status_reply, negotiation_result,
-    parse_frame_reply, parse_json, parse_reply, parse_task, refusal_in_result, related_task_id, request,
-    response_rpc_id, result_view_of, says_no_result_stored, server_answer, server_request,
+    parse_frame_reply, parse_json, parse_reply, parse_task, refusal_in_result, related_task_id,
+    request, response_rpc_id, result_view_of, says_no_result_stored, server_answer, server_request,
     task_read_error, to_bytes, type_name, RpcReply, INVALID_PARAMS, METHOD_NOT_FOUND, RELATED_TASK,
 };
 use serde_json::{json, Map, Value};
@@ -286,10 +286,16 @@ fn decode_cancel(reply: RpcReply) -> Reply {
             // The receiver must be `cancelled` before replying (§7). Another terminal status means
             // the task had already ended: the cancel did not take.
             Ok(view) if view.status.is_terminal() => Reply::CancelRejectedTerminal {
-                message: format!("cancel answered with terminal status {:?}", view.status),
+                message: format!(
+                    "cancel answered with terminal status {}",
+                    view.status.name()
+                ),
             },
             Ok(view) => Reply::Malformed {
-                reason: format!("cancel answered with non-terminal status {:?}", view.status),
+                reason: format!(
+                    "cancel answered with non-terminal status {}",
+                    view.status.name()
+                ),
             },
             Err(reason) => Reply::Malformed {
                 reason: format!("CancelTaskResult: {reason}"),

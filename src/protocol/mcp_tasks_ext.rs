@@ -47,11 +47,12 @@
 
 use super::jsonrpc::{
     call_error, cancel_error, check_call_result, has_path, http_status_reply, negotiation_result,
-    parse_error_object, parse_frame_reply, parse_json, parse_task, refusal_in_result, related_task_id,
-    request, response_rpc_id, result_view_of, server_answer, server_request, task_read_error,
-    to_bytes, type_name, RpcReply, METHOD_NOT_FOUND,
+    parse_error_object, parse_frame_reply, parse_json, parse_task, refusal_in_result,
+    related_task_id, request, response_rpc_id, result_view_of, server_answer, server_request,
+    task_read_error, to_bytes, type_name, RpcReply, METHOD_NOT_FOUND,
 };
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
 
 use serde_json::{json, Map, Value};
 
@@ -65,6 +66,9 @@ use crate::record::{AdapterId, ProtocolStatus};
 use crate::transport::{InFrame, OutFrame};
 
 pub const PROTOCOL_VERSION: &str = "2026-07-28";
+/// The revision a server may answer our initialize with and still run the extension, when its
+/// capabilities declare it (see [`Adapter::decode_initialize`]).
+pub const LEGACY_PROTOCOL_VERSION: &str = "2025-11-25";
 /// The extension identifier, under `capabilities.extensions` and the per-request capabilities.
 pub const EXTENSION_ID: &str = "io.modelcontextprotocol/tasks";
 /// `_meta` key of the per-request client capabilities (2026-07-28).
@@ -86,6 +90,8 @@ pub struct McpTasksExtAdapter {
     client_version: String,
     /// Next self-minted id (see [`SELF_MINTED_ID_BASE`]).
     minted: AtomicU64,
+    /// The revision the server chose at initialize (ours until it answers).
+    negotiated: Mutex<&'static str>,
 }
 
 impl McpTasksExtAdapter {
@@ -99,7 +105,13 @@ impl McpTasksExtAdapter {
             client_name: name.to_string(),
             client_version: version.to_string(),
             minted: AtomicU64::new(SELF_MINTED_ID_BASE),
+            negotiated: Mutex::new(PROTOCOL_VERSION),
         }
+    }
+
+    /// The session's protocol revision, for the per-request `_meta`.
+    fn version(&self) -> &'static str {
+        *self.negotiated.lock().expect("negotiated lock")
     }
 }
 
@@ -114,21 +126,23 @@ impl Default for McpTasksExtAdapter {
 
 /// The per-request `_meta` of 2026-07-28: protocol version and client capabilities. With
 /// `tasks`, the capabilities declare the extension (the server may then answer with a task).
-fn request_meta(tasks: bool) -> Map<String, Value> {
+/// `version` is the session's: rmcp refuses a request whose `_meta` version differs from its
+/// `MCP-Protocol-Version` header (-32020), and that header carries the negotiated revision.
+fn request_meta(version: &str, tasks: bool) -> Map<String, Value> {
     let caps = if tasks {
         json!({ "extensions": { EXTENSION_ID: {} } })
     } else {
         json!({})
     };
     let mut meta = Map::new();
-    meta.insert(META_PROTOCOL_VERSION.into(), Value::from(PROTOCOL_VERSION));
+    meta.insert(META_PROTOCOL_VERSION.into(), Value::from(version));
     meta.insert(META_CLIENT_CAPABILITIES.into(), caps);
     meta
 }
 
 /// `tools/call` params. The idempotency key rides in `_meta` either way: a server with
 /// [`EXT_IDEMPOTENCY`] deduplicates by it, others ignore it.
-fn call_params(key: &str, tool: &str, arguments: &Value, tasks: bool) -> Value {
+fn call_params(version: &str, key: &str, tool: &str, arguments: &Value, tasks: bool) -> Value {
     let mut params = Map::new();
     params.insert("name".into(), Value::from(tool));
     // The schema wants an object; `null` means "no arguments". Any other value is a caller bug
@@ -136,15 +150,15 @@ fn call_params(key: &str, tool: &str, arguments: &Value, tasks: bool) -> Value {
     if !arguments.is_null() {
         params.insert("arguments".into(), arguments.clone());
     }
-    let mut meta = request_meta(tasks);
+    let mut meta = request_meta(version, tasks);
     meta.insert(META_IDEMPOTENCY_KEY.into(), Value::from(key));
     params.insert("_meta".into(), Value::Object(meta));
     Value::Object(params)
 }
 
 /// `{taskId, _meta}` params of the `tasks/*` requests.
-fn task_params(operation_id: &str) -> Value {
-    json!({ "taskId": operation_id, "_meta": request_meta(true) })
+fn task_params(version: &str, operation_id: &str) -> Value {
+    json!({ "taskId": operation_id, "_meta": request_meta(version, true) })
 }
 
 /// The `inputResponses` key for a server request id: the extension keys input requests by
@@ -172,7 +186,7 @@ fn elicit_result(reply: &ApprovalReply) -> Value {
     Value::Object(result)
 }
 
-fn encode_outbound(rpc_id: u64, out: &Outbound) -> Vec<u8> {
+fn encode_outbound(version: &str, rpc_id: u64, out: &Outbound) -> Vec<u8> {
     match out {
         // No requested ttl in the extension (module docs).
         Outbound::Submit {
@@ -183,7 +197,7 @@ fn encode_outbound(rpc_id: u64, out: &Outbound) -> Vec<u8> {
         } => request(
             rpc_id,
             "tools/call",
-            call_params(key, tool, arguments, true),
+            call_params(version, key, tool, arguments, true),
         ),
         Outbound::SubmitSync {
             key,
@@ -192,20 +206,20 @@ fn encode_outbound(rpc_id: u64, out: &Outbound) -> Vec<u8> {
         } => request(
             rpc_id,
             "tools/call",
-            call_params(key, tool, arguments, false),
+            call_params(version, key, tool, arguments, false),
         ),
         // The extension removed tasks/list; a server that still answers it with the lookup-key
         // filter is used, one that does not says -32601 (→ LookupUnsupported).
         Outbound::LookupByKey { key } => {
-            let mut meta = request_meta(true);
+            let mut meta = request_meta(version, true);
             meta.insert(META_LOOKUP_KEY.into(), Value::from(key.as_str()));
             request(rpc_id, "tasks/list", json!({ "_meta": meta }))
         }
         Outbound::Poll { operation_id } | Outbound::FetchResult { operation_id } => {
-            request(rpc_id, "tasks/get", task_params(operation_id))
+            request(rpc_id, "tasks/get", task_params(version, operation_id))
         }
         Outbound::Cancel { operation_id } => {
-            request(rpc_id, "tasks/cancel", task_params(operation_id))
+            request(rpc_id, "tasks/cancel", task_params(version, operation_id))
         }
         Outbound::InputResponse {
             operation_id,
@@ -217,7 +231,7 @@ fn encode_outbound(rpc_id: u64, out: &Outbound) -> Vec<u8> {
             let params = json!({
                 "taskId": operation_id,
                 "inputResponses": responses,
-                "_meta": request_meta(true),
+                "_meta": request_meta(version, true),
             });
             request(rpc_id, "tasks/update", params)
         }
@@ -624,25 +638,15 @@ impl Adapter for McpTasksExtAdapter {
         if let Some(c) = cursor {
             params.insert("cursor".into(), Value::from(c));
         }
-        params.insert("_meta".into(), Value::Object(request_meta(true)));
+        params.insert(
+            "_meta".into(),
+            Value::Object(request_meta(self.version(), true)),
+        );
         request(rpc_id, "tools/list", Value::Object(params))
     }
 
     fn decode_initialize(&self, frame: &InFrame) -> Result<ServerCapabilities, ProtocolError> {
         let result = negotiation_result(frame, "initialize")?;
-        match result.get("protocolVersion").and_then(Value::as_str) {
-            Some(PROTOCOL_VERSION) => {}
-            Some(v) => {
-                return Err(ProtocolError(format!(
-                    "server speaks protocol {v}, not {PROTOCOL_VERSION}"
-                )))
-            }
-            None => {
-                return Err(ProtocolError(
-                    "initialize result without a string protocolVersion".into(),
-                ))
-            }
-        }
         let caps = match result.get("capabilities") {
             Some(c @ Value::Object(_)) => c,
             _ => {
@@ -652,8 +656,33 @@ impl Adapter for McpTasksExtAdapter {
             }
         };
         let tasks = has_path(caps, &["extensions", EXTENSION_ID]);
+        let version: &'static str = match result.get("protocolVersion").and_then(Value::as_str) {
+            Some(PROTOCOL_VERSION) => PROTOCOL_VERSION,
+            // The server chose an older revision (MCP lifecycle: the client may go on if it
+            // speaks it). Extensions are negotiated by capability, not by version: a
+            // 2025-11-25 session that declares the extension runs it, and this adapter's
+            // per-request `_meta` is what such a server reads (rmcp 3.11.0 answers our
+            // 2026-07-28 initialize this way; transcript seq 3, `tests/peers/rmcp/README.md`).
+            Some(LEGACY_PROTOCOL_VERSION) if tasks => LEGACY_PROTOCOL_VERSION,
+            Some(v @ LEGACY_PROTOCOL_VERSION) => {
+                return Err(ProtocolError(format!(
+                    "server speaks protocol {v} without the {EXTENSION_ID} extension: \
+                     use --protocol mcp-2025-11-25"
+                )))
+            }
+            Some(v) => return Err(ProtocolError(format!(
+                "server speaks protocol {v}, not {PROTOCOL_VERSION} or {LEGACY_PROTOCOL_VERSION} \
+                     with the {EXTENSION_ID} extension"
+            ))),
+            None => {
+                return Err(ProtocolError(
+                    "initialize result without a string protocolVersion".into(),
+                ))
+            }
+        };
+        *self.negotiated.lock().expect("negotiated lock") = version;
         Ok(ServerCapabilities {
-            protocol_version: PROTOCOL_VERSION.to_string(),
+            protocol_version: version.to_string(),
             tasks_tool_call: tasks,
             tasks_cancel: tasks,
             // Removed by the extension.
@@ -687,7 +716,7 @@ impl Adapter for McpTasksExtAdapter {
     }
 
     fn encode(&self, rpc_id: u64, out: &Outbound) -> Vec<u8> {
-        encode_outbound(rpc_id, out)
+        encode_outbound(self.version(), rpc_id, out)
     }
 
     /// Like the default, except that an InputResponse is a `tasks/update` *request* here, whose

@@ -50,7 +50,7 @@ impl Runner {
                 moot,
             });
             let applied =
-                moot || self.handle(&node, Event::CancelClicked).await == Handled::Applied;
+                moot || self.handle(&node, Event::CancelClicked).await != Handled::NotApplied;
             // A runner that crashed in the step never got to take it: the next one will.
             if applied && self.stopped().is_none() {
                 let taken = self

@@ -40,9 +40,11 @@ impl CommitDelay for NoCommitDelay {
 }
 
 /// Whether an event was applied: its step committed (or needed no write) and its commands ran.
+/// `Rejected`: applied, and the core refused the event (nothing changed, nothing was sent).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Handled {
     Applied,
+    Rejected,
     NotApplied,
 }
 
@@ -101,7 +103,7 @@ impl Runner {
         }
     }
 
-    fn read(&mut self, node: &str) -> Option<ToolOperation> {
+    pub(super) fn read(&mut self, node: &str) -> Option<ToolOperation> {
         let read = self.ledger.lock().expect("ledger lock").by_call_node(node);
         match read {
             Ok(Some(rec)) => Some(rec),
@@ -233,11 +235,14 @@ impl Runner {
             } else {
                 rec.version
             };
+            let refused = matches!(step.outcome, Outcome::Rejected(_));
             self.act(node, lane, &name, step.outcome, step.commands, version);
             // A crash point inside `act` stopped the commands: the step is in the ledger, its
             // sends are not.
             return if self.crashed.is_some() {
                 Handled::NotApplied
+            } else if refused {
+                Handled::Rejected
             } else {
                 Handled::Applied
             };

@@ -1,11 +1,12 @@
 //! Dispatch: inputs and frames become core events for one call node (`commit.rs` steps,
 //! commits and acts on each); the commands of a committed step are executed here.
 
+use super::commit::Handled;
 use super::{ApprovalRequest, CallNode, Input, NoTaskSupport, Observation, Queued, Runner, APPROVAL_REASKS_MAX};
 use crate::approval;
 use crate::core::{Command, Event};
 use crate::ledger::LedgerError;
-use crate::protocol::{ApprovalReply, Inbound, ServerAnswer, ServerRequest, TaskSupport};
+use crate::protocol::{ApprovalReply, Inbound, Outbound, ServerAnswer, ServerRequest, TaskSupport};
 use crate::record::ToolOperation;
 
 impl Runner {
@@ -144,7 +145,10 @@ impl Runner {
                 };
                 match owner {
                     Ok(Some(rec)) => {
-                        self.handle(&rec.call_node_id, Event::InputRequested(req)).await;
+                        let (node, id, digest) = (rec.call_node_id.clone(), req.server_request_id.clone(), req.schema_digest.clone());
+                        if self.handle(&node, Event::InputRequested(req)).await == Handled::Rejected {
+                            self.answer_refused_input(lane, &node, id, &digest);
+                        }
                     }
                     Err(e) => self.ledger_failed(e),
                     Ok(None) => {
@@ -159,6 +163,50 @@ impl Runner {
             Inbound::ServerRequest(req) => self.answer_server_request(lane, req),
             Inbound::Ignored { .. } => {}
             Inbound::Malformed { reason } => self.observe(Observation::Malformed { reason }),
+        }
+    }
+
+    /// An input request the core refused, answered on the wire where no round can come of it:
+    /// only for a call node that has finished. The request we answered last, delivered again
+    /// (same id, same schema), gets that same answer; any other is declined: nothing will ever
+    /// ask the gate. A request for a node still running is left to the core, even a copy of the
+    /// one answered last: the server may already have opened the next round under the same id
+    /// (ids are reused), and a late copy of the old answer would be taken as that round's (the
+    /// simulator's `input_answer_matches_round`, mcp_faults seed 81). It may also be the next
+    /// round itself, pushed before the
+    /// executor saw `input_required` again, and the SDK servers deliver it again on the stream
+    /// the executor opens then; declining it here would answer a round the gate never saw (the
+    /// simulator's `input_answer_matches_round` catches exactly that).
+    ///
+    /// Servers may reuse request ids (the TS SDK sends every elicitation as id `0`), and an
+    /// answer reaches the server by id alone: while another call node has a round open under the
+    /// same id, any answer here would be taken as that round's. Then nothing is sent.
+    fn answer_refused_input(&mut self, lane: usize, node: &str, id: serde_json::Value, schema_digest: &str) {
+        let Some(rec) = self.read(node) else { return };
+        let in_flight = self.ledger.lock().expect("ledger lock").in_flight();
+        let shared_id = match in_flight {
+            Ok(recs) => recs.iter().any(|r| {
+                r.call_node_id != node && r.pending_input.as_ref().is_some_and(|p| p.server_request_id == id)
+            }),
+            Err(e) => return self.ledger_failed(e),
+        };
+        if shared_id {
+            return;
+        }
+        let finished = rec.local_state.is_final();
+        let last = rec.last_answer.filter(|l| l.server_request_id == id && l.schema_digest == schema_digest);
+        match (last, rec.operation_id) {
+            (Some(last), Some(operation_id)) if finished => {
+                self.observe(Observation::ServerRequestAnswered { method: "elicitation/create".into(), answer: "last_answer_again" });
+                let out = Outbound::InputResponse { operation_id, server_request_id: id, reply: last.reply };
+                let body = self.lanes[lane].adapter.encode(0, &out);
+                self.answers.push_back((lane, body));
+            }
+            _ if finished => {
+                let decline = ServerRequest { id, method: "elicitation/create".into(), answer: ServerAnswer::DeclineElicitation };
+                self.answer_server_request(lane, decline);
+            }
+            _ => {}
         }
     }
 

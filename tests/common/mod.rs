@@ -40,12 +40,34 @@ fn ts_server() -> PathBuf {
     dir.join("server.mjs")
 }
 
+fn rmcp_server() -> PathBuf {
+    let bin = root().join("target/peers/rmcp/debug/toolop-rmcp-peer");
+    assert!(
+        bin.exists(),
+        "{} missing: run `make peers` first",
+        bin.display()
+    );
+    bin
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Sdk {
     Ts,
     Python,
+    /// The rmcp 3.11.0 tasks-extension server (`tests/peers/rmcp`).
+    Rmcp,
     /// The AIP-151 test service (`tests/peers/python/aip_server.py`).
     Aip,
+}
+
+impl Sdk {
+    /// The `--protocol` of `toolop call` for this server.
+    pub fn protocol(self) -> &'static str {
+        match self {
+            Sdk::Rmcp => "mcp-tasks-ext",
+            _ => "mcp-2025-11-25",
+        }
+    }
 }
 
 /// A peer server process; killed (and reaped) on drop.
@@ -53,6 +75,20 @@ pub struct Peer {
     child: Child,
     pub port: u16,
     pub sdk: Sdk,
+    flags: Vec<String>,
+    /// rmcp: its events file, shared by every incarnation on this port.
+    events: Option<PathBuf>,
+}
+
+/// What a server itself recorded: its tasks (status from its own store) and creations per key.
+#[derive(Debug, Default)]
+pub struct ServerRecord {
+    /// task id -> (idempotency key, last status the server's store reported, gone from the store)
+    pub tasks: std::collections::BTreeMap<String, (Option<String>, String, bool)>,
+    /// idempotency key -> tasks created for it (rmcp: across every incarnation)
+    pub creations: std::collections::BTreeMap<String, u64>,
+    /// rmcp: synchronous runs (a call the server ran without a task), which would be operations too
+    pub sync_runs: u64,
 }
 
 impl Peer {
@@ -60,9 +96,38 @@ impl Peer {
         Peer::start_on(sdk, free_port(), flags)
     }
 
+    /// The same server again on the same port (a crash and restart: its in-memory tasks and
+    /// sessions are gone; rmcp appends to the same events file).
+    pub fn restart(mut self) -> Peer {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let flags: Vec<&str> = self.flags.iter().map(String::as_str).collect();
+        Peer::spawn(self.sdk, self.port, &flags, self.events.take())
+    }
+
     /// On a given port (a restart on the same address, as after a server crash).
     pub fn start_on(sdk: Sdk, port: u16, flags: &[&str]) -> Peer {
+        let events = (sdk == Sdk::Rmcp).then(|| {
+            std::env::temp_dir().join(format!(
+                "toolop-rmcp-events-{}-{port}.jsonl",
+                std::process::id()
+            ))
+        });
+        if let Some(e) = &events {
+            let _ = std::fs::remove_file(e);
+        }
+        Peer::spawn(sdk, port, flags, events)
+    }
+
+    fn spawn(sdk: Sdk, port: u16, flags: &[&str], events: Option<PathBuf>) -> Peer {
         let mut cmd = match sdk {
+            Sdk::Rmcp => {
+                let mut c = Command::new(rmcp_server());
+                c.arg("http")
+                    .arg("--events-file")
+                    .arg(events.as_ref().expect("rmcp events file"));
+                c
+            }
             Sdk::Ts => {
                 let mut c = Command::new("node");
                 c.arg(ts_server());
@@ -85,7 +150,14 @@ impl Peer {
             .stdout(Stdio::null())
             .stderr(Stdio::null());
         let child = cmd.spawn().expect("start peer");
-        let peer = Peer { child, port, sdk };
+        let flags = flags.iter().map(|f| f.to_string()).collect();
+        let peer = Peer {
+            child,
+            port,
+            sdk,
+            flags,
+            events,
+        };
         let deadline = Instant::now() + Duration::from_secs(20);
         while TcpStream::connect(("127.0.0.1", port)).is_err() {
             assert!(
@@ -111,7 +183,60 @@ impl Peer {
 
     /// Task creations the server counted for one idempotency key.
     pub fn creations(&self, key: &str) -> u64 {
+        if self.sdk == Sdk::Rmcp {
+            return self.record().creations.get(key).copied().unwrap_or(0);
+        }
         self.stats()["creations"][key].as_u64().unwrap_or(0)
+    }
+
+    /// The server's own record (TS, Python: `GET /stats`; rmcp: its events file).
+    pub fn record(&self) -> ServerRecord {
+        let mut r = ServerRecord::default();
+        if self.sdk == Sdk::Rmcp {
+            let path = self.events.as_ref().expect("rmcp events file");
+            let text = std::fs::read_to_string(path).unwrap_or_default();
+            // A line without its newline is still being written (tests/peers/rmcp/README.md).
+            let complete = &text[..text.rfind('\n').map_or(0, |i| i + 1)];
+            for line in complete.lines() {
+                let e: serde_json::Value = serde_json::from_str(line).expect("events line");
+                let id = e["task_id"].as_str().unwrap_or_default().to_string();
+                match e["event"].as_str() {
+                    Some("created") => {
+                        let key = e["key"].as_str().map(str::to_string);
+                        if let Some(k) = &key {
+                            *r.creations.entry(k.clone()).or_default() += 1;
+                        }
+                        r.tasks.insert(id, (key, "working".into(), false));
+                    }
+                    Some("status") => {
+                        if let Some(t) = r.tasks.get_mut(&id) {
+                            t.1 = e["status"].as_str().unwrap_or_default().to_string();
+                        }
+                    }
+                    Some("evicted") => {
+                        if let Some(t) = r.tasks.get_mut(&id) {
+                            t.2 = true;
+                        }
+                    }
+                    Some("sync_run") => r.sync_runs += 1,
+                    _ => {}
+                }
+            }
+            return r;
+        }
+        let stats = self.stats();
+        for (k, n) in stats["creations"].as_object().into_iter().flatten() {
+            r.creations.insert(k.clone(), n.as_u64().unwrap_or(0));
+        }
+        for (id, t) in stats["tasks"].as_object().into_iter().flatten() {
+            let key = t["key"].as_str().map(str::to_string);
+            let status = t["status"].as_str().unwrap_or_default().to_string();
+            r.tasks.insert(
+                id.clone(),
+                (key, status, t["gone"] == serde_json::Value::Bool(true)),
+            );
+        }
+        r
     }
 
     /// Arm a fault on the TypeScript peer (see its header comment).
@@ -129,6 +254,9 @@ impl Drop for Peer {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        if let Some(e) = self.events.take() {
+            let _ = std::fs::remove_file(e);
+        }
     }
 }
 
@@ -271,4 +399,65 @@ pub fn wait_status(
         assert!(Instant::now() < deadline, "{node} never reached: {what}");
         std::thread::sleep(Duration::from_millis(100));
     }
+}
+
+/// `toolop call` of one node on `peer`, in the peer's protocol, waited for.
+pub fn call(
+    ledger: &TempLedger,
+    peer: &Peer,
+    node: &str,
+    tool: &str,
+    args: &str,
+    extra: &[&str],
+) -> Output {
+    let url = peer.url();
+    let mut a = vec![
+        "call",
+        "--server",
+        url.as_str(),
+        "--protocol",
+        peer.sdk.protocol(),
+        "--tool",
+        tool,
+        "--args",
+        args,
+        "--node",
+        node,
+    ];
+    a.extend_from_slice(extra);
+    run(ledger, &a)
+}
+
+/// The same, in the background (for a cancel from another process, or kill -9).
+pub fn spawn_call(ledger: &TempLedger, peer: &Peer, node: &str, tool: &str, args: &str) -> Child {
+    let url = peer.url();
+    spawn(
+        ledger,
+        &[
+            "call",
+            "--server",
+            &url,
+            "--protocol",
+            peer.sdk.protocol(),
+            "--tool",
+            tool,
+            "--args",
+            args,
+            "--node",
+            node,
+        ],
+    )
+}
+
+/// Receipts for one node in the ledger file, across every process that ever wrote it (the
+/// database allows no second one; this checks there is one), each with its one outbox entry.
+pub fn acceptances(ledger: &TempLedger, node: &str) -> usize {
+    use toolop::ledger::Ledger;
+    let l = toolop::ledger::SqliteLedger::open(ledger.path()).unwrap();
+    let receipts = l.receipts().unwrap();
+    let receipts = receipts.iter().filter(|r| r.call_node_id == node).count();
+    let outbox = l.outbox().unwrap();
+    let outbox = outbox.iter().filter(|e| e.call_node_id == node).count();
+    assert_eq!(receipts, outbox, "{node}: one outbox entry per receipt");
+    receipts
 }

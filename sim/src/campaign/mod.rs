@@ -10,3 +10,12 @@ pub mod shrink;
 pub mod sweep;
 /// The tune command: a grid of executor poll settings on the same seeds, frontier, recommendation.
 pub mod tune;
+
+/// `--jobs`: worker threads, 1 to 256 (0 would run nothing and report it as done).
+pub fn jobs_parser(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(n) if (1..=256).contains(&n) => Ok(n),
+        Ok(n) => Err(format!("{n} is outside 1..=256")),
+        Err(e) => Err(e.to_string()),
+    }
+}

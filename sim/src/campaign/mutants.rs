@@ -156,7 +156,12 @@ pub fn table(results: &[MutantResult], baseline: &BTreeMap<String, u64>) -> Stri
         if clean {
             "no checker fired".to_string()
         } else {
-            format!("checker violations {baseline:?}")
+            let fired: Vec<String> = baseline
+                .iter()
+                .filter(|(_, &n)| n > 0)
+                .map(|(c, n)| format!("{c} {n}"))
+                .collect();
+            format!("checker violations: {}", fired.join(", "))
         }
     ));
     s

@@ -76,6 +76,27 @@ pub fn replay_command(schedule_file: &Path) -> String {
     format!("toolop-sim replay --schedule {}", schedule_file.display())
 }
 
+/// The scenario path a schedule written to `schedule_file` stores: relative to the schedule's
+/// folder (absolute when no relative path exists, e.g. another drive).
+pub fn scenario_relative_to(scenario: &Path, schedule_file: &Path) -> String {
+    let abs = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
+    let folder = abs(schedule_file)
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default();
+    pathdiff::diff_paths(abs(scenario), &folder)
+        .unwrap_or_else(|| abs(scenario))
+        .display()
+        .to_string()
+}
+
+/// The scenario a schedule file names: its stored path read relative to the schedule's folder
+/// (absolute paths as they are).
+pub fn scenario_of(schedule_file: &Path, stored: &str) -> PathBuf {
+    let folder = schedule_file.parent().unwrap_or(Path::new(""));
+    folder.join(stored)
+}
+
 /// Where `toolop-sim shrink` writes by default: `<reports>/<scenario>/<seed>/schedule.toml`.
 pub fn default_path(reports: &Path, sc: &Scenario, seed: u64) -> PathBuf {
     reports
@@ -316,9 +337,14 @@ pub fn shrink_to_file(
     max_replays: u32,
     out: &Path,
 ) -> Result<Option<(Shrunk, PathBuf)>, String> {
-    let Some(s) = shrink_seed(sc, scenario_file, seed, checker, max_replays)? else {
+    let Some(mut s) = shrink_seed(sc, scenario_file, seed, checker, max_replays)? else {
         return Ok(None);
     };
+    // Stored relative to the schedule file's folder, so `replay --schedule` works from any
+    // working directory (and the pair can be moved together).
+    let stored = scenario_relative_to(Path::new(scenario_file), out);
+    s.shrunk.scenario = stored.clone();
+    s.original.scenario = stored;
     s.shrunk.save(out)?;
     let orig = original_path(out);
     s.original.save(&orig)?;

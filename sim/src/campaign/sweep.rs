@@ -2,9 +2,11 @@
 //! series on its own fresh OS thread. Only per-series rows are kept, never whole traces, so
 //! memory stays flat in the number of series.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
 
 use crate::judge::checkers;
 use crate::judge::gates::SeriesRow;
@@ -65,31 +67,151 @@ pub fn run(
     jobs: usize,
     on_done: &(dyn Fn() + Sync),
 ) -> (Vec<SeriesRow>, SweepTotals) {
+    let plan = Plan::Range { start_seed, series };
+    let hooks = Hooks {
+        on_done: &|_| on_done(),
+        ..Hooks::default()
+    };
+    run_plan(scenarios, &plan, jobs, &hooks)
+}
+
+/// Wall time after which a series still running is reported (with its replay command) while
+/// the sweep goes on: the world's limits end every series, so this names the seed of a hang in
+/// the harness itself before a CI job's own timeout kills the run without a word.
+pub const SLOW_SERIES_WARN: Duration = Duration::from_secs(120);
+
+/// What a sweep tells its caller and listens to.
+pub struct Hooks<'a> {
+    /// Called with each finished row (progress, --fail-fast).
+    pub on_done: &'a (dyn Fn(&SeriesRow) + Sync),
+    /// Called once per series still running after `slow_after` of wall time, with a message
+    /// naming its seed and the command that reproduces it alone.
+    pub on_slow: &'a (dyn Fn(&str) + Sync),
+    pub slow_after: Duration,
+    /// Once set, no new series starts; those running finish.
+    pub stop: &'a AtomicBool,
+}
+
+static NEVER: AtomicBool = AtomicBool::new(false);
+
+impl Default for Hooks<'_> {
+    fn default() -> Self {
+        Hooks {
+            on_done: &|_| {},
+            on_slow: &|m| eprintln!("warning: {m}"),
+            slow_after: SLOW_SERIES_WARN,
+            stop: &NEVER,
+        }
+    }
+}
+
+/// Which series a sweep runs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Plan {
+    /// `series` seeds from `start_seed`; scenarios take turns.
+    Range { start_seed: u64, series: u64 },
+    /// Chosen seeds (`--seeds`), each on the scenario a range from `start_seed` gave it, so a
+    /// failing seed of a gate is re-judged on the same scenario.
+    Seeds { start_seed: u64, seeds: Vec<u64> },
+}
+
+impl Plan {
+    pub fn len(&self) -> u64 {
+        match self {
+            Plan::Range { series, .. } => *series,
+            Plan::Seeds { seeds, .. } => seeds.len() as u64,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn start_seed(&self) -> u64 {
+        match self {
+            Plan::Range { start_seed, .. } | Plan::Seeds { start_seed, .. } => *start_seed,
+        }
+    }
+
+    /// The scenario index and seed of the `i`-th series.
+    fn series(&self, scenarios: &[Loaded], i: u64) -> (usize, u64) {
+        match self {
+            Plan::Range { start_seed, .. } => assignment(scenarios, *start_seed, i),
+            Plan::Seeds { start_seed, seeds } => {
+                let seed = seeds[i as usize];
+                assert!(seed >= *start_seed, "seeds below --start-seed are refused");
+                (
+                    ((seed - start_seed) % scenarios.len() as u64) as usize,
+                    seed,
+                )
+            }
+        }
+    }
+}
+
+/// Run the series of `plan` on `jobs` worker threads, with a watchdog that reports series
+/// running longer than `hooks.slow_after`. Rows come back ordered by series index; fewer than
+/// planned when `hooks.stop` was set.
+pub fn run_plan(
+    scenarios: &[Loaded],
+    plan: &Plan,
+    jobs: usize,
+    hooks: &Hooks,
+) -> (Vec<SeriesRow>, SweepTotals) {
+    let series = plan.len();
     let next = AtomicU64::new(0);
     let rows: Mutex<Vec<(u64, SeriesRow)>> = Mutex::new(Vec::with_capacity(series as usize));
     let totals = Mutex::new(SweepTotals::default());
     let scenarios = Arc::new(scenarios.to_vec());
+    // Series in flight: index -> (scenario, seed, started, reported).
+    let inflight: Mutex<InFlight> = Mutex::new(BTreeMap::new());
+    let workers_left = (Mutex::new(jobs.max(1)), Condvar::new());
     std::thread::scope(|scope| {
         for _ in 0..jobs.max(1) {
-            scope.spawn(|| loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                if i >= series {
-                    return;
-                }
-                let (which, seed) = assignment(&scenarios, start_seed, i);
-                let l = &scenarios[which];
-                let row = match series::run_series(&l.scenario, seed) {
-                    Ok(r) => {
-                        let mut t = totals.lock().expect("totals lock");
-                        t.events += r.trace.events.len() as u64;
-                        t.sim_ms += r.end_ms;
-                        row_of(l, &r)
+            scope.spawn(|| {
+                loop {
+                    if hooks.stop.load(Ordering::SeqCst) {
+                        break;
                     }
-                    Err(e) => failed_row(l, seed, e),
-                };
-                rows.lock().expect("rows lock").push((i, row));
-                on_done();
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    if i >= series {
+                        break;
+                    }
+                    let (which, seed) = plan.series(&scenarios, i);
+                    let l = &scenarios[which];
+                    let started = (which, seed, Instant::now(), false);
+                    inflight.lock().expect("inflight lock").insert(i, started);
+                    let row = match series::run_series(&l.scenario, seed) {
+                        Ok(r) => {
+                            let mut t = totals.lock().expect("totals lock");
+                            t.events += r.trace.events.len() as u64;
+                            t.sim_ms += r.end_ms;
+                            row_of(l, &r)
+                        }
+                        Err(e) => failed_row(l, seed, e),
+                    };
+                    inflight.lock().expect("inflight lock").remove(&i);
+                    (hooks.on_done)(&row);
+                    rows.lock().expect("rows lock").push((i, row));
+                }
+                let (left, done) = &workers_left;
+                *left.lock().expect("workers lock") -= 1;
+                done.notify_all();
             });
+        }
+        // The watchdog: wakes once a second (or when the last worker ends) until all have ended.
+        let (left, done) = &workers_left;
+        let mut n = left.lock().expect("workers lock");
+        while *n > 0 {
+            n = done
+                .wait_timeout(n, Duration::from_secs(1))
+                .expect("workers lock")
+                .0;
+            report_slow(
+                &mut inflight.lock().expect("inflight lock"),
+                &scenarios,
+                hooks,
+            );
         }
     });
     let mut rows = rows.into_inner().expect("rows lock");
@@ -98,6 +220,26 @@ pub fn run(
         rows.into_iter().map(|(_, r)| r).collect(),
         totals.into_inner().expect("totals lock"),
     )
+}
+
+/// Series in flight: index -> (scenario, seed, started, reported).
+type InFlight = BTreeMap<u64, (usize, u64, Instant, bool)>;
+
+/// The watchdog's look: every series running longer than `hooks.slow_after` and not yet
+/// reported is reported once.
+fn report_slow(inflight: &mut InFlight, scenarios: &[Loaded], hooks: &Hooks) {
+    for (which, seed, started, reported) in inflight.values_mut() {
+        if !*reported && started.elapsed() >= hooks.slow_after {
+            *reported = true;
+            let file = &scenarios[*which].file;
+            (hooks.on_slow)(&format!(
+                "series seed {seed} of {} has run {} s of wall time and is still running; alone: {}",
+                file.display(),
+                started.elapsed().as_secs(),
+                replay_command(file, *seed)
+            ));
+        }
+    }
 }
 
 /// A series that could not run at all (a panic in the world) is a failing row, never a skip.
@@ -117,5 +259,45 @@ fn failed_row(l: &Loaded, seed: u64, error: String) -> SeriesRow {
         end_reason: "series failed to run".into(),
         events: 0,
         sim_end_ms: 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A series past the wall-time threshold is named once, with its seed and replay command;
+    /// one under it is not.
+    #[test]
+    fn the_watchdog_names_a_slow_series_once() {
+        let file = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scenarios/smoke.toml");
+        let loaded = [Loaded {
+            scenario: Scenario::load(&file).unwrap(),
+            file,
+        }];
+        let said = Mutex::new(vec![]);
+        let on_slow = |m: &str| said.lock().unwrap().push(m.to_string());
+        let mut inflight: InFlight = BTreeMap::from([(0, (0, 7, Instant::now(), false))]);
+        let patient = Hooks {
+            on_slow: &on_slow,
+            slow_after: Duration::from_secs(3_600),
+            ..Hooks::default()
+        };
+        report_slow(&mut inflight, &loaded, &patient);
+        assert!(said.lock().unwrap().is_empty());
+        let hasty = Hooks {
+            slow_after: Duration::ZERO,
+            ..patient
+        };
+        report_slow(&mut inflight, &loaded, &hasty);
+        report_slow(&mut inflight, &loaded, &hasty);
+        let said = said.into_inner().unwrap();
+        assert_eq!(said.len(), 1, "reported once: {said:?}");
+        assert!(
+            said[0].contains("series seed 7 of ")
+                && said[0].contains("toolop-sim replay --scenario"),
+            "{}",
+            said[0]
+        );
     }
 }

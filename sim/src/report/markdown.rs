@@ -115,7 +115,8 @@ pub fn summary_markdown(r: &SweepReport) -> String {
     if r.failing.is_empty() {
         out.push_str("No failing seeds.\n");
     }
-    for f in &r.failing {
+    let (shown, hidden) = super::text::capped_failing(r);
+    for f in shown {
         let _ = writeln!(
             out,
             "- seed {} of {}: {}",
@@ -128,6 +129,13 @@ pub fn summary_markdown(r: &SweepReport) -> String {
             },
         );
         let _ = writeln!(out, "  replay: {}", code(&f.replay, false));
+    }
+    for (group, n) in &hidden {
+        let _ = writeln!(
+            out,
+            "- ... and {n} more failing {} (every one in `failing.txt`)",
+            text(group)
+        );
     }
     out
 }

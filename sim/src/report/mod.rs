@@ -8,6 +8,7 @@
 //! | `hist_*.hgrm` | [`hdr`] | HdrHistogram percentile distributions, aggregated over the sweep |
 //! | `summary.md` | [`markdown`] | the CI job summary: verdict, gates, coverage, failing seeds |
 //! | `junit.xml` | [`junit`] | one test case per gate row, for CI test reporters |
+//! | `failing.txt` | [`text`] | every failing seed with its replay command (the others list the first few per checker) |
 //!
 //! [`text`] renders the same tables for the terminal, and [`progress`] is the sweep's progress
 //! bar.
@@ -25,6 +26,8 @@ pub mod hdr;
 pub mod junit;
 pub mod markdown;
 pub mod progress;
+/// The seeds that set a failing metric gate (a p99, a busiest window).
+pub mod setters;
 /// A readable per-node summary of one series.
 pub mod summary;
 pub mod text;
@@ -60,6 +63,10 @@ pub fn write_all(dir: &Path, r: &SweepReport) -> std::io::Result<Vec<PathBuf>> {
 
     let path = dir.join("junit.xml");
     std::fs::write(&path, junit_xml(r))?;
+    written.push(path);
+
+    let path = dir.join("failing.txt");
+    std::fs::write(&path, text::failing_full(r))?;
     written.push(path);
 
     Ok(written)
@@ -400,6 +407,7 @@ mod tests {
                 "hist_polls_per_operation.hgrm",
                 "summary.md",
                 "junit.xml",
+                "failing.txt",
             ]
         );
         assert!(written.iter().all(|p| p.is_file()));

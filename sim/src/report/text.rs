@@ -1,9 +1,10 @@
 //! Plain-text tables for the terminal: fixed-width columns, two spaces apart.
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use super::{coverage_grids, seed_range, Cell};
-use crate::judge::gates::SweepReport;
+use crate::judge::gates::{FailingSeed, SweepReport};
 
 /// The gate rows as a fixed-width table: PROTOCOL, GATE, THRESHOLD, MEASURED, VERDICT
 /// (PASS/FAIL), then a line with the overall verdict.
@@ -92,19 +93,68 @@ pub fn coverage_table(r: &SweepReport) -> String {
     out
 }
 
-/// Every failing seed: its seed and scenario file, each reason on its own line, and the command
-/// that replays it. "no failing seeds" when there are none.
+/// How many failing seeds per checker the terminal, `summary.md` and `junit.xml` list in full;
+/// the rest are counted, and `failing.txt` holds every one. A 10,000-series canary that fails
+/// everywhere must not write megabytes where a CI job summary (1 MiB at most) or a log reads it.
+pub const FAILING_SHOWN_PER_CHECKER: usize = 5;
+
+/// The name a failing seed is grouped under: its first reason's checker or gate (the text before
+/// the first `:`).
+pub fn failing_group(f: &FailingSeed) -> &str {
+    f.reasons
+        .first()
+        .and_then(|r| r.split(':').next())
+        .unwrap_or("(no reason given)")
+}
+
+/// The failing seeds to list in full (the first [`FAILING_SHOWN_PER_CHECKER`] of each group, in
+/// sweep order) and, per group, how many more there are.
+pub fn capped_failing(r: &SweepReport) -> (Vec<&FailingSeed>, BTreeMap<&str, usize>) {
+    let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut shown = vec![];
+    let mut hidden: BTreeMap<&str, usize> = BTreeMap::new();
+    for f in &r.failing {
+        let n = seen.entry(failing_group(f)).or_default();
+        *n += 1;
+        if *n <= FAILING_SHOWN_PER_CHECKER {
+            shown.push(f);
+        } else {
+            *hidden.entry(failing_group(f)).or_default() += 1;
+        }
+    }
+    (shown, hidden)
+}
+
+fn failing_entry(out: &mut String, f: &FailingSeed) {
+    let _ = writeln!(out, "seed {} ({})", f.seed, f.scenario_file);
+    for reason in &f.reasons {
+        let _ = writeln!(out, "  - {}", reason.replace('\n', "\n    "));
+    }
+    let _ = writeln!(out, "  replay: {}", f.replay);
+}
+
+/// The failing seeds, capped: each with its reasons and the command that replays it, the first
+/// few per checker, then a count of the rest per checker. "no failing seeds" when there are none.
 pub fn failing_list(r: &SweepReport) -> String {
     if r.failing.is_empty() {
         return "no failing seeds\n".into();
     }
+    let (shown, hidden) = capped_failing(r);
+    let mut out = format!("{} failing seed(s):\n", r.failing.len());
+    for f in shown {
+        failing_entry(&mut out, f);
+    }
+    for (group, n) in &hidden {
+        let _ = writeln!(out, "... and {n} more failing {group} (all in failing.txt)");
+    }
+    out
+}
+
+/// Every failing seed, uncapped: what `failing.txt` holds.
+pub fn failing_full(r: &SweepReport) -> String {
     let mut out = format!("{} failing seed(s):\n", r.failing.len());
     for f in &r.failing {
-        let _ = writeln!(out, "seed {} ({})", f.seed, f.scenario_file);
-        for reason in &f.reasons {
-            let _ = writeln!(out, "  - {}", reason.replace('\n', "\n    "));
-        }
-        let _ = writeln!(out, "  replay: {}", f.replay);
+        failing_entry(&mut out, f);
     }
     out
 }
@@ -204,5 +254,36 @@ mod tests {
         let mut ok = r.clone();
         ok.failing.clear();
         assert_eq!(failing_list(&ok), "no failing seeds\n");
+    }
+
+    #[test]
+    fn failing_list_is_capped_per_checker_and_failing_txt_is_not() {
+        let mut r = sample_report();
+        let one = r.failing[0].clone();
+        r.failing = (0..10_000)
+            .map(|i| FailingSeed {
+                seed: i,
+                ..one.clone()
+            })
+            .collect();
+        let t = failing_list(&r);
+        assert_eq!(
+            t.matches("  replay: ").count(),
+            FAILING_SHOWN_PER_CHECKER,
+            "{t}"
+        );
+        assert!(
+            t.contains(&format!(
+                "... and {} more failing at_most_one_receipt (all in failing.txt)",
+                10_000 - FAILING_SHOWN_PER_CHECKER
+            )),
+            "{t}"
+        );
+        assert!(t.len() < 4_000, "{} bytes", t.len());
+        assert_eq!(failing_full(&r).matches("  replay: ").count(), 10_000);
+        let md = crate::report::summary_markdown(&r);
+        assert!(md.len() < 64 * 1024, "summary.md is {} bytes", md.len());
+        let xml = crate::report::junit_xml(&r);
+        assert!(xml.len() < 64 * 1024, "junit.xml is {} bytes", xml.len());
     }
 }

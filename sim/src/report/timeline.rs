@@ -8,8 +8,28 @@ fn secs(t_ms: u64) -> String {
     format!("{:>9.3}s", t_ms as f64 / 1000.0)
 }
 
+/// What the timeline's columns and marks mean; `replay` prints it above the timeline.
+pub const LEGEND: &str = "\
+legend: TIME (simulated s)  NODE (call node, or - for the whole world)  EVENT
+  [n]            executor incarnation n (a restart or rollback starts a new one)
+  a -> b         the executor moved the node's local state from a to b
+  RECEIPT        the executor accepted a terminal outcome (at most one per node)
+  REFUSED        the state machine refused a transition (an event that came too late)
+  FAULT f        the world injected fault f; (executor state s) is the node's state then
+  ask/decision   (schedules) the n-th time the world asked whether f fires, and the draw
+  crash points   named where the executor dies (e.g. after_ledger_write)
+  WORLD          the world acting: executor down, restart, rollback
+  net -> / <-    (--verbose) a frame to the server / to the executor, and its fate
+";
+
 /// One line per meaningful event; network frames only with `verbose`.
 pub fn render(trace: &Trace, verbose: bool) -> String {
+    render_for(trace, verbose, None)
+}
+
+/// [`render`], keeping only the lines of call node `node` (and the world's own lines) when
+/// given.
+pub fn render_for(trace: &Trace, verbose: bool, node: Option<&str>) -> String {
     let mut out = String::new();
     for e in &trace.events {
         let line = match &e.what {
@@ -103,7 +123,13 @@ pub fn render(trace: &Trace, verbose: bool) -> String {
                 incarnation, obs, ..
             } => exec_line(*incarnation, obs, verbose),
         };
-        if let Some(l) = line {
+        // Every line starts with its node column ("-" for the world), so a filter reads it.
+        let keep = |l: &str| {
+            node.is_none_or(
+                |n| matches!(l.split_whitespace().next(), Some(c) if c == n || c == "-"),
+            )
+        };
+        if let Some(l) = line.filter(|l| keep(l)) {
             out.push_str(&format!("{} {l}\n", secs(e.t_ms)));
         }
     }

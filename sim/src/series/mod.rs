@@ -20,6 +20,8 @@ use toolop::runner::{CallNode, Input};
 
 mod approval;
 mod caller;
+#[cfg(madsim)]
+pub mod entropy;
 mod executor;
 /// The fault catalogue, swarm-drawn profiles, the plan of decisions, schedules.
 pub mod faults;
@@ -97,6 +99,7 @@ pub fn run_series_here_with(
     seed: u64,
     schedule: Option<&Schedule>,
 ) -> Result<SeriesResult, String> {
+    entropy::settle();
     let params = params_with(sc, seed, schedule)?;
     let mode = schedule.map_or(PlanMode::Draw, |s| PlanMode::Replay(s.decisions()));
     let rt = madsim::runtime::Runtime::with_seed_and_config(seed, madsim::Config::default());
@@ -379,7 +382,13 @@ pub async fn world_main_with(sc: Scenario, params: Params, mode: PlanMode) -> Se
     tokio::spawn(approval::agent(world.clone(), approvals_rx));
     tokio::spawn(replica::run(world.clone(), approvals_tx.clone()));
     let supervisor = tokio::spawn(executor::supervise(world.clone(), inputs_rx, approvals_tx));
-    let end_reason = caller::drive(&world).await;
+    // The world, not the caller, enforces the simulated-time limit: whatever the caller is
+    // waiting for (a submission far in the future, a settle that never comes), the series ends
+    // at `limits.sim_time_ms`.
+    let limit = Duration::from_millis(world.sc.limits.sim_time_ms);
+    let end_reason = tokio::time::timeout(limit, caller::drive(&world))
+        .await
+        .unwrap_or_else(|_| "simulated time limit reached".into());
     world.send_input(Input::Shutdown);
     // The supervisor ends once its executor has seen the shutdown; bounded either way.
     let _ = tokio::time::timeout(Duration::from_secs(5), supervisor).await;

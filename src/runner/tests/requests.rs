@@ -80,42 +80,74 @@ async fn input_server(
     }
 }
 
+/// A runner on the input-round server with call node `n1` submitted.
+struct InputRound {
+    ledger: SharedLedger,
+    obs: Seen,
+    gate: mpsc::UnboundedReceiver<ApprovalRequest>,
+    inputs: mpsc::UnboundedSender<Input>,
+    handle: tokio::task::JoinHandle<Exit>,
+    answers: Arc<Mutex<Answers>>,
+    /// To push more server messages, as the server would.
+    in_tx: mpsc::UnboundedSender<InFrame>,
+}
+
+fn input_round(cfg: RunnerConfig) -> InputRound {
+    let (transport, out_rx, in_tx) = ChannelTransport::pair();
+    let answers = Arc::new(Mutex::new(Answers::default()));
+    tokio::spawn(input_server(out_rx, in_tx.clone(), answers.clone()));
+    let ledger = memory();
+    let obs = Arc::new(Mutex::new(vec![]));
+    let (approvals, gate) = mpsc::unbounded_channel();
+    let runner = Runner::new(
+        cfg,
+        1,
+        tokio::time::Instant::now(),
+        Box::new(Mcp20251125Adapter::new()),
+        ledger.clone(),
+        Box::new(Collect(obs.clone())),
+        approvals,
+        1,
+        0,
+    );
+    let (inputs, inputs_rx) = mpsc::unbounded_channel();
+    let handle = tokio::spawn(runner.run(transport, inputs_rx));
+    let node = CallNode {
+        id: "n1".into(),
+        tool: "report".into(),
+        arguments: json!({}),
+        submission_key: "k1".into(),
+    };
+    inputs.send(Input::Submit(node)).unwrap();
+    InputRound {
+        ledger,
+        obs,
+        gate,
+        inputs,
+        handle,
+        answers,
+        in_tx,
+    }
+}
+
 /// The approval gate gets the requested schema; an accepted answer that does not conform is
 /// never sent: it is observed, the gate is asked again with the reason (at most
 /// `APPROVAL_REASKS_MAX` times), and the round stays open until a conforming answer.
 #[test]
 fn a_nonconforming_approval_is_refused_at_the_gate_and_never_sent() {
     on_tokio(async {
-        let (transport, out_rx, in_tx) = ChannelTransport::pair();
-        let answers = Arc::new(Mutex::new(Answers::default()));
-        tokio::spawn(input_server(out_rx, in_tx, answers.clone()));
-        let ledger = memory();
-        let shared = ledger.clone();
-        let obs = Arc::new(Mutex::new(vec![]));
-        let (approvals, mut gate) = mpsc::unbounded_channel();
         let mut cfg = config();
         cfg.core.approval_timeout_ms = 60_000;
         cfg.request_timeout_ms = 5_000;
-        let runner = Runner::new(
-            cfg,
-            1,
-            tokio::time::Instant::now(),
-            Box::new(Mcp20251125Adapter::new()),
-            shared,
-            Box::new(Collect(obs.clone())),
-            approvals,
-            1,
-            0,
-        );
-        let (inputs, inputs_rx) = mpsc::unbounded_channel();
-        let handle = tokio::spawn(runner.run(transport, inputs_rx));
-        let node = CallNode {
-            id: "n1".into(),
-            tool: "report".into(),
-            arguments: json!({}),
-            submission_key: "k1".into(),
-        };
-        inputs.send(Input::Submit(node)).unwrap();
+        let InputRound {
+            ledger,
+            obs,
+            mut gate,
+            inputs,
+            handle,
+            answers,
+            ..
+        } = input_round(cfg);
         let wait = Duration::from_secs(5);
         let ask = tokio::time::timeout(wait, gate.recv())
             .await
@@ -247,5 +279,75 @@ fn every_server_request_is_answered() {
         assert_eq!(handle.await.unwrap(), Exit::Shutdown);
         let answered = obs.lock().unwrap().iter().filter(|o| matches!(o, Observation::ServerRequestAnswered { .. })).count();
         assert_eq!(answered, 7);
+    });
+}
+
+/// An input request the core refuses still gets an answer on the wire: after the round was
+/// answered and the call accepted, the server delivers the same request again (a stream replay)
+/// and then a request the executor never solicited, both for our task. The replay gets the
+/// answer the gate gave; the other is declined. Before, both were left hanging for the server.
+#[test]
+fn refused_input_requests_are_answered_never_left_hanging() {
+    on_tokio(async {
+        let InputRound {
+            ledger,
+            mut gate,
+            inputs,
+            handle,
+            answers,
+            in_tx,
+            ..
+        } = input_round(config());
+        let ask = tokio::time::timeout(Duration::from_secs(5), gate.recv())
+            .await
+            .expect("the gate is asked")
+            .expect("open");
+        inputs
+            .send(Input::Approval {
+                node: "n1".into(),
+                round: ask.round,
+                schema_digest: ask.schema_digest.clone(),
+                reply: ApprovalReply::Accept {
+                    content: json!({"ok": true}),
+                },
+            })
+            .unwrap();
+        until("a receipt", || {
+            ledger.lock().unwrap().receipts().unwrap().len() == 1
+        })
+        .await;
+        let elicit = |id: Value, schema: Value| {
+            let ask = json!({"jsonrpc": "2.0", "id": id, "method": "elicitation/create", "params": {
+                "mode": "form", "message": "Approve?", "requestedSchema": schema,
+                "_meta": {"io.modelcontextprotocol/related-task": {"taskId": "t1"}}}});
+            InFrame::message(serde_json::to_vec(&ask).unwrap())
+        };
+        let same = json!({"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]});
+        in_tx.send(elicit(json!(0), same)).unwrap();
+        in_tx
+            .send(elicit(
+                json!(9),
+                json!({"type": "object", "properties": {"why": {"type": "string"}}}),
+            ))
+            .unwrap();
+        until("three answers", || answers.lock().unwrap().0.len() == 3).await;
+        inputs.send(Input::Shutdown).unwrap();
+        assert_eq!(handle.await.unwrap(), Exit::Shutdown);
+        let sent = &answers.lock().unwrap().0;
+        assert_eq!(
+            (&sent[0]["action"], &sent[0]["content"]),
+            (&json!("accept"), &json!({"ok": true}))
+        );
+        assert_eq!(sent[1], sent[0], "the replay hears the gate's answer again");
+        assert_eq!(
+            sent[2]["action"], "decline",
+            "the unsolicited one is declined: {}",
+            sent[2]
+        );
+        assert!(
+            gate.try_recv().is_err(),
+            "no new round for a refused request"
+        );
+        assert_eq!(state_of(&ledger, "n1"), Some(LocalState::Accepted));
     });
 }

@@ -41,7 +41,7 @@ async fn get(shared: &Shared, last_event_id: Option<&str>) -> Option<reqwest::Re
         .client
         .get(&shared.cfg.url)
         .header(reqwest::header::ACCEPT, "text/event-stream")
-        .header(HEADER_PROTOCOL_VERSION, &shared.cfg.protocol_version);
+        .header(HEADER_PROTOCOL_VERSION, shared.protocol_version());
     if let Some(id) = &session_id {
         req = req.header(HEADER_SESSION_ID, id);
     }

@@ -40,7 +40,7 @@ use get::get_loop;
 #[cfg(test)]
 use reply::answers;
 use reply::read_reply;
-use session::{kept_reply, reinitialize};
+use session::{kept_reply, note_version, reinitialize};
 
 use super::body::{self, error_text, BODY_LIMIT_BYTES_DEFAULT};
 use super::live::{Deliver, DriverParts, LiveTransport, TransportStats};
@@ -63,7 +63,8 @@ const POST_RESUMES_MAX: u32 = 3;
 pub struct HttpConfig {
     /// The MCP endpoint, e.g. `http://127.0.0.1:3000/mcp`.
     pub url: String,
-    /// Sent as `MCP-Protocol-Version` after initialize.
+    /// Sent as `MCP-Protocol-Version` after initialize, until the server's initialize reply
+    /// names the revision it chose (then that one).
     pub protocol_version: String,
     pub connect_timeout_ms: u64,
     /// Upper bound on one POST exchange, its SSE stream included. Generous: `tasks/result`
@@ -126,6 +127,10 @@ struct Session {
     lost: bool,
     /// `notifications/initialized` went out on this session: the GET stream may open.
     ready: bool,
+    /// The `protocolVersion` the server chose in its initialize reply (it may answer an older
+    /// revision than we asked: rmcp 3.11.0 answers 2025-11-25 to 2026-07-28). Sent as
+    /// `MCP-Protocol-Version` from then on, instead of [`HttpConfig::protocol_version`].
+    version: Option<String>,
     /// The runner's initialize request and initialized notification, replayed on re-init.
     init: Option<Value>,
     initialized: Option<Vec<u8>>,
@@ -138,6 +143,16 @@ struct Shared {
     session: Mutex<Session>,
     changed: Notify,
     kept: SessionHandle,
+}
+
+impl Shared {
+    /// The protocol revision of the current session: the server's choice once it made one.
+    fn protocol_version(&self) -> String {
+        let s = self.session.lock().expect("session lock");
+        s.version
+            .clone()
+            .unwrap_or_else(|| self.cfg.protocol_version.clone())
+    }
 }
 
 /// Open a Streamable HTTP transport to `cfg.url`. Nothing is sent until the runner sends.
@@ -239,6 +254,9 @@ async fn drive(
         match envelope(&frame.body) {
             Envelope::Initialize(v) => {
                 let local = answer_locally.take().and_then(|k| kept_reply(&k, &v));
+                if let Some(body) = &local {
+                    note_version(&shared, body);
+                }
                 shared.session.lock().expect("session lock").init = Some(v);
                 if let Some(body) = local {
                     swallow_initialized = true;
@@ -258,7 +276,7 @@ async fn drive(
             }
             Envelope::Request(headers) => {
                 let shared = shared.clone();
-                let headers = if shared.cfg.protocol_version.as_str() >= ROUTING_HEADERS_SINCE {
+                let headers = if shared.protocol_version().as_str() >= ROUTING_HEADERS_SINCE {
                     headers
                 } else {
                     Vec::new()
@@ -313,7 +331,7 @@ async fn post(
         .timeout(Duration::from_millis(shared.cfg.request_timeout_ms))
         .body(body);
     if !initialize {
-        req = req.header(HEADER_PROTOCOL_VERSION, &shared.cfg.protocol_version);
+        req = req.header(HEADER_PROTOCOL_VERSION, shared.protocol_version());
     }
     if let Some(id) = &session_id {
         req = req.header(HEADER_SESSION_ID, id);

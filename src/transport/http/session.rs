@@ -10,8 +10,23 @@ use super::{mark_ready, post, KeptSession, Shared};
 use crate::transport::body::{is_event_stream, read_capped, read_sse};
 use crate::transport::live::TransportStats;
 
-/// Remember the session the initialize reply `reply` opened.
+/// Take the revision the server chose from its initialize reply (a JSON-RPC response), for the
+/// `MCP-Protocol-Version` header of every later request. A reply without one changes nothing.
+pub(super) fn note_version(shared: &Shared, reply: &[u8]) {
+    let chosen = serde_json::from_slice::<Value>(reply).ok().and_then(|v| {
+        v.get("result")?
+            .get("protocolVersion")?
+            .as_str()
+            .map(str::to_string)
+    });
+    if let Some(v) = chosen {
+        shared.session.lock().expect("session lock").version = Some(v);
+    }
+}
+
+/// Remember the session the initialize reply `reply` opened (and the revision it runs).
 pub(super) fn keep(shared: &Shared, reply: &[u8]) {
+    note_version(shared, reply);
     let id = shared.session.lock().expect("session lock").id.clone();
     if let (Some(session_id), Ok(initialize_reply)) = (id, std::str::from_utf8(reply)) {
         let kept = KeptSession {

@@ -11,10 +11,14 @@ Tools (taskSupport in brackets), the same as the TypeScript peer's:
   needs_input {question}     [required]  input_required through the SDK's elicit()
   slow_job {ms?}             [optional]  runs ms (default 30000) in ten steps: cancel races
   short_ttl {ms?}            [required]  ttl 1000 whatever was asked
+  quick_job {ms?}            [required]  completes after ms (default 200), pollInterval 10 s:
+                                         a cancel sent before the first poll loses
   echo {text}                [forbidden] a plain tool
   stats {}                   [forbidden] task creations per idempotency key, as JSON text
 
-GET /stats answers the same counts as JSON (HTTP mode).
+GET /stats answers the same counts as JSON (HTTP mode), plus `tasks`: {task_id: {key, status}},
+the store's own status of every task created without a session scope (read at each /stats; a
+task the store has deleted keeps its last status and gets `"gone": true`).
 
 Tasks get ids without a session scope, so a restarted executor on a new session still finds
 its task (as with a shared store); --session-scoped keeps the SDK default (`<scope>:<uuid>`
@@ -33,13 +37,30 @@ import uvicorn
 from mcp.server.experimental.task_context import ServerTaskContext
 from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.shared.experimental.tasks.in_memory_task_store import InMemoryTaskStore
 from starlette.applications import Starlette
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 KEY = "io.toolop/idempotency-key"
 
-STATS = {"creations": {}, "tasks_created": 0}
+STATS = {"creations": {}, "tasks_created": 0, "tasks": {}}
+# The server's task support (its store), set by build_server.
+SUPPORT = {}
+# task id -> pollInterval (ms) its Task advertises instead of the SDK's fixed 500.
+POLL_INTERVAL_MS = {}
+
+
+class PeerTaskStore(InMemoryTaskStore):
+    """The SDK's store; a task may advertise its own pollInterval (the SDK fixes 500 ms)."""
+
+    async def create_task(self, metadata, task_id=None):
+        task = await super().create_task(metadata, task_id)
+        ms = POLL_INTERVAL_MS.pop(task.taskId, None)
+        if ms is not None:
+            self._tasks[task.taskId].task.pollInterval = ms
+            task.pollInterval = ms
+        return task
 
 
 def text(t, is_error=False):
@@ -62,6 +83,7 @@ TOOLS = [
     tool("needs_input", "Asks a question first", {"question": {"type": "string"}}, ["question"], "required"),
     tool("slow_job", "Runs long, in steps", {"ms": {"type": "number"}}, [], "optional"),
     tool("short_ttl", "A task deleted one second after creation", {"ms": {"type": "number"}}, [], "required"),
+    tool("quick_job", "Completes at once, asks for slow polling", {"ms": {"type": "number"}}, [], "required"),
     tool("echo", "Echoes", {"text": {"type": "string"}}, ["text"], None),
     tool("stats", "Task creations per idempotency key", {}, [], None),
 ]
@@ -69,7 +91,7 @@ TOOLS = [
 
 def build_server(session_scoped):
     server = Server("toolop-peer-python")
-    server.experimental.enable_tasks()
+    SUPPORT["tasks"] = server.experimental.enable_tasks(store=PeerTaskStore())
 
     @server.list_tools()
     async def list_tools():
@@ -108,6 +130,10 @@ def build_server(session_scoped):
                 await task.update_status(f"step {i}/10")
             return text(f"slow job done after {total} ms")
 
+        async def quick_job(task: ServerTaskContext):
+            await sleep_ms(ms or 200)
+            return text("quick job done")
+
         async def short_ttl(task: ServerTaskContext):
             await sleep_ms(ms or 3000)
             return text("too late")
@@ -119,6 +145,7 @@ def build_server(session_scoped):
             "needs_input": needs_input,
             "slow_job": slow_job,
             "short_ttl": short_ttl,
+            "quick_job": quick_job,
         }.get(name)
 
     @server.call_tool()
@@ -142,10 +169,14 @@ def build_server(session_scoped):
             STATS["creations"][key] = STATS["creations"].get(key, 0) + 1
         if session_scoped:
             return await ctx.experimental.run_task(work)
+        task_id = uuid.uuid4().hex
+        STATS["tasks"][task_id] = {"key": key, "status": "working"}
+        if name == "quick_job":
+            POLL_INTERVAL_MS[task_id] = 10000
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", DeprecationWarning)
             # An id without a session scope: any session may read it (see the module docs).
-            return await ctx.experimental.run_task(work, task_id=uuid.uuid4().hex)
+            return await ctx.experimental.run_task(work, task_id=task_id)
 
     return server
 
@@ -164,6 +195,13 @@ def http_app(server, json_response):
     manager = StreamableHTTPSessionManager(app=server, json_response=json_response, stateless=False)
 
     async def stats(_request):
+        store = SUPPORT["tasks"].store
+        for task_id, record in STATS["tasks"].items():
+            task = await store.get_task(task_id)
+            if task is None:
+                record["gone"] = True
+            else:
+                record["status"] = str(task.status)
         return JSONResponse(STATS)
 
     @asynccontextmanager

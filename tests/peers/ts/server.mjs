@@ -10,10 +10,14 @@
 //   needs_input {question}     [required]  input_required: elicits an answer, then completes
 //   slow_job {ms?}             [optional]  runs ms (default 30000) in steps: for cancel races
 //   short_ttl {ms?}            [required]  ttl 1000 whatever was asked: deleted soon after
+//   quick_job {ms?}            [required]  completes after ms (default 200), pollInterval 10 s:
+//                                          a cancel sent before the first poll loses
 //   echo {text}                [forbidden] a plain tool
 //   stats {}                   [forbidden] task creations per idempotency key, as JSON text
 //
-// Side endpoints (tests only): GET /stats (the same counts plus transport facts as JSON),
+// Side endpoints (tests only): GET /stats (the same counts plus transport facts as JSON, and
+// `tasks`: {taskId: {key, status}} from the store, `gone: true` once the store deleted it),
+// GET /truth (every task created: key, status, stored result),
 // POST /faults {status, retry_after, count} (the next `count` MCP requests answer `status`),
 // {oversize_bytes, count}, {delay_ms, count}, {drop_sessions: true} (forget every session, as
 // a restart would), {cut_get: true} (end open GET streams), {ping: true} / {sampling: true}
@@ -57,15 +61,28 @@ const stats = {
   pings_answered: 0,
   sampling_errors: [],
   posts: 0,
+  tasks: {}, // taskId -> {key, status}: the store's own status, read at each GET /stats
 };
 const byKey = new Map(); // key -> taskId (idempotency extension)
+// Ground truth for GET /truth: every task created, with its key and the outcome the work stored
+// (kept here too, so a task the store expired still shows what the server did).
+const created = []; // { taskId, key }
+const outcomes = new Map(); // taskId -> { status, result }
 
-class SharedTaskStore extends InMemoryTaskStore {
+// Records every terminal status as it is set (a cancel through the SDK included), so GET /truth
+// still knows it once the store has expired the task (ttl).
+class RecordingTaskStore extends InMemoryTaskStore {
+  async updateTaskStatus(taskId, status, statusMessage, sessionId) {
+    await super.updateTaskStatus(taskId, status, statusMessage, sessionId);
+    if (['cancelled', 'completed', 'failed'].includes(status) && !outcomes.has(taskId)) outcomes.set(taskId, { status, result: null });
+  }
+}
+class SharedTaskStore extends RecordingTaskStore {
   async createTask(params, requestId, request, _sessionId) {
     return super.createTask(params, requestId, request, undefined);
   }
 }
-const taskStore = sessionScoped ? new InMemoryTaskStore() : new SharedTaskStore();
+const taskStore = sessionScoped ? new RecordingTaskStore() : new SharedTaskStore();
 const messageQueue = new InMemoryTaskMessageQueue();
 
 class MemEventStore {
@@ -113,12 +130,14 @@ async function finish(taskId, status, result) {
   const t = await taskStore.getTask(taskId);
   // A cancelled (or deleted) task keeps its state: the work's late result is dropped.
   if (!t || ['cancelled', 'completed', 'failed'].includes(t.status)) return;
-  await taskStore.storeTaskResult(taskId, status, withDigest(result));
+  const stored = withDigest(result);
+  await taskStore.storeTaskResult(taskId, status, stored);
+  outcomes.set(taskId, { status, result: stored });
 }
 
 // A task tool: create (counting the key; deduplicating with --idempotency), run `work` in the
 // background, answer gets and results from the store.
-function taskTool(server, name, description, inputSchema, support, work, ttlOverride) {
+function taskTool(server, name, description, inputSchema, support, work, ttlOverride, pollInterval = 100) {
   server.experimental.tasks.registerToolTask(
     name,
     { description, inputSchema, execution: { taskSupport: support } },
@@ -129,8 +148,10 @@ function taskTool(server, name, description, inputSchema, support, work, ttlOver
           const existing = await taskStore.getTask(byKey.get(key));
           if (existing) return { task: existing };
         }
-        const task = await extra.taskStore.createTask({ ttl: ttlOverride ?? extra.taskRequestedTtl, pollInterval: 100 });
+        const task = await extra.taskStore.createTask({ ttl: ttlOverride ?? extra.taskRequestedTtl, pollInterval });
         stats.tasks_created += 1;
+        stats.tasks[task.taskId] = { key: key ?? null, status: task.status };
+        created.push({ taskId: task.taskId, key: key ?? null });
         if (key) {
           stats.creations[key] = (stats.creations[key] ?? 0) + 1;
           byKey.set(key, task.taskId);
@@ -207,6 +228,21 @@ function buildServer() {
     },
     1000,
   );
+  // Done long before the client's first poll (pollInterval 10 s): a cancel sent in between
+  // arrives after completion and loses.
+  taskTool(
+    server,
+    'quick_job',
+    'Completes at once, asks for slow polling',
+    { ms: z.number().optional() },
+    'required',
+    async (id, { ms }) => {
+      await sleep(ms ?? 200);
+      await finish(id, 'completed', text('quick job done'));
+    },
+    undefined,
+    10000,
+  );
   server.registerTool('echo', { description: 'Echoes', inputSchema: { text: z.string() } }, async ({ text: t }) => text(t));
   if (idempotency) {
     // The lookup half of io.toolop/idempotency: tasks/list filtered by key.
@@ -231,7 +267,27 @@ let faults = [];
 
 const app = createMcpExpressApp({ host });
 
-app.get('/stats', (_req, res) => res.json({ ...stats, open_sessions: sessions.size }));
+app.get('/stats', async (_req, res) => {
+  // The store's status of every task; one it deleted (ttl) keeps its last status, marked gone.
+  for (const [id, record] of Object.entries(stats.tasks)) {
+    const t = await taskStore.getTask(id);
+    if (t) record.status = t.status;
+    else record.gone = true;
+  }
+  res.json({ ...stats, open_sessions: sessions.size });
+});
+// What the server did, per task (tests only): its key, its status now (the store's, or the
+// outcome the work stored if the store expired it) and the stored result. The kill -9 proof
+// checks the executor's receipts and outbox payloads against this, never against toolop's log.
+app.get('/truth', async (_req, res) => {
+  const tasks = [];
+  for (const { taskId, key } of created) {
+    const t = await taskStore.getTask(taskId);
+    const done = outcomes.get(taskId);
+    tasks.push({ taskId, key, status: t?.status ?? done?.status ?? 'expired', result: done?.result ?? null });
+  }
+  res.json({ tasks });
+});
 app.post('/faults', (req, res) => {
   const f = req.body ?? {};
   if (f.drop_sessions) {

@@ -59,23 +59,29 @@ pub struct TuneArgs {
     /// The grid file (TOML): lists or ranges of executor poll settings.
     #[arg(long)]
     pub grid: PathBuf,
-    /// Series per grid point; every point runs the same seeds.
-    #[arg(long, default_value_t = 200)]
+    /// Series per grid point (at least 1); every point runs the same seeds.
+    #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
     pub series: u64,
-    /// Worker threads: points run side by side, series within a point when there are fewer
-    /// points than jobs.
-    #[arg(long, default_value_t = 2)]
+    /// Worker threads (1 to 256): points run side by side, series within a point when there
+    /// are fewer points than jobs.
+    #[arg(long, default_value_t = 2, value_parser = crate::campaign::jobs_parser)]
     pub jobs: usize,
+    /// The first seed of every point; seeds never wrap past 2^64-1.
     #[arg(long, default_value_t = 0)]
     pub start_seed: u64,
     /// Latency target for the recommendation: p99 completion detection in ms.
     #[arg(long, default_value_t = DEFAULT_LATENCY_P99_MAX_MS)]
     pub latency_p99_max_ms: u64,
-    /// Report folder name under --reports.
+    /// Report folder name under --reports: one path segment (letters, digits, `.`, `_`, `-`).
     #[arg(long, default_value = "tune")]
     pub run: String,
+    /// The folder every report of this command goes under.
     #[arg(long, default_value = "reports")]
     pub reports: PathBuf,
+    /// Print one JSON object (every point, the frontier, the recommendation, its re-check
+    /// command, the files written) instead of the summary.
+    #[arg(long)]
+    pub json: bool,
 }
 
 impl TuneArgs {
@@ -90,6 +96,7 @@ impl TuneArgs {
             latency_p99_max_ms: DEFAULT_LATENCY_P99_MAX_MS,
             run: "tune".into(),
             reports: PathBuf::from("reports"),
+            json: false,
         }
     }
 
@@ -164,11 +171,12 @@ impl PointResult {
         analysis::all_pass(&self.gates)
     }
 
-    /// Names of the gates this point fails.
+    /// Names of the gates that fail this point (coverage is reported, never counted: see
+    /// [`analysis::NOT_A_POINT_VERDICT`]).
     pub fn failed_gates(&self) -> Vec<&str> {
         self.gates
             .iter()
-            .filter(|g| !g.pass)
+            .filter(|g| !g.pass && g.gate != analysis::NOT_A_POINT_VERDICT)
             .map(|g| g.gate.as_str())
             .collect()
     }
@@ -240,13 +248,25 @@ impl TuneReport {
         self.dir.join("recommended.toml")
     }
 
-    /// The exact command that re-checks the recommended point with the release gate.
+    /// The first seed of the re-check: the block right after the tuning seeds (or right before
+    /// them when that would run past the last seed), so the recommendation is judged on seeds it
+    /// was not chosen on.
+    pub fn recheck_start_seed(&self) -> u64 {
+        let after = self.start_seed.checked_add(self.series);
+        match after.and_then(|a| a.checked_add(self.series.saturating_sub(1))) {
+            Some(_) => self.start_seed + self.series,
+            None => self.start_seed.saturating_sub(self.series),
+        }
+    }
+
+    /// The exact command that re-checks the recommended point with the release gate, on other
+    /// seeds than the tuning ones.
     pub fn recheck_command(&self) -> String {
         let mut cmd = format!(
             "toolop-sim gate --scenario {} --series {} --start-seed {} --run {}-recheck",
             self.recommended_file().display(),
             self.series,
-            self.start_seed,
+            self.recheck_start_seed(),
             self.run
         );
         if self.reports != Path::new("reports") {
@@ -299,12 +319,15 @@ pub fn run(args: &TuneArgs, on_series: &(dyn Fn() + Sync)) -> Result<TuneReport,
     if args.series == 0 {
         return Err(TuneError::Usage("--series must be positive".into()));
     }
-    if args.run.is_empty() || args.run.contains(['/', '\\']) || args.run == "." || args.run == ".."
-    {
+    if !crate::scenario::validate::is_safe_segment(&args.run) {
         return Err(TuneError::Usage(format!(
-            "--run {:?} must be a plain folder name",
-            args.run
+            "--run {:?} {}",
+            args.run,
+            crate::scenario::validate::SAFE_SEGMENT
         )));
+    }
+    if args.jobs == 0 {
+        return Err(TuneError::Usage("--jobs must be positive".into()));
     }
     if args.start_seed.checked_add(args.series).is_none() {
         return Err(TuneError::Usage("--start-seed + --series overflows".into()));
@@ -593,7 +616,12 @@ pub fn text_summary(r: &TuneReport) -> String {
 /// or input (a bad grid names its file, field and reason).
 pub fn main_tune(args: TuneArgs) -> ExitCode {
     let points = Grid::load(&args.grid).map(|g| g.len() as u64).unwrap_or(0);
-    println!(
+    let say = |line: String| {
+        if !args.json {
+            println!("{line}");
+        }
+    };
+    say(format!(
         "tune: {} over {}, {} series per point (seeds {}..={}, the same at every point), {} jobs",
         args.grid.display(),
         args.scenario.display(),
@@ -602,8 +630,13 @@ pub fn main_tune(args: TuneArgs) -> ExitCode {
         args.start_seed
             .saturating_add(args.series.saturating_sub(1)),
         args.jobs.max(1)
-    );
-    let progress = Progress::new(points.saturating_mul(args.series));
+    ));
+    let total = points.saturating_mul(args.series);
+    let progress = if args.json {
+        Progress::hidden(total)
+    } else {
+        Progress::new(total)
+    };
     let result = run(&args, &|| progress.inc(1));
     progress.finish();
     let r = match result {
@@ -613,26 +646,37 @@ pub fn main_tune(args: TuneArgs) -> ExitCode {
             return ExitCode::from(e.exit_code());
         }
     };
-    print!("{}", text_summary(&r));
-    if !r.crn.differing.is_empty() {
-        println!("warning: {} (point, seed) pairs drew different parameters from the first point; see tune.md", r.crn.differing.len());
+    if !args.json {
+        print!("{}", text_summary(&r));
     }
-    match write_all(&r) {
-        Ok(files) => {
-            for f in files {
-                println!("wrote {}", f.display());
-            }
-        }
+    if !r.crn.differing.is_empty() {
+        eprintln!("warning: {} (point, seed) pairs drew different parameters from the first point; see tune.md", r.crn.differing.len());
+    }
+    let files = match write_all(&r) {
+        Ok(files) => files,
         Err(e) => {
             eprintln!("error: cannot write reports to {}: {e}", r.dir.display());
             return ExitCode::from(2);
         }
+    };
+    if args.json {
+        let out = serde_json::json!({
+            "report": r,
+            "recommended_point": r.recommended_point().map(|p| &p.id),
+            "recheck": r.recommended.map(|_| r.recheck_command()),
+            "files": files.iter().map(|f| f.display().to_string()).collect::<Vec<_>>(),
+        });
+        println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
+    } else {
+        for f in &files {
+            println!("wrote {}", f.display());
+        }
+        println!(
+            "{} points in {:.2} s wall",
+            r.points.len(),
+            r.wall_ms as f64 / 1000.0
+        );
     }
-    println!(
-        "{} points in {:.2} s wall",
-        r.points.len(),
-        r.wall_ms as f64 / 1000.0
-    );
     if r.recommended.is_some() {
         ExitCode::SUCCESS
     } else {

@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::view::{judge, View};
 use super::Violation;
 use crate::fake::codec::ExchangeKind;
-use crate::trace::{Dir, StoreFact, Trace, What};
+use crate::trace::{Dir, NetVerdict, StoreFact, Trace, What};
 
 pub const NAME: &str = "no_send_after_receipt";
 
@@ -23,23 +23,32 @@ pub fn check(trace: &Trace) -> Vec<Violation> {
 
 pub fn violations(v: &View) -> Vec<Violation> {
     let mut out = vec![];
+    // When each input request reached the executor, per node: a frame's arrival, and its
+    // duplicate's (a replayed request arrives twice, the second copy possibly after settling).
+    let mut asked: BTreeMap<&str, Vec<u64>> = BTreeMap::new();
+    for e in &v.trace.events {
+        if let What::Net {
+            dir: Dir::ToExecutor,
+            exchange: ExchangeKind::ServerRequest,
+            node: Some(node),
+            arrives_after_ms: Some(after),
+            verdict,
+            ..
+        } = &e.what
+        {
+            let arrivals = asked.entry(node.as_str()).or_default();
+            arrivals.push(e.t_ms + after);
+            if let NetVerdict::Duplicated { after_ms } = verdict {
+                arrivals.push(e.t_ms + after_ms);
+            }
+        }
+    }
     let mut settled: BTreeMap<&str, (u64, StoreFact)> = BTreeMap::new();
-    // Nodes with an input request that arrived after settling, not yet answered.
-    let mut asked_after: BTreeMap<&str, u32> = BTreeMap::new();
     let mut reported: BTreeSet<&str> = BTreeSet::new();
     for e in &v.trace.events {
         match &e.what {
             What::Store { node, fact } => {
                 settled.entry(node.as_str()).or_insert((e.t_ms, *fact));
-            }
-            What::Net {
-                dir: Dir::ToExecutor,
-                exchange: ExchangeKind::ServerRequest,
-                node: Some(node),
-                arrives_after_ms: Some(_),
-                ..
-            } if settled.contains_key(node.as_str()) => {
-                *asked_after.entry(node.as_str()).or_default() += 1;
             }
             What::Net {
                 dir: Dir::ToServer,
@@ -54,8 +63,10 @@ pub fn violations(v: &View) -> Vec<Violation> {
                     continue;
                 };
                 if *exchange == ExchangeKind::Answer {
-                    if let Some(n) = asked_after.get_mut(node).filter(|n| **n > 0) {
-                        *n -= 1;
+                    // One answer per request that arrived between the settlement and now.
+                    let arrivals = asked.entry(node).or_default();
+                    if let Some(i) = arrivals.iter().position(|&t| t >= *at && t <= e.t_ms) {
+                        arrivals.remove(i);
                         continue;
                     }
                 }
@@ -85,7 +96,7 @@ pub fn violations(v: &View) -> Vec<Violation> {
 mod tests {
     use super::*;
     use crate::judge::checkers::testkit::{assert_clean, happy, Tb, SETTLED};
-    use crate::trace::{NetVerdict, Shows};
+    use crate::trace::Shows;
 
     #[test]
     fn clean_traces_pass() {
@@ -105,6 +116,29 @@ mod tests {
         );
         b.at(5_010).net_out("n1", ExchangeKind::Answer);
         assert_eq!(check(&b.build(SETTLED)), vec![]);
+    }
+
+    #[test]
+    fn the_late_copy_of_a_replayed_input_request_may_be_answered_once() {
+        // Delivered before the receipt (1020 ms) and again 4500 ms later: the second copy
+        // reaches the executor after settling, and one answer to it is no violation.
+        let mut b = happy("n1", 0);
+        b.at(500).net(
+            Dir::ToExecutor,
+            "n1",
+            ExchangeKind::ServerRequest,
+            NetVerdict::Duplicated { after_ms: 4_500 },
+            Some(5),
+            Some(Shows::Input {
+                task: "t-n1".into(),
+                round: 1,
+            }),
+        );
+        b.at(5_000).net_out("n1", ExchangeKind::Answer);
+        assert_eq!(check(&b.build(SETTLED)), vec![]);
+        // A second answer has no request left to answer.
+        b.at(5_100).net_out("n1", ExchangeKind::Answer);
+        assert_eq!(check(&b.build(SETTLED)).len(), 1);
     }
 
     #[test]

@@ -115,6 +115,58 @@ impl FaultKind {
             .unwrap_or_default()
     }
 
+    /// One line: what happens when the fault fires (for `toolop-sim list faults` and the
+    /// scenario reference).
+    pub fn summary(self) -> &'static str {
+        match self {
+            F::LostResponseAfterCreation => {
+                "the server creates the task; its reply to the submission is lost"
+            }
+            F::LostRequest => "a request never reaches the server",
+            F::PollsOutOfOrder => {
+                "a status read's reply is held past the timeout and arrives after a newer one"
+            }
+            F::InputRequiredReplay => "an input request already delivered is delivered again",
+            F::CompletionCancelRace => "the work completes at the instant the cancel takes effect",
+            F::CancelAckLost => "the reply to a cancel is lost",
+            F::ResultLost => "a reply carrying a terminal task's result is lost",
+            F::ResultTruncated => {
+                "a reply carrying a result arrives cut short (bytes cut or last block dropped)"
+            }
+            F::OldEpochMessage => {
+                "a message reaches an executor of an older epoch after a rollback"
+            }
+            F::TaskIdMisuse => "a reply names a task of another call node, session or server",
+            F::NotFoundBeforeExpiry => "a lagging replica answers not found for a task that exists",
+            F::NotFoundAfterExpiry => {
+                "not found because the task expired (follows from server_deletes_running_task)"
+            }
+            F::Poll429 => "a status or result read is answered 429 with Retry-After",
+            F::Poll503 => "a status or result read is answered 503 with Retry-After",
+            F::ConnectionDrop => "the connection drops; whatever was in flight is lost",
+            F::ExecutorCrash => "the executor crashes at a fail point and restarts from the ledger",
+            F::ServerDeletesRunningTask => "the server deletes a running task at its (short) ttl",
+            F::Rollback => "an operator rollback: a newer epoch takes over the in-flight work",
+            F::ApprovalReplay => "the approval agent sends an older round's answer again",
+            F::StatusAfterCancel => {
+                "a cancelled task later shows its work's outcome (a non-compliant server)"
+            }
+            F::LateDuplicateReply => "a reply already received is delivered again, late",
+            F::ReplyToOtherExchange => {
+                "a reply's body names another request than the one it answers"
+            }
+            F::LedgerSlowCommit => {
+                "a ledger commit takes long enough for other writers to act between its read and write"
+            }
+            F::SecondExecutor => {
+                "a replica on the same ledger and epoch resumes the call nodes in flight beside the executor"
+            }
+            F::LedgerCommitLostReply => {
+                "a commit lands in the ledger; the executor stops before learning it and restarts"
+            }
+        }
+    }
+
     pub fn from_name(name: &str) -> Option<FaultKind> {
         FaultKind::ALL.into_iter().find(|f| f.name() == name)
     }

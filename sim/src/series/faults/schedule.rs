@@ -46,7 +46,7 @@ pub enum PlanMode {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Schedule {
-    /// The scenario file, as given on the command line (relative to the working directory).
+    /// The scenario file, relative to the schedule file's folder (or absolute).
     pub scenario: String,
     pub seed: u64,
     /// The checker that failed (set on shrunk schedules): what a replay should reproduce.
