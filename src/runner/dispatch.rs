@@ -178,11 +178,17 @@ impl Runner {
     /// the executor opens then; declining it here would answer a round the gate never saw (the
     /// simulator's `input_answer_matches_round` catches exactly that).
     ///
-    /// Servers may reuse request ids (the TS SDK sends every elicitation as id `0`), and an
-    /// answer reaches the server by id alone: while another call node has a round open under the
-    /// same id, any answer here would be taken as that round's. Then nothing is sent.
+    /// Servers may reuse request ids (the TS SDK sends every elicitation as id `0`), and a
+    /// server may route an answer by id alone, whatever task its `_meta` names: while another
+    /// call node has a round open under the same id, any answer here could be taken as that
+    /// round's. Then nothing is sent.
     fn answer_refused_input(&mut self, lane: usize, node: &str, id: serde_json::Value, schema_digest: &str) {
         let Some(rec) = self.read(node) else { return };
+        // A process fenced off by a newer epoch sends nothing for the node, answers included:
+        // the newer executor owns every exchange about it (mcp_faults seed 6691).
+        if rec.execution_epoch > self.epoch {
+            return;
+        }
         let in_flight = self.ledger.lock().expect("ledger lock").in_flight();
         let shared_id = match in_flight {
             Ok(recs) => recs.iter().any(|r| {
@@ -195,18 +201,30 @@ impl Runner {
         }
         let finished = rec.local_state.is_final();
         let last = rec.last_answer.filter(|l| l.server_request_id == id && l.schema_digest == schema_digest);
-        match (last, rec.operation_id) {
-            (Some(last), Some(operation_id)) if finished => {
-                self.observe(Observation::ServerRequestAnswered { method: "elicitation/create".into(), answer: "last_answer_again" });
-                let out = Outbound::InputResponse { operation_id, server_request_id: id, reply: last.reply };
+        if !finished {
+            return;
+        }
+        // Both answers name the task (§8: a response belonging to a task carries the
+        // related-task `_meta`): with ids reused across tasks, the id alone would let the server
+        // take this answer as another task's (mcp_faults seed 2173: a decline for one finished
+        // node landed on another's request).
+        let (reply, answer) = match last {
+            Some(last) => (last.reply, "last_answer_again"),
+            None => (ApprovalReply::Decline, ServerAnswer::DeclineElicitation.name()),
+        };
+        match rec.operation_id {
+            Some(operation_id) => {
+                self.observe(Observation::ServerRequestAnswered { method: "elicitation/create".into(), answer });
+                let out = Outbound::InputResponse { operation_id, server_request_id: id, reply };
                 let body = self.lanes[lane].adapter.encode(0, &out);
                 self.answers.push_back((lane, body));
             }
-            _ if finished => {
+            // Unreachable in practice (the request was routed by its operation id), but a
+            // server is never left waiting.
+            None => {
                 let decline = ServerRequest { id, method: "elicitation/create".into(), answer: ServerAnswer::DeclineElicitation };
                 self.answer_server_request(lane, decline);
             }
-            _ => {}
         }
     }
 

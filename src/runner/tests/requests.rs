@@ -344,10 +344,99 @@ fn refused_input_requests_are_answered_never_left_hanging() {
             "the unsolicited one is declined: {}",
             sent[2]
         );
+        // Ids are reused across tasks (the TS SDK's 0): the decline names its task, or the
+        // server could take it as another task's answer (mcp_faults seed 2173).
+        assert_eq!(
+            sent[2]["_meta"]["io.modelcontextprotocol/related-task"]["taskId"], "t1",
+            "the decline names its task: {}",
+            sent[2]
+        );
         assert!(
             gate.try_recv().is_err(),
             "no new round for a refused request"
         );
         assert_eq!(state_of(&ledger, "n1"), Some(LocalState::Accepted));
+    });
+}
+
+/// A process a newer epoch fenced off answers nothing for the node, not even a request the
+/// server delivers again: the newer executor owns every exchange about it (mcp_faults seed
+/// 6691, where the fenced process declined a replayed request 16 s after the takeover).
+#[test]
+fn a_fenced_process_leaves_refused_input_requests_to_the_newer_epoch() {
+    on_tokio(async {
+        let InputRound {
+            ledger,
+            mut gate,
+            inputs,
+            handle,
+            answers,
+            in_tx,
+            ..
+        } = input_round(config());
+        let ask = tokio::time::timeout(Duration::from_secs(5), gate.recv())
+            .await
+            .expect("the gate is asked")
+            .expect("open");
+        inputs
+            .send(Input::Approval {
+                node: "n1".into(),
+                round: ask.round,
+                schema_digest: ask.schema_digest.clone(),
+                reply: ApprovalReply::Accept {
+                    content: json!({"ok": true}),
+                },
+            })
+            .unwrap();
+        until("a receipt", || {
+            ledger.lock().unwrap().receipts().unwrap().len() == 1
+        })
+        .await;
+        // Another executor takes the node over (epoch 2) while this one still runs.
+        {
+            let mut l = ledger.lock().unwrap();
+            assert_eq!(l.bump_epoch().unwrap(), 2);
+            let mut record = l.by_call_node("n1").unwrap().expect("n1");
+            let expected_version = record.version;
+            record.execution_epoch = 2;
+            l.commit(crate::ledger::Write {
+                expected_version,
+                writer_epoch: 2,
+                record,
+                accept: None,
+                reconcile: None,
+                effect: None,
+                now_ms: 0,
+            })
+            .unwrap();
+        }
+        let ask = json!({"jsonrpc": "2.0", "id": 7, "method": "elicitation/create", "params": {
+            "mode": "form", "message": "Approve?", "requestedSchema": {"type": "object"},
+            "_meta": {"io.modelcontextprotocol/related-task": {"taskId": "t1"}}}});
+        in_tx
+            .send(InFrame::message(serde_json::to_vec(&ask).unwrap()))
+            .unwrap();
+        // A request nobody of ours asked for still gets its decline: the runner is alive and
+        // reading, so silence for the fenced node's request is the fence, not a stall.
+        let stray = json!({"jsonrpc": "2.0", "id": 8, "method": "elicitation/create", "params": {
+            "mode": "form", "message": "?", "requestedSchema": {"type": "object"},
+            "_meta": {"io.modelcontextprotocol/related-task": {"taskId": "nobody"}}}});
+        in_tx
+            .send(InFrame::message(serde_json::to_vec(&stray).unwrap()))
+            .unwrap();
+        until("the stray decline", || answers.lock().unwrap().0.len() >= 2).await;
+        inputs.send(Input::Shutdown).unwrap();
+        let _ = handle.await.unwrap();
+        let sent = &answers.lock().unwrap().0;
+        assert_eq!(
+            sent.len(),
+            2,
+            "only the round's answer and the stray decline: {sent:?}"
+        );
+        assert_eq!(sent[1]["action"], "decline");
+        assert!(
+            sent[1].get("_meta").is_none(),
+            "the stray decline names no task of ours"
+        );
     });
 }
