@@ -340,6 +340,15 @@ impl<'a> Machine<'a> {
         let applied = self.rec.poll_cursor.applied_seq;
         let overwrite = mutated!(self, LateAnswerOverwrites);
         if seq <= applied && !overwrite {
+            if self.stale_view_shows_ours(reply) {
+                // A late view of our own operation still proves the server holds it: the
+                // not-founds counted since were a lagging replica's, whoever read them. Executors
+                // sharing the ledger interleave their sequence numbers, so a replica's good read
+                // can arrive "stale" after the primary's 404s (mcp_sqlite seed 560). Nothing else
+                // of a stale view is applied.
+                self.rec.poll_cursor.not_found_streak = 0;
+                return STAYED;
+            }
             return rejected(Rejection::StaleAnswer { seq, applied_seq: applied });
         }
         let latest = seq == self.rec.poll_cursor.sent_seq || overwrite;
@@ -355,6 +364,17 @@ impl<'a> Machine<'a> {
             self.rec.poll_cursor.applied_seq = seq;
         }
         Ok(outcome)
+    }
+
+    /// Whether a stale reply is a view of our own operation while not-founds are being counted.
+    fn stale_view_shows_ours(&self, reply: &Reply) -> bool {
+        let view = match reply {
+            Reply::Status(v) | Reply::CancelAcknowledged(v) => v,
+            _ => return false,
+        };
+        self.rec.poll_cursor.not_found_streak > 0
+            && self.rec.operation_id.as_deref() == Some(view.operation_id.as_str())
+            && !mutated!(self, NotFoundStreakNeverReset)
     }
 
     /// Record what a server view says, after checking it is about our operation.

@@ -521,6 +521,23 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
          reply:poll:not_found => WORKING->UNKNOWN [reconcile]",
     ),
     (
+        "a late view of our own operation among the not-founds resets their count",
+        |s| {
+            s.working().timer(Timer::PollDue).lost(RequestKind::Poll);
+            for _ in 0..2 {
+                s.timer(Timer::PollDue).reply(RequestKind::Poll, Reply::NotFound { message: "lagging".into() });
+            }
+            // The reply to poll #2, read late (a replica on the same ledger, or a held reply).
+            s.ev(Event::Reply { kind: RequestKind::Poll, seq: 2, epoch: 1, reply: Reply::Status(view(P::Working)) });
+            s.timer(Timer::PollDue).reply(RequestKind::Poll, Reply::NotFound { message: "lagging".into() });
+            // A late view of another operation proves nothing.
+            let mut other = view(P::Working);
+            other.operation_id = "op-other".into();
+            s.ev(Event::Reply { kind: RequestKind::Poll, seq: 2, epoch: 1, reply: Reply::Status(other) });
+        },
+        "TBD",
+    ),
+    (
         "404 after expiry goes to reconciliation at once",
         |s| {
             s.working().at(70_000).timer(Timer::PollDue).reply(RequestKind::Poll, Reply::NotFound { message: "expired".into() });

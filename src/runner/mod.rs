@@ -214,6 +214,12 @@ pub struct Runner {
     /// Call nodes this runner settled itself (its own acceptance or hand-off): the queue guard
     /// against another process's settlement does not apply to them.
     settled_here: BTreeSet<String>,
+    /// The record version this runner last read or wrote, per call node: a different version
+    /// at the next read means another process (a replica on the same ledger) moved the node.
+    seen_version: BTreeMap<String, u64>,
+    /// Per call node, until when the last Retry-After this runner was given asks it to wait: a
+    /// node taken up from another process's record is not driven before then.
+    retry_after_until_ms: BTreeMap<String, u64>,
     /// When to look for external cancel requests next.
     next_cancel_check_ms: u64,
     approvals: mpsc::UnboundedSender<ApprovalRequest>,
@@ -262,6 +268,8 @@ impl Runner {
             commit_delay: Box::new(NoCommitDelay),
             fenced: BTreeSet::new(),
             settled_here: BTreeSet::new(),
+            seen_version: BTreeMap::new(),
+            retry_after_until_ms: BTreeMap::new(),
             next_cancel_check_ms: 0,
             approvals,
             jitter: Jitter::new(jitter_seed),

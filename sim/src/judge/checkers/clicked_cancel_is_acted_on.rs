@@ -212,4 +212,37 @@ mod tests {
         });
         assert_eq!(check(&b.build(SETTLED)).len(), 1);
     }
+
+    #[test]
+    fn a_commit_the_world_held_extends_the_bound() {
+        // The reply showing n1 running arrives at 5,000 ms; the cancel leaves 500 ms after the
+        // bound. A commit of the same process that the world held across the bound (started
+        // before it ran out, landed after) excuses the wait; without it the click was dropped.
+        let bound = act_bound_ms(1, 10);
+        let build = |held_commit: bool| {
+            let mut b = clicked_early();
+            if held_commit {
+                let mut w = crate::judge::checkers::ledger_writes::build::write("n2", 1, 1, 3);
+                w.delay_ms = 1_000;
+                b.at(5_000 + bound + 100)
+                    .push(crate::judge::checkers::ledger_writes::build::ev(w));
+            }
+            b.at(5_000 + bound + 500).sent("n1", "cancel");
+            b.build(SETTLED)
+        };
+        assert_eq!(check(&build(true)), vec![]);
+        assert_eq!(check(&build(false)).len(), 1);
+    }
+
+    #[test]
+    fn a_replica_that_stops_within_the_bound_is_not_asked_to_act() {
+        let mut b = clicked_early();
+        b.at(5_001).push(What::World {
+            action: WorldAction::ReplicaStop {
+                incarnation: 1,
+                exit: "stopped".into(),
+            },
+        });
+        assert_eq!(check(&b.build(SETTLED)), vec![]);
+    }
 }

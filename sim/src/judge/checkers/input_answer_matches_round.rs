@@ -399,4 +399,30 @@ mod tests {
         let v = check(&b.build(SETTLED));
         assert!(v[0].detail.contains("never saw an executor send"), "{v:?}");
     }
+
+    #[test]
+    fn the_deadline_counts_from_the_start_of_a_held_commit_that_recorded_the_question() {
+        // Round 3 asked at 800 ms; the executor decided to ask (and fixed its deadline) at
+        // 100 ms, before a commit the world held for 700 ms landed at 800 ms. Its decline at
+        // 60,200 ms is past its deadline (60,100 ms), not early.
+        let build = |held_commit: bool| {
+            let mut b = three_rounds();
+            if held_commit {
+                let mut w = crate::judge::checkers::ledger_writes::build::write("n1", 1, 1, 4);
+                w.delay_ms = 700;
+                b.at(800)
+                    .push(crate::judge::checkers::ledger_writes::build::ev(w));
+            }
+            let r3 = round(&mut b, "n1", 3, 60_200, 60_220, "decline", None);
+            b.truth.tasks.get_mut("t-n1").expect("task").input_rounds[2] = r3;
+            b.build(SETTLED)
+        };
+        assert_eq!(check(&build(true)), vec![]);
+        let v = check(&build(false));
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(
+            v[0].detail.contains("approval deadline is 60800 ms"),
+            "{v:?}"
+        );
+    }
 }

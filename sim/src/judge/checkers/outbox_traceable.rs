@@ -93,7 +93,10 @@ fn entry_problems(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::judge::checkers::ledger_writes::build;
     use crate::judge::checkers::testkit::{all_paths, assert_clean, happy, SETTLED};
+    use crate::judge::checkers::testkit::{digest, Tb};
+    use toolop::record::LocalState;
 
     #[test]
     fn clean_traces_pass() {
@@ -127,5 +130,34 @@ mod tests {
         let dup = b.ledger.outbox[0].clone();
         b.ledger.outbox.push(dup);
         assert_eq!(check(&b.build(SETTLED)).len(), 1);
+    }
+
+    #[test]
+    fn an_acceptance_whose_commit_reply_was_lost_traces_by_the_ledger_s_record() {
+        // ledger_commit_lost_reply: the acceptance landed and its executor went down before
+        // learning it, so no executor reported it; the world saw the write land.
+        let build = |landed: bool| {
+            let mut b = Tb::new();
+            b.at(0).submit("n1").sent("n1", "submit");
+            b.at(10).recv("n1", "submit", "submitted");
+            b.record("n1", LocalState::Accepted, Some("t-n1"));
+            b.receipt(
+                "n1",
+                Some("t-n1"),
+                TerminalState::Completed,
+                Some(&digest("n1")),
+            );
+            if landed {
+                let mut w = build::write("n1", 1, 1, 3);
+                w.state = LocalState::Accepted;
+                w.receipt = Some(TerminalState::Completed);
+                b.at(1_000).push(build::ev(w));
+            }
+            b.build(SETTLED)
+        };
+        assert_eq!(check(&build(true)), vec![]);
+        let v = check(&build(false));
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(v[0].detail.contains("no executor"), "{v:?}");
     }
 }

@@ -295,30 +295,6 @@ pub fn caller_times(trace: &Trace, action: CallerAction) -> BTreeMap<String, u64
     out
 }
 
-/// When each node first reached a final local state, and which one: the first `Moved` whose path
-/// ends in a final state, or the first landed ledger write of one (world facts). Final states are never left, so the first is the settlement.
-pub fn settle_times(trace: &Trace) -> BTreeMap<String, (u64, toolop::record::LocalState)> {
-    let mut out = BTreeMap::new();
-    for (t, _, obs) in observations(trace) {
-        if let Observation::Moved { node, path, .. } = obs {
-            if let Some(last) = path.last().filter(|s| s.is_final()) {
-                out.entry(node.clone()).or_insert((t, *last));
-            }
-        }
-    }
-    // A final state whose commit reply was lost: its executor never reported the move, the
-    // world saw it land in the ledger.
-    for (t, w) in super::ledger_writes::landed(trace) {
-        if w.state.is_final() {
-            let at = out.entry(w.node.clone()).or_insert((t, w.state));
-            if t < at.0 {
-                *at = (t, w.state);
-            }
-        }
-    }
-    out
-}
-
 /// The `event` of the step that handled a reply (`Moved`, `Stayed`, `Rejected`): the core's
 /// `Event::Reply` name, from the request kind and reply names that `Received` carries.
 pub fn reply_event(kind: &str, reply: &str) -> String {
