@@ -340,12 +340,13 @@ impl<'a> Machine<'a> {
         let applied = self.rec.poll_cursor.applied_seq;
         let overwrite = mutated!(self, LateAnswerOverwrites);
         if seq <= applied && !overwrite {
-            if self.stale_view_shows_ours(reply) {
-                // A late view of our own operation still proves the server holds it: the
-                // not-founds counted since were a lagging replica's, whoever read them. Executors
-                // sharing the ledger interleave their sequence numbers, so a replica's good read
-                // can arrive "stale" after the primary's 404s (mcp_sqlite seed 560). Nothing else
-                // of a stale view is applied.
+            if self.stale_view_shows_ours(seq, reply) {
+                // A late view of our own operation, answering a request sent after the streak's
+                // first not-found, proves the server held it after that 404: the streak was a
+                // lagging replica's, whoever read it. Executors sharing the ledger interleave
+                // their request numbers, so a replica's good read can arrive "stale" after the
+                // primary's 404s (mcp_sqlite seed 560). Nothing else of a stale view is applied,
+                // and a view older than the streak proves nothing (it may predate a deletion).
                 self.rec.poll_cursor.not_found_streak = 0;
                 return STAYED;
             }
@@ -366,13 +367,15 @@ impl<'a> Machine<'a> {
         Ok(outcome)
     }
 
-    /// Whether a stale reply is a view of our own operation while not-founds are being counted.
-    fn stale_view_shows_ours(&self, reply: &Reply) -> bool {
+    /// Whether a stale reply is a view of our own operation answering a request sent after the
+    /// first not-found of the streak being counted.
+    fn stale_view_shows_ours(&self, seq: u64, reply: &Reply) -> bool {
         let view = match reply {
             Reply::Status(v) | Reply::CancelAcknowledged(v) => v,
             _ => return false,
         };
         self.rec.poll_cursor.not_found_streak > 0
+            && seq > self.rec.poll_cursor.not_found_first_seq
             && self.rec.operation_id.as_deref() == Some(view.operation_id.as_str())
             && !mutated!(self, NotFoundStreakNeverReset)
     }
@@ -605,6 +608,10 @@ impl<'a> Machine<'a> {
             self.rec.expires_at_ms = None;
             self.schedule(0, Timer::SubmitDue);
             return STAYED;
+        }
+        if self.rec.poll_cursor.not_found_streak == 0 {
+            // Not-founds are acted on only as answers to the newest request.
+            self.rec.poll_cursor.not_found_first_seq = self.rec.poll_cursor.sent_seq;
         }
         self.rec.poll_cursor.not_found_streak += 1;
         let before_expiry = self.rec.expires_at_ms.is_none_or(|e| self.now() < e);

@@ -104,10 +104,19 @@ pub fn violations(v: &View) -> Vec<Violation> {
         if !relevant {
             continue;
         }
-        // The bound, extended past every commit the world held while it ran.
+        // The bound, extended past every commit the world held while it ran, of the judged
+        // process, of any process about the node, or of any process that wrote the node (the
+        // one that took the click acts on it, and a commit it is held in, whatever its node,
+        // holds its sends: mcp_sqlite seed 5).
+        let writers: Vec<(u64, u32)> = writes
+            .iter()
+            .filter(|(_, _, _, of)| *of == node)
+            .map(|(_, _, exec, _)| *exec)
+            .collect();
         let mut until = at + bound;
         for &(w, d, exec, of) in &writes {
-            if (exec == a.exec || of == node) && w > at && w.saturating_sub(d) < until {
+            let involved = exec == a.exec || of == node || writers.contains(&exec);
+            if involved && w > at && w.saturating_sub(d) < until {
                 until = until.max(w + bound);
             }
         }
@@ -228,6 +237,31 @@ mod tests {
                     .push(crate::judge::checkers::ledger_writes::build::ev(w));
             }
             b.at(5_000 + bound + 500).sent("n1", "cancel");
+            b.build(SETTLED)
+        };
+        assert_eq!(check(&build(true)), vec![]);
+        assert_eq!(check(&build(false)).len(), 1);
+    }
+
+    #[test]
+    fn a_commit_held_by_the_process_that_took_the_click_extends_the_bound() {
+        // mcp_sqlite seed 5: a replica (incarnation 1000) is shown n1 running; the primary
+        // took the click (it wrote n1), and its next commit, of another node, was held past the
+        // bound: its cancel left after it.
+        let bound = act_bound_ms(1, 10);
+        let build = |primary_wrote_n1: bool| {
+            let mut b = clicked_early();
+            if primary_wrote_n1 {
+                b.at(4_000)
+                    .push(crate::judge::checkers::ledger_writes::build::ev(
+                        crate::judge::checkers::ledger_writes::build::write("n1", 1, 2, 2),
+                    ));
+            }
+            let mut w = crate::judge::checkers::ledger_writes::build::write("n2", 1, 2, 3);
+            w.delay_ms = 1_000;
+            b.at(5_000 + bound + 100)
+                .push(crate::judge::checkers::ledger_writes::build::ev(w));
+            b.exec(1, 2).at(5_000 + bound + 500).sent("n1", "cancel");
             b.build(SETTLED)
         };
         assert_eq!(check(&build(true)), vec![]);
