@@ -237,6 +237,9 @@ impl Runner {
     }
 
     pub(super) fn execute(&mut self, node: &str, lane: usize, c: Command) {
+        if matches!(c, Command::Accept(_) | Command::Reconcile { .. }) {
+            self.settled_here.insert(node.to_string());
+        }
         match c {
             Command::Send { out, seq } => self.queue.push_back(Queued { lane, node: node.to_string(), out, seq }),
             Command::Schedule { at_ms, timer } => {

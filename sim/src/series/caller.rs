@@ -4,7 +4,6 @@
 use std::sync::Arc;
 
 use tokio::time::Duration;
-use toolop::ledger::Ledger;
 use toolop::runner::{CallNode, Input};
 
 use super::World;

@@ -8,8 +8,9 @@
 //!   it ([`agent_accept_content`]: successive rounds differ, so an answer forwarded to the wrong
 //!   round shows);
 //! - `decline`: the agent declined such a question, or the executor's approval deadline (the
-//!   scenario's `approval_timeout_ms` from the first time the agent was asked) had passed (the
-//!   executor declines by itself then);
+//!   scenario's `approval_timeout_ms` from the first time the agent was asked, or from the
+//!   start of the commit that recorded the question, if the world held that commit) had passed
+//!   (the executor declines by itself then);
 //! - `cancel`: the agent cancelled such a question.
 //!
 //! A replayed answer of an older round (the approval-replay fault) forwarded as the answer to
@@ -29,7 +30,7 @@ use super::view::{judge, sends, View};
 use super::Violation;
 use crate::fake::codec::ExchangeKind;
 use crate::fake::truth::AnswerAction;
-use crate::trace::{ApprovalAction, Question, Trace, What};
+use crate::trace::{ApprovalAction, Question, Trace, What, WriteOutcome};
 
 pub const NAME: &str = "input_answer_matches_round";
 
@@ -62,6 +63,18 @@ pub fn violations(v: &View) -> Vec<Violation> {
                 .entry(node.as_str())
                 .or_default()
                 .push((e.t_ms, q, *action));
+        }
+    }
+    // Per node, the landed ledger writes: (time, how long the world held the commit).
+    let mut commits: BTreeMap<&str, Vec<(u64, u64)>> = BTreeMap::new();
+    for e in &v.trace.events {
+        if let What::Ledger { write } = &e.what {
+            if !matches!(write.outcome, WriteOutcome::Refused { .. }) {
+                commits
+                    .entry(write.node.as_str())
+                    .or_default()
+                    .push((e.t_ms, write.delay_ms));
+            }
         }
     }
     let left: BTreeMap<u64, u64> = sends(v.trace)
@@ -139,8 +152,15 @@ pub fn violations(v: &View) -> Vec<Violation> {
                         .iter()
                         .find(|(_, _, a)| *a == ApprovalAction::Asked)
                         .map(|(t, _, _)| *t);
-                    let deadline =
-                        first_asked.map(|t| t.saturating_add(v.config.approval_timeout_ms));
+                    // The executor fixed its deadline when it decided to ask, before the commit
+                    // that records the question; the world held that commit for `delay_ms`.
+                    let decided = first_asked.map(|asked| {
+                        commits
+                            .get(node)
+                            .and_then(|c| c.iter().rev().find(|(t, _)| *t <= asked))
+                            .map_or(asked, |(t, delay)| asked.min(t.saturating_sub(*delay)))
+                    });
+                    let deadline = decided.map(|t| t.saturating_add(v.config.approval_timeout_ms));
                     let declined = answered(ApprovalAction::Decline).next().is_some();
                     match deadline {
                         _ if declined => None,
@@ -378,5 +398,31 @@ mod tests {
         b.truth.tasks.get_mut("t-n1").expect("task").input_rounds[0].answered_by_frame = Some(999);
         let v = check(&b.build(SETTLED));
         assert!(v[0].detail.contains("never saw an executor send"), "{v:?}");
+    }
+
+    #[test]
+    fn the_deadline_counts_from_the_start_of_a_held_commit_that_recorded_the_question() {
+        // Round 3 asked at 800 ms; the executor decided to ask (and fixed its deadline) at
+        // 100 ms, before a commit the world held for 700 ms landed at 800 ms. Its decline at
+        // 60,200 ms is past its deadline (60,100 ms), not early.
+        let build = |held_commit: bool| {
+            let mut b = three_rounds();
+            if held_commit {
+                let mut w = crate::judge::checkers::ledger_writes::build::write("n1", 1, 1, 4);
+                w.delay_ms = 700;
+                b.at(800)
+                    .push(crate::judge::checkers::ledger_writes::build::ev(w));
+            }
+            let r3 = round(&mut b, "n1", 3, 60_200, 60_220, "decline", None);
+            b.truth.tasks.get_mut("t-n1").expect("task").input_rounds[2] = r3;
+            b.build(SETTLED)
+        };
+        assert_eq!(check(&build(true)), vec![]);
+        let v = check(&build(false));
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(
+            v[0].detail.contains("approval deadline is 60800 ms"),
+            "{v:?}"
+        );
     }
 }

@@ -31,19 +31,22 @@
 //! `not_found_streak_never_reset`: one lagging 404 among good reads sends a live task away).
 //! Not false either: an operation the server never created or had already deleted, or one the
 //! world never showed a surviving executor (every reply naming it lost, or its only reader
-//! crashed before writing it down).
+//! crashed before writing it down, or was fenced before it could).
 
+use super::ledger_writes::landed;
 use super::view::{
     arrivals, judge, newest_epoch_at, newest_epochs, sends, store_facts, ExecId, Frame, View,
 };
 use super::Violation;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use toolop::runner::CrashPoint;
 
 use crate::fake::codec::ExchangeKind;
 use crate::series::faults::FaultKind;
-use crate::trace::{FaultDetail, NetVerdict, Shows, StoreFact, Trace, What, WorldAction};
+use crate::trace::{
+    FaultDetail, NetVerdict, Shows, StoreFact, Trace, What, WorldAction, WriteOutcome,
+};
 
 pub const NAME: &str = "no_false_unknown";
 
@@ -84,14 +87,22 @@ fn judged(v: &View) -> (Vec<Violation>, u32) {
             _ => {}
         }
     }
-    // The process that handed over: the newest the world had started (an older epoch's
-    // process could not have written to the store).
-    let current = |at: u64| {
-        started
-            .iter()
-            .take_while(|(t, _)| *t <= at)
+    // The process that handed over: the writer of the node's last write the world's ledger
+    // saw land by then (a replica may hand over while the primary runs: `mcp_ext_faults` seed
+    // 418); without ledger writes in the trace, the newest process the world had started (an
+    // older epoch's process could not have written to the store).
+    let current = |node: &str, at: u64| {
+        landed(v.trace)
+            .filter(|(t, w)| *t <= at && w.node == node)
             .last()
-            .map_or((1, 1), |(_, e)| *e)
+            .map(|(_, w)| (w.epoch, w.incarnation))
+            .unwrap_or_else(|| {
+                started
+                    .iter()
+                    .take_while(|(t, _)| *t <= at)
+                    .last()
+                    .map_or((1, 1), |(_, e)| *e)
+            })
     };
     let survived = |a: &Frame| {
         let at = a.arrives_at_ms.unwrap_or(a.t_ms);
@@ -119,7 +130,7 @@ fn judged(v: &View) -> (Vec<Violation>, u32) {
             else {
                 continue;
             };
-            if excusable(v, &arrived, &node, task, current(at), at) {
+            if excusable(v, &arrived, &node, task, current(&node, at), at) {
                 excused += 1;
                 break;
             }
@@ -164,11 +175,11 @@ fn lost_with_their_reader(trace: &Trace) -> BTreeSet<u64> {
             _ => {}
         }
     }
-    let mut out = BTreeSet::new();
+    let arrived = arrivals(trace);
+    let mut out = fenced_with_their_reader(trace, &arrived);
     if crashes.is_empty() {
         return out;
     }
-    let arrived = arrivals(trace);
     for (t, node) in crashes {
         let Some(&(_, incarnation)) = downs.iter().find(|(d, _)| *d >= t) else {
             continue;
@@ -177,6 +188,68 @@ fn lost_with_their_reader(trace: &Trace) -> BTreeSet<u64> {
             a.is(node) && a.exec.1 == incarnation && a.arrives_at_ms.is_some_and(|x| x <= t)
         }) {
             out.insert(a.frame);
+        }
+    }
+    out
+}
+
+/// Replies whose reader the ledger fenced before it could write them down: a rollback moved
+/// the ledger to a newer epoch, and the reader's next write about the node was refused for its
+/// old epoch (the world's record of the write, never the executor's). What it read since its
+/// last landed write about the node died with the refused write: the new epoch resumes the
+/// record as it was.
+///
+/// Likewise a process the world stopped with a lost commit reply (`ledger_commit_lost_reply`:
+/// it goes down on learning nothing of a commit): what it read since its last landed write about
+/// each node, up to going down, died with it.
+fn fenced_with_their_reader(trace: &Trace, arrived: &[Frame]) -> BTreeSet<u64> {
+    let mut out = BTreeSet::new();
+    // Per (process, node): when its last write landed.
+    let mut landed: BTreeMap<(ExecId, &str), u64> = BTreeMap::new();
+    let mut lost_reply_at: Option<u64> = None;
+    for e in &trace.events {
+        match &e.what {
+            What::Fault {
+                fault: FaultKind::LedgerCommitLostReply,
+                ..
+            } => lost_reply_at = Some(e.t_ms),
+            What::World {
+                action: WorldAction::ExecutorDown { incarnation, .. },
+            } if lost_reply_at.is_some() => {
+                lost_reply_at = None;
+                for a in arrived.iter().filter(|a| {
+                    a.exec.1 == *incarnation
+                        && a.arrives_at_ms.is_some_and(|x| {
+                            x <= e.t_ms
+                                && a.node.is_some_and(|n| {
+                                    landed.get(&(a.exec, n)).is_none_or(|l| x > *l)
+                                })
+                        })
+                }) {
+                    out.insert(a.frame);
+                }
+            }
+            _ => {}
+        }
+        let What::Ledger { write } = &e.what else {
+            continue;
+        };
+        let key = ((write.epoch, write.incarnation), write.node.as_str());
+        match write.outcome {
+            WriteOutcome::Refused { .. } if write.writer_epoch < write.ledger_epoch => {
+                let since = landed.get(&key).copied().unwrap_or(0);
+                for a in arrived.iter().filter(|a| {
+                    a.is(key.1)
+                        && a.exec == key.0
+                        && a.arrives_at_ms.is_some_and(|x| x > since && x <= e.t_ms)
+                }) {
+                    out.insert(a.frame);
+                }
+            }
+            WriteOutcome::Refused { .. } => {}
+            _ => {
+                landed.insert(key, e.t_ms);
+            }
         }
     }
     out
@@ -277,8 +350,10 @@ mod tests {
     use super::*;
     use crate::fake::codec::ExchangeKind;
     use crate::fake::truth::TaskStatus;
+    use crate::judge::checkers::ledger_writes::build;
     use crate::judge::checkers::testkit::{assert_clean, Tb, SETTLED};
     use crate::trace::{Dir, NetVerdict};
+    use toolop::record::LocalState;
 
     fn working() -> Shows {
         Shows::Task {
@@ -421,6 +496,86 @@ mod tests {
         let trace = b.build(SETTLED);
         assert_eq!(check(&trace), vec![]);
         assert_eq!(judge_undecidable(&trace), 1);
+    }
+
+    #[test]
+    fn the_process_that_handed_over_is_the_one_the_ledger_saw_write() {
+        // mcp_ext_faults seed 418: a second executor (incarnation 1000) got one 404 after the
+        // advertised retention ran out and handed over, while the primary (incarnation 1) had
+        // last read the task alive, before expiry. The replica's 404 after expiry is what
+        // expiry looks like: excused. Judged as if the primary had handed over (no ledger
+        // write says who did), its last read showed the task alive: false.
+        let build = |replica_wrote_it: bool| {
+            let mut shown = working();
+            if let Shows::Task { ttl_ms, .. } = &mut shown {
+                *ttl_ms = Some(3_000);
+            }
+            let mut b = Tb::new();
+            b.unknown_path("n1", 0);
+            b.at(10).net_in("n1", ExchangeKind::Poll, shown.clone());
+            b.at(2_500)
+                .net_out("n1", ExchangeKind::Poll)
+                .net_in("n1", ExchangeKind::Poll, shown);
+            b.exec(1, 1000);
+            b.at(3_100).net_out("n1", ExchangeKind::Poll).net_in(
+                "n1",
+                ExchangeKind::Poll,
+                Shows::NotFound { expired: false },
+            );
+            if replica_wrote_it {
+                let mut w = build::write("n1", 1, 1000, 7);
+                w.state = LocalState::Unknown;
+                b.at(3_200).push(build::ev(w));
+            }
+            b.build(SETTLED)
+        };
+        let trace = build(true);
+        assert_eq!(check(&trace), vec![]);
+        assert_eq!(judge_undecidable(&trace), 1);
+        assert_eq!(check(&build(false)).len(), 1);
+    }
+
+    #[test]
+    fn a_read_whose_reader_was_fenced_or_lost_its_commit_reply_shows_nothing() {
+        // A rollback moved the ledger to epoch 2; the epoch-1 reader's next write about n1 was
+        // refused, so its read of the live task died with it. Likewise a reader stopped by a
+        // lost commit reply. Written down, the same read makes the hand-off false.
+        let build = |how: &str| {
+            let mut b = Tb::new();
+            b.unknown_path("n1", 0);
+            b.at(10).net_in("n1", ExchangeKind::Poll, working());
+            match how {
+                "fenced" => {
+                    let mut w = build::write("n1", 1, 1, 3);
+                    w.ledger_epoch = 2;
+                    w.outcome = WriteOutcome::Refused {
+                        error: "fenced".into(),
+                    };
+                    b.at(20).push(build::ev(w));
+                }
+                "reply lost" | "down" => {
+                    if how == "reply lost" {
+                        b.at(20)
+                            .fault(FaultKind::LedgerCommitLostReply, Some("n1"), None);
+                    }
+                    b.at(20).push(What::World {
+                        action: WorldAction::ExecutorDown {
+                            incarnation: 1,
+                            exit: "commit reply lost".into(),
+                        },
+                    });
+                }
+                _ => {
+                    b.at(20).push(build::ev(build::write("n1", 1, 1, 3)));
+                }
+            }
+            b.build(SETTLED)
+        };
+        assert_eq!(check(&build("fenced")), vec![]);
+        assert_eq!(check(&build("reply lost")), vec![]);
+        assert_eq!(check(&build("written")).len(), 1);
+        // A later stop with no lost commit reply drawn leaves the read counted.
+        assert_eq!(check(&build("down")).len(), 1);
     }
 
     /// A poll answered 404 by a lagging replica in front of the server, at `t`.
