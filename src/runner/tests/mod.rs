@@ -620,3 +620,34 @@ fn a_single_executor_never_stalls() {
         );
     });
 }
+
+/// After a drop, the frames the connection had delivered are still read (a fully received
+/// response is an answer), and reading them never waits for more.
+#[test]
+fn frames_delivered_before_a_drop_are_read() {
+    let (mut t, _out, in_tx) = ChannelTransport::pair();
+    for body in [b"one".to_vec(), b"two".to_vec()] {
+        in_tx.send(InFrame::message(body)).unwrap();
+    }
+    let got = already_received(&mut t, 8);
+    assert_eq!(
+        got.iter().map(|f| f.body.clone()).collect::<Vec<_>>(),
+        vec![b"one".to_vec(), b"two".to_vec()]
+    );
+    // Open but empty: nothing, at once.
+    assert!(already_received(&mut t, 8).is_empty());
+    in_tx.send(InFrame::message(b"three".to_vec())).unwrap();
+    drop(in_tx);
+    assert_eq!(
+        already_received(&mut t, 8).len(),
+        1,
+        "a frame queued before the close is read"
+    );
+    assert!(already_received(&mut t, 8).is_empty(), "closed and drained");
+    // The bound holds.
+    let (mut t, _out, in_tx) = ChannelTransport::pair();
+    for _ in 0..5 {
+        in_tx.send(InFrame::message(vec![])).unwrap();
+    }
+    assert_eq!(already_received(&mut t, 3).len(), 3);
+}
