@@ -199,11 +199,20 @@ fn lost_with_their_reader(trace: &Trace) -> BTreeSet<u64> {
 /// last landed write about the node died with the refused write: the new epoch resumes the
 /// record as it was.
 ///
-/// Likewise a process the world stopped with a lost commit reply (`ledger_commit_lost_reply`:
-/// it goes down on learning nothing of a commit): what it read since its last landed write about
-/// each node, up to going down, died with it.
+/// Likewise a process that went down (the world stopped it with a lost commit reply, crashed
+/// it at any point, or its connection dropped): what it read since its last landed write about
+/// each node, up to going down, died with it. A reply can reach a process's connection while it
+/// is busy (a slow commit) and never be read before a crash elsewhere in it (`mcp_ext_faults`
+/// seed 2664: a submission's reply queued 108 ms before a crash after another node's commit).
+/// A process that read a reply and wrote anything about the node after it is still judged on
+/// it. Judged from the world's record of ledger writes; a trace without them (written before
+/// the world recorded the ledger) keeps only the lost-commit-reply case.
 fn fenced_with_their_reader(trace: &Trace, arrived: &[Frame]) -> BTreeSet<u64> {
     let mut out = BTreeSet::new();
+    let writes_recorded = trace
+        .events
+        .iter()
+        .any(|e| matches!(e.what, What::Ledger { .. }));
     // Per (process, node): when its last write landed.
     let mut landed: BTreeMap<(ExecId, &str), u64> = BTreeMap::new();
     let mut lost_reply_at: Option<u64> = None;
@@ -215,7 +224,7 @@ fn fenced_with_their_reader(trace: &Trace, arrived: &[Frame]) -> BTreeSet<u64> {
             } => lost_reply_at = Some(e.t_ms),
             What::World {
                 action: WorldAction::ExecutorDown { incarnation, .. },
-            } if lost_reply_at.is_some() => {
+            } if lost_reply_at.is_some() || writes_recorded => {
                 lost_reply_at = None;
                 for a in arrived.iter().filter(|a| {
                     a.exec.1 == *incarnation
@@ -576,6 +585,31 @@ mod tests {
         assert_eq!(check(&build("written")).len(), 1);
         // A later stop with no lost commit reply drawn leaves the read counted.
         assert_eq!(check(&build("down")).len(), 1);
+    }
+
+    #[test]
+    fn a_read_its_process_went_down_without_writing_down_shows_nothing() {
+        // The world records the ledger: the reader wrote n1 at 5, a reply showing the live task
+        // reached it at 10, and it went down at 20 (a crash elsewhere in it). Had it written
+        // anything about n1 after the read (at 15), the read counts and the hand-off is false.
+        let build = |wrote_after: bool| {
+            let mut b = Tb::new();
+            b.unknown_path("n1", 0);
+            b.at(5).push(build::ev(build::write("n1", 1, 1, 2)));
+            b.at(10).net_in("n1", ExchangeKind::Poll, working());
+            if wrote_after {
+                b.at(15).push(build::ev(build::write("n1", 1, 1, 3)));
+            }
+            b.at(20).push(What::World {
+                action: WorldAction::ExecutorDown {
+                    incarnation: 1,
+                    exit: "crashed after a commit, before its sends".into(),
+                },
+            });
+            b.build(SETTLED)
+        };
+        assert_eq!(check(&build(false)), vec![]);
+        assert_eq!(check(&build(true)).len(), 1);
     }
 
     /// A poll answered 404 by a lagging replica in front of the server, at `t`.
