@@ -3,7 +3,8 @@
 //! still running, a cancel for the node leaves that executor on the network within the act
 //! bound ([`act_bound_ms`]) of that reply's arrival, unless one already left after the click. A
 //! terminal state the server had already reached supersedes the click: a reply showing the
-//! operation ended asks for nothing, and neither does a stale reply showing it running when the
+//! operation ended asks for nothing, nor does an unsolicited status notification (advisory: the
+//! executor keeps to its own reads), and neither does a stale reply showing it running when the
 //! ground truth says it had ended by then. Replies that reach an executor of an older epoch, or
 //! one that goes down within the bound, ask nothing of it (the next process is judged on its own
 //! replies), and nothing is asked once the store shows the node settled. A commit the world
@@ -93,7 +94,10 @@ pub fn violations(v: &View) -> Vec<Violation> {
             continue;
         };
         let ended_by_then = t.terminal_at_ms.is_some_and(|e| e <= at);
+        // A status notification is advisory (MCP 2025-11-25 section 7): the executor keeps to
+        // its own reads, and is judged on their replies.
         let relevant = at >= clicked
+            && a.exchange != ExchangeKind::Notification
             && a.intact()
             && !status.is_terminal()
             && !ended_by_then
@@ -266,6 +270,24 @@ mod tests {
         };
         assert_eq!(check(&build(true)), vec![]);
         assert_eq!(check(&build(false)).len(), 1);
+    }
+
+    #[test]
+    fn a_status_notification_asks_for_nothing() {
+        // After the click, the server pushes a status notification showing the task running;
+        // the executor treats those as advisory and keeps to its own reads (the submission's
+        // reply was lost, so it cannot even tell whose task it is: mcp_sqlite seed 5354). The
+        // same view as the reply to a poll asks for the cancel.
+        let build = |exchange: ExchangeKind| {
+            let mut b = Tb::new();
+            b.at(0).submit("n1").sent("n1", "submit");
+            b.at(100).caller(CallerAction::Cancel, "n1");
+            b.at(5_000).net_in("n1", exchange, working("n1"));
+            b.task("t-n1", "n1", Some(TaskStatus::Cancelled), None, Some(9_000));
+            b.build(SETTLED)
+        };
+        assert_eq!(check(&build(ExchangeKind::Notification)), vec![]);
+        assert_eq!(check(&build(ExchangeKind::Poll)).len(), 1);
     }
 
     #[test]
