@@ -226,17 +226,18 @@ fn fenced_with_their_reader(trace: &Trace, arrived: &[Frame]) -> BTreeSet<u64> {
                 action: WorldAction::ExecutorDown { incarnation, .. },
             } if lost_reply_at.is_some() || writes_recorded => {
                 lost_reply_at = None;
-                for a in arrived.iter().filter(|a| {
-                    a.exec.1 == *incarnation
-                        && a.arrives_at_ms.is_some_and(|x| {
-                            x <= e.t_ms
-                                && a.node.is_some_and(|n| {
-                                    landed.get(&(a.exec, n)).is_none_or(|l| x > *l)
-                                })
-                        })
-                }) {
-                    out.insert(a.frame);
-                }
+                let theirs = |a: &Frame| a.exec.1 == *incarnation;
+                unwritten(arrived, &landed, e.t_ms, theirs, &mut out);
+            }
+            // A rollback fences every older epoch at once: what a process of one read and had
+            // not written down about the node by then dies with it, whether or not it tried to
+            // write later (mcp_ext_faults seed 8474: a submission's reply read 249 ms after
+            // the rollback, refused by the old process's own epoch check).
+            What::World {
+                action: WorldAction::Rollback { epoch, .. },
+            } if writes_recorded => {
+                let older = |a: &Frame| a.exec.0 < *epoch;
+                unwritten(arrived, &landed, e.t_ms, older, &mut out);
             }
             _ => {}
         }
@@ -262,6 +263,27 @@ fn fenced_with_their_reader(trace: &Trace, arrived: &[Frame]) -> BTreeSet<u64> {
         }
     }
     out
+}
+
+/// Adds to `out` the frames that reached a process `whose` by `at` and that it had not written
+/// down by then (no write of it about the frame's node landed after the frame arrived).
+fn unwritten(
+    arrived: &[Frame],
+    landed: &BTreeMap<(ExecId, &str), u64>,
+    at: u64,
+    whose: impl Fn(&Frame) -> bool,
+    out: &mut BTreeSet<u64>,
+) {
+    for a in arrived.iter().filter(|a| {
+        whose(a)
+            && a.arrives_at_ms.is_some_and(|x| {
+                x <= at
+                    && a.node
+                        .is_some_and(|n| landed.get(&(a.exec, n)).is_none_or(|l| x > *l))
+            })
+    }) {
+        out.insert(a.frame);
+    }
 }
 
 /// Whether a reply about the node is evidence that its operation `task` exists: a view of it,
@@ -604,6 +626,31 @@ mod tests {
                 action: WorldAction::ExecutorDown {
                     incarnation: 1,
                     exit: "crashed after a commit, before its sends".into(),
+                },
+            });
+            b.build(SETTLED)
+        };
+        assert_eq!(check(&build(false)), vec![]);
+        assert_eq!(check(&build(true)).len(), 1);
+    }
+
+    #[test]
+    fn a_read_an_older_epoch_had_not_written_down_by_a_rollback_shows_nothing() {
+        // The epoch-1 reader wrote n1 at 5 and was shown the live task at 10; a rollback to
+        // epoch 2 at 20 fenced it before it wrote anything about n1 (and the epoch-2 process
+        // handed the node over). Written down at 15, the read counts.
+        let build = |wrote_after: bool| {
+            let mut b = Tb::new();
+            b.unknown_path("n1", 0);
+            b.at(5).push(build::ev(build::write("n1", 1, 1, 2)));
+            b.at(10).net_in("n1", ExchangeKind::Poll, working());
+            if wrote_after {
+                b.at(15).push(build::ev(build::write("n1", 1, 1, 3)));
+            }
+            b.at(20).push(What::World {
+                action: WorldAction::Rollback {
+                    incarnation: 2,
+                    epoch: 2,
                 },
             });
             b.build(SETTLED)
