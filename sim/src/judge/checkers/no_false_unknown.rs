@@ -213,7 +213,7 @@ fn fenced_with_their_reader(trace: &Trace, arrived: &[Frame]) -> BTreeSet<u64> {
         .events
         .iter()
         .any(|e| matches!(e.what, What::Ledger { .. }));
-    // Per (process, node): when its last write landed.
+    // Per (process, node): when the process decided its last write that landed.
     let mut landed: BTreeMap<(ExecId, &str), u64> = BTreeMap::new();
     let mut lost_reply_at: Option<u64> = None;
     for e in &trace.events {
@@ -258,7 +258,11 @@ fn fenced_with_their_reader(trace: &Trace, arrived: &[Frame]) -> BTreeSet<u64> {
             }
             WriteOutcome::Refused { .. } => {}
             _ => {
-                landed.insert(key, e.t_ms);
+                // Counted from when the process decided it: a commit the world held was
+                // decided before a reply that arrived while it waited (`mcp_ext_faults` seed
+                // 5527: a timer's write held 102 ms landed after the submission's reply came,
+                // unread, and the process crashed after it).
+                landed.insert(key, e.t_ms.saturating_sub(write.delay_ms));
             }
         }
     }
@@ -614,14 +618,15 @@ mod tests {
         // The world records the ledger: the reader wrote n1 at 5, a reply showing the live task
         // reached it at 10, and it went down at 20 (a crash elsewhere in it). Had it written
         // anything about n1 after the read (at 15), the read counts and the hand-off is false.
+        // A write that lands at 15 but was decided at 9 (held 6 ms) was not about the read.
         let build = |wrote_after: bool| {
             let mut b = Tb::new();
             b.unknown_path("n1", 0);
             b.at(5).push(build::ev(build::write("n1", 1, 1, 2)));
             b.at(10).net_in("n1", ExchangeKind::Poll, working());
-            if wrote_after {
-                b.at(15).push(build::ev(build::write("n1", 1, 1, 3)));
-            }
+            let mut w = build::write("n1", 1, 1, 3);
+            w.delay_ms = if wrote_after { 4 } else { 6 };
+            b.at(15).push(build::ev(w));
             b.at(20).push(What::World {
                 action: WorldAction::ExecutorDown {
                     incarnation: 1,
