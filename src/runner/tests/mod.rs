@@ -630,19 +630,13 @@ fn frames_delivered_before_a_drop_are_read() {
         in_tx.send(InFrame::message(body)).unwrap();
     }
     let got = already_received(&mut t, 8);
-    assert_eq!(
-        got.iter().map(|f| f.body.clone()).collect::<Vec<_>>(),
-        vec![b"one".to_vec(), b"two".to_vec()]
-    );
+    let bodies: Vec<Vec<u8>> = got.iter().map(|f| f.body.clone()).collect();
+    assert_eq!(bodies, vec![b"one".to_vec(), b"two".to_vec()]);
     // Open but empty: nothing, at once.
     assert!(already_received(&mut t, 8).is_empty());
     in_tx.send(InFrame::message(b"three".to_vec())).unwrap();
     drop(in_tx);
-    assert_eq!(
-        already_received(&mut t, 8).len(),
-        1,
-        "a frame queued before the close is read"
-    );
+    assert_eq!(already_received(&mut t, 8).len(), 1, "a frame queued before the close is read");
     assert!(already_received(&mut t, 8).is_empty(), "closed and drained");
     // The bound holds.
     let (mut t, _out, in_tx) = ChannelTransport::pair();
