@@ -355,7 +355,7 @@ fn excusable(v: &View, arrived: &[Frame], node: &str, task: &str, exec: ExecId, 
 /// executor: what the earlier ones learnt is in the record the later ones resume) got back
 /// anything showing `task` alive: each was lost on the way, answered by a replica in front of
 /// the server, answered "not found", or answered by a reply that was lost, cut, rewritten or
-/// had not arrived by `at`. A bounded executor must give up somewhere; that many requests in a
+/// had not arrived by `at` or within the executor's request timeout. A bounded executor must give up somewhere; that many requests in a
 /// row that said nothing else is what a deleted operation looks like.
 fn nothing_alive_lately(v: &View, arrived: &[Frame], node: &str, task: &str, at: u64) -> bool {
     let want = v.config.not_found_retries as usize + 1;
@@ -369,12 +369,19 @@ fn nothing_alive_lately(v: &View, arrived: &[Frame], node: &str, task: &str, at:
         if matches!(r.verdict, NetVerdict::Lost | NetVerdict::Replica { .. }) {
             return true;
         }
+        // A reply past the request's timeout answers a request the executor had given up on
+        // (an HTTP client aborts it; `mcp_ext_faults` seed 9783: a poll's reply held 14.7 s).
+        // A submission may be given longer (a synchronous tool's bound), so not judged so.
+        let in_time = |arr: u64| {
+            r.exchange == ExchangeKind::Submit
+                || arr < r.t_ms.saturating_add(v.config.request_timeout_ms)
+        };
         !arrived.iter().any(|a| {
             a.exec == r.exec
                 && a.request_id.is_some()
                 && a.request_id == r.request_id
                 && a.intact()
-                && a.arrives_at_ms.is_some_and(|arr| arr <= at)
+                && a.arrives_at_ms.is_some_and(|arr| arr <= at && in_time(arr))
                 && alive(a, task)
         })
     })
@@ -456,6 +463,38 @@ mod tests {
             .net_out("n1", ExchangeKind::Poll)
             .net_in("n1", ExchangeKind::Poll, not_found);
         assert_eq!(check(&b.build(SETTLED)).len(), 1);
+    }
+
+    #[test]
+    fn a_reply_past_its_request_timeout_leaves_the_not_founds_in_a_row() {
+        // A poll whose reply (the live task) was held past the executor's request timeout,
+        // then two lagging 404s and an unanswerable lookup: the executor had given the poll up,
+        // so it saw four requests in a row say nothing else (mcp_ext_faults seed 9783). In
+        // time, the reply counts.
+        let build = |held_ms: u64| {
+            let mut b = Tb::new();
+            b.config.request_timeout_ms = 2_000;
+            // The poll, two 404s and the hand-off's own lookup: the last four requests.
+            b.config.not_found_retries = 3;
+            b.unknown_path("n1", 0);
+            b.at(100).net_out("n1", ExchangeKind::Poll);
+            b.net(
+                Dir::ToExecutor,
+                "n1",
+                ExchangeKind::Poll,
+                NetVerdict::Deliver,
+                Some(held_ms),
+                Some(working()),
+            );
+            for t in [4_000, 4_010] {
+                lagging_404(&mut b, t);
+            }
+            b.build(SETTLED)
+        };
+        let late = build(3_000);
+        assert_eq!(check(&late), vec![]);
+        assert_eq!(judge_undecidable(&late), 1);
+        assert_eq!(check(&build(1_000)).len(), 1);
     }
 
     #[test]
