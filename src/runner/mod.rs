@@ -561,8 +561,8 @@ impl Runner {
     /// created submission to manual reconciliation (a runner held up by slow commits had not
     /// read it yet: mcp_ext_faults seed 2349).
     async fn read_received<T: Transport>(&mut self, transports: &mut [T]) {
-        for lane in 0..transports.len() {
-            for frame in already_received(&mut transports[lane], RECEIVED_READ_MAX) {
+        for (lane, transport) in transports.iter_mut().enumerate() {
+            for frame in already_received(transport, RECEIVED_READ_MAX) {
                 self.on_frame(lane, &frame).await;
             }
         }
