@@ -636,7 +636,8 @@ fn frames_delivered_before_a_drop_are_read() {
     assert!(already_received(&mut t, 8).is_empty());
     in_tx.send(InFrame::message(b"three".to_vec())).unwrap();
     drop(in_tx);
-    assert_eq!(already_received(&mut t, 8).len(), 1, "a frame queued before the close is read");
+    let last = already_received(&mut t, 8);
+    assert_eq!(last.len(), 1, "a frame queued before the close is read");
     assert!(already_received(&mut t, 8).is_empty(), "closed and drained");
     // The bound holds.
     let (mut t, _out, in_tx) = ChannelTransport::pair();

@@ -653,54 +653,34 @@ mod tests {
     }
 
     #[test]
-    fn a_read_its_process_went_down_without_writing_down_shows_nothing() {
-        // The world records the ledger: the reader wrote n1 at 5, a reply showing the live task
-        // reached it at 10, and it went down at 20 (a crash elsewhere in it). Had it written
-        // anything about n1 after the read (at 15), the read counts and the hand-off is false.
-        // A write that lands at 15 but was decided at 9 (held 6 ms) was not about the read.
-        let build = |wrote_after: bool| {
+    fn a_read_its_process_lost_before_writing_it_down_shows_nothing() {
+        // The world records the ledger: the reader wrote n1 at 5 and was shown the live task
+        // at 10; at 20 it went down (a crash elsewhere in it) or a rollback to epoch 2 fenced
+        // it. A write that lands at 15 but was decided at 9 (held 6 ms) was not about the
+        // read; one decided at 11 (held 4 ms) was, and then the hand-off is false.
+        let build = |decided_after: bool, end: WorldAction| {
             let mut b = Tb::new();
             b.unknown_path("n1", 0);
             b.at(5).push(build::ev(build::write("n1", 1, 1, 2)));
             b.at(10).net_in("n1", ExchangeKind::Poll, working());
             let mut w = build::write("n1", 1, 1, 3);
-            w.delay_ms = if wrote_after { 4 } else { 6 };
+            w.delay_ms = if decided_after { 4 } else { 6 };
             b.at(15).push(build::ev(w));
-            b.at(20).push(What::World {
-                action: WorldAction::ExecutorDown {
-                    incarnation: 1,
-                    exit: "crashed after a commit, before its sends".into(),
-                },
-            });
+            b.at(20).push(What::World { action: end });
             b.build(SETTLED)
         };
-        assert_eq!(check(&build(false)), vec![]);
-        assert_eq!(check(&build(true)).len(), 1);
-    }
-
-    #[test]
-    fn a_read_an_older_epoch_had_not_written_down_by_a_rollback_shows_nothing() {
-        // The epoch-1 reader wrote n1 at 5 and was shown the live task at 10; a rollback to
-        // epoch 2 at 20 fenced it before it wrote anything about n1 (and the epoch-2 process
-        // handed the node over). Written down at 15, the read counts.
-        let build = |wrote_after: bool| {
-            let mut b = Tb::new();
-            b.unknown_path("n1", 0);
-            b.at(5).push(build::ev(build::write("n1", 1, 1, 2)));
-            b.at(10).net_in("n1", ExchangeKind::Poll, working());
-            if wrote_after {
-                b.at(15).push(build::ev(build::write("n1", 1, 1, 3)));
-            }
-            b.at(20).push(What::World {
-                action: WorldAction::Rollback {
-                    incarnation: 2,
-                    epoch: 2,
-                },
-            });
-            b.build(SETTLED)
+        let down = || WorldAction::ExecutorDown {
+            incarnation: 1,
+            exit: "crashed after a commit, before its sends".into(),
         };
-        assert_eq!(check(&build(false)), vec![]);
-        assert_eq!(check(&build(true)).len(), 1);
+        let rollback = || WorldAction::Rollback {
+            incarnation: 2,
+            epoch: 2,
+        };
+        assert_eq!(check(&build(false, down())), vec![]);
+        assert_eq!(check(&build(true, down())).len(), 1);
+        assert_eq!(check(&build(false, rollback())), vec![]);
+        assert_eq!(check(&build(true, rollback())).len(), 1);
     }
 
     /// A poll answered 404 by a lagging replica in front of the server, at `t`.
