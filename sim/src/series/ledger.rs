@@ -115,6 +115,9 @@ pub struct LedgerWrite {
     /// The record the write carried.
     pub state: LocalState,
     pub result_digest: Option<String>,
+    /// The server's operation the record names, once the process knows it (judges tell from
+    /// it whether a process wrote down a submission's reply).
+    pub operation_id: Option<String>,
     /// The receipt an acceptance asked for.
     pub receipt: Option<TerminalState>,
     /// Simulated time the world held this commit between the process's read and the write
@@ -197,6 +200,7 @@ impl Ledger for ProcessLedger {
             recorded_digest: None,
             state: write.record.local_state,
             result_digest: write.record.result_digest.clone(),
+            operation_id: write.record.operation_id.clone(),
             receipt: write.accept.as_ref().map(|a| a.terminal),
             delay_ms: std::mem::take(&mut *self.delay_ms.lock().expect("delay lock")),
             outcome: WriteOutcome::Refused {

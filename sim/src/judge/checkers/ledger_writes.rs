@@ -43,6 +43,7 @@ pub(crate) mod build {
             recorded_digest: None,
             state: LocalState::Working,
             result_digest: None,
+            operation_id: None,
             receipt: None,
             delay_ms: 0,
             outcome: WriteOutcome::Committed {

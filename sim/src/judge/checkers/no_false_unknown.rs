@@ -199,8 +199,9 @@ fn lost_with_their_reader(trace: &Trace) -> BTreeSet<u64> {
 /// last landed write about the node died with the refused write: the new epoch resumes the
 /// record as it was.
 ///
-/// Likewise a process that went down (the world stopped it with a lost commit reply, crashed
-/// it at any point, or its connection dropped): what it read since its last landed write about
+/// Likewise a process the world killed (it stopped it with a lost commit reply or crashed it
+/// at any point; a process whose connection dropped exits by itself, reading what it had
+/// received first): what it read since its last landed write about
 /// each node, up to going down, died with it. A reply can reach a process's connection while it
 /// is busy (a slow commit) and never be read before a crash elsewhere in it (`mcp_ext_faults`
 /// seed 2664: a submission's reply queued 108 ms before a crash after another node's commit).
@@ -214,7 +215,9 @@ fn fenced_with_their_reader(trace: &Trace, arrived: &[Frame]) -> BTreeSet<u64> {
         .iter()
         .any(|e| matches!(e.what, What::Ledger { .. }));
     // Per (process, node): when the process decided its last write that landed.
-    let mut landed: BTreeMap<(ExecId, &str), u64> = BTreeMap::new();
+    // With the operation the record named then.
+    let mut landed: BTreeMap<(ExecId, &str), (u64, Option<&str>)> = BTreeMap::new();
+    // When the world last killed a process (a lost commit reply, a crash), till it went down.
     let mut lost_reply_at: Option<u64> = None;
     for e in &trace.events {
         match &e.what {
@@ -222,9 +225,15 @@ fn fenced_with_their_reader(trace: &Trace, arrived: &[Frame]) -> BTreeSet<u64> {
                 fault: FaultKind::LedgerCommitLostReply,
                 ..
             } => lost_reply_at = Some(e.t_ms),
+            What::Fault {
+                fault: FaultKind::ExecutorCrash,
+                ..
+            } if writes_recorded => lost_reply_at = Some(e.t_ms),
+            // Only a process the world killed (a crash, a lost commit reply): one whose
+            // connection dropped exits by itself, and reads what it had received first.
             What::World {
                 action: WorldAction::ExecutorDown { incarnation, .. },
-            } if lost_reply_at.is_some() || writes_recorded => {
+            } if lost_reply_at.is_some() => {
                 lost_reply_at = None;
                 let theirs = |a: &Frame| a.exec.1 == *incarnation;
                 unwritten(arrived, &landed, e.t_ms, theirs, &mut out);
@@ -247,7 +256,7 @@ fn fenced_with_their_reader(trace: &Trace, arrived: &[Frame]) -> BTreeSet<u64> {
         let key = ((write.epoch, write.incarnation), write.node.as_str());
         match write.outcome {
             WriteOutcome::Refused { .. } if write.writer_epoch < write.ledger_epoch => {
-                let since = landed.get(&key).copied().unwrap_or(0);
+                let since = landed.get(&key).map_or(0, |(t, _)| *t);
                 for a in arrived.iter().filter(|a| {
                     a.is(key.1)
                         && a.exec == key.0
@@ -262,7 +271,8 @@ fn fenced_with_their_reader(trace: &Trace, arrived: &[Frame]) -> BTreeSet<u64> {
                 // decided before a reply that arrived while it waited (`mcp_ext_faults` seed
                 // 5527: a timer's write held 102 ms landed after the submission's reply came,
                 // unread, and the process crashed after it).
-                landed.insert(key, e.t_ms.saturating_sub(write.delay_ms));
+                let decided = e.t_ms.saturating_sub(write.delay_ms);
+                landed.insert(key, (decided, write.operation_id.as_deref()));
             }
         }
     }
@@ -271,21 +281,33 @@ fn fenced_with_their_reader(trace: &Trace, arrived: &[Frame]) -> BTreeSet<u64> {
 
 /// Adds to `out` the frames that reached a process `whose` by `at` and that it had not written
 /// down by then (no write of it about the frame's node landed after the frame arrived).
+///
+/// A submission's reply is written down only by a write that names its operation: a process
+/// steps one event at a time, and a write it decided after the reply came may be another
+/// event's, taken first (`mcp_ext_faults` seed 5527: the caller's detach, an input, written
+/// while the submission's reply waited unread, then a crash).
 fn unwritten(
     arrived: &[Frame],
-    landed: &BTreeMap<(ExecId, &str), u64>,
+    landed: &BTreeMap<(ExecId, &str), (u64, Option<&str>)>,
     at: u64,
     whose: impl Fn(&Frame) -> bool,
     out: &mut BTreeSet<u64>,
 ) {
-    for a in arrived.iter().filter(|a| {
-        whose(a)
-            && a.arrives_at_ms.is_some_and(|x| {
-                x <= at
-                    && a.node
-                        .is_some_and(|n| landed.get(&(a.exec, n)).is_none_or(|l| x > *l))
-            })
-    }) {
+    let written = |a: &Frame, x: u64| {
+        let Some(&(decided, op)) = a.node.and_then(|n| landed.get(&(a.exec, n))) else {
+            return false;
+        };
+        match (a.exchange, a.shows) {
+            (ExchangeKind::Submit, Some(Shows::Task { task, .. })) => {
+                decided > x && op == Some(task.as_str())
+            }
+            _ => decided > x,
+        }
+    };
+    for a in arrived
+        .iter()
+        .filter(|a| whose(a) && a.arrives_at_ms.is_some_and(|x| x <= at && !written(a, x)))
+    {
         out.insert(a.frame);
     }
 }
@@ -666,6 +688,9 @@ mod tests {
             let mut w = build::write("n1", 1, 1, 3);
             w.delay_ms = if decided_after { 4 } else { 6 };
             b.at(15).push(build::ev(w));
+            if matches!(end, WorldAction::ExecutorDown { .. }) {
+                b.at(20).fault(FaultKind::ExecutorCrash, Some("n2"), None);
+            }
             b.at(20).push(What::World { action: end });
             b.build(SETTLED)
         };
@@ -678,9 +703,52 @@ mod tests {
             epoch: 2,
         };
         assert_eq!(check(&build(false, down())), vec![]);
+        // A process whose connection dropped exits by itself, having read what it received.
+        let dropped = WorldAction::ExecutorDown {
+            incarnation: 1,
+            exit: "connection dropped".into(),
+        };
+        let mut t = build(false, dropped);
+        t.events.retain(|e| {
+            !matches!(
+                e.what,
+                What::Fault {
+                    fault: FaultKind::ExecutorCrash,
+                    ..
+                }
+            )
+        });
+        assert_eq!(check(&t).len(), 1);
         assert_eq!(check(&build(true, down())).len(), 1);
         assert_eq!(check(&build(false, rollback())), vec![]);
         assert_eq!(check(&build(true, rollback())).len(), 1);
+    }
+
+    #[test]
+    fn a_submission_reply_is_written_down_only_by_a_write_naming_its_operation() {
+        // The submission's reply reached the process at 10; it then wrote n1 for another event
+        // (decided at 11, the record still without an operation) and went down at 20. Had the
+        // write named the task, the reply was written down and the hand-off is false.
+        let build = |names_it: bool| {
+            let mut b = Tb::new();
+            b.unknown_path("n1", 0);
+            b.at(5).push(build::ev(build::write("n1", 1, 1, 2)));
+            b.at(10).net_in("n1", ExchangeKind::Submit, working());
+            let mut w = build::write("n1", 1, 1, 3);
+            w.delay_ms = 4;
+            w.operation_id = names_it.then(|| "t-n1".to_string());
+            b.at(15).push(build::ev(w));
+            b.at(20).fault(FaultKind::ExecutorCrash, Some("n2"), None);
+            b.at(20).push(What::World {
+                action: WorldAction::ExecutorDown {
+                    incarnation: 1,
+                    exit: "crashed after a commit, before its sends".into(),
+                },
+            });
+            b.build(SETTLED)
+        };
+        assert_eq!(check(&build(false)), vec![]);
+        assert_eq!(check(&build(true)).len(), 1);
     }
 
     /// A poll answered 404 by a lagging replica in front of the server, at `t`.
