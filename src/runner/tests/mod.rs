@@ -32,6 +32,8 @@ struct Tasks {
     calls: u32,
     polls: u32,
     cancels: u32,
+    /// The first this many replies to `tasks/get` are cut short on the way.
+    cut_polls: u32,
 }
 
 struct Server {
@@ -122,8 +124,15 @@ async fn serve(
                 _ => continue,
             }
         };
-        let body =
+        let mut body =
             serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": id, "result": result})).unwrap();
+        if method == "tasks/get" {
+            let mut t = server.tasks.lock().unwrap();
+            if t.cut_polls > 0 {
+                t.cut_polls -= 1;
+                body.truncate(body.len() / 2);
+            }
+        }
         let _ = tx.send(InFrame {
             request_id: frame.request_id,
             http_status: 200,
@@ -265,6 +274,36 @@ fn runs_on_real_tokio_and_accepts_exactly_once() {
             )));
         });
     }
+}
+
+#[test]
+fn a_cut_reply_fails_its_exchange_at_once() {
+    // The reply to the first poll is cut on the way. It still belongs to its POST, so the poll
+    // fails as malformed now rather than after the request timeout (the test's is 2 s), and
+    // the next poll finds the task done.
+    on_tokio(async {
+        let ledger = memory();
+        let server = Server::new(Some(2), false);
+        server.tasks.lock().unwrap().cut_polls = 1;
+        let r = start(&ledger, &server, 1, 0, |r| r);
+        r.inputs.send(Input::Submit(node("n1"))).unwrap();
+        until("n1 has its receipt", || {
+            state_of(&ledger, "n1") == Some(LocalState::Accepted)
+        })
+        .await;
+        let (_, seen) = r.stop().await;
+        assert!(seen.iter().any(|o| matches!(
+            o,
+            Observation::Received {
+                kind: "poll",
+                reply: "malformed",
+                ..
+            }
+        )));
+        assert!(!seen
+            .iter()
+            .any(|o| matches!(o, Observation::Lost { .. } | Observation::Malformed { .. })));
+    });
 }
 
 /// Another executor's write: `change` applied to `node`'s record, committed under `epoch`.
