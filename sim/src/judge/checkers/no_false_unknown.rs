@@ -280,7 +280,8 @@ fn fenced_with_their_reader(trace: &Trace, arrived: &[Frame]) -> BTreeSet<u64> {
 }
 
 /// Adds to `out` the frames that reached a process `whose` by `at` and that it had not written
-/// down by then (no write of it about the frame's node landed after the frame arrived).
+/// down by then (no write of it about the frame's node, decided when or after the frame
+/// arrived, landed).
 ///
 /// A submission's reply is written down only by a write that names its operation: a process
 /// steps one event at a time, and a write it decided after the reply came may be another
@@ -299,9 +300,12 @@ fn unwritten(
         };
         match (a.exchange, a.shows) {
             (ExchangeKind::Submit, Some(Shows::Task { task, .. })) => {
-                decided > x && op == Some(task.as_str())
+                decided >= x && op == Some(task.as_str())
             }
-            _ => decided > x,
+            // In the same millisecond counts: the process reads and decides within one step
+            // (`mcp_ext_faults` seed 9741: a 404 read at 33,562 ms and the hand-off it caused,
+            // decided then and held 2 ms, before a rollback).
+            _ => decided >= x,
         }
     };
     for a in arrived
@@ -679,20 +683,24 @@ mod tests {
         // The world records the ledger: the reader wrote n1 at 5 and was shown the live task
         // at 10; at 20 it went down (a crash elsewhere in it) or a rollback to epoch 2 fenced
         // it. A write that lands at 15 but was decided at 9 (held 6 ms) was not about the
-        // read; one decided at 11 (held 4 ms) was, and then the hand-off is false.
-        let build = |decided_after: bool, end: WorldAction| {
+        // read; one decided at 11 (held 4 ms), or at 10 itself (held 5 ms: a process reads and
+        // decides in one step), was, and then the hand-off is false.
+        let build_held = |held_ms: u64, end: WorldAction| {
             let mut b = Tb::new();
             b.unknown_path("n1", 0);
             b.at(5).push(build::ev(build::write("n1", 1, 1, 2)));
             b.at(10).net_in("n1", ExchangeKind::Poll, working());
             let mut w = build::write("n1", 1, 1, 3);
-            w.delay_ms = if decided_after { 4 } else { 6 };
+            w.delay_ms = held_ms;
             b.at(15).push(build::ev(w));
             if matches!(end, WorldAction::ExecutorDown { .. }) {
                 b.at(20).fault(FaultKind::ExecutorCrash, Some("n2"), None);
             }
             b.at(20).push(What::World { action: end });
             b.build(SETTLED)
+        };
+        let build = |decided_after: bool, end: WorldAction| {
+            build_held(if decided_after { 4 } else { 6 }, end)
         };
         let down = || WorldAction::ExecutorDown {
             incarnation: 1,
@@ -722,6 +730,8 @@ mod tests {
         assert_eq!(check(&build(true, down())).len(), 1);
         assert_eq!(check(&build(false, rollback())), vec![]);
         assert_eq!(check(&build(true, rollback())).len(), 1);
+        assert_eq!(check(&build_held(5, rollback())).len(), 1);
+        assert_eq!(check(&build_held(5, down())).len(), 1);
     }
 
     #[test]
