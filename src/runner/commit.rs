@@ -217,7 +217,7 @@ impl Runner {
             };
             let refused = matches!(step.outcome, Outcome::Rejected(_));
             self.act(node, lane, &name, step.outcome, step.commands, version);
-            self.watch_stall(node, is_final);
+            self.watch_stall(node, is_final, version);
             // A crash point inside `act` stopped the commands: the step is in the ledger, its
             // sends are not.
             return if self.crashed.is_some() {

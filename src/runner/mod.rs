@@ -228,7 +228,7 @@ pub struct Runner {
     /// Refused answers per (node, round), for [`APPROVAL_REASKS_MAX`].
     approval_refusals: BTreeMap<(String, u32), u32>,
     /// Call nodes nothing of ours covers, and when to look at them again (see `stall.rs`).
-    stall_at: BTreeMap<String, u64>,
+    stall_at: BTreeMap<String, stall::Watch>,
 }
 
 impl Runner {

@@ -3,26 +3,41 @@
 //! or a timer. Two executors on one epoch (a `toolop resume` started while a `toolop call`
 //! still runs) can leave a node with none: A sends a fetch and dies before its reply, B's own
 //! older request is then answered as not the latest, and B holds nothing for the node; before
-//! this watch, B waited until the CLI's deadline (31 min by default) and exited 4. Now such a
-//! node is looked at again after `request_timeout_ms` (the time any reply of ours would have
-//! taken) and, if still uncovered, resumed as after a restart. The check rides on the loop's
-//! other wake-ups (at most `idle_wake_ms` late; the CLI wakes every 100 ms for cancel
-//! requests) rather than adding its own: an extra wake-up reorders same-millisecond work, and
-//! a single executor, which never leaves a node uncovered, would see its traces change for
-//! nothing (10,000 gate series: identical trace hashes with the watch in place).
+//! this watch, B waited until the CLI's deadline (31 min by default) and exited 4.
+//!
+//! Now such a node is resumed as after a restart once the record has been quiet: nobody wrote
+//! it for `request_timeout_ms` (the time any reply would have taken). A record that changed
+//! means another process is driving the node: the watch looks again later (with the simulator's executor replicas,
+//! branch wt/ledger-sim2, resuming a node another process drove polled inside a 429's
+//! Retry-After: mcp_ext_faults seed 1474).
+//!
+//! The check rides on the loop's other wake-ups (at most `idle_wake_ms` late; the CLI wakes
+//! every 100 ms for cancel requests) rather than adding its own: an extra wake-up reorders
+//! same-millisecond work, and a single executor, which never leaves a node uncovered, would see
+//! its traces change for nothing.
 
 use super::{Observation, Runner};
 use crate::core::{Event, Timer};
 
+/// A watched node: when to look again, and the record version seen when the watch started.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Watch {
+    at_ms: u64,
+    version: u64,
+}
+
 impl Runner {
-    /// After a step on `node`: watch it if it is not final and nothing of ours covers it.
-    pub(super) fn watch_stall(&mut self, node: &str, is_final: bool) {
+    /// After a step on `node` that left the record at `version`: watch the node if it is not
+    /// final and nothing of ours covers it.
+    pub(super) fn watch_stall(&mut self, node: &str, is_final: bool, version: u64) {
         if is_final || self.covered(node) {
             self.stall_at.remove(node);
             return;
         }
         let at_ms = self.now_ms() + self.cfg.request_timeout_ms;
-        self.stall_at.entry(node.to_string()).or_insert(at_ms);
+        self.stall_at
+            .entry(node.to_string())
+            .or_insert(Watch { at_ms, version });
     }
 
     /// A pending request, a queued send or a timer of this runner for `node`.
@@ -38,16 +53,17 @@ impl Runner {
             || self.queue.iter().any(|q| q.node == node)
     }
 
-    /// Resume every watched node whose time has come and that is still uncovered and unsettled.
+    /// Resume every watched node whose record stayed quiet and that is still uncovered and
+    /// unsettled; look again later at one another process is driving.
     pub(super) async fn fire_stalls(&mut self) {
         let now = self.now_ms();
-        let due: Vec<String> = self
+        let due: Vec<(String, Watch)> = self
             .stall_at
             .iter()
-            .filter(|(_, at)| **at <= now)
-            .map(|(n, _)| n.clone())
+            .filter(|(_, w)| w.at_ms <= now)
+            .map(|(n, w)| (n.clone(), *w))
             .collect();
-        for node in due {
+        for (node, watch) in due {
             self.stall_at.remove(&node);
             if self.covered(&node) || self.fenced.contains(&node) {
                 continue;
@@ -58,6 +74,12 @@ impl Runner {
             // Final, or another epoch's now (this process is fenced and will learn it on its
             // next write): nothing to resume, and no reason to look again.
             if rec.local_state.is_final() || rec.execution_epoch > self.epoch {
+                continue;
+            }
+            if rec.version != watch.version {
+                // Someone wrote it meanwhile: a live process drives it. Watch from here.
+                let (at_ms, version) = (now + self.cfg.request_timeout_ms, rec.version);
+                self.stall_at.insert(node, Watch { at_ms, version });
                 continue;
             }
             self.observe(Observation::Stalled {
