@@ -3,27 +3,15 @@
 #![cfg(madsim)]
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+
+mod common;
+use common::{root, sim};
 
 use toolop_sim::scenario::Scenario;
 use toolop_sim::series::run_series;
 
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-fn sim(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_toolop-sim"))
-        .current_dir(root())
-        .args(args)
-        .output()
-        .unwrap()
-}
-
 fn tmp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("toolop-gate-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    d
+    common::tmp("gate", name)
 }
 
 #[test]

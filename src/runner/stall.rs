@@ -6,8 +6,8 @@
 //! this watch, B waited until the CLI's deadline (31 min by default) and exited 4.
 //!
 //! Now such a node is resumed as after a restart once the record has been quiet: nobody wrote
-//! it for `request_timeout_ms` (the time any reply would have taken), past the next poll the
-//! record announces, and past any Retry-After this process was given. A record that changed
+//! it for `request_timeout_ms` (the time any reply would have taken), and past any Retry-After
+//! this process was given for it. A record that changed
 //! means another process is driving the node (the simulator's replicas, mcp_ext_faults seed
 //! 1474: resuming there polled inside a 429's Retry-After): the watch looks again later.
 //!
@@ -54,19 +54,14 @@ impl Runner {
             || self.queue.iter().any(|q| q.node == node)
     }
 
-    /// When a quiet, uncovered `rec` may be resumed: not before the next poll it announces
-    /// (plus a reply's time) nor before a Retry-After this process was given.
+    /// When a quiet, uncovered `rec` may be resumed: not before a Retry-After this process was
+    /// given for it. (The record's `poll_cursor.next_poll_at_ms` would say when its next poll
+    /// is due, but the core never fills it in.)
     fn resume_not_before_ms(&self, rec: &ToolOperation) -> u64 {
-        let announced = rec
-            .poll_cursor
-            .next_poll_at_ms
-            .saturating_add(self.cfg.request_timeout_ms);
-        let retry_after = self
-            .retry_after_until_ms
+        self.retry_after_until_ms
             .get(&rec.call_node_id)
             .copied()
-            .unwrap_or(0);
-        announced.max(retry_after)
+            .unwrap_or(0)
     }
 
     /// Resume every watched node whose record stayed quiet and that is still uncovered and
