@@ -12,8 +12,8 @@ use std::pin::Pin;
 
 use super::{CrashPoint, Observation, Runner};
 use crate::core::{self, Command, Ctx, Event, Outcome};
-use crate::protocol::Reply;
 use crate::ledger::{LedgerError, Write};
+use crate::protocol::Reply;
 use crate::record::{LocalState, ToolOperation};
 
 /// What a commit may wait for between reading the record and writing it: a slow disk or a
@@ -132,7 +132,13 @@ impl Runner {
             return Handled::NotApplied;
         }
         if let Event::Reply {
-            reply: Reply::RateLimited { retry_after_ms: Some(ms) } | Reply::Unavailable { retry_after_ms: Some(ms) },
+            reply:
+                Reply::RateLimited {
+                    retry_after_ms: Some(ms),
+                }
+                | Reply::Unavailable {
+                    retry_after_ms: Some(ms),
+                },
             ..
         } = &event
         {
@@ -167,10 +173,21 @@ impl Runner {
             };
             let mut step = core::step(&rec, &event, &ctx, &self.lanes[lane].core);
             if self.adopt(node, &rec, &event, &step) {
-                let wait_until = self.retry_after_until_ms.get(node).copied().filter(|u| *u > ctx.now_ms);
+                let wait_until = self
+                    .retry_after_until_ms
+                    .get(node)
+                    .copied()
+                    .filter(|u| *u > ctx.now_ms);
                 if let (Some(at_ms), Event::Timer(timer)) = (wait_until, &event) {
                     // A Retry-After this process was given still runs: look again then.
-                    self.execute(node, lane, Command::Schedule { at_ms, timer: *timer });
+                    self.execute(
+                        node,
+                        lane,
+                        Command::Schedule {
+                            at_ms,
+                            timer: *timer,
+                        },
+                    );
                     return Handled::NotApplied;
                 }
                 // Another process moved the node since this one last saw it, and this timer
@@ -295,8 +312,12 @@ impl Runner {
     /// taken up: the process that made it stale is driving the node, and a resume would poll at
     /// once, inside the server's suggested interval.
     fn adopt(&self, node: &str, rec: &ToolOperation, event: &Event, step: &core::Step) -> bool {
-        let moved_elsewhere = self.seen_version.get(node).is_some_and(|v| *v != rec.version);
-        let idle = step.commands.is_empty() && matches!(step.outcome, Outcome::Stayed | Outcome::Rejected(_));
+        let moved_elsewhere = self
+            .seen_version
+            .get(node)
+            .is_some_and(|v| *v != rec.version);
+        let idle = step.commands.is_empty()
+            && matches!(step.outcome, Outcome::Stayed | Outcome::Rejected(_));
         let resumable = match rec.local_state {
             LocalState::InputRequired => rec.pending_input.is_none(),
             s => !s.is_final(),
