@@ -12,8 +12,8 @@ use std::pin::Pin;
 
 use super::{CrashPoint, Observation, Runner};
 use crate::core::{self, Command, Ctx, Event, Outcome};
-use crate::protocol::Reply;
 use crate::ledger::{LedgerError, Write};
+use crate::protocol::Reply;
 use crate::record::{LocalState, ToolOperation};
 
 /// What a commit may wait for between reading the record and writing it: a slow disk or a
@@ -132,7 +132,13 @@ impl Runner {
             return Handled::NotApplied;
         }
         if let Event::Reply {
-            reply: Reply::RateLimited { retry_after_ms: Some(ms) } | Reply::Unavailable { retry_after_ms: Some(ms) },
+            reply:
+                Reply::RateLimited {
+                    retry_after_ms: Some(ms),
+                }
+                | Reply::Unavailable {
+                    retry_after_ms: Some(ms),
+                },
             ..
         } = &event
         {
@@ -166,11 +172,22 @@ impl Runner {
                 epoch: self.epoch,
             };
             let mut step = core::step(&rec, &event, &ctx, &self.lanes[lane].core);
-            if self.adopt(node, &rec, &event, &step) {
-                let wait_until = self.retry_after_until_ms.get(node).copied().filter(|u| *u > ctx.now_ms);
+            if self.adopt(node, &rec, &event, &step, &ctx, lane) {
+                let wait_until = self
+                    .retry_after_until_ms
+                    .get(node)
+                    .copied()
+                    .filter(|u| *u > ctx.now_ms);
                 if let (Some(at_ms), Event::Timer(timer)) = (wait_until, &event) {
                     // A Retry-After this process was given still runs: look again then.
-                    self.execute(node, lane, Command::Schedule { at_ms, timer: *timer });
+                    self.execute(
+                        node,
+                        lane,
+                        Command::Schedule {
+                            at_ms,
+                            timer: *timer,
+                        },
+                    );
                     return Handled::NotApplied;
                 }
                 // Another process moved the node since this one last saw it, and this timer
@@ -294,14 +311,55 @@ impl Runner {
     /// asking again would put a second question to the gate). A reply refused as stale is not
     /// taken up: the process that made it stale is driving the node, and a resume would poll at
     /// once, inside the server's suggested interval.
-    fn adopt(&self, node: &str, rec: &ToolOperation, event: &Event, step: &core::Step) -> bool {
-        let moved_elsewhere = self.seen_version.get(node).is_some_and(|v| *v != rec.version);
-        let idle = step.commands.is_empty() && matches!(step.outcome, Outcome::Stayed | Outcome::Rejected(_));
+    ///
+    /// Nor is a node taken up that this process still drives by something else: a request in
+    /// flight, a send queued, or another timer the record's state acts on. A resume would then
+    /// schedule its read at once over that timer and poll inside the wait it kept: in
+    /// mcp_ext_faults seed 2412 a poll timer left from WORKING fired in CANCEL_REQUESTED after a
+    /// replica's writes, and the resume polled 643 ms after a 404 whose retry (and the server's
+    /// 1000 ms interval) the cancel re-query timer was still waiting out.
+    fn adopt(
+        &self,
+        node: &str,
+        rec: &ToolOperation,
+        event: &Event,
+        step: &core::Step,
+        ctx: &Ctx,
+        lane: usize,
+    ) -> bool {
+        let moved_elsewhere = self
+            .seen_version
+            .get(node)
+            .is_some_and(|v| *v != rec.version);
         let resumable = match rec.local_state {
             LocalState::InputRequired => rec.pending_input.is_none(),
             s => !s.is_final(),
         };
-        moved_elsewhere && idle && resumable && matches!(event, Event::Timer(_))
+        moved_elsewhere
+            && idle(step)
+            && resumable
+            && matches!(event, Event::Timer(_))
+            && !self.drives_otherwise(node, rec, ctx, lane)
+    }
+
+    /// Whether this process holds something else that will step `node` from `rec`: a request
+    /// in flight or a send queued (its answer or its timeout steps the node), or a timer still
+    /// set that the record's state acts on. A timer is judged by stepping it on the record (the
+    /// core is pure): one left from a state the record has since left drives nothing, and must
+    /// not keep the node from being taken up (mcp_sqlite seed 233).
+    fn drives_otherwise(&self, node: &str, rec: &ToolOperation, ctx: &Ctx, lane: usize) -> bool {
+        if self.pending.values().any(|p| p.node == node)
+            || self.queue.iter().any(|q| q.node == node)
+        {
+            return true;
+        }
+        self.timer_at
+            .keys()
+            .filter(|(n, _)| n == node)
+            .any(|(_, timer)| {
+                let step = core::step(rec, &Event::Timer(*timer), ctx, &self.lanes[lane].core);
+                !idle(&step)
+            })
     }
 
     /// The step is in the ledger: report it, then run its commands.
@@ -353,4 +411,9 @@ impl Runner {
         }
         self.check_drained();
     }
+}
+
+/// A step that sends nothing, schedules nothing and moves nothing.
+fn idle(step: &core::Step) -> bool {
+    step.commands.is_empty() && matches!(step.outcome, Outcome::Stayed | Outcome::Rejected(_))
 }

@@ -635,6 +635,75 @@ fn a_node_nothing_covers_is_resumed_not_left_waiting() {
     });
 }
 
+/// A timer left from a state the record has since left fires after another process wrote the
+/// record. The node is taken up from the record (mcp_sqlite seed 233) only when nothing else of
+/// this process drives it: here a cancel re-query timer still waits out a not-found's retry
+/// and the server's interval, and a resume would have replaced it with a read at once
+/// (mcp_ext_faults seed 2412: a poll 643 ms after the last, the server suggesting 1000 ms).
+#[test]
+fn a_stale_timer_does_not_take_up_a_node_another_timer_still_drives() {
+    on_tokio(async {
+        let ledger = memory();
+        let server = Server::new(None, false);
+        let first = start(&ledger, &server, 1, 0, |r| r);
+        first.inputs.send(Input::Submit(node("n1"))).unwrap();
+        until("n1 is working", || {
+            state_of(&ledger, "n1") == Some(LocalState::Working)
+        })
+        .await;
+        first.stop().await;
+        let seen_at = ledger
+            .lock()
+            .unwrap()
+            .by_call_node("n1")
+            .unwrap()
+            .unwrap()
+            .version;
+        // Another process on the same epoch: the cancel is sent and the server took it.
+        write_as(&ledger, "n1", 1, |r| {
+            r.local_state = LocalState::CancelRequested;
+            r.cancel_pending = true;
+        });
+        let (approvals, _) = mpsc::unbounded_channel();
+        let mut r = Runner::new(
+            config(),
+            1,
+            tokio::time::Instant::now(),
+            Box::new(Mcp20251125Adapter::new()),
+            ledger.clone(),
+            Box::new(NullObserver),
+            approvals,
+            7,
+            5_000_000,
+        );
+        let requery = ("n1".to_string(), Timer::CancelRequery);
+        let later_ms = r.now_ms() + 60_000;
+        for driven in [true, false] {
+            // This process last saw the record before the other process's write, and its poll
+            // timer (set in WORKING) has just fired and been taken off.
+            r.seen_version.insert("n1".into(), seen_at);
+            r.timers.clear();
+            r.timer_at.clear();
+            if driven {
+                let schedule = crate::core::Command::Schedule {
+                    at_ms: later_ms,
+                    timer: Timer::CancelRequery,
+                };
+                r.execute("n1", 0, schedule);
+            }
+            r.handle("n1", Event::Timer(Timer::PollDue)).await;
+            assert!(r.queue.is_empty(), "nothing sent at once");
+            let at = r.timer_at.get(&requery).copied();
+            if driven {
+                assert_eq!(at, Some(later_ms), "the re-query keeps its time");
+            } else {
+                // Nothing else drives it: taken up, re-queried at once.
+                assert!(at.is_some_and(|t| t < later_ms), "taken up: {at:?}");
+            }
+        }
+    });
+}
+
 /// A single executor always covers its nodes: through a whole call with polls, a result and a
 /// receipt, the stall watch never fires.
 #[test]
