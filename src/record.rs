@@ -203,6 +203,10 @@ pub struct PollCursor {
     pub next_poll_at_ms: u64,
     /// Consecutive not-found answers while the operation should exist.
     pub not_found_streak: u32,
+    /// The request number of the first not-found of the current streak: a late view of the
+    /// operation answering a later request proves that streak a lagging replica's.
+    #[serde(default)]
+    pub not_found_first_seq: u64,
     /// Consecutive requests that went unanswered (lost or timed out).
     pub lost_streak: u32,
 }

@@ -10,6 +10,7 @@ use toolop::record::AdapterId;
 use toolop::runner::RunnerConfig;
 
 use crate::series::faults::FaultKind;
+pub use crate::series::ledger::LedgerKind;
 
 /// Every field a scenario can set: unit, bounds, protocols, meaning (the one table validation
 /// and the reference share).
@@ -146,6 +147,9 @@ pub struct Scenario {
     /// AIP-151 routes and service behaviour (used when a lane speaks aip-151).
     #[serde(default)]
     pub aip: AipSpec,
+    /// The ledger the executors share: `memory` (default) or `sqlite` (SQLite in memory).
+    #[serde(default)]
+    pub ledger: LedgerKind,
     pub server: ServerSpec,
     #[serde(default)]
     pub executor: RunnerConfig,
@@ -182,6 +186,13 @@ pub struct FaultsSpec {
     pub rollback_at_ms: [u64; 2],
     /// Server maximum ttl drawn when `server_deletes_running_task` is enabled.
     pub short_ttl_ms: [u64; 2],
+    /// Simulated time every ledger commit takes between the executor's read and its write,
+    /// drawn per commit. `[0, 0]`: commits are instant.
+    pub ledger_commit_ms: [u64; 2],
+    /// How long a commit hit by `ledger_slow_commit` takes.
+    pub slow_commit_ms: [u64; 2],
+    /// How long a `second_executor` replica runs beside the current executor.
+    pub second_executor_ms: [u64; 2],
 }
 
 impl Default for FaultsSpec {
@@ -195,6 +206,9 @@ impl Default for FaultsSpec {
             rollback_overlap_ms: [1_000, 30_000],
             rollback_at_ms: [1_000, 120_000],
             short_ttl_ms: [5_000, 60_000],
+            ledger_commit_ms: [0, 0],
+            slow_commit_ms: [1_000, 15_000],
+            second_executor_ms: [5_000, 120_000],
         }
     }
 }

@@ -18,6 +18,7 @@ use crate::fake::codec::ExchangeKind;
 use crate::fake::truth::{GroundTruth, TaskStatus};
 use crate::scenario::Protocol;
 use crate::series::faults::FaultKind;
+pub use crate::series::ledger::{LedgerWrite, WriteOutcome};
 
 /// One thing that happened in a series, at simulated time `t_ms`.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -113,6 +114,8 @@ pub enum What {
     },
     /// The world stopped, restarted or rolled back an executor.
     World { action: WorldAction },
+    /// A commit as the world's shared ledger saw it (not as the executor reports it).
+    Ledger { write: LedgerWrite },
     /// The series ended.
     End { reason: String },
 }
@@ -340,6 +343,15 @@ pub enum WorldAction {
     IncarnationLimit {
         limit: u32,
     },
+    /// A second executor process started beside the current one (`second_executor`).
+    ReplicaStart {
+        incarnation: u32,
+        epoch: u64,
+    },
+    ReplicaStop {
+        incarnation: u32,
+        exit: String,
+    },
 }
 
 /// What a fault did, as far as judges and people need to know.
@@ -377,6 +389,15 @@ pub enum FaultDetail {
     /// The task a server-side fault concerned.
     Task {
         task: String,
+    },
+    /// How long a slow commit took (simulated time between the read and the commit).
+    CommitDelay {
+        delay_ms: u64,
+    },
+    /// A second executor process started beside the current one (same epoch, same ledger).
+    SecondExecutor {
+        incarnation: u32,
+        epoch: u64,
     },
 }
 

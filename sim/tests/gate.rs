@@ -189,3 +189,18 @@ fn canary_seed_481_fails_on_pacing_not_on_approvals() {
         "{fired:?}; replay: {replay}"
     );
 }
+
+/// mcp_ext_faults seed 2412 (10,000-series gate): a poll timer an executor set in WORKING fired
+/// in CANCEL_REQUESTED after a replica wrote the record, and the runner took the node up from
+/// the record although its cancel re-query timer still drove it: it polled 643 ms after the
+/// last, the server suggesting 1000 ms. The runner now takes a node up only when nothing else
+/// of its own drives it.
+#[test]
+fn mcp_ext_faults_seed_2412_honours_the_poll_interval_after_a_replica_s_writes() {
+    let file = root().join("scenarios/mcp_ext_faults.toml");
+    let sc = Scenario::load(&file).expect("mcp_ext_faults scenario");
+    let replay = "toolop-sim replay --scenario scenarios/mcp_ext_faults.toml --seed 2412";
+    let r = run_series(&sc, 2412).unwrap_or_else(|e| panic!("{e}; replay: {replay}"));
+    let violations = toolop_sim::judge::checkers::check_all(&r.trace);
+    assert!(violations.is_empty(), "{violations:?}; replay: {replay}");
+}

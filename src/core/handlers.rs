@@ -297,6 +297,11 @@ impl<'a> Machine<'a> {
                 if self.rec.local_state == S::TerminalObserved {
                     self.go(S::FetchingResult)?;
                 }
+                if mutated!(self, UnverifiedDigestRecorded) {
+                    // Planted: the provisional digest is dropped when fetching again, so the
+                    // ledger's own digest check has nothing to compare the next acceptance with.
+                    self.rec.result_digest = None;
+                }
                 self.rec.fetch_attempts += 1;
                 self.send(Outbound::FetchResult { operation_id: self.op_id() });
                 STAYED
@@ -335,6 +340,16 @@ impl<'a> Machine<'a> {
         let applied = self.rec.poll_cursor.applied_seq;
         let overwrite = mutated!(self, LateAnswerOverwrites);
         if seq <= applied && !overwrite {
+            if self.stale_view_shows_ours(seq, reply) {
+                // A late view of our own operation, answering a request sent after the streak's
+                // first not-found, proves the server held it after that 404: the streak was a
+                // lagging replica's, whoever read it. Executors sharing the ledger interleave
+                // their request numbers, so a replica's good read can arrive "stale" after the
+                // primary's 404s (mcp_sqlite seed 560). Nothing else of a stale view is applied,
+                // and a view older than the streak proves nothing (it may predate a deletion).
+                self.rec.poll_cursor.not_found_streak = 0;
+                return STAYED;
+            }
             return rejected(Rejection::StaleAnswer { seq, applied_seq: applied });
         }
         let latest = seq == self.rec.poll_cursor.sent_seq || overwrite;
@@ -350,6 +365,19 @@ impl<'a> Machine<'a> {
             self.rec.poll_cursor.applied_seq = seq;
         }
         Ok(outcome)
+    }
+
+    /// Whether a stale reply is a view of our own operation answering a request sent after the
+    /// first not-found of the streak being counted.
+    fn stale_view_shows_ours(&self, seq: u64, reply: &Reply) -> bool {
+        let view = match reply {
+            Reply::Status(v) | Reply::CancelAcknowledged(v) => v,
+            _ => return false,
+        };
+        self.rec.poll_cursor.not_found_streak > 0
+            && seq > self.rec.poll_cursor.not_found_first_seq
+            && self.rec.operation_id.as_deref() == Some(view.operation_id.as_str())
+            && !mutated!(self, NotFoundStreakNeverReset)
     }
 
     /// Record what a server view says, after checking it is about our operation.
@@ -582,6 +610,10 @@ impl<'a> Machine<'a> {
             self.schedule(0, Timer::SubmitDue);
             return STAYED;
         }
+        if self.rec.poll_cursor.not_found_streak == 0 {
+            // Not-founds are acted on only as answers to the newest request.
+            self.rec.poll_cursor.not_found_first_seq = self.rec.poll_cursor.sent_seq;
+        }
         self.rec.poll_cursor.not_found_streak += 1;
         let before_expiry = self.rec.expires_at_ms.is_none_or(|e| self.now() < e);
         if before_expiry && self.rec.poll_cursor.not_found_streak <= self.cfg.not_found_retries {
@@ -698,6 +730,11 @@ impl<'a> Machine<'a> {
             (Reply::NotFound { .. }, _) => self.not_found("result gone before it was fetched"),
             (Reply::RateLimited { retry_after_ms } | Reply::Unavailable { retry_after_ms }, _) => {
                 self.refetch(retry_after_ms.unwrap_or(0))
+            }
+            (Reply::Result(rv), _) if mutated!(self, UnverifiedDigestRecorded) => {
+                // Planted: keep the digest of what arrived "provisionally" and fetch again.
+                self.rec.result_digest = Some(rv.digest.clone());
+                self.refetch(0)
             }
             // Unverified, truncated, mismatched or unexpected: fetch again, a bounded number of times.
             _ => self.refetch(0),

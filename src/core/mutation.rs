@@ -45,10 +45,21 @@ pub enum Mutation {
     CancelDroppedBeforeOperationId,
     /// Read "the tool may have run" (a submission outcome left open) as a refusal.
     UnknownOutcomeAsRefusal,
+    /// A cancel write that lost a compare-and-swap is retried at the version the ledger
+    /// reported, without reading the record again: another writer's commit is overwritten.
+    BlindCancelWrite,
+    /// The fencing token is read from the ledger at each write instead of kept from the start:
+    /// a rolled-back executor's writes (receipts included) pass the fence.
+    ForgedFencingToken,
+    /// Record the digest of a result that failed verification (truncated, unverified, naming
+    /// another task) as if it were provisional, and drop it when fetching again: the record
+    /// named one result, the receipt names another, and the ledger's digest check (which
+    /// compares with the digest stored now) never sees the first.
+    UnverifiedDigestRecorded,
 }
 
 impl Mutation {
-    pub const ALL: [Mutation; 19] = [
+    pub const ALL: [Mutation; 22] = [
         Mutation::FreshKeyOnSubmitTimeout,
         Mutation::ResubmitWithoutLookup,
         Mutation::FailOnCancelClick,
@@ -68,6 +79,9 @@ impl Mutation {
         Mutation::NotFoundStreakNeverReset,
         Mutation::CancelDroppedBeforeOperationId,
         Mutation::UnknownOutcomeAsRefusal,
+        Mutation::BlindCancelWrite,
+        Mutation::ForgedFencingToken,
+        Mutation::UnverifiedDigestRecorded,
     ];
 
     pub fn name(self) -> String {

@@ -539,6 +539,36 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
          reply:poll:not_found => WORKING->UNKNOWN [reconcile]",
     ),
     (
+        "a late view of our own operation answering a request after the first not-found resets their count",
+        |s| {
+            s.working().timer(Timer::PollDue).reply(RequestKind::Poll, Reply::NotFound { message: "lagging".into() });
+            s.timer(Timer::PollDue).lost(RequestKind::Poll);
+            s.timer(Timer::PollDue).reply(RequestKind::Poll, Reply::NotFound { message: "lagging".into() });
+            // The reply to poll #3, read late (a replica on the same ledger, or a held reply).
+            s.ev(Event::Reply { kind: RequestKind::Poll, seq: 3, epoch: 1, reply: Reply::Status(view(P::Working)) });
+            s.timer(Timer::PollDue).reply(RequestKind::Poll, Reply::NotFound { message: "lagging".into() });
+            // A late view of another operation proves nothing; nor does one older than the
+            // streak's first not-found (poll #5's): it may predate a deletion.
+            let mut other = view(P::Working);
+            other.operation_id = "op-other".into();
+            s.ev(Event::Reply { kind: RequestKind::Poll, seq: 3, epoch: 1, reply: Reply::Status(other) });
+            s.ev(Event::Reply { kind: RequestKind::Poll, seq: 4, epoch: 1, reply: Reply::Status(view(P::Working)) });
+        },
+        "start => stay [send:submit#1]
+         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
+         timer:poll_due => stay [send:poll#2]
+         reply:poll:not_found => stay [at1500:poll_due]
+         timer:poll_due => stay [send:poll#3]
+         lost:poll => stay [at2250:poll_due]
+         timer:poll_due => stay [send:poll#4]
+         reply:poll:not_found => stay [at3375:poll_due]
+         reply:poll:status => stay
+         timer:poll_due => stay [send:poll#5]
+         reply:poll:not_found => stay [at5062:poll_due]
+         reply:poll:status => rejected:StaleAnswer
+         reply:poll:status => rejected:StaleAnswer",
+    ),
+    (
         "404 after expiry goes to reconciliation at once",
         |s| {
             s.working().at(70_000).timer(Timer::PollDue).reply(RequestKind::Poll, Reply::NotFound { message: "expired".into() });

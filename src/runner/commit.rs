@@ -13,7 +13,8 @@ use std::pin::Pin;
 use super::{CrashPoint, Observation, Runner};
 use crate::core::{self, Command, Ctx, Event, Outcome};
 use crate::ledger::{LedgerError, Write};
-use crate::record::ToolOperation;
+use crate::protocol::Reply;
+use crate::record::{LocalState, ToolOperation};
 
 /// What a commit may wait for between reading the record and writing it: a slow disk or a
 /// remote ledger in life, simulated time or a test's gate elsewhere. Production uses
@@ -58,6 +59,10 @@ impl Runner {
             .cfg
             .core
             .mutated(crate::core::mutation::Mutation::IgnoreEpoch)
+            || self
+                .cfg
+                .core
+                .mutated(crate::core::mutation::Mutation::ForgedFencingToken)
         {
             return self
                 .ledger
@@ -81,7 +86,7 @@ impl Runner {
 
     /// A fenced writer: the ledger moved to a newer epoch. Nothing more is done for this record:
     /// no write, no send, no timer.
-    fn fence(&mut self, node: &str, e: LedgerError) {
+    pub(super) fn fence(&mut self, node: &str, e: LedgerError) {
         self.observe(Observation::Fenced {
             node: node.to_string(),
             error: e.to_string(),
@@ -126,7 +131,22 @@ impl Runner {
             self.crashed = Some(CrashPoint::AfterReplyBeforeCommit);
             return Handled::NotApplied;
         }
-        let name = event.name();
+        if let Event::Reply {
+            reply:
+                Reply::RateLimited {
+                    retry_after_ms: Some(ms),
+                }
+                | Reply::Unavailable {
+                    retry_after_ms: Some(ms),
+                },
+            ..
+        } = &event
+        {
+            let until = self.now_ms().saturating_add(*ms);
+            self.retry_after_until_ms.insert(node.to_string(), until);
+        }
+        let mut event = event;
+        let mut name = event.name();
         let attempts = self.cfg.commit_conflict_retries.saturating_add(1);
         for attempt in 1..=attempts {
             let Some(rec) = self.read(node) else {
@@ -151,7 +171,35 @@ impl Runner {
                 jitter_permille: self.jitter.permille(),
                 epoch: self.epoch,
             };
-            let step = core::step(&rec, &event, &ctx, &self.lanes[lane].core);
+            let mut step = core::step(&rec, &event, &ctx, &self.lanes[lane].core);
+            if self.adopt(node, &rec, &event, &step, &ctx, lane) {
+                let wait_until = self
+                    .retry_after_until_ms
+                    .get(node)
+                    .copied()
+                    .filter(|u| *u > ctx.now_ms);
+                if let (Some(at_ms), Event::Timer(timer)) = (wait_until, &event) {
+                    // A Retry-After this process was given still runs: look again then.
+                    self.execute(
+                        node,
+                        lane,
+                        Command::Schedule {
+                            at_ms,
+                            timer: *timer,
+                        },
+                    );
+                    return Handled::NotApplied;
+                }
+                // Another process moved the node since this one last saw it, and this timer
+                // (set for the state it left) drives nothing from there: take the node up
+                // from the record as a restarted executor would, or nothing here ever acts on
+                // it again once that process is gone (mcp_sqlite seed 233: a replica that moved
+                // a node to CANCEL_REQUESTED died; the primary's poll timer for WORKING was
+                // dropped and the cancel waited 70 s for another replica).
+                event = Event::Resume;
+                name = event.name();
+                step = core::step(&rec, &event, &ctx, &self.lanes[lane].core);
+            }
             let changed = step.record != rec;
             let is_final = step.record.local_state.is_final();
             let mut write = Write {
@@ -179,7 +227,24 @@ impl Runner {
                 if let Some(delay) = self.commit_delay.before_commit(node, &name) {
                     delay.await;
                 }
+                // Planted: a cancel write that lost its compare-and-swap is written again at the
+                // version the ledger reported, on the record it read before (a lost update).
+                #[cfg(feature = "mutations")]
+                let blind = (name == "cancel_clicked"
+                    && self
+                        .cfg
+                        .core
+                        .mutated(crate::core::mutation::Mutation::BlindCancelWrite))
+                .then(|| write.clone());
                 let committed = self.ledger.lock().expect("ledger lock").commit(write);
+                #[cfg(feature = "mutations")]
+                let committed = match (committed, blind) {
+                    (Err(LedgerError::VersionConflict { found, .. }), Some(mut again)) => {
+                        again.expected_version = found;
+                        self.ledger.lock().expect("ledger lock").commit(again)
+                    }
+                    (committed, _) => committed,
+                };
                 match committed {
                     Ok(stored) => stored.version,
                     Err(LedgerError::VersionConflict {
@@ -216,6 +281,7 @@ impl Runner {
                 rec.version
             };
             let refused = matches!(step.outcome, Outcome::Rejected(_));
+            self.seen_version.insert(node.to_string(), version);
             self.act(node, lane, &name, step.outcome, step.commands, version);
             self.watch_stall(node, is_final, version);
             // A crash point inside `act` stopped the commands: the step is in the ledger, its
@@ -236,6 +302,64 @@ impl Runner {
             error,
         });
         Handled::NotApplied
+    }
+
+    /// Whether to take the node up again from the record (see `handle`): another process
+    /// wrote it since this one last saw it, the event is a timer that drives nothing from the
+    /// record's state (this process's last driver for the node), and that state is one a resume
+    /// drives by a send or a timer alone (an open approval round is left to its own deadline:
+    /// asking again would put a second question to the gate). A reply refused as stale is not
+    /// taken up: the process that made it stale is driving the node, and a resume would poll at
+    /// once, inside the server's suggested interval.
+    ///
+    /// Nor is a node taken up that this process still drives by something else: a request in
+    /// flight, a send queued, or another timer the record's state acts on. A resume would then
+    /// schedule its read at once over that timer and poll inside the wait it kept: in
+    /// mcp_ext_faults seed 2412 a poll timer left from WORKING fired in CANCEL_REQUESTED after a
+    /// replica's writes, and the resume polled 643 ms after a 404 whose retry (and the server's
+    /// 1000 ms interval) the cancel re-query timer was still waiting out.
+    fn adopt(
+        &self,
+        node: &str,
+        rec: &ToolOperation,
+        event: &Event,
+        step: &core::Step,
+        ctx: &Ctx,
+        lane: usize,
+    ) -> bool {
+        let moved_elsewhere = self
+            .seen_version
+            .get(node)
+            .is_some_and(|v| *v != rec.version);
+        let resumable = match rec.local_state {
+            LocalState::InputRequired => rec.pending_input.is_none(),
+            s => !s.is_final(),
+        };
+        moved_elsewhere
+            && idle(step)
+            && resumable
+            && matches!(event, Event::Timer(_))
+            && !self.drives_otherwise(node, rec, ctx, lane)
+    }
+
+    /// Whether this process holds something else that will step `node` from `rec`: a request
+    /// in flight or a send queued (its answer or its timeout steps the node), or a timer still
+    /// set that the record's state acts on. A timer is judged by stepping it on the record (the
+    /// core is pure): one left from a state the record has since left drives nothing, and must
+    /// not keep the node from being taken up (mcp_sqlite seed 233).
+    fn drives_otherwise(&self, node: &str, rec: &ToolOperation, ctx: &Ctx, lane: usize) -> bool {
+        if self.pending.values().any(|p| p.node == node)
+            || self.queue.iter().any(|q| q.node == node)
+        {
+            return true;
+        }
+        self.timer_at
+            .keys()
+            .filter(|(n, _)| n == node)
+            .any(|(_, timer)| {
+                let step = core::step(rec, &Event::Timer(*timer), ctx, &self.lanes[lane].core);
+                !idle(&step)
+            })
     }
 
     /// The step is in the ledger: report it, then run its commands.
@@ -287,4 +411,9 @@ impl Runner {
         }
         self.check_drained();
     }
+}
+
+/// A step that sends nothing, schedules nothing and moves nothing.
+fn idle(step: &core::Step) -> bool {
+    step.commands.is_empty() && matches!(step.outcome, Outcome::Stayed | Outcome::Rejected(_))
 }

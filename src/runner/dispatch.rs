@@ -122,22 +122,7 @@ impl Runner {
 
     pub(super) async fn on_frame(&mut self, lane: usize, frame: &crate::transport::InFrame) {
         match self.lanes[lane].adapter.classify(frame) {
-            Inbound::Response { rpc_id } => {
-                let Some(p) = self.pending.remove(&rpc_id) else {
-                    self.observe(Observation::Unrouted { what: format!("reply to request {rpc_id} nobody waits for") });
-                    return;
-                };
-                let reply = self.lanes[p.lane].adapter.decode_reply(p.kind, frame);
-                let retry_after_ms = match &reply {
-                    crate::protocol::Reply::RateLimited { retry_after_ms } | crate::protocol::Reply::Unavailable { retry_after_ms } => *retry_after_ms,
-                    _ => None,
-                };
-                self.observe(Observation::Received { node: p.node.clone(), kind: p.kind.name(), seq: p.seq, reply: reply.name(), retry_after_ms });
-                if let Some(problem) = reply.hint_problem() {
-                    self.observe(Observation::HintIgnored { node: p.node.clone(), kind: p.kind.name(), problem: problem.to_string() });
-                }
-                self.handle(&p.node, Event::Reply { kind: p.kind, seq: p.seq, epoch: p.epoch, reply }).await;
-            }
+            Inbound::Response { rpc_id } => self.on_response(rpc_id, frame).await,
             Inbound::InputRequest(req) => {
                 let owner = match req.related_operation_id.as_deref() {
                     Some(op) => self.ledger.lock().expect("ledger lock").by_operation_id(op),
@@ -162,8 +147,34 @@ impl Runner {
             }
             Inbound::ServerRequest(req) => self.answer_server_request(lane, req),
             Inbound::Ignored { .. } => {}
+            // An HTTP response belongs to its POST: a body cut on the way fails that exchange
+            // now (the adapter decodes it as malformed) instead of after the request timeout
+            // (mcp_ext_faults seed 6122: three cut poll replies cost 10 s each while a cancel
+            // waited for its outcome). Server messages carry no request id.
+            Inbound::Malformed { .. } if frame.request_id.is_some_and(|id| self.pending.get(&id).is_some_and(|p| p.lane == lane)) => {
+                let rpc_id = frame.request_id.expect("checked by the guard");
+                self.on_response(rpc_id, frame).await;
+            }
             Inbound::Malformed { reason } => self.observe(Observation::Malformed { reason }),
         }
+    }
+
+    /// A reply to our request `rpc_id`, decoded by the adapter of the lane that sent it.
+    async fn on_response(&mut self, rpc_id: u64, frame: &crate::transport::InFrame) {
+        let Some(p) = self.pending.remove(&rpc_id) else {
+            self.observe(Observation::Unrouted { what: format!("reply to request {rpc_id} nobody waits for") });
+            return;
+        };
+        let reply = self.lanes[p.lane].adapter.decode_reply(p.kind, frame);
+        let retry_after_ms = match &reply {
+            crate::protocol::Reply::RateLimited { retry_after_ms } | crate::protocol::Reply::Unavailable { retry_after_ms } => *retry_after_ms,
+            _ => None,
+        };
+        self.observe(Observation::Received { node: p.node.clone(), kind: p.kind.name(), seq: p.seq, reply: reply.name(), retry_after_ms });
+        if let Some(problem) = reply.hint_problem() {
+            self.observe(Observation::HintIgnored { node: p.node.clone(), kind: p.kind.name(), problem: problem.to_string() });
+        }
+        self.handle(&p.node, Event::Reply { kind: p.kind, seq: p.seq, epoch: p.epoch, reply }).await;
     }
 
     /// An input request the core refused, answered on the wire where no round can come of it:
@@ -237,6 +248,9 @@ impl Runner {
     }
 
     pub(super) fn execute(&mut self, node: &str, lane: usize, c: Command) {
+        if matches!(c, Command::Accept(_) | Command::Reconcile { .. }) {
+            self.settled_here.insert(node.to_string());
+        }
         match c {
             Command::Send { out, seq } => self.queue.push_back(Queued { lane, node: node.to_string(), out, seq }),
             Command::Schedule { at_ms, timer } => {

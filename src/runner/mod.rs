@@ -212,6 +212,15 @@ pub struct Runner {
     commit_delay: Box<dyn CommitDelay>,
     /// Call nodes whose writes the ledger fenced: this runner no longer acts on them.
     fenced: BTreeSet<String>,
+    /// Call nodes this runner settled itself (its own acceptance or hand-off): the queue guard
+    /// against another process's settlement does not apply to them.
+    settled_here: BTreeSet<String>,
+    /// The record version this runner last read or wrote, per call node: a different version
+    /// at the next read means another process (a replica on the same ledger) moved the node.
+    seen_version: BTreeMap<String, u64>,
+    /// Per call node, until when the last Retry-After this runner was given asks it to wait: a
+    /// node taken up from another process's record is not driven before then.
+    retry_after_until_ms: BTreeMap<String, u64>,
     /// When to look for external cancel requests next.
     next_cancel_check_ms: u64,
     approvals: mpsc::UnboundedSender<ApprovalRequest>,
@@ -261,6 +270,9 @@ impl Runner {
             failed: None,
             commit_delay: Box::new(NoCommitDelay),
             fenced: BTreeSet::new(),
+            settled_here: BTreeSet::new(),
+            seen_version: BTreeMap::new(),
+            retry_after_until_ms: BTreeMap::new(),
             next_cancel_check_ms: 0,
             approvals,
             jitter: Jitter::new(jitter_seed),
@@ -381,6 +393,7 @@ impl Runner {
                 (lane, frame) = next_frame(transports) => match frame {
                     Some(frame) => self.on_frame(lane, &frame).await,
                     None => {
+                        self.read_received(transports).await;
                         self.fail_all_pending().await;
                         return Exit::Disconnected;
                     }
@@ -445,15 +458,24 @@ impl Runner {
         let now = self.now_ms();
         while let Some((lane, body)) = self.answers.pop_front() {
             if transports[lane].send(crate::transport::OutFrame { request_id: None, body, http: None }).is_err() {
+                self.read_received(transports).await;
                 self.fail_all_pending().await;
                 return Err(Exit::Disconnected);
             }
+        }
+        if !self.queue.is_empty() {
+            self.drop_fenced_sends();
         }
         #[cfg(feature = "mutations")]
         let unlimited = self.cfg.core.mutated(crate::core::mutation::Mutation::NoQpsLimiter);
         #[cfg(not(feature = "mutations"))]
         let unlimited = false;
         while let Some(q) = self.queue.front() {
+            if self.settled_in_ledger(&q.node) {
+                let q = self.queue.pop_front().expect("front exists");
+                self.observe(Observation::SettledElsewhere { node: q.node, kind: q.out.kind().name(), seq: q.seq });
+                continue;
+            }
             if !unlimited && !self.limiter.try_admit(now) {
                 let until_ms = self.limiter.next_slot_ms(now);
                 let node = q.node.clone();
@@ -473,11 +495,47 @@ impl Runner {
             }
             self.observe(Observation::Sent { node: q.node.clone(), kind: kind.name(), seq: q.seq, rpc_id });
             if transports[q.lane].send(frame).is_err() {
+                self.read_received(transports).await;
                 self.fail_all_pending().await;
                 return Err(Exit::Disconnected);
             }
         }
         Ok(())
+    }
+
+    /// A process the ledger has fenced (a newer epoch took over) sends nothing more. What it
+    /// queued was committed before the fence, but the new epoch owns those records now and may
+    /// have proved a submission unnecessary or made it itself: a process that stalled (a slow
+    /// commit, a long pause) and then sent its queue would submit again blindly. One epoch read
+    /// per flush with something queued.
+    fn drop_fenced_sends(&mut self) {
+        let current = self.ledger.lock().expect("ledger lock").current_epoch();
+        let current = match current {
+            Ok(c) => c,
+            Err(e) => {
+                self.queue.clear();
+                return self.ledger_failed(e);
+            }
+        };
+        if current <= self.epoch {
+            return;
+        }
+        let nodes: BTreeSet<String> = self.queue.drain(..).map(|q| q.node).collect();
+        for node in nodes {
+            let e = crate::ledger::LedgerError::StaleEpoch { call_node_id: node.clone(), writer: self.epoch, current };
+            self.fence(&node, e);
+        }
+    }
+
+    /// Another process sharing the ledger (a replica behind the same load balancer) may have
+    /// settled the node while this send waited in the queue: it is then not sent. One read per
+    /// send; a read that fails sends anyway (the commit after the reply will fail and say so).
+    fn settled_in_ledger(&self, node: &str) -> bool {
+        if self.settled_here.contains(node) {
+            return false;
+        }
+        let rec = self.ledger.lock().expect("ledger lock").by_call_node(node);
+        matches!(rec, Ok(Some(r)) if r.local_state.is_final())
     }
 
     fn timeout_for(&self, q: &Queued) -> u64 {
@@ -497,6 +555,19 @@ impl Runner {
         self.next_rpc_id
     }
 
+    /// The connection is gone: first apply what it had already delivered, then fail what is
+    /// still pending. A response fully received before the drop is the server's answer, as an
+    /// HTTP client keeps a body it read in full; declaring its request lost instead sends a
+    /// created submission to manual reconciliation (a runner held up by slow commits had not
+    /// read it yet: mcp_ext_faults seed 2349).
+    async fn read_received<T: Transport>(&mut self, transports: &mut [T]) {
+        for (lane, transport) in transports.iter_mut().enumerate() {
+            for frame in already_received(transport, RECEIVED_READ_MAX) {
+                self.on_frame(lane, &frame).await;
+            }
+        }
+    }
+
     async fn fail_all_pending(&mut self) {
         let all = std::mem::take(&mut self.pending);
         for (_, p) in all {
@@ -504,6 +575,23 @@ impl Runner {
             self.handle(&p.node, Event::Lost { kind: p.kind, seq: p.seq, epoch: p.epoch }).await;
         }
     }
+}
+
+/// At most this many frames are read from one connection after it dropped (a bound on a loop).
+const RECEIVED_READ_MAX: usize = 4096;
+
+/// The frames a connection has already delivered, without waiting for more (up to `max`).
+fn already_received<T: Transport>(t: &mut T, max: usize) -> Vec<crate::transport::InFrame> {
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    let mut out = Vec::new();
+    while out.len() < max {
+        let fut = std::pin::pin!(t.recv());
+        match fut.poll(&mut cx) {
+            std::task::Poll::Ready(Some(f)) => out.push(f),
+            std::task::Poll::Ready(None) | std::task::Poll::Pending => break,
+        }
+    }
+    out
 }
 
 /// The next frame from any lane, lanes polled in order (deterministic, like `biased;`).

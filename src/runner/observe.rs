@@ -47,6 +47,8 @@ pub enum Observation {
     OutputChecked { node: String, ok: bool, detail: String },
     CallRejected { node: String, reason: String },
     DuplicateCallNode { node: String },
+    /// A queued send not sent: the ledger shows the node settled (by another process).
+    SettledElsewhere { node: String, kind: &'static str, seq: u64 },
     AdapterRetired { adapter: &'static str },
     /// A retired adapter has no in-flight operation left.
     AdapterDrained { adapter: &'static str },

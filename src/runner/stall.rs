@@ -6,10 +6,10 @@
 //! this watch, B waited until the CLI's deadline (31 min by default) and exited 4.
 //!
 //! Now such a node is resumed as after a restart once the record has been quiet: nobody wrote
-//! it for `request_timeout_ms` (the time any reply would have taken). A record that changed
-//! means another process is driving the node: the watch looks again later (with the simulator's executor replicas,
-//! branch wt/ledger-sim2, resuming a node another process drove polled inside a 429's
-//! Retry-After: mcp_ext_faults seed 1474).
+//! it for `request_timeout_ms` (the time any reply would have taken), and past any Retry-After
+//! this process was given for it. A record that changed
+//! means another process is driving the node (the simulator's replicas, mcp_ext_faults seed
+//! 1474: resuming there polled inside a 429's Retry-After): the watch looks again later.
 //!
 //! The check rides on the loop's other wake-ups (at most `idle_wake_ms` late; the CLI wakes
 //! every 100 ms for cancel requests) rather than adding its own: an extra wake-up reorders
@@ -18,6 +18,7 @@
 
 use super::{Observation, Runner};
 use crate::core::{Event, Timer};
+use crate::record::ToolOperation;
 
 /// A watched node: when to look again, and the record version seen when the watch started.
 #[derive(Clone, Copy, Debug)]
@@ -53,6 +54,16 @@ impl Runner {
             || self.queue.iter().any(|q| q.node == node)
     }
 
+    /// When a quiet, uncovered `rec` may be resumed: not before a Retry-After this process was
+    /// given for it. (The record's `poll_cursor.next_poll_at_ms` would say when its next poll
+    /// is due, but the core never fills it in.)
+    fn resume_not_before_ms(&self, rec: &ToolOperation) -> u64 {
+        self.retry_after_until_ms
+            .get(&rec.call_node_id)
+            .copied()
+            .unwrap_or(0)
+    }
+
     /// Resume every watched node whose record stayed quiet and that is still uncovered and
     /// unsettled; look again later at one another process is driving.
     pub(super) async fn fire_stalls(&mut self) {
@@ -76,9 +87,14 @@ impl Runner {
             if rec.local_state.is_final() || rec.execution_epoch > self.epoch {
                 continue;
             }
-            if rec.version != watch.version {
+            let again_ms = if rec.version != watch.version {
                 // Someone wrote it meanwhile: a live process drives it. Watch from here.
-                let (at_ms, version) = (now + self.cfg.request_timeout_ms, rec.version);
+                Some(now + self.cfg.request_timeout_ms)
+            } else {
+                Some(self.resume_not_before_ms(&rec)).filter(|t| *t > now)
+            };
+            if let Some(at_ms) = again_ms {
+                let version = rec.version;
                 self.stall_at.insert(node, Watch { at_ms, version });
                 continue;
             }

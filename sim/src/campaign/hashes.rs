@@ -10,13 +10,14 @@ use crate::campaign::sweep::{self, Loaded, Plan};
 
 /// The release gate's scenario set (`scenarios/default-set.txt`, which the Makefile reads; a
 /// test keeps them equal).
-pub const DEFAULT_SET: [&str; 6] = [
+pub const DEFAULT_SET: [&str; 7] = [
     "scenarios/smoke.toml",
     "scenarios/mcp_faults.toml",
     "scenarios/mcp_load.toml",
     "scenarios/aip151_faults.toml",
     "scenarios/mcp_ext_faults.toml",
     "scenarios/mcp_retire.toml",
+    "scenarios/mcp_sqlite.toml",
 ];
 
 /// Seeds `0..SEEDS` of each scenario.

@@ -10,13 +10,14 @@ use crate::campaign::sweep::{self, Loaded};
 use crate::judge::gates::SeriesRow;
 
 /// The scenario set mutants run against: the default gate set plus the load scenario that
-/// makes a missing QPS limiter visible.
-pub const DEFAULT_SET: [&str; 5] = [
+/// makes a missing QPS limiter visible, and the SQLite ledger scenario.
+pub const DEFAULT_SET: [&str; 6] = [
     "scenarios/smoke.toml",
     "scenarios/mcp_faults.toml",
     "scenarios/mcp_load.toml",
     "scenarios/aip151_faults.toml",
     "scenarios/mcp_ext_faults.toml",
+    "scenarios/mcp_sqlite.toml",
 ];
 
 /// Replay budget for shrinking each mutation's first failure.

@@ -111,6 +111,18 @@ pub const CHECKER_LINES: &[(&str, &str)] = &[
         "unknown_is_queryable",
         "every UNKNOWN operation is queryable by task id or submission key",
     ),
+    (
+        "no_lost_update",
+        "a ledger write lands only on the version its writer last read (no silent lost update)",
+    ),
+    (
+        "no_write_from_fenced_epoch",
+        "once the ledger's epoch moved past a process's, nothing it writes lands",
+    ),
+    (
+        "digest_kept_across_restart",
+        "once a result digest is in the ledger, no later write records another for the node",
+    ),
 ];
 
 /// One line per gate (the rows of every gate table).

@@ -72,6 +72,24 @@ pub fn render_for(trace: &Trace, verbose: bool, node: Option<&str>) -> String {
                 StoreFact::Reconcile => format!("{node:<6} store: handed to manual reconciliation"),
             }),
             What::World { action } => Some(format!("-      WORLD {}", world_action(action))),
+            What::Ledger { write } if verbose => Some(format!(
+                "{:<6} ledger write by epoch {} incarnation {} at version {} (last read {}): {}",
+                write.node,
+                write.epoch,
+                write.incarnation,
+                write.expected_version,
+                write
+                    .read_version
+                    .map_or_else(|| "none".to_string(), |v| v.to_string()),
+                match &write.outcome {
+                    crate::trace::WriteOutcome::Committed { version } =>
+                        format!("committed v{version}"),
+                    crate::trace::WriteOutcome::ReplyLost { version } => {
+                        format!("committed v{version}, reply lost")
+                    }
+                    crate::trace::WriteOutcome::Refused { error } => format!("refused: {error}"),
+                }
+            )),
             What::End { reason } => Some(format!("-      end: {reason}")),
             What::Final { ledger, .. } => Some(format!(
                 "-      final: {} receipts, {} outbox entries, {} in manual reconciliation",
@@ -100,7 +118,7 @@ pub fn render_for(trace: &Trace, verbose: bool, node: Option<&str>) -> String {
                 request_id.map_or_else(|| "-".to_string(), |r| r.to_string()),
                 net_verdict(verdict)
             )),
-            What::Net { .. } => None,
+            What::Net { .. } | What::Ledger { .. } => None,
             What::Exec {
                 incarnation, obs, ..
             } => exec_line(*incarnation, obs, verbose),
@@ -201,6 +219,10 @@ fn fault_detail(d: &FaultDetail) -> String {
             format!(": task {task} cancelled, then {}", to.as_str())
         }
         FaultDetail::Task { task } => format!(": task {task}"),
+        FaultDetail::CommitDelay { delay_ms } => format!(": the commit takes {delay_ms} ms"),
+        FaultDetail::SecondExecutor { incarnation, epoch } => {
+            format!(": replica incarnation {incarnation}, epoch {epoch}")
+        }
     }
 }
 
@@ -218,6 +240,12 @@ fn world_action(a: &WorldAction) -> String {
         WorldAction::OldEpochStopped { epoch } => format!("executor of epoch {epoch} stopped"),
         WorldAction::ExecutorTaskFailed { error } => format!("executor task failed: {error}"),
         WorldAction::IncarnationLimit { limit } => format!("incarnation limit {limit} reached"),
+        WorldAction::ReplicaStart { incarnation, epoch } => {
+            format!("second executor: incarnation {incarnation}, epoch {epoch}, same ledger")
+        }
+        WorldAction::ReplicaStop { incarnation, exit } => {
+            format!("second executor incarnation {incarnation} stopped: {exit}")
+        }
     }
 }
 

@@ -119,6 +119,11 @@ fn adapters() -> Vec<String> {
     spelled(Protocol::ALL.map(Protocol::adapter_id))
 }
 
+fn ledgers() -> Vec<String> {
+    use crate::scenario::LedgerKind::*;
+    spelled([Memory, Sqlite])
+}
+
 fn task_support() -> Vec<String> {
     use toolop::protocol::TaskSupport::*;
     spelled([Required, Optional, Forbidden])
@@ -175,6 +180,8 @@ pub const FIELDS: &[Field] = &[
     f("protocol", Unit::Choice(protocols), ANY, "The protocol of the primary lane: the executor's adapter and the fake server's codec.").ex("\"mcp-2025-11-25\""),
     f("successor", Unit::Choice(protocols), ANY, "A second protocol the executor speaks at the same time (its own lane and fake server, with that protocol's first profile); `executor.launch` sends a fraction of new work there.").optional().ex("\"aip-151\""),
     f("retire_primary_at_ms", Unit::Ms, (0.0, WEEK), "When the operator retires the primary adapter: no new work on it from then on; its in-flight work drains. Needs a successor.").optional().ex("8000"),
+
+    f("ledger", Unit::Choice(ledgers), ANY, "The ledger every executor process of a series shares: `memory` (the reference ledger) or `sqlite` (SQLite in memory, no file, deterministic: the same checkers judge the SQL transaction logic).").ex("\"sqlite\""),
 
     f("aip.submit_path", Unit::Text, ANY, "AIP-151 route template of the submitting method; must start with `/` and contain `{tool}`.").only(AIP).ex("\"/v1/projects/p/locations/l/reports:{tool}\""),
     f("aip.operation_path", Unit::Text, ANY, "AIP-151 route template of an operation; must start with `/` and contain `{name}`.").only(AIP).ex("\"/v1/{name}\""),
@@ -253,6 +260,9 @@ pub const FIELDS: &[Field] = &[
     f("faults.rollback_overlap_ms", Unit::Ms, (0.0, DAY), "How long a rolled-back executor keeps running beside its successor, drawn per rollback.").pair().ex("[1000, 30000]"),
     f("faults.rollback_at_ms", Unit::Ms, (0.0, WEEK), "When the operator rolls back (drawn per series, inside the safety window).").pair().ex("[1000, 120000]"),
     f("faults.short_ttl_ms", Unit::Ms, (1.0, DAY), "The server's maximum ttl when `server_deletes_running_task` is enabled, drawn per series.").pair().ex("[5000, 60000]"),
+    f("faults.ledger_commit_ms", Unit::Ms, (0.0, DAY), "Simulated time every ledger commit takes between the executor's read and its write, drawn per commit, so other writers act in between; `[0, 0]`: commits are instant.").pair().ex("[0, 200]"),
+    f("faults.slow_commit_ms", Unit::Ms, (0.0, DAY), "How long a commit hit by `ledger_slow_commit` takes, drawn per commit.").pair().ex("[1000, 15000]"),
+    f("faults.second_executor_ms", Unit::Ms, (0.0, DAY), "How long a `second_executor` replica runs beside the current executor, drawn per replica.").pair().ex("[5000, 120000]"),
 
     f("gates.max_divergences", Unit::Count, (0.0, NONE_ABOVE), "Accepted terminal states that differ from the server's ground truth, over the sweep.").ex("0"),
     f("gates.max_second_operations", Unit::Count, (0.0, NONE_ABOVE), "Second server operations for one call node, over the sweep.").ex("0"),

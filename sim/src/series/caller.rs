@@ -4,7 +4,6 @@
 use std::sync::Arc;
 
 use tokio::time::Duration;
-use toolop::ledger::Ledger;
 use toolop::runner::{CallNode, Input};
 
 use super::World;
@@ -110,17 +109,7 @@ pub(super) fn retry_after_restart(world: &World) {
         }
     }
     for node in cancelled {
-        let rec = world
-            .ledger
-            .lock()
-            .expect("ledger lock")
-            .by_call_node(&node)
-            .expect("in-memory ledger reads cannot fail");
-        // A node being submitted again (no record) takes its cancel again too: the click went
-        // to a process that never recorded the node, and a cancel for an unknown node is dropped.
-        if rec.is_none_or(|r| {
-            !r.local_state.is_final() && r.cancel_generation == 0 && !r.cancel_wanted
-        }) {
+        if cancel_unrecorded(world, &node) {
             world.push(What::Caller {
                 action: CallerAction::Recancel,
                 node: node.clone(),
@@ -128,4 +117,18 @@ pub(super) fn retry_after_restart(world: &World) {
             world.send_input(Input::Cancel { node });
         }
     }
+}
+
+/// Whether a clicked cancel is one the ledger does not show yet, so the caller repeats it to a
+/// process that starts (a restart or a replica). A node being submitted again (no record)
+/// takes its cancel again too: the click went to a process that never recorded the node (or
+/// to none: every process was down), and a cancel for an unknown node is dropped.
+pub(super) fn cancel_unrecorded(world: &World, node: &str) -> bool {
+    let rec = world
+        .ledger
+        .lock()
+        .expect("ledger lock")
+        .by_call_node(node)
+        .expect("in-memory ledger reads cannot fail");
+    rec.is_none_or(|r| !r.local_state.is_final() && r.cancel_generation == 0 && !r.cancel_wanted)
 }

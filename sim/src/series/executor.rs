@@ -2,9 +2,7 @@
 //! connection, restart from the ledger alone, and roll back to a new epoch while the old
 //! incarnation lingers (its late replies must be rejected).
 
-use std::sync::Arc;
-
-use toolop::ledger::Ledger;
+use std::sync::{Arc, Mutex};
 
 use tokio::sync::mpsc;
 use tokio::time::Duration;
@@ -13,13 +11,14 @@ use toolop::runner::{
     SharedLedger,
 };
 
+use super::ledger::{CommitDelayCell, ProcessLedger, SimCommitDelay};
 use super::{caller, World};
 use crate::series::faults::FaultKind;
 use crate::series::net::Net;
 use crate::trace::{FaultDetail, What, WorldAction};
 
 /// Lanes a connection id can name: connection ids are `incarnation * LANES_MAX + lane`.
-const LANES_MAX: u32 = 10;
+pub(super) const LANES_MAX: u32 = 10;
 
 /// Restarts a series may see before the world gives up on the executor (a bound on the loop).
 const INCARNATIONS_MAX: u32 = 500;
@@ -67,7 +66,9 @@ impl CrashPoints for SimCrash {
     }
 }
 
-fn start(
+/// Start one executor process of `epoch` on the world's shared ledger (through its own
+/// recording front) and its own connections.
+pub(super) fn start(
     world: &Arc<World>,
     epoch: u64,
     incarnation: u32,
@@ -87,7 +88,13 @@ fn start(
             )
         })
         .collect();
-    let ledger: SharedLedger = world.ledger.clone();
+    let delay_ms = CommitDelayCell::default();
+    let ledger: SharedLedger = Arc::new(Mutex::new(ProcessLedger::new(
+        world.clone(),
+        epoch,
+        incarnation,
+        delay_ms.clone(),
+    )));
     let observer = SimObserver {
         world: world.clone(),
         epoch,
@@ -106,6 +113,10 @@ fn start(
     )
     .with_crash_points(Box::new(SimCrash {
         world: world.clone(),
+    }))
+    .with_commit_delay(Box::new(SimCommitDelay {
+        world: world.clone(),
+        delay_ms,
     }));
     let runner = protocols[1..].iter().fold(runner, |r, p| {
         r.with_lane(super::lanes::adapter(&world.sc, *p))
@@ -154,12 +165,14 @@ pub(super) async fn supervise(
                     world.net.lock().expect("net lock").disconnect(incarnation * LANES_MAX + lane);
                 }
                 let (_old, rx) = new_channel(&world);
+                *world.primary_down.lock().expect("inputs lock") = true;
                 let [lo, hi] = world.sc.faults.restart_delay_ms;
                 let delay = world.plan.lock().expect("plan lock").draw(lo, hi);
                 tokio::time::sleep(Duration::from_millis(delay)).await;
                 incarnation += 1;
                 world.push(What::World { action: WorldAction::ExecutorRestart { incarnation, epoch } });
                 current = start(&world, epoch, incarnation, rx, approvals.clone());
+                *world.primary_down.lock().expect("inputs lock") = false;
                 caller::retry_after_restart(&world);
             }
             _ = rollback, if rollback_at.is_some() => {
@@ -202,7 +215,7 @@ pub(super) async fn supervise(
 }
 
 /// How an executor process ended, in words.
-fn exit_name(exit: &Exit) -> String {
+pub(super) fn exit_name(exit: &Exit) -> String {
     match exit {
         Exit::Crashed(CrashPoint::AfterCommitBeforeSend) => {
             "crashed after a commit, before its sends".into()
@@ -239,6 +252,7 @@ fn observed_node(obs: &Observation) -> Option<&str> {
         | Observation::OutputChecked { node, .. }
         | Observation::CallRejected { node, .. }
         | Observation::DuplicateCallNode { node }
+        | Observation::SettledElsewhere { node, .. }
         | Observation::CommitConflict { node, .. }
         | Observation::Fenced { node, .. }
         | Observation::Stalled { node, .. }

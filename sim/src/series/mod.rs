@@ -15,7 +15,6 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use tokio::sync::mpsc;
 use tokio::time::{Duration, Instant};
-use toolop::ledger::{Ledger, MemoryLedger};
 use toolop::record::LocalState;
 use toolop::runner::{CallNode, Input};
 
@@ -27,9 +26,12 @@ mod executor;
 /// The fault catalogue, swarm-drawn profiles, the plan of decisions, schedules.
 pub mod faults;
 mod lanes;
+/// The world's shared ledger, the per-process front that records every write, commit delays.
+pub mod ledger;
 /// The simulated network, where every exchange gets a verdict from the fault rules.
 pub mod net;
 mod params;
+mod replica;
 mod server;
 
 pub use params::{draw_params, params_with, schedule_of, NodeParams, Params};
@@ -120,9 +122,10 @@ pub(crate) struct World {
     pub params: Params,
     pub origin: Instant,
     pub trace: SharedTrace,
-    /// The executors' shared ledger. Only executor processes and the caller's restart logic
-    /// read it; the network and the fault rules never do.
-    pub ledger: Arc<Mutex<MemoryLedger>>,
+    /// The executors' shared ledger (`scenario.ledger`). Only executor processes (through
+    /// their `ProcessLedger`) and the caller's restart logic read it; the network and the fault
+    /// rules never do.
+    pub ledger: ledger::WorldLedger,
     pub net: SharedNet,
     /// The fake server of each lane (one per protocol the executor speaks).
     pub servers: Vec<SharedServer>,
@@ -132,6 +135,10 @@ pub(crate) struct World {
     pub directory: SharedDirectory,
     /// The current executor's input channel: callers and the approval agent send here.
     pub inputs: Mutex<mpsc::UnboundedSender<Input>>,
+    /// The primary executor is down (between a crash and its restart).
+    pub primary_down: Mutex<bool>,
+    /// The running replica's input channel (the `second_executor` fault), if one runs.
+    pub replica_inputs: Mutex<Option<mpsc::UnboundedSender<Input>>>,
     /// What the caller has done so far, so it can retry after an executor restart.
     pub submitted: Mutex<Vec<CallNode>>,
     pub cancelled: Mutex<Vec<String>>,
@@ -147,12 +154,13 @@ impl World {
     /// emptying the world keeps that from leaking a series' worth of memory each time.
     fn defuse(&self) {
         self.net.lock().expect("net lock").shutdown();
-        *self.ledger.lock().expect("ledger lock") = MemoryLedger::new();
+        *self.ledger.lock().expect("ledger lock") = ledger::LedgerKind::Memory.open();
         for (lane, s) in self.servers.iter().enumerate() {
             let protocol = self.sc.lanes()[lane];
             *s.lock().expect("server lock") = lanes::server(&self.sc, &self.params, protocol, lane);
         }
         *self.inputs.lock().expect("inputs lock") = mpsc::unbounded_channel().0;
+        *self.replica_inputs.lock().expect("inputs lock") = None;
         self.submitted.lock().expect("caller lock").clear();
         self.directory.lock().expect("directory lock").clear();
     }
@@ -167,6 +175,18 @@ impl World {
     }
 
     pub fn send_input(&self, input: Input) {
+        // A load balancer sends a click to a live executor: while the primary is down and a
+        // replica runs, the caller's cancel and the person's answer reach the replica. Each is
+        // also kept for the primary (the caller's client retries until one process has it: the
+        // replica may go down before writing it); a second copy is one the executor must
+        // tolerate (a cancel already recorded, an answer to a round that is over).
+        if *self.primary_down.lock().expect("inputs lock") {
+            if let Some(replica) = self.replica_inputs.lock().expect("inputs lock").as_ref() {
+                if matches!(input, Input::Cancel { .. } | Input::Approval { .. }) {
+                    let _ = replica.send(input.clone());
+                }
+            }
+        }
         // An executor between incarnations buffers in the new channel; none is ever closed early.
         let _ = self.inputs.lock().expect("inputs lock").send(input);
     }
@@ -218,7 +238,7 @@ impl World {
             .lock()
             .expect("ledger lock")
             .settled_count()
-            .expect("in-memory ledger reads cannot fail");
+            .expect("the world's ledger is in memory: reads cannot fail");
         records == self.params.nodes.len() && done == records
     }
 
@@ -321,7 +341,7 @@ pub async fn world_main_with(sc: Scenario, params: Params, mode: PlanMode) -> Se
         .enumerate()
         .map(|(lane, &p)| Arc::new(Mutex::new(lanes::server(&sc, &params, p, lane))))
         .collect();
-    let ledger = Arc::new(Mutex::new(MemoryLedger::new()));
+    let ledger: ledger::WorldLedger = Arc::new(Mutex::new(sc.ledger.open()));
     let directory: SharedDirectory = Arc::new(Mutex::new(BTreeMap::new()));
     let (srv_txs, srv_rxs): (Vec<_>, Vec<_>) =
         protocols.iter().map(|_| mpsc::unbounded_channel()).unzip();
@@ -348,6 +368,8 @@ pub async fn world_main_with(sc: Scenario, params: Params, mode: PlanMode) -> Se
         plan,
         directory,
         inputs: Mutex::new(inputs_tx),
+        primary_down: Mutex::new(false),
+        replica_inputs: Mutex::new(None),
         submitted: Mutex::new(vec![]),
         cancelled: Mutex::new(vec![]),
         retired: Mutex::new(None),
@@ -358,6 +380,7 @@ pub async fn world_main_with(sc: Scenario, params: Params, mode: PlanMode) -> Se
     }
     let (approvals_tx, approvals_rx) = mpsc::unbounded_channel();
     tokio::spawn(approval::agent(world.clone(), approvals_rx));
+    tokio::spawn(replica::run(world.clone(), approvals_tx.clone()));
     let supervisor = tokio::spawn(executor::supervise(world.clone(), inputs_rx, approvals_tx));
     // The world, not the caller, enforces the simulated-time limit: whatever the caller is
     // waiting for (a submission far in the future, a settle that never comes), the series ends
@@ -378,7 +401,7 @@ pub async fn world_main_with(sc: Scenario, params: Params, mode: PlanMode) -> Se
         .lock()
         .expect("ledger lock")
         .snapshot()
-        .expect("in-memory ledger reads cannot fail");
+        .expect("the world's ledger is in memory: reads cannot fail");
     let truth = GroundTruth::merge(
         world
             .servers

@@ -32,6 +32,8 @@ struct Tasks {
     calls: u32,
     polls: u32,
     cancels: u32,
+    /// The first this many replies to `tasks/get` are cut short on the way.
+    cut_polls: u32,
 }
 
 struct Server {
@@ -122,8 +124,15 @@ async fn serve(
                 _ => continue,
             }
         };
-        let body =
+        let mut body =
             serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": id, "result": result})).unwrap();
+        if method == "tasks/get" {
+            let mut t = server.tasks.lock().unwrap();
+            if t.cut_polls > 0 {
+                t.cut_polls -= 1;
+                body.truncate(body.len() / 2);
+            }
+        }
         let _ = tx.send(InFrame {
             request_id: frame.request_id,
             http_status: 200,
@@ -265,6 +274,36 @@ fn runs_on_real_tokio_and_accepts_exactly_once() {
             )));
         });
     }
+}
+
+#[test]
+fn a_cut_reply_fails_its_exchange_at_once() {
+    // The reply to the first poll is cut on the way. It still belongs to its POST, so the poll
+    // fails as malformed now rather than after the request timeout (the test's is 2 s), and
+    // the next poll finds the task done.
+    on_tokio(async {
+        let ledger = memory();
+        let server = Server::new(Some(2), false);
+        server.tasks.lock().unwrap().cut_polls = 1;
+        let r = start(&ledger, &server, 1, 0, |r| r);
+        r.inputs.send(Input::Submit(node("n1"))).unwrap();
+        until("n1 has its receipt", || {
+            state_of(&ledger, "n1") == Some(LocalState::Accepted)
+        })
+        .await;
+        let (_, seen) = r.stop().await;
+        assert!(seen.iter().any(|o| matches!(
+            o,
+            Observation::Received {
+                kind: "poll",
+                reply: "malformed",
+                ..
+            }
+        )));
+        assert!(!seen
+            .iter()
+            .any(|o| matches!(o, Observation::Lost { .. } | Observation::Malformed { .. })));
+    });
 }
 
 /// Another executor's write: `change` applied to `node`'s record, committed under `epoch`.
@@ -596,6 +635,75 @@ fn a_node_nothing_covers_is_resumed_not_left_waiting() {
     });
 }
 
+/// A timer left from a state the record has since left fires after another process wrote the
+/// record. The node is taken up from the record (mcp_sqlite seed 233) only when nothing else of
+/// this process drives it: here a cancel re-query timer still waits out a not-found's retry
+/// and the server's interval, and a resume would have replaced it with a read at once
+/// (mcp_ext_faults seed 2412: a poll 643 ms after the last, the server suggesting 1000 ms).
+#[test]
+fn a_stale_timer_does_not_take_up_a_node_another_timer_still_drives() {
+    on_tokio(async {
+        let ledger = memory();
+        let server = Server::new(None, false);
+        let first = start(&ledger, &server, 1, 0, |r| r);
+        first.inputs.send(Input::Submit(node("n1"))).unwrap();
+        until("n1 is working", || {
+            state_of(&ledger, "n1") == Some(LocalState::Working)
+        })
+        .await;
+        first.stop().await;
+        let seen_at = ledger
+            .lock()
+            .unwrap()
+            .by_call_node("n1")
+            .unwrap()
+            .unwrap()
+            .version;
+        // Another process on the same epoch: the cancel is sent and the server took it.
+        write_as(&ledger, "n1", 1, |r| {
+            r.local_state = LocalState::CancelRequested;
+            r.cancel_pending = true;
+        });
+        let (approvals, _) = mpsc::unbounded_channel();
+        let mut r = Runner::new(
+            config(),
+            1,
+            tokio::time::Instant::now(),
+            Box::new(Mcp20251125Adapter::new()),
+            ledger.clone(),
+            Box::new(NullObserver),
+            approvals,
+            7,
+            5_000_000,
+        );
+        let requery = ("n1".to_string(), Timer::CancelRequery);
+        let later_ms = r.now_ms() + 60_000;
+        for driven in [true, false] {
+            // This process last saw the record before the other process's write, and its poll
+            // timer (set in WORKING) has just fired and been taken off.
+            r.seen_version.insert("n1".into(), seen_at);
+            r.timers.clear();
+            r.timer_at.clear();
+            if driven {
+                let schedule = crate::core::Command::Schedule {
+                    at_ms: later_ms,
+                    timer: Timer::CancelRequery,
+                };
+                r.execute("n1", 0, schedule);
+            }
+            r.handle("n1", Event::Timer(Timer::PollDue)).await;
+            assert!(r.queue.is_empty(), "nothing sent at once");
+            let at = r.timer_at.get(&requery).copied();
+            if driven {
+                assert_eq!(at, Some(later_ms), "the re-query keeps its time");
+            } else {
+                // Nothing else drives it: taken up, re-queried at once.
+                assert!(at.is_some_and(|t| t < later_ms), "taken up: {at:?}");
+            }
+        }
+    });
+}
+
 /// A single executor always covers its nodes: through a whole call with polls, a result and a
 /// receipt, the stall watch never fires.
 #[test]
@@ -619,4 +727,30 @@ fn a_single_executor_never_stalls() {
             "no stall in a single executor"
         );
     });
+}
+
+/// After a drop, the frames the connection had delivered are still read (a fully received
+/// response is an answer), and reading them never waits for more.
+#[test]
+fn frames_delivered_before_a_drop_are_read() {
+    let (mut t, _out, in_tx) = ChannelTransport::pair();
+    for body in [b"one".to_vec(), b"two".to_vec()] {
+        in_tx.send(InFrame::message(body)).unwrap();
+    }
+    let got = already_received(&mut t, 8);
+    let bodies: Vec<Vec<u8>> = got.iter().map(|f| f.body.clone()).collect();
+    assert_eq!(bodies, vec![b"one".to_vec(), b"two".to_vec()]);
+    // Open but empty: nothing, at once.
+    assert!(already_received(&mut t, 8).is_empty());
+    in_tx.send(InFrame::message(b"three".to_vec())).unwrap();
+    drop(in_tx);
+    let last = already_received(&mut t, 8);
+    assert_eq!(last.len(), 1, "a frame queued before the close is read");
+    assert!(already_received(&mut t, 8).is_empty(), "closed and drained");
+    // The bound holds.
+    let (mut t, _out, in_tx) = ChannelTransport::pair();
+    for _ in 0..5 {
+        in_tx.send(InFrame::message(vec![])).unwrap();
+    }
+    assert_eq!(already_received(&mut t, 3).len(), 3);
 }

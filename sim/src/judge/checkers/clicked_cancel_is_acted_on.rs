@@ -3,10 +3,14 @@
 //! still running, a cancel for the node leaves that executor on the network within the act
 //! bound ([`act_bound_ms`]) of that reply's arrival, unless one already left after the click. A
 //! terminal state the server had already reached supersedes the click: a reply showing the
-//! operation ended asks for nothing, and neither does a stale reply showing it running when the
+//! operation ended asks for nothing, nor does an unsolicited status notification (advisory: the
+//! executor keeps to its own reads), and neither does a stale reply showing it running when the
 //! ground truth says it had ended by then. Replies that reach an executor of an older epoch, or
 //! one that goes down within the bound, ask nothing of it (the next process is judged on its own
-//! replies), and nothing is asked once the store shows the node settled.
+//! replies), and nothing is asked once the store shows the node settled. A commit the world
+//! holds (`ledger_commit_ms`, a slow commit) while the bound runs, of the judged process or of
+//! any process about the node, extends it to the bound after that commit lands: a process acts
+//! one event at a time, and a click another process took shows in the ledger only then.
 //!
 //! This catches a click that is dropped on the way (for instance remembered while the operation
 //! id is unknown and then forgotten when it becomes known), which otherwise only shows
@@ -47,14 +51,31 @@ pub fn violations(v: &View) -> Vec<Violation> {
             cancels.entry(node).or_default().push(s.t_ms);
         }
     }
-    // When each incarnation went down.
+    // When each incarnation went down (a replica's stop included).
     let mut down: BTreeMap<u32, u64> = BTreeMap::new();
     for e in &v.trace.events {
         if let What::World {
-            action: WorldAction::ExecutorDown { incarnation, .. },
+            action:
+                WorldAction::ExecutorDown { incarnation, .. }
+                | WorldAction::ReplicaStop { incarnation, .. },
         } = &e.what
         {
             down.entry(*incarnation).or_insert(e.t_ms);
+        }
+    }
+    // Ledger writes: (time, how long the world held the commit, process, node). A process steps
+    // one event at a time, so a commit the world holds delays every send after it, the cancel
+    // included; and a click that reached another process (a replica's twin) shows in the
+    // ledger only once that process's commit of it lands.
+    let mut writes: Vec<(u64, u64, (u64, u32), &str)> = vec![];
+    for e in &v.trace.events {
+        if let What::Ledger { write } = &e.what {
+            writes.push((
+                e.t_ms,
+                write.delay_ms,
+                (write.epoch, write.incarnation),
+                write.node.as_str(),
+            ));
         }
     }
     let epochs = newest_epochs(v.trace);
@@ -73,7 +94,10 @@ pub fn violations(v: &View) -> Vec<Violation> {
             continue;
         };
         let ended_by_then = t.terminal_at_ms.is_some_and(|e| e <= at);
+        // A status notification is advisory (MCP 2025-11-25 section 7): the executor keeps to
+        // its own reads, and is judged on their replies.
         let relevant = at >= clicked
+            && a.exchange != ExchangeKind::Notification
             && a.intact()
             && !status.is_terminal()
             && !ended_by_then
@@ -84,10 +108,26 @@ pub fn violations(v: &View) -> Vec<Violation> {
         if !relevant {
             continue;
         }
+        // The bound, extended past every commit the world held while it ran, of the judged
+        // process, of any process about the node, or of any process that wrote the node (the
+        // one that took the click acts on it, and a commit it is held in, whatever its node,
+        // holds its sends: mcp_sqlite seed 5).
+        let writers: Vec<(u64, u32)> = writes
+            .iter()
+            .filter(|(_, _, _, of)| *of == node)
+            .map(|(_, _, exec, _)| *exec)
+            .collect();
+        let mut until = at + bound;
+        for &(w, d, exec, of) in &writes {
+            let involved = exec == a.exec || of == node || writers.contains(&exec);
+            if involved && w > at && w.saturating_sub(d) < until {
+                until = until.max(w + bound);
+            }
+        }
         let acted = cancels
             .get(node)
-            .is_some_and(|c| c.iter().any(|&c| c >= clicked && c <= at + bound));
-        let settled_in_time = settled.get(node).is_some_and(|(s, _)| *s <= at + bound);
+            .is_some_and(|c| c.iter().any(|&c| c >= clicked && c <= until));
+        let settled_in_time = settled.get(node).is_some_and(|(s, _)| *s <= until);
         if !acted && !settled_in_time {
             judged.push(node);
             out.push(Violation {
@@ -98,7 +138,7 @@ pub fn violations(v: &View) -> Vec<Violation> {
                     a.exec.0,
                     a.exec.1,
                     status.as_str(),
-                    at + bound
+                    until
                 ),
             });
         }
@@ -184,5 +224,81 @@ mod tests {
             rpc_id: None,
         });
         assert_eq!(check(&b.build(SETTLED)).len(), 1);
+    }
+
+    #[test]
+    fn a_commit_the_world_held_extends_the_bound() {
+        // The reply showing n1 running arrives at 5,000 ms; the cancel leaves 500 ms after the
+        // bound. A commit of the same process that the world held across the bound (started
+        // before it ran out, landed after) excuses the wait; without it the click was dropped.
+        let bound = act_bound_ms(1, 10);
+        let build = |held_commit: bool| {
+            let mut b = clicked_early();
+            if held_commit {
+                let mut w = crate::judge::checkers::ledger_writes::build::write("n2", 1, 1, 3);
+                w.delay_ms = 1_000;
+                b.at(5_000 + bound + 100)
+                    .push(crate::judge::checkers::ledger_writes::build::ev(w));
+            }
+            b.at(5_000 + bound + 500).sent("n1", "cancel");
+            b.build(SETTLED)
+        };
+        assert_eq!(check(&build(true)), vec![]);
+        assert_eq!(check(&build(false)).len(), 1);
+    }
+
+    #[test]
+    fn a_commit_held_by_the_process_that_took_the_click_extends_the_bound() {
+        // mcp_sqlite seed 5: a replica (incarnation 1000) is shown n1 running; the primary
+        // took the click (it wrote n1), and its next commit, of another node, was held past the
+        // bound: its cancel left after it.
+        let bound = act_bound_ms(1, 10);
+        let build = |primary_wrote_n1: bool| {
+            let mut b = clicked_early();
+            if primary_wrote_n1 {
+                b.at(4_000)
+                    .push(crate::judge::checkers::ledger_writes::build::ev(
+                        crate::judge::checkers::ledger_writes::build::write("n1", 1, 2, 2),
+                    ));
+            }
+            let mut w = crate::judge::checkers::ledger_writes::build::write("n2", 1, 2, 3);
+            w.delay_ms = 1_000;
+            b.at(5_000 + bound + 100)
+                .push(crate::judge::checkers::ledger_writes::build::ev(w));
+            b.exec(1, 2).at(5_000 + bound + 500).sent("n1", "cancel");
+            b.build(SETTLED)
+        };
+        assert_eq!(check(&build(true)), vec![]);
+        assert_eq!(check(&build(false)).len(), 1);
+    }
+
+    #[test]
+    fn a_status_notification_asks_for_nothing() {
+        // After the click, the server pushes a status notification showing the task running;
+        // the executor treats those as advisory and keeps to its own reads (the submission's
+        // reply was lost, so it cannot even tell whose task it is: mcp_sqlite seed 5354). The
+        // same view as the reply to a poll asks for the cancel.
+        let build = |exchange: ExchangeKind| {
+            let mut b = Tb::new();
+            b.at(0).submit("n1").sent("n1", "submit");
+            b.at(100).caller(CallerAction::Cancel, "n1");
+            b.at(5_000).net_in("n1", exchange, working("n1"));
+            b.task("t-n1", "n1", Some(TaskStatus::Cancelled), None, Some(9_000));
+            b.build(SETTLED)
+        };
+        assert_eq!(check(&build(ExchangeKind::Notification)), vec![]);
+        assert_eq!(check(&build(ExchangeKind::Poll)).len(), 1);
+    }
+
+    #[test]
+    fn a_replica_that_stops_within_the_bound_is_not_asked_to_act() {
+        let mut b = clicked_early();
+        b.at(5_001).push(What::World {
+            action: WorldAction::ReplicaStop {
+                incarnation: 1,
+                exit: "stopped".into(),
+            },
+        });
+        assert_eq!(check(&b.build(SETTLED)), vec![]);
     }
 }

@@ -8,8 +8,10 @@
 //!   it ([`agent_accept_content`]: successive rounds differ, so an answer forwarded to the wrong
 //!   round shows);
 //! - `decline`: the agent declined such a question, or the executor's approval deadline (the
-//!   scenario's `approval_timeout_ms` from the first time the agent was asked) had passed (the
-//!   executor declines by itself then);
+//!   scenario's `approval_timeout_ms` from the first time the agent was asked, or from the
+//!   start of the commit that recorded the question, if the world held that commit) had passed
+//!   (the executor declines by itself then), or the world's ledger held the node final when
+//!   the answer left (a node no process drives any more is declined, fail-safe);
 //! - `cancel`: the agent cancelled such a question.
 //!
 //! A replayed answer of an older round (the approval-replay fault) forwarded as the answer to
@@ -29,7 +31,7 @@ use super::view::{judge, sends, View};
 use super::Violation;
 use crate::fake::codec::ExchangeKind;
 use crate::fake::truth::AnswerAction;
-use crate::trace::{ApprovalAction, Question, Trace, What};
+use crate::trace::{ApprovalAction, Question, Trace, What, WorldAction, WriteOutcome};
 
 pub const NAME: &str = "input_answer_matches_round";
 
@@ -64,6 +66,39 @@ pub fn violations(v: &View) -> Vec<Violation> {
                 .push((e.t_ms, q, *action));
         }
     }
+    // Per node, the landed ledger writes: (time, how long the world held the commit).
+    let mut commits: BTreeMap<&str, Vec<(u64, u64)>> = BTreeMap::new();
+    // Per node, the world's ledger over time: (time, whether it then held the node final). A
+    // rollback restores an older ledger, so it ends every node's final spell.
+    let mut held_final: BTreeMap<&str, Vec<(u64, bool)>> = BTreeMap::new();
+    for e in &v.trace.events {
+        match &e.what {
+            What::Ledger { write } if !matches!(write.outcome, WriteOutcome::Refused { .. }) => {
+                commits
+                    .entry(write.node.as_str())
+                    .or_default()
+                    .push((e.t_ms, write.delay_ms));
+                held_final
+                    .entry(write.node.as_str())
+                    .or_default()
+                    .push((e.t_ms, write.state.is_final()));
+            }
+            What::World {
+                action: WorldAction::Rollback { .. },
+            } => {
+                for spells in held_final.values_mut() {
+                    spells.push((e.t_ms, false));
+                }
+            }
+            _ => {}
+        }
+    }
+    let final_when = |node: &str, t: u64| {
+        held_final
+            .get(node)
+            .and_then(|s| s.iter().rev().find(|(at, _)| *at <= t))
+            .is_some_and(|(_, fin)| *fin)
+    };
     let left: BTreeMap<u64, u64> = sends(v.trace)
         .filter(|f| f.exchange == ExchangeKind::Answer)
         .map(|f| (f.frame, f.t_ms))
@@ -139,11 +174,24 @@ pub fn violations(v: &View) -> Vec<Violation> {
                         .iter()
                         .find(|(_, _, a)| *a == ApprovalAction::Asked)
                         .map(|(t, _, _)| *t);
-                    let deadline =
-                        first_asked.map(|t| t.saturating_add(v.config.approval_timeout_ms));
+                    // The executor fixed its deadline when it decided to ask, before the commit
+                    // that records the question; the world held that commit for `delay_ms`.
+                    let decided = first_asked.map(|asked| {
+                        commits
+                            .get(node)
+                            .and_then(|c| c.iter().rev().find(|(t, _)| *t <= asked))
+                            .map_or(asked, |(t, delay)| asked.min(t.saturating_sub(*delay)))
+                    });
+                    let deadline = decided.map(|t| t.saturating_add(v.config.approval_timeout_ms));
                     let declined = answered(ApprovalAction::Decline).next().is_some();
+                    // The ledger already held the node final (settled, or handed to manual
+                    // reconciliation while the server still held the task): no process drives
+                    // it, nobody can be asked, and a decline is the fail-safe answer that
+                    // authorises nothing (mcp_faults seed 6119: three false 404s sent the node
+                    // to reconciliation, then its task asked round 2). Never an accept.
+                    let settled = final_when(node, sent);
                     match deadline {
-                        _ if declined => None,
+                        _ if declined || settled => None,
                         None => Some(format!("{what} (sent at {sent} ms), but the agent was never asked {round_words}")),
                         Some(d) if sent < d => Some(format!(
                             "{what} (sent at {sent} ms), but the agent did not decline {round_words} and the approval deadline is {d} ms"
@@ -168,6 +216,7 @@ pub fn violations(v: &View) -> Vec<Violation> {
 mod tests {
     use super::*;
     use crate::fake::truth::InputRoundTruth;
+    use crate::judge::checkers::ledger_writes::build;
     use crate::judge::checkers::testkit::{assert_clean, Tb, SETTLED};
     use crate::series::faults::FaultKind;
     use toolop::record::LocalState::*;
@@ -282,6 +331,50 @@ mod tests {
     }
 
     #[test]
+    fn a_decline_for_a_node_the_ledger_held_final_is_the_fail_safe_answer() {
+        // mcp_faults seed 6119: false 404s send n1 to manual reconciliation at 1_000 (the
+        // world's ledger holds it final); its task then asks round 3, which nobody can be
+        // asked about, and the executor declines it at once. Before the ledger held the node
+        // final, or after a rollback restored it, the same decline is the executor's own.
+        let build = |final_at: u64, rollback: bool| {
+            let mut b = three_rounds();
+            let mut w = build::write("n1", 1, 1, 5);
+            w.state = Unknown;
+            b.at(final_at).push(build::ev(w));
+            if rollback {
+                b.at(1_500).push(What::World {
+                    action: WorldAction::Rollback {
+                        incarnation: 2,
+                        epoch: 2,
+                    },
+                });
+            }
+            let r3 = round(&mut b, "n1", 3, 2_000, 2_010, "decline", None);
+            b.truth.tasks.get_mut("t-n1").expect("task").input_rounds[2] = r3;
+            b.build(SETTLED)
+        };
+        assert_eq!(check(&build(1_000, false)), vec![]);
+        assert_eq!(check(&build(3_000, false)).len(), 1);
+        assert_eq!(check(&build(1_000, true)).len(), 1);
+        // An accept is never excused so.
+        let mut b = three_rounds();
+        let mut w = build::write("n1", 1, 1, 5);
+        w.state = Unknown;
+        b.at(1_000).push(build::ev(w));
+        let r3 = round(
+            &mut b,
+            "n1",
+            3,
+            2_000,
+            2_010,
+            "accept",
+            Some(agent_accept_content(3)),
+        );
+        b.truth.tasks.get_mut("t-n1").expect("task").input_rounds[2] = r3;
+        assert_eq!(check(&b.build(SETTLED)).len(), 1);
+    }
+
+    #[test]
     fn foreign_content_and_early_declines_are_caught() {
         let mut b = three_rounds();
         let rounds = &mut b.truth.tasks.get_mut("t-n1").expect("task").input_rounds;
@@ -378,5 +471,31 @@ mod tests {
         b.truth.tasks.get_mut("t-n1").expect("task").input_rounds[0].answered_by_frame = Some(999);
         let v = check(&b.build(SETTLED));
         assert!(v[0].detail.contains("never saw an executor send"), "{v:?}");
+    }
+
+    #[test]
+    fn the_deadline_counts_from_the_start_of_a_held_commit_that_recorded_the_question() {
+        // Round 3 asked at 800 ms; the executor decided to ask (and fixed its deadline) at
+        // 100 ms, before a commit the world held for 700 ms landed at 800 ms. Its decline at
+        // 60,200 ms is past its deadline (60,100 ms), not early.
+        let build = |held_commit: bool| {
+            let mut b = three_rounds();
+            if held_commit {
+                let mut w = crate::judge::checkers::ledger_writes::build::write("n1", 1, 1, 4);
+                w.delay_ms = 700;
+                b.at(800)
+                    .push(crate::judge::checkers::ledger_writes::build::ev(w));
+            }
+            let r3 = round(&mut b, "n1", 3, 60_200, 60_220, "decline", None);
+            b.truth.tasks.get_mut("t-n1").expect("task").input_rounds[2] = r3;
+            b.build(SETTLED)
+        };
+        assert_eq!(check(&build(true)), vec![]);
+        let v = check(&build(false));
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(
+            v[0].detail.contains("approval deadline is 60800 ms"),
+            "{v:?}"
+        );
     }
 }

@@ -25,8 +25,12 @@ pub mod cancel_only_when_asked;
 pub mod clicked_cancel_is_acted_on;
 /// 2. Completed never advances downstream without a fetched, verified result.
 pub mod completed_needs_verified_result;
+/// Once a result digest is in the ledger, no later write accepts another one.
+pub mod digest_kept_across_restart;
 /// An input round is answered with the answer given for it (never a replayed older one).
 pub mod input_answer_matches_round;
+/// The shared ledger's write history as the world recorded it.
+pub mod ledger_writes;
 /// After a newer epoch took a call node over, no older executor acts on it.
 pub mod no_action_from_old_epoch;
 /// 3. After a successful cancel, a late completion never advances.
@@ -37,12 +41,16 @@ pub mod no_blind_resubmit;
 pub mod no_divergence;
 /// Nothing is handed to manual reconciliation that could still have been resolved.
 pub mod no_false_unknown;
+/// A write lands only on the version its writer last saw (compare-and-swap, no lost update).
+pub mod no_lost_update;
 /// 6. No second operation from a duplicate submission.
 pub mod no_second_operation;
 /// Nothing is sent for a call node once it has settled.
 pub mod no_send_after_receipt;
 /// An answer to an older request never overwrites what a newer one established.
 pub mod no_stale_overwrite;
+/// Nothing a process of a fenced epoch writes lands in the ledger.
+pub mod no_write_from_fenced_epoch;
 /// Every outbox entry's terminal state and payload are the server's.
 pub mod outbox_payload_matches_truth;
 /// 8. Every outbox entry traces back to a terminal receipt.
@@ -81,7 +89,7 @@ pub struct Violation {
 type Checker = fn(&view::View) -> Vec<Violation>;
 
 /// Every checker, in report order: (name, check).
-pub const CHECKERS: [(&str, Checker); 22] = [
+pub const CHECKERS: [(&str, Checker); 25] = [
     (at_most_one_receipt::NAME, at_most_one_receipt::violations),
     (
         completed_needs_verified_result::NAME,
@@ -139,6 +147,15 @@ pub const CHECKERS: [(&str, Checker); 22] = [
     (
         poll_interval_honoured::NAME,
         poll_interval_honoured::violations,
+    ),
+    (no_lost_update::NAME, no_lost_update::violations),
+    (
+        no_write_from_fenced_epoch::NAME,
+        no_write_from_fenced_epoch::violations,
+    ),
+    (
+        digest_kept_across_restart::NAME,
+        digest_kept_across_restart::violations,
     ),
 ];
 
@@ -245,7 +262,10 @@ mod tests {
                 "outbox_payload_matches_truth",
                 "clicked_cancel_is_acted_on",
                 "no_false_unknown",
-                "poll_interval_honoured"
+                "poll_interval_honoured",
+                "no_lost_update",
+                "no_write_from_fenced_epoch",
+                "digest_kept_across_restart"
             ]
         );
     }

@@ -31,19 +31,22 @@
 //! `not_found_streak_never_reset`: one lagging 404 among good reads sends a live task away).
 //! Not false either: an operation the server never created or had already deleted, or one the
 //! world never showed a surviving executor (every reply naming it lost, or its only reader
-//! crashed before writing it down).
+//! crashed before writing it down, or was fenced before it could).
 
+use super::ledger_writes::landed;
 use super::view::{
     arrivals, judge, newest_epoch_at, newest_epochs, sends, store_facts, ExecId, Frame, View,
 };
 use super::Violation;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use toolop::runner::CrashPoint;
 
 use crate::fake::codec::ExchangeKind;
 use crate::series::faults::FaultKind;
-use crate::trace::{FaultDetail, NetVerdict, Shows, StoreFact, Trace, What, WorldAction};
+use crate::trace::{
+    FaultDetail, NetVerdict, Shows, StoreFact, Trace, What, WorldAction, WriteOutcome,
+};
 
 pub const NAME: &str = "no_false_unknown";
 
@@ -84,14 +87,22 @@ fn judged(v: &View) -> (Vec<Violation>, u32) {
             _ => {}
         }
     }
-    // The process that handed over: the newest the world had started (an older epoch's
-    // process could not have written to the store).
-    let current = |at: u64| {
-        started
-            .iter()
-            .take_while(|(t, _)| *t <= at)
+    // The process that handed over: the writer of the node's last write the world's ledger
+    // saw land by then (a replica may hand over while the primary runs: `mcp_ext_faults` seed
+    // 418); without ledger writes in the trace, the newest process the world had started (an
+    // older epoch's process could not have written to the store).
+    let current = |node: &str, at: u64| {
+        landed(v.trace)
+            .filter(|(t, w)| *t <= at && w.node == node)
             .last()
-            .map_or((1, 1), |(_, e)| *e)
+            .map(|(_, w)| (w.epoch, w.incarnation))
+            .unwrap_or_else(|| {
+                started
+                    .iter()
+                    .take_while(|(t, _)| *t <= at)
+                    .last()
+                    .map_or((1, 1), |(_, e)| *e)
+            })
     };
     let survived = |a: &Frame| {
         let at = a.arrives_at_ms.unwrap_or(a.t_ms);
@@ -119,7 +130,7 @@ fn judged(v: &View) -> (Vec<Violation>, u32) {
             else {
                 continue;
             };
-            if excusable(v, &arrived, &node, task, current(at), at) {
+            if excusable(v, &arrived, &node, task, current(&node, at), at) {
                 excused += 1;
                 break;
             }
@@ -164,11 +175,11 @@ fn lost_with_their_reader(trace: &Trace) -> BTreeSet<u64> {
             _ => {}
         }
     }
-    let mut out = BTreeSet::new();
+    let arrived = arrivals(trace);
+    let mut out = fenced_with_their_reader(trace, &arrived);
     if crashes.is_empty() {
         return out;
     }
-    let arrived = arrivals(trace);
     for (t, node) in crashes {
         let Some(&(_, incarnation)) = downs.iter().find(|(d, _)| *d >= t) else {
             continue;
@@ -180,6 +191,129 @@ fn lost_with_their_reader(trace: &Trace) -> BTreeSet<u64> {
         }
     }
     out
+}
+
+/// Replies whose reader the ledger fenced before it could write them down: a rollback moved
+/// the ledger to a newer epoch, and the reader's next write about the node was refused for its
+/// old epoch (the world's record of the write, never the executor's). What it read since its
+/// last landed write about the node died with the refused write: the new epoch resumes the
+/// record as it was.
+///
+/// Likewise a process the world killed (it stopped it with a lost commit reply or crashed it
+/// at any point; a process whose connection dropped exits by itself, reading what it had
+/// received first): what it read since its last landed write about
+/// each node, up to going down, died with it. A reply can reach a process's connection while it
+/// is busy (a slow commit) and never be read before a crash elsewhere in it (`mcp_ext_faults`
+/// seed 2664: a submission's reply queued 108 ms before a crash after another node's commit).
+/// A process that read a reply and wrote anything about the node after it is still judged on
+/// it. Judged from the world's record of ledger writes; a trace without them (written before
+/// the world recorded the ledger) keeps only the lost-commit-reply case.
+fn fenced_with_their_reader(trace: &Trace, arrived: &[Frame]) -> BTreeSet<u64> {
+    let mut out = BTreeSet::new();
+    let writes_recorded = trace
+        .events
+        .iter()
+        .any(|e| matches!(e.what, What::Ledger { .. }));
+    // Per (process, node): when the process decided its last write that landed.
+    // With the operation the record named then.
+    let mut landed: BTreeMap<(ExecId, &str), (u64, Option<&str>)> = BTreeMap::new();
+    // When the world last killed a process (a lost commit reply, a crash), till it went down.
+    let mut lost_reply_at: Option<u64> = None;
+    for e in &trace.events {
+        match &e.what {
+            What::Fault {
+                fault: FaultKind::LedgerCommitLostReply,
+                ..
+            } => lost_reply_at = Some(e.t_ms),
+            What::Fault {
+                fault: FaultKind::ExecutorCrash,
+                ..
+            } if writes_recorded => lost_reply_at = Some(e.t_ms),
+            // Only a process the world killed (a crash, a lost commit reply): one whose
+            // connection dropped exits by itself, and reads what it had received first.
+            What::World {
+                action: WorldAction::ExecutorDown { incarnation, .. },
+            } if lost_reply_at.is_some() => {
+                lost_reply_at = None;
+                let theirs = |a: &Frame| a.exec.1 == *incarnation;
+                unwritten(arrived, &landed, e.t_ms, theirs, &mut out);
+            }
+            // A rollback fences every older epoch at once: what a process of one read and had
+            // not written down about the node by then dies with it, whether or not it tried to
+            // write later (mcp_ext_faults seed 8474: a submission's reply read 249 ms after
+            // the rollback, refused by the old process's own epoch check).
+            What::World {
+                action: WorldAction::Rollback { epoch, .. },
+            } if writes_recorded => {
+                let older = |a: &Frame| a.exec.0 < *epoch;
+                unwritten(arrived, &landed, e.t_ms, older, &mut out);
+            }
+            _ => {}
+        }
+        let What::Ledger { write } = &e.what else {
+            continue;
+        };
+        let key = ((write.epoch, write.incarnation), write.node.as_str());
+        match write.outcome {
+            WriteOutcome::Refused { .. } if write.writer_epoch < write.ledger_epoch => {
+                let since = landed.get(&key).map_or(0, |(t, _)| *t);
+                for a in arrived.iter().filter(|a| {
+                    a.is(key.1)
+                        && a.exec == key.0
+                        && a.arrives_at_ms.is_some_and(|x| x > since && x <= e.t_ms)
+                }) {
+                    out.insert(a.frame);
+                }
+            }
+            WriteOutcome::Refused { .. } => {}
+            _ => {
+                // Counted from when the process decided it: a commit the world held was
+                // decided before a reply that arrived while it waited (`mcp_ext_faults` seed
+                // 5527: a timer's write held 102 ms landed after the submission's reply came,
+                // unread, and the process crashed after it).
+                let decided = e.t_ms.saturating_sub(write.delay_ms);
+                landed.insert(key, (decided, write.operation_id.as_deref()));
+            }
+        }
+    }
+    out
+}
+
+/// Adds to `out` the frames that reached a process `whose` by `at` and that it had not written
+/// down by then (no write of it about the frame's node, decided when or after the frame
+/// arrived, landed).
+///
+/// A submission's reply is written down only by a write that names its operation: a process
+/// steps one event at a time, and a write it decided after the reply came may be another
+/// event's, taken first (`mcp_ext_faults` seed 5527: the caller's detach, an input, written
+/// while the submission's reply waited unread, then a crash).
+fn unwritten(
+    arrived: &[Frame],
+    landed: &BTreeMap<(ExecId, &str), (u64, Option<&str>)>,
+    at: u64,
+    whose: impl Fn(&Frame) -> bool,
+    out: &mut BTreeSet<u64>,
+) {
+    let written = |a: &Frame, x: u64| {
+        let Some(&(decided, op)) = a.node.and_then(|n| landed.get(&(a.exec, n))) else {
+            return false;
+        };
+        match (a.exchange, a.shows) {
+            (ExchangeKind::Submit, Some(Shows::Task { task, .. })) => {
+                decided >= x && op == Some(task.as_str())
+            }
+            // In the same millisecond counts: the process reads and decides within one step
+            // (`mcp_ext_faults` seed 9741: a 404 read at 33,562 ms and the hand-off it caused,
+            // decided then and held 2 ms, before a rollback).
+            _ => decided >= x,
+        }
+    };
+    for a in arrived
+        .iter()
+        .filter(|a| whose(a) && a.arrives_at_ms.is_some_and(|x| x <= at && !written(a, x)))
+    {
+        out.insert(a.frame);
+    }
 }
 
 /// Whether a reply about the node is evidence that its operation `task` exists: a view of it,
@@ -247,7 +381,7 @@ fn excusable(v: &View, arrived: &[Frame], node: &str, task: &str, exec: ExecId, 
 /// executor: what the earlier ones learnt is in the record the later ones resume) got back
 /// anything showing `task` alive: each was lost on the way, answered by a replica in front of
 /// the server, answered "not found", or answered by a reply that was lost, cut, rewritten or
-/// had not arrived by `at`. A bounded executor must give up somewhere; that many requests in a
+/// had not arrived by `at` or within the executor's request timeout. A bounded executor must give up somewhere; that many requests in a
 /// row that said nothing else is what a deleted operation looks like.
 fn nothing_alive_lately(v: &View, arrived: &[Frame], node: &str, task: &str, at: u64) -> bool {
     let want = v.config.not_found_retries as usize + 1;
@@ -261,12 +395,19 @@ fn nothing_alive_lately(v: &View, arrived: &[Frame], node: &str, task: &str, at:
         if matches!(r.verdict, NetVerdict::Lost | NetVerdict::Replica { .. }) {
             return true;
         }
+        // A reply past the request's timeout answers a request the executor had given up on
+        // (an HTTP client aborts it; `mcp_ext_faults` seed 9783: a poll's reply held 14.7 s).
+        // A submission may be given longer (a synchronous tool's bound), so not judged so.
+        let in_time = |arr: u64| {
+            r.exchange == ExchangeKind::Submit
+                || arr < r.t_ms.saturating_add(v.config.request_timeout_ms)
+        };
         !arrived.iter().any(|a| {
             a.exec == r.exec
                 && a.request_id.is_some()
                 && a.request_id == r.request_id
                 && a.intact()
-                && a.arrives_at_ms.is_some_and(|arr| arr <= at)
+                && a.arrives_at_ms.is_some_and(|arr| arr <= at && in_time(arr))
                 && alive(a, task)
         })
     })
@@ -277,8 +418,10 @@ mod tests {
     use super::*;
     use crate::fake::codec::ExchangeKind;
     use crate::fake::truth::TaskStatus;
+    use crate::judge::checkers::ledger_writes::build;
     use crate::judge::checkers::testkit::{assert_clean, Tb, SETTLED};
     use crate::trace::{Dir, NetVerdict};
+    use toolop::record::LocalState;
 
     fn working() -> Shows {
         Shows::Task {
@@ -346,6 +489,38 @@ mod tests {
             .net_out("n1", ExchangeKind::Poll)
             .net_in("n1", ExchangeKind::Poll, not_found);
         assert_eq!(check(&b.build(SETTLED)).len(), 1);
+    }
+
+    #[test]
+    fn a_reply_past_its_request_timeout_leaves_the_not_founds_in_a_row() {
+        // A poll whose reply (the live task) was held past the executor's request timeout,
+        // then two lagging 404s and an unanswerable lookup: the executor had given the poll up,
+        // so it saw four requests in a row say nothing else (mcp_ext_faults seed 9783). In
+        // time, the reply counts.
+        let build = |held_ms: u64| {
+            let mut b = Tb::new();
+            b.config.request_timeout_ms = 2_000;
+            // The poll, two 404s and the hand-off's own lookup: the last four requests.
+            b.config.not_found_retries = 3;
+            b.unknown_path("n1", 0);
+            b.at(100).net_out("n1", ExchangeKind::Poll);
+            b.net(
+                Dir::ToExecutor,
+                "n1",
+                ExchangeKind::Poll,
+                NetVerdict::Deliver,
+                Some(held_ms),
+                Some(working()),
+            );
+            for t in [4_000, 4_010] {
+                lagging_404(&mut b, t);
+            }
+            b.build(SETTLED)
+        };
+        let late = build(3_000);
+        assert_eq!(check(&late), vec![]);
+        assert_eq!(judge_undecidable(&late), 1);
+        assert_eq!(check(&build(1_000)).len(), 1);
     }
 
     #[test]
@@ -421,6 +596,169 @@ mod tests {
         let trace = b.build(SETTLED);
         assert_eq!(check(&trace), vec![]);
         assert_eq!(judge_undecidable(&trace), 1);
+    }
+
+    #[test]
+    fn the_process_that_handed_over_is_the_one_the_ledger_saw_write() {
+        // mcp_ext_faults seed 418: a second executor (incarnation 1000) got one 404 after the
+        // advertised retention ran out and handed over, while the primary (incarnation 1) had
+        // last read the task alive, before expiry. The replica's 404 after expiry is what
+        // expiry looks like: excused. Judged as if the primary had handed over (no ledger
+        // write says who did), its last read showed the task alive: false.
+        let build = |replica_wrote_it: bool| {
+            let mut shown = working();
+            if let Shows::Task { ttl_ms, .. } = &mut shown {
+                *ttl_ms = Some(3_000);
+            }
+            let mut b = Tb::new();
+            b.unknown_path("n1", 0);
+            b.at(10).net_in("n1", ExchangeKind::Poll, shown.clone());
+            b.at(2_500)
+                .net_out("n1", ExchangeKind::Poll)
+                .net_in("n1", ExchangeKind::Poll, shown);
+            b.exec(1, 1000);
+            b.at(3_100).net_out("n1", ExchangeKind::Poll).net_in(
+                "n1",
+                ExchangeKind::Poll,
+                Shows::NotFound { expired: false },
+            );
+            if replica_wrote_it {
+                let mut w = build::write("n1", 1, 1000, 7);
+                w.state = LocalState::Unknown;
+                b.at(3_200).push(build::ev(w));
+            }
+            b.build(SETTLED)
+        };
+        let trace = build(true);
+        assert_eq!(check(&trace), vec![]);
+        assert_eq!(judge_undecidable(&trace), 1);
+        assert_eq!(check(&build(false)).len(), 1);
+    }
+
+    #[test]
+    fn a_read_whose_reader_was_fenced_or_lost_its_commit_reply_shows_nothing() {
+        // A rollback moved the ledger to epoch 2; the epoch-1 reader's next write about n1 was
+        // refused, so its read of the live task died with it. Likewise a reader stopped by a
+        // lost commit reply. Written down, the same read makes the hand-off false.
+        let build = |how: &str| {
+            let mut b = Tb::new();
+            b.unknown_path("n1", 0);
+            b.at(10).net_in("n1", ExchangeKind::Poll, working());
+            match how {
+                "fenced" => {
+                    let mut w = build::write("n1", 1, 1, 3);
+                    w.ledger_epoch = 2;
+                    w.outcome = WriteOutcome::Refused {
+                        error: "fenced".into(),
+                    };
+                    b.at(20).push(build::ev(w));
+                }
+                "reply lost" | "down" => {
+                    if how == "reply lost" {
+                        b.at(20)
+                            .fault(FaultKind::LedgerCommitLostReply, Some("n1"), None);
+                    }
+                    b.at(20).push(What::World {
+                        action: WorldAction::ExecutorDown {
+                            incarnation: 1,
+                            exit: "commit reply lost".into(),
+                        },
+                    });
+                }
+                _ => {
+                    b.at(20).push(build::ev(build::write("n1", 1, 1, 3)));
+                }
+            }
+            b.build(SETTLED)
+        };
+        assert_eq!(check(&build("fenced")), vec![]);
+        assert_eq!(check(&build("reply lost")), vec![]);
+        assert_eq!(check(&build("written")).len(), 1);
+        // A later stop with no lost commit reply drawn leaves the read counted.
+        assert_eq!(check(&build("down")).len(), 1);
+    }
+
+    #[test]
+    fn a_read_its_process_lost_before_writing_it_down_shows_nothing() {
+        // The world records the ledger: the reader wrote n1 at 5 and was shown the live task
+        // at 10; at 20 it went down (a crash elsewhere in it) or a rollback to epoch 2 fenced
+        // it. A write that lands at 15 but was decided at 9 (held 6 ms) was not about the
+        // read; one decided at 11 (held 4 ms), or at 10 itself (held 5 ms: a process reads and
+        // decides in one step), was, and then the hand-off is false.
+        let build_held = |held_ms: u64, end: WorldAction| {
+            let mut b = Tb::new();
+            b.unknown_path("n1", 0);
+            b.at(5).push(build::ev(build::write("n1", 1, 1, 2)));
+            b.at(10).net_in("n1", ExchangeKind::Poll, working());
+            let mut w = build::write("n1", 1, 1, 3);
+            w.delay_ms = held_ms;
+            b.at(15).push(build::ev(w));
+            if matches!(end, WorldAction::ExecutorDown { .. }) {
+                b.at(20).fault(FaultKind::ExecutorCrash, Some("n2"), None);
+            }
+            b.at(20).push(What::World { action: end });
+            b.build(SETTLED)
+        };
+        let build = |decided_after: bool, end: WorldAction| {
+            build_held(if decided_after { 4 } else { 6 }, end)
+        };
+        let down = || WorldAction::ExecutorDown {
+            incarnation: 1,
+            exit: "crashed after a commit, before its sends".into(),
+        };
+        let rollback = || WorldAction::Rollback {
+            incarnation: 2,
+            epoch: 2,
+        };
+        assert_eq!(check(&build(false, down())), vec![]);
+        // A process whose connection dropped exits by itself, having read what it received.
+        let dropped = WorldAction::ExecutorDown {
+            incarnation: 1,
+            exit: "connection dropped".into(),
+        };
+        let mut t = build(false, dropped);
+        t.events.retain(|e| {
+            !matches!(
+                e.what,
+                What::Fault {
+                    fault: FaultKind::ExecutorCrash,
+                    ..
+                }
+            )
+        });
+        assert_eq!(check(&t).len(), 1);
+        assert_eq!(check(&build(true, down())).len(), 1);
+        assert_eq!(check(&build(false, rollback())), vec![]);
+        assert_eq!(check(&build(true, rollback())).len(), 1);
+        assert_eq!(check(&build_held(5, rollback())).len(), 1);
+        assert_eq!(check(&build_held(5, down())).len(), 1);
+    }
+
+    #[test]
+    fn a_submission_reply_is_written_down_only_by_a_write_naming_its_operation() {
+        // The submission's reply reached the process at 10; it then wrote n1 for another event
+        // (decided at 11, the record still without an operation) and went down at 20. Had the
+        // write named the task, the reply was written down and the hand-off is false.
+        let build = |names_it: bool| {
+            let mut b = Tb::new();
+            b.unknown_path("n1", 0);
+            b.at(5).push(build::ev(build::write("n1", 1, 1, 2)));
+            b.at(10).net_in("n1", ExchangeKind::Submit, working());
+            let mut w = build::write("n1", 1, 1, 3);
+            w.delay_ms = 4;
+            w.operation_id = names_it.then(|| "t-n1".to_string());
+            b.at(15).push(build::ev(w));
+            b.at(20).fault(FaultKind::ExecutorCrash, Some("n2"), None);
+            b.at(20).push(What::World {
+                action: WorldAction::ExecutorDown {
+                    incarnation: 1,
+                    exit: "crashed after a commit, before its sends".into(),
+                },
+            });
+            b.build(SETTLED)
+        };
+        assert_eq!(check(&build(false)), vec![]);
+        assert_eq!(check(&build(true)).len(), 1);
     }
 
     /// A poll answered 404 by a lagging replica in front of the server, at `t`.

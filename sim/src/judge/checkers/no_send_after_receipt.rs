@@ -6,10 +6,14 @@
 //! trace order decides "after", so a send in the same millisecond as the commit still counts.
 //!
 //! One exception: an answer to an input request that reached the executor after the
-//! settlement (the server asked; a server request is never left unanswered).
+//! settlement (the server asked; a server request is never left unanswered). A settling commit
+//! the world held (`ledger_commit_ms`, a slow commit) opens that window when it began: a process
+//! steps one event at a time, so a request arriving during the commit is read after it
+//! (`mcp_sqlite` seeds 24 and 326: a replayed request's late copy arrived mid-commit).
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use super::ledger_writes::landed;
 use super::view::{judge, View};
 use super::Violation;
 use crate::fake::codec::ExchangeKind;
@@ -43,6 +47,21 @@ pub fn violations(v: &View) -> Vec<Violation> {
             }
         }
     }
+    // Per node, the landed writes: (when, how long the world held the commit).
+    let mut commits: BTreeMap<&str, Vec<(u64, u64)>> = BTreeMap::new();
+    for (t, w) in landed(v.trace) {
+        commits
+            .entry(w.node.as_str())
+            .or_default()
+            .push((t, w.delay_ms));
+    }
+    // When the settling commit began: it landed the moment the store shows the settlement.
+    let began = |node: &str, at: u64| {
+        commits
+            .get(node)
+            .and_then(|c| c.iter().find(|(t, _)| *t == at))
+            .map_or(at, |(t, delay)| t.saturating_sub(*delay))
+    };
     let mut settled: BTreeMap<&str, (u64, StoreFact)> = BTreeMap::new();
     let mut reported: BTreeSet<&str> = BTreeSet::new();
     for e in &v.trace.events {
@@ -63,9 +82,11 @@ pub fn violations(v: &View) -> Vec<Violation> {
                     continue;
                 };
                 if *exchange == ExchangeKind::Answer {
-                    // One answer per request that arrived between the settlement and now.
+                    // One answer per request that arrived between the settlement (the start
+                    // of its commit) and now.
+                    let from = began(node, *at);
                     let arrivals = asked.entry(node).or_default();
-                    if let Some(i) = arrivals.iter().position(|&t| t >= *at && t <= e.t_ms) {
+                    if let Some(i) = arrivals.iter().position(|&t| t >= from && t <= e.t_ms) {
                         arrivals.remove(i);
                         continue;
                     }
@@ -174,5 +195,34 @@ mod tests {
         let mut b = happy("n1", 0);
         b.at(5_010).net_out("n1", ExchangeKind::Answer);
         assert_eq!(check(&b.build(SETTLED)).len(), 1);
+    }
+
+    #[test]
+    fn a_request_that_arrived_during_the_settling_commit_may_be_answered() {
+        // mcp_sqlite seed 326: the receipt's commit began at 950 ms and the world held it until
+        // 1020 ms; a request that arrived at 1000 ms was read after it, and answered.
+        let build = |delay_ms: u64| {
+            let mut b = happy("n1", 0);
+            b.at(995).net(
+                Dir::ToExecutor,
+                "n1",
+                ExchangeKind::ServerRequest,
+                NetVerdict::Deliver,
+                Some(5),
+                Some(Shows::Input {
+                    task: "t-n1".into(),
+                    round: 1,
+                }),
+            );
+            let mut w = crate::judge::checkers::ledger_writes::build::write("n1", 1, 1, 4);
+            w.delay_ms = delay_ms;
+            b.at(1_020)
+                .push(crate::judge::checkers::ledger_writes::build::ev(w));
+            b.at(1_020).net_out("n1", ExchangeKind::Answer);
+            b.build(SETTLED)
+        };
+        assert_eq!(check(&build(70)), vec![]);
+        // An instant commit: the request was there before it, and the node was still running.
+        assert_eq!(check(&build(0)).len(), 1);
     }
 }

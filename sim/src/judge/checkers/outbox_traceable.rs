@@ -1,6 +1,7 @@
 //! Always: every downstream advance (outbox entry) traces back to a terminal receipt: a receipt
 //! with the entry's receipt id, call node and terminal state, whose acceptance an executor
-//! reported in the trace. A receipt licenses one entry, so a second entry for the same receipt
+//! reported in the trace (or whose acceptance the world saw land in the ledger, when the
+//! commit's reply was lost). A receipt licenses one entry, so a second entry for the same receipt
 //! or node has no receipt of its own. One violation per untraceable entry
 //! (`SeriesMetrics::untraceable_outbox` is their count).
 
@@ -21,12 +22,18 @@ pub fn check(trace: &Trace) -> Vec<Violation> {
 }
 
 pub fn violations(v: &View) -> Vec<Violation> {
-    let accepted: BTreeSet<(&str, TerminalState)> = observations(v.trace)
+    let mut accepted: BTreeSet<(&str, TerminalState)> = observations(v.trace)
         .filter_map(|(_, _, obs)| match obs {
             Observation::Accepted { node, terminal, .. } => Some((node.as_str(), *terminal)),
             _ => None,
         })
         .collect();
+    // An acceptance whose commit reply was lost landed without its executor knowing: the
+    // world's record of the ledger shows it.
+    accepted.extend(
+        super::ledger_writes::landed(v.trace)
+            .filter_map(|(_, w)| w.receipt.map(|terminal| (w.node.as_str(), terminal))),
+    );
     let (mut seen_receipts, mut seen_nodes): (BTreeSet<&str>, BTreeSet<&str>) = Default::default();
     let mut out = vec![];
     for e in &v.ledger.outbox {
@@ -86,7 +93,10 @@ fn entry_problems(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::judge::checkers::ledger_writes::build;
     use crate::judge::checkers::testkit::{all_paths, assert_clean, happy, SETTLED};
+    use crate::judge::checkers::testkit::{digest, Tb};
+    use toolop::record::LocalState;
 
     #[test]
     fn clean_traces_pass() {
@@ -120,5 +130,34 @@ mod tests {
         let dup = b.ledger.outbox[0].clone();
         b.ledger.outbox.push(dup);
         assert_eq!(check(&b.build(SETTLED)).len(), 1);
+    }
+
+    #[test]
+    fn an_acceptance_whose_commit_reply_was_lost_traces_by_the_ledger_s_record() {
+        // ledger_commit_lost_reply: the acceptance landed and its executor went down before
+        // learning it, so no executor reported it; the world saw the write land.
+        let build = |landed: bool| {
+            let mut b = Tb::new();
+            b.at(0).submit("n1").sent("n1", "submit");
+            b.at(10).recv("n1", "submit", "submitted");
+            b.record("n1", LocalState::Accepted, Some("t-n1"));
+            b.receipt(
+                "n1",
+                Some("t-n1"),
+                TerminalState::Completed,
+                Some(&digest("n1")),
+            );
+            if landed {
+                let mut w = build::write("n1", 1, 1, 3);
+                w.state = LocalState::Accepted;
+                w.receipt = Some(TerminalState::Completed);
+                b.at(1_000).push(build::ev(w));
+            }
+            b.build(SETTLED)
+        };
+        assert_eq!(check(&build(true)), vec![]);
+        let v = check(&build(false));
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(v[0].detail.contains("no executor"), "{v:?}");
     }
 }

@@ -81,7 +81,10 @@ pub fn violations(v: &View) -> Vec<Violation> {
             .get(&key)
             .map(|l| l.iter().filter(|(at, _, _)| *at <= s.t_ms).collect())
             .unwrap_or_default();
-        if before.last().is_some_and(|(_, _, ended)| *ended) {
+        // Any reply since the previous read that showed it ended, not only the last to arrive:
+        // a stale copy showing it running (polls out of order) can land after it, and the
+        // executor rightly ignores it.
+        if before.iter().any(|(at, _, ended)| *ended && *at >= p.t_ms) {
             continue;
         }
         let interval = before.iter().rev().find_map(|(_, i, _)| *i);
@@ -182,5 +185,28 @@ mod tests {
         b.config.poll_jitter_fraction = -0.5;
         b.at(2_600).sent("n1", "poll");
         assert_eq!(check(&b.build(SETTLED)).len(), 2);
+    }
+
+    #[test]
+    fn a_stale_running_copy_after_the_end_was_shown_asks_no_interval() {
+        // Polls out of order: the reply showing n1 ended arrives, then a held older copy
+        // showing it running; the executor rightly reads on at once. Without the ended reply
+        // the same read is polling too soon.
+        let build = |ended_shown: bool| {
+            let mut b = polling();
+            b.at(3_000).sent("n1", "poll");
+            if ended_shown {
+                let mut done = status(1_000);
+                if let Shows::Task { status, .. } = &mut done {
+                    *status = TaskStatus::Completed;
+                }
+                b.at(3_010).recv_shows("n1", "poll", "status", done);
+            }
+            b.at(3_020).net_in("n1", ExchangeKind::Poll, status(1_000));
+            b.at(3_030).sent("n1", "poll");
+            b.build(SETTLED)
+        };
+        assert_eq!(check(&build(true)), vec![]);
+        assert_eq!(check(&build(false)).len(), 1);
     }
 }

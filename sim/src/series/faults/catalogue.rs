@@ -67,10 +67,20 @@ pub enum FaultKind {
     /// A reply whose body names another request than the one it answers (where the body
     /// carries a request id).
     ReplyToOtherExchange,
+    /// A ledger commit takes `faults.slow_commit_ms` of simulated time between the executor's
+    /// read and its write, so other writers act in between.
+    LedgerSlowCommit,
+    /// A second executor process (a replica behind a load balancer, or a restarted executor
+    /// overlapping its predecessor) runs beside the current one on the same ledger and epoch:
+    /// it resumes the call nodes in flight, and the caller's submissions are retried at it.
+    SecondExecutor,
+    /// A commit lands in the ledger and its reply is lost: the executor stops before learning
+    /// it, and its restart resumes from the ledger.
+    LedgerCommitLostReply,
 }
 
 impl FaultKind {
-    pub const ALL: [FaultKind; 22] = [
+    pub const ALL: [FaultKind; 25] = [
         FaultKind::LostResponseAfterCreation,
         FaultKind::LostRequest,
         FaultKind::PollsOutOfOrder,
@@ -93,6 +103,9 @@ impl FaultKind {
         FaultKind::StatusAfterCancel,
         FaultKind::LateDuplicateReply,
         FaultKind::ReplyToOtherExchange,
+        FaultKind::LedgerSlowCommit,
+        FaultKind::SecondExecutor,
+        FaultKind::LedgerCommitLostReply,
     ];
 
     pub fn name(self) -> String {
@@ -142,6 +155,15 @@ impl FaultKind {
             F::ReplyToOtherExchange => {
                 "a reply's body names another request than the one it answers"
             }
+            F::LedgerSlowCommit => {
+                "a ledger commit takes long enough for other writers to act between its read and write"
+            }
+            F::SecondExecutor => {
+                "a replica on the same ledger and epoch resumes the call nodes in flight beside the executor"
+            }
+            F::LedgerCommitLostReply => {
+                "a commit lands in the ledger; the executor stops before learning it and restarts"
+            }
         }
     }
 
@@ -177,6 +199,10 @@ use FaultKind as F;
 // or, for a fault that meets the executor in one place only (the cancel-path faults), that
 // place. Hits in other cells are shown in the matrix but not required.
 
+/// The ledger faults meet the executor wherever it writes, whatever the wire format: every
+/// protocol expresses them (they are the world's, not the server's).
+const LEDGER_STATES: &[LocalState] = &[Working];
+
 /// MCP 2025-11-25: every fault. Input requests are pushed, so they can be replayed; the body
 /// carries the JSON-RPC id.
 const MCP_2025_11_25: &[Cell] = &[
@@ -208,6 +234,9 @@ const MCP_2025_11_25: &[Cell] = &[
     c(F::StatusAfterCancel, &[CancelledAccepted]),
     c(F::LateDuplicateReply, &[Accepted]),
     c(F::ReplyToOtherExchange, &[Working]),
+    c(F::LedgerSlowCommit, LEDGER_STATES),
+    c(F::SecondExecutor, LEDGER_STATES),
+    c(F::LedgerCommitLostReply, LEDGER_STATES),
 ];
 
 /// The tasks extension: input requests ride on status reads (a replay is a read showing one
@@ -235,6 +264,9 @@ const MCP_TASKS_EXT: &[Cell] = &[
     c(F::StatusAfterCancel, &[CancelledAccepted]),
     c(F::LateDuplicateReply, &[Accepted]),
     c(F::ReplyToOtherExchange, &[Working]),
+    c(F::LedgerSlowCommit, LEDGER_STATES),
+    c(F::SecondExecutor, LEDGER_STATES),
+    c(F::LedgerCommitLostReply, LEDGER_STATES),
 ];
 
 /// AIP-151: no input requests (no replay of them, no approvals), and the body carries no
@@ -263,6 +295,9 @@ const AIP_151: &[Cell] = &[
     c(F::Rollback, &[Working]),
     c(F::StatusAfterCancel, &[CancelledAccepted]),
     c(F::LateDuplicateReply, &[Accepted]),
+    c(F::LedgerSlowCommit, LEDGER_STATES),
+    c(F::SecondExecutor, LEDGER_STATES),
+    c(F::LedgerCommitLostReply, LEDGER_STATES),
 ];
 
 /// The faults `p` can express, each with the states it meets: the protocol's catalogue row.

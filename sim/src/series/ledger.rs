@@ -1,0 +1,376 @@
+//! The world's ledger: one shared ledger (in memory, or SQLite in memory with
+//! `ledger = "sqlite"`) behind a front per executor process. The front is the world's, not the
+//! executor's: it records every write as the ledger saw it (`What::Ledger`): which process wrote
+//! (the epoch the world issued it, never the token it presented), the version it last read, the
+//! version and epoch the ledger held, and what came of it. The lost-update, fenced-write and
+//! digest checkers read those facts.
+//!
+//! The front also injects the ledger faults: a commit that takes simulated time (so other
+//! writers act between a read and its commit, through the runner's `CommitDelay` hook) and a
+//! commit whose reply is lost (it happened; the process stops before learning it, as one whose
+//! connection to a remote database died after `COMMIT` would).
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+
+use serde::{Deserialize, Serialize};
+use tokio::time::Duration;
+use toolop::ledger::{
+    CancelRequest, EffectItem, Ledger, LedgerError, MemoryLedger, OutboxEntry, Receipt,
+    ReconcileItem, SqliteLedger, Write,
+};
+use toolop::record::{LocalState, TerminalState, ToolOperation};
+use toolop::runner::CommitDelay;
+
+use super::World;
+use crate::series::faults::FaultKind;
+use crate::trace::{FaultDetail, What};
+
+/// Which ledger implementation a series runs on.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LedgerKind {
+    /// The in-memory reference ledger (the default).
+    #[default]
+    Memory,
+    /// SQLite in memory: no file, deterministic; proves the SQL transaction logic under the
+    /// same checkers.
+    Sqlite,
+}
+
+impl LedgerKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            LedgerKind::Memory => "memory",
+            LedgerKind::Sqlite => "sqlite",
+        }
+    }
+
+    /// A fresh, empty ledger of this kind.
+    pub fn open(self) -> Box<dyn Ledger + Send> {
+        match self {
+            LedgerKind::Memory => Box::new(MemoryLedger::new()),
+            // An in-memory SQLite database touches no file; failing to create one is a broken
+            // build (the bundled library), not an operating error of a series.
+            LedgerKind::Sqlite => {
+                Box::new(SqliteLedger::open_in_memory().expect("an in-memory SQLite ledger opens"))
+            }
+        }
+    }
+}
+
+/// The one ledger every executor process of a series shares.
+pub(crate) type WorldLedger = Arc<Mutex<Box<dyn Ledger + Send>>>;
+
+/// What came of one write.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum WriteOutcome {
+    Committed {
+        version: u64,
+    },
+    /// Committed, and the writer never learnt it (the `ledger_commit_lost_reply` fault).
+    ReplyLost {
+        version: u64,
+    },
+    Refused {
+        error: String,
+    },
+}
+
+impl WriteOutcome {
+    /// The version the write produced, if it landed.
+    pub fn landed(&self) -> Option<u64> {
+        match self {
+            WriteOutcome::Committed { version } | WriteOutcome::ReplyLost { version } => {
+                Some(*version)
+            }
+            WriteOutcome::Refused { .. } => None,
+        }
+    }
+}
+
+/// One commit as the world's ledger saw it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct LedgerWrite {
+    pub node: String,
+    /// The writing process: the epoch the world started it under, and its incarnation.
+    pub epoch: u64,
+    pub incarnation: u32,
+    /// The fencing token the write presented.
+    pub writer_epoch: u64,
+    /// The ledger's current epoch when the write ran.
+    pub ledger_epoch: u64,
+    pub expected_version: u64,
+    /// The version this process last read for the node (a read, its own insert or its own
+    /// landed write), if it ever did.
+    pub read_version: Option<u64>,
+    /// The record as the ledger held it when the write ran.
+    pub stored_version: Option<u64>,
+    pub stored_state: Option<LocalState>,
+    pub recorded_digest: Option<String>,
+    /// The record the write carried.
+    pub state: LocalState,
+    pub result_digest: Option<String>,
+    /// The server's operation the record names, once the process knows it (judges tell from
+    /// it whether a process wrote down a submission's reply).
+    pub operation_id: Option<String>,
+    /// The receipt an acceptance asked for.
+    pub receipt: Option<TerminalState>,
+    /// Simulated time the world held this commit between the process's read and the write
+    /// (`faults.ledger_commit_ms`, or a slow commit): what the process decided, it decided this
+    /// long before the write's time.
+    pub delay_ms: u64,
+    #[serde(flatten)]
+    pub outcome: WriteOutcome,
+}
+
+/// One executor process's door to the world's ledger.
+pub(crate) struct ProcessLedger {
+    world: Arc<World>,
+    epoch: u64,
+    incarnation: u32,
+    /// Node -> the version this process last saw for it. Reads take `&self`, so a cell.
+    seen: RefCell<BTreeMap<String, u64>>,
+    /// The delay the world drew for this process's next commit ([`SimCommitDelay`]).
+    delay_ms: CommitDelayCell,
+}
+
+impl ProcessLedger {
+    pub fn new(
+        world: Arc<World>,
+        epoch: u64,
+        incarnation: u32,
+        delay_ms: CommitDelayCell,
+    ) -> ProcessLedger {
+        ProcessLedger {
+            world,
+            epoch,
+            incarnation,
+            seen: RefCell::new(BTreeMap::new()),
+            delay_ms,
+        }
+    }
+
+    fn shared(&self) -> std::sync::MutexGuard<'_, Box<dyn Ledger + Send>> {
+        self.world.ledger.lock().expect("ledger lock")
+    }
+
+    fn saw(&self, node: &str, version: u64) {
+        self.seen.borrow_mut().insert(node.to_string(), version);
+    }
+}
+
+impl Ledger for ProcessLedger {
+    fn current_epoch(&self) -> Result<u64, LedgerError> {
+        self.shared().current_epoch()
+    }
+
+    fn bump_epoch(&mut self) -> Result<u64, LedgerError> {
+        self.shared().bump_epoch()
+    }
+
+    fn insert(
+        &mut self,
+        record: ToolOperation,
+        writer_epoch: u64,
+    ) -> Result<ToolOperation, LedgerError> {
+        let inserted = self.shared().insert(record, writer_epoch);
+        if let Ok(r) = &inserted {
+            self.saw(&r.call_node_id, r.version);
+        }
+        inserted
+    }
+
+    fn commit(&mut self, write: Write) -> Result<ToolOperation, LedgerError> {
+        let node = write.record.call_node_id.clone();
+        let mut fact = LedgerWrite {
+            node: node.clone(),
+            epoch: self.epoch,
+            incarnation: self.incarnation,
+            writer_epoch: write.writer_epoch,
+            ledger_epoch: 0,
+            expected_version: write.expected_version,
+            read_version: self.seen.borrow().get(&node).copied(),
+            stored_version: None,
+            stored_state: None,
+            recorded_digest: None,
+            state: write.record.local_state,
+            result_digest: write.record.result_digest.clone(),
+            operation_id: write.record.operation_id.clone(),
+            receipt: write.accept.as_ref().map(|a| a.terminal),
+            delay_ms: std::mem::take(&mut *self.delay_ms.lock().expect("delay lock")),
+            outcome: WriteOutcome::Refused {
+                error: String::new(),
+            },
+        };
+        let committed = {
+            let mut ledger = self.shared();
+            // What the ledger holds as the write runs: read under the same lock, so nothing
+            // lands in between.
+            fact.ledger_epoch = ledger.current_epoch()?;
+            if let Some(stored) = ledger.by_call_node(&node)? {
+                fact.stored_version = Some(stored.version);
+                fact.stored_state = Some(stored.local_state);
+                fact.recorded_digest = stored.result_digest;
+            }
+            ledger.commit(write)
+        };
+        let result = match committed {
+            Ok(stored) => {
+                self.saw(&node, stored.version);
+                let lost = self.world.fire(
+                    0,
+                    FaultKind::LedgerCommitLostReply,
+                    Some(&node),
+                    FaultDetail::None,
+                );
+                if lost.is_some() {
+                    fact.outcome = WriteOutcome::ReplyLost {
+                        version: stored.version,
+                    };
+                    Err(LedgerError::Storage(
+                        "the ledger's reply to a commit was lost (it committed)".into(),
+                    ))
+                } else {
+                    fact.outcome = WriteOutcome::Committed {
+                        version: stored.version,
+                    };
+                    Ok(stored)
+                }
+            }
+            Err(e) => {
+                fact.outcome = WriteOutcome::Refused {
+                    error: e.to_string(),
+                };
+                Err(e)
+            }
+        };
+        self.world.push(What::Ledger { write: fact });
+        result
+    }
+
+    fn by_call_node(&self, call_node_id: &str) -> Result<Option<ToolOperation>, LedgerError> {
+        let read = self.shared().by_call_node(call_node_id);
+        if let Ok(Some(r)) = &read {
+            self.saw(&r.call_node_id, r.version);
+        }
+        read
+    }
+
+    fn by_operation_id(&self, operation_id: &str) -> Result<Option<ToolOperation>, LedgerError> {
+        self.shared().by_operation_id(operation_id)
+    }
+
+    fn by_submission_key(&self, key: &str) -> Result<Option<ToolOperation>, LedgerError> {
+        self.shared().by_submission_key(key)
+    }
+
+    fn records(&self) -> Result<Vec<ToolOperation>, LedgerError> {
+        self.shared().records()
+    }
+
+    fn receipts(&self) -> Result<Vec<Receipt>, LedgerError> {
+        self.shared().receipts()
+    }
+
+    fn outbox(&self) -> Result<Vec<OutboxEntry>, LedgerError> {
+        self.shared().outbox()
+    }
+
+    fn reconciliation_queue(&self) -> Result<Vec<ReconcileItem>, LedgerError> {
+        self.shared().reconciliation_queue()
+    }
+
+    fn effect_reconciliations(&self) -> Result<Vec<EffectItem>, LedgerError> {
+        self.shared().effect_reconciliations()
+    }
+
+    fn outbox_entry(&self, call_node_id: &str) -> Result<Option<OutboxEntry>, LedgerError> {
+        self.shared().outbox_entry(call_node_id)
+    }
+
+    fn local_state(&self, call_node_id: &str) -> Result<Option<LocalState>, LedgerError> {
+        self.shared().local_state(call_node_id)
+    }
+
+    fn settled_count(&self) -> Result<(usize, usize), LedgerError> {
+        self.shared().settled_count()
+    }
+
+    fn in_flight(&self) -> Result<Vec<ToolOperation>, LedgerError> {
+        self.shared().in_flight()
+    }
+
+    fn outbox_ready(&self, after_seq: u64, limit: usize) -> Result<Vec<OutboxEntry>, LedgerError> {
+        self.shared().outbox_ready(after_seq, limit)
+    }
+
+    fn mark_delivered(
+        &mut self,
+        receipt_id: &str,
+        consumer_id: &str,
+        at_ms: u64,
+    ) -> Result<bool, LedgerError> {
+        self.shared().mark_delivered(receipt_id, consumer_id, at_ms)
+    }
+
+    fn request_cancel(&mut self, call_node_id: &str, at_ms: u64) -> Result<(), LedgerError> {
+        self.shared().request_cancel(call_node_id, at_ms)
+    }
+
+    fn cancel_requests(&self) -> Result<Vec<CancelRequest>, LedgerError> {
+        self.shared().cancel_requests()
+    }
+
+    fn take_cancel_request(&mut self, call_node_id: &str) -> Result<(), LedgerError> {
+        self.shared().take_cancel_request(call_node_id)
+    }
+}
+
+/// The commit delay of one executor process: every commit takes `faults.ledger_commit_ms`
+/// (drawn per commit), and a `ledger_slow_commit` firing makes one take
+/// `faults.slow_commit_ms` instead. Awaited between the runner's read and its commit.
+pub(crate) struct SimCommitDelay {
+    pub world: Arc<World>,
+    /// Shared with the process's [`ProcessLedger`], which records the delay with the write.
+    pub delay_ms: CommitDelayCell,
+}
+
+/// The delay drawn for a process's next commit, from [`SimCommitDelay`] to [`ProcessLedger`].
+pub(crate) type CommitDelayCell = Arc<Mutex<u64>>;
+
+impl CommitDelay for SimCommitDelay {
+    fn before_commit(
+        &mut self,
+        node: &str,
+        _event: &str,
+    ) -> Option<Pin<Box<dyn Future<Output = ()> + Send + 'static>>> {
+        let faults = &self.world.sc.faults;
+        let delay_ms = match self.world.ask(0, FaultKind::LedgerSlowCommit, Some(node)) {
+            Some(decision) => {
+                let [lo, hi] = faults.slow_commit_ms;
+                let delay_ms = self.world.plan.lock().expect("plan lock").draw(lo, hi);
+                self.world.record_fault(
+                    decision,
+                    FaultKind::LedgerSlowCommit,
+                    Some(node),
+                    FaultDetail::CommitDelay { delay_ms },
+                );
+                delay_ms
+            }
+            None => match faults.ledger_commit_ms {
+                [_, 0] => 0,
+                [lo, hi] => self.world.plan.lock().expect("plan lock").draw(lo, hi),
+            },
+        };
+        *self.delay_ms.lock().expect("delay lock") = delay_ms;
+        (delay_ms > 0).then(|| {
+            Box::pin(tokio::time::sleep(Duration::from_millis(delay_ms)))
+                as Pin<Box<dyn Future<Output = ()> + Send>>
+        })
+    }
+}
