@@ -8,7 +8,7 @@ SEED ?= 42
 SERIES ?= 10000
 JOBS ?= 2
 
-.PHONY: trace-hashes docs docs-check lint-sim install-sim gate gate-ci canary run replay shrink bench ledger-bench mutants mutants-ci mutation mutation-diff tune test build peers peer-ts peer-python peers-rmcp test-peers-rmcp fault-proxy crash-soak
+.PHONY: trace-hashes docs docs-check lint install-sim gate gate-ci canary run replay shrink bench ledger-bench mutants mutants-ci mutation mutation-diff tune test build peers peer-ts peer-python peers-rmcp test-peers-rmcp fault-proxy crash-soak
 
 PEERS_VENV := target/peers-venv
 
@@ -67,10 +67,11 @@ docs:
 docs-check:
 	$(SIM) reference | diff -u docs/scenario-reference.md - || { echo "docs/scenario-reference.md is stale: run make docs and commit it" >&2; exit 1; }
 
-# fmt and clippy for the simulator crate (with the madsim flags, as it is built). The rest of the
-# repository is not rustfmt-clean yet; the lead formats it repo-wide and widens this then.
-lint-sim:
-	cargo fmt -p toolop-sim --check
+# fmt over the whole workspace, clippy for the executor and the fault proxy (real tokio) and for
+# the simulator crate (with the madsim flags, as it is built).
+lint:
+	cargo fmt --all --check
+	cargo clippy -p toolop -p toolop-fault-proxy --all-targets -- -D warnings
 	$(SIM_ENV) cargo clippy --release -p toolop-sim --all-targets -- -D warnings
 
 # toolop-sim on PATH (~/.cargo/bin), so the commands it prints for pasting work as printed.

@@ -95,7 +95,10 @@ fn restricted_schema(schema: &Value) -> Result<Map<String, Value>, String> {
 /// One property definition of the subset (`PrimitiveSchemaDefinition`).
 fn primitive(prop: &Value) -> Result<(), String> {
     let Some(p) = prop.as_object() else {
-        return Err(format!("its definition is {}, not an object", type_name(prop)));
+        return Err(format!(
+            "its definition is {}, not an object",
+            type_name(prop)
+        ));
     };
     if p.contains_key("$ref") || p.contains_key("properties") {
         return Err("nested definitions are not allowed".into());

@@ -19,7 +19,9 @@ pub fn value_digest(v: &serde_json::Value) -> String {
 
 /// Digest of what a call node asks for: tool, tool descriptor version and arguments.
 pub fn request_digest(tool: &str, tool_version: &str, body: &serde_json::Value) -> String {
-    value_digest(&serde_json::json!({"tool": tool, "tool_version": tool_version, "arguments": body}))
+    value_digest(
+        &serde_json::json!({"tool": tool, "tool_version": tool_version, "arguments": body}),
+    )
 }
 
 #[cfg(test)]

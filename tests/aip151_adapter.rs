@@ -13,10 +13,13 @@ use proptest::prelude::*;
 use serde_json::{json, Value};
 use toolop::digest::value_digest;
 use toolop::protocol::aip151::{
-    code, parse_request_id_filter, percent_decode, Aip151Adapter, Aip151Config, METADATA_RESULT_DIGEST,
-    PROTOCOL_VERSION,
+    code, parse_request_id_filter, percent_decode, Aip151Adapter, Aip151Config,
+    METADATA_RESULT_DIGEST, PROTOCOL_VERSION,
 };
-use toolop::protocol::{Adapter, ApprovalReply, Inbound, Outbound, Reply, RequestKind, ResultView, TaskSupport, TaskView};
+use toolop::protocol::{
+    Adapter, ApprovalReply, Inbound, Outbound, Reply, RequestKind, ResultView, TaskSupport,
+    TaskView,
+};
 use toolop::record::{AdapterId, ProtocolStatus};
 use toolop::transport::{HttpTarget, InFrame};
 
@@ -62,11 +65,21 @@ fn adapter() -> Aip151Adapter {
 }
 
 fn frame(status: u16, body: &Value) -> InFrame {
-    InFrame { request_id: Some(7), http_status: status, retry_after_ms: None, body: serde_json::to_vec(body).unwrap() }
+    InFrame {
+        request_id: Some(7),
+        http_status: status,
+        retry_after_ms: None,
+        body: serde_json::to_vec(body).unwrap(),
+    }
 }
 
 fn raw(status: u16, body: &[u8]) -> InFrame {
-    InFrame { request_id: Some(7), http_status: status, retry_after_ms: None, body: body.to_vec() }
+    InFrame {
+        request_id: Some(7),
+        http_status: status,
+        retry_after_ms: None,
+        body: body.to_vec(),
+    }
 }
 
 fn status_body(http: u16, status: &str, message: &str) -> Value {
@@ -106,14 +119,32 @@ fn read_back(c: &Aip151Config, http: &HttpTarget, body: &[u8]) -> Outbound {
             Outbound::LookupByKey { key }
         }
         "GET" => {
-            let name = path.strip_prefix(op_pre).unwrap().strip_suffix(op_post).unwrap();
+            let name = path
+                .strip_prefix(op_pre)
+                .unwrap()
+                .strip_suffix(op_post)
+                .unwrap();
             assert!(body.is_empty(), "GET has no body");
-            Outbound::Poll { operation_id: percent_decode(name).unwrap() }
+            Outbound::Poll {
+                operation_id: percent_decode(name).unwrap(),
+            }
         }
         "POST" if path.ends_with(":cancel") => {
-            let name = path.strip_suffix(":cancel").unwrap().strip_prefix(op_pre).unwrap().strip_suffix(op_post).unwrap();
-            assert_eq!(parse(body), json!({}), "CancelOperation body is `*` of an empty request");
-            Outbound::Cancel { operation_id: percent_decode(name).unwrap() }
+            let name = path
+                .strip_suffix(":cancel")
+                .unwrap()
+                .strip_prefix(op_pre)
+                .unwrap()
+                .strip_suffix(op_post)
+                .unwrap();
+            assert_eq!(
+                parse(body),
+                json!({}),
+                "CancelOperation body is `*` of an empty request"
+            );
+            Outbound::Cancel {
+                operation_id: percent_decode(name).unwrap(),
+            }
         }
         "POST" => {
             let (pre, post) = c.submit_path.split_once("{tool}").unwrap();
@@ -135,18 +166,35 @@ fn read_back(c: &Aip151Config, http: &HttpTarget, body: &[u8]) -> Outbound {
 fn every_emitted_message_round_trips_through_the_http_json_mapping() {
     let args = json!({"month": "2026-10", "__sim": {"duration_ms": 5}, "nested": {"a": [1, 2]}});
     let outs = [
-        Outbound::Submit { key: "k-1".into(), tool: "build".into(), arguments: args.clone(), ttl_ms: None },
+        Outbound::Submit {
+            key: "k-1".into(),
+            tool: "build".into(),
+            arguments: args.clone(),
+            ttl_ms: None,
+        },
         Outbound::LookupByKey { key: "k-1".into() },
-        Outbound::LookupByKey { key: "we\"ird \\key?&=/#".into() },
-        Outbound::Poll { operation_id: NAME.into() },
-        Outbound::Poll { operation_id: "operations/op with space".into() },
-        Outbound::Cancel { operation_id: NAME.into() },
+        Outbound::LookupByKey {
+            key: "we\"ird \\key?&=/#".into(),
+        },
+        Outbound::Poll {
+            operation_id: NAME.into(),
+        },
+        Outbound::Poll {
+            operation_id: "operations/op with space".into(),
+        },
+        Outbound::Cancel {
+            operation_id: NAME.into(),
+        },
     ];
     for c in [cfg(), other_cfg()] {
         let a = Aip151Adapter::new(c.clone());
         for (i, out) in outs.iter().enumerate() {
             let f = a.encode_frame(40 + i as u64, out);
-            assert_eq!(f.request_id, Some(40 + i as u64), "correlation id on {out:?}");
+            assert_eq!(
+                f.request_id,
+                Some(40 + i as u64),
+                "correlation id on {out:?}"
+            );
             assert_eq!(a.encode(40 + i as u64, out), f.body);
             let http = f.http.as_ref().expect("plain HTTP frame");
             assert_eq!(&read_back(&c, http, &f.body), out, "{http:?}");
@@ -159,23 +207,62 @@ fn submit_carries_the_arguments_and_the_aip155_request_id() {
     let a = adapter();
     let f = a.encode_frame(
         3,
-        &Outbound::Submit { key: "k-9".into(), tool: "build".into(), arguments: json!({"x": 1}), ttl_ms: Some(99) },
+        &Outbound::Submit {
+            key: "k-9".into(),
+            tool: "build".into(),
+            arguments: json!({"x": 1}),
+            ttl_ms: Some(99),
+        },
     );
-    assert_eq!(f.http, Some(HttpTarget { method: "POST".into(), path: "/v1/projects/p/reports:build".into() }));
+    assert_eq!(
+        f.http,
+        Some(HttpTarget {
+            method: "POST".into(),
+            path: "/v1/projects/p/reports:build".into()
+        })
+    );
     // No TTL on the wire: AIP has none.
     assert_eq!(parse(&f.body), json!({"x": 1, "requestId": "k-9"}));
     // SubmitSync is the same request (AIP has no synchronous form).
-    let s = a.encode_frame(3, &Outbound::SubmitSync { key: "k-9".into(), tool: "build".into(), arguments: json!({"x": 1}) });
+    let s = a.encode_frame(
+        3,
+        &Outbound::SubmitSync {
+            key: "k-9".into(),
+            tool: "build".into(),
+            arguments: json!({"x": 1}),
+        },
+    );
     assert_eq!(s, f);
     // The key wins over an argument of the same name; null is no arguments; a non-object is wrapped.
     let f = a.encode_frame(
         4,
-        &Outbound::Submit { key: "k".into(), tool: "build".into(), arguments: json!({"requestId": "x"}), ttl_ms: None },
+        &Outbound::Submit {
+            key: "k".into(),
+            tool: "build".into(),
+            arguments: json!({"requestId": "x"}),
+            ttl_ms: None,
+        },
     );
     assert_eq!(parse(&f.body), json!({"requestId": "k"}));
-    let f = a.encode_frame(4, &Outbound::Submit { key: "k".into(), tool: "build".into(), arguments: Value::Null, ttl_ms: None });
+    let f = a.encode_frame(
+        4,
+        &Outbound::Submit {
+            key: "k".into(),
+            tool: "build".into(),
+            arguments: Value::Null,
+            ttl_ms: None,
+        },
+    );
     assert_eq!(parse(&f.body), json!({"requestId": "k"}));
-    let f = a.encode_frame(4, &Outbound::Submit { key: "k".into(), tool: "build".into(), arguments: json!([1]), ttl_ms: None });
+    let f = a.encode_frame(
+        4,
+        &Outbound::Submit {
+            key: "k".into(),
+            tool: "build".into(),
+            arguments: json!([1]),
+            ttl_ms: None,
+        },
+    );
     assert_eq!(parse(&f.body), json!({"requestId": "k", "arguments": [1]}));
 }
 
@@ -190,17 +277,36 @@ fn lookup_poll_fetch_and_cancel_paths_are_exact() {
         path(&Outbound::LookupByKey { key: "KEY".into() }),
         "GET /v1/operations?filter=request_id%3D%22KEY%22"
     );
-    assert_eq!(path(&Outbound::Poll { operation_id: NAME.into() }), format!("GET /v1/{NAME}"));
+    assert_eq!(
+        path(&Outbound::Poll {
+            operation_id: NAME.into()
+        }),
+        format!("GET /v1/{NAME}")
+    );
     // There is no separate fetch: the done Operation carries the result.
-    assert_eq!(path(&Outbound::FetchResult { operation_id: NAME.into() }), format!("GET /v1/{NAME}"));
-    assert_eq!(path(&Outbound::Cancel { operation_id: NAME.into() }), format!("POST /v1/{NAME}:cancel"));
+    assert_eq!(
+        path(&Outbound::FetchResult {
+            operation_id: NAME.into()
+        }),
+        format!("GET /v1/{NAME}")
+    );
+    assert_eq!(
+        path(&Outbound::Cancel {
+            operation_id: NAME.into()
+        }),
+        format!("POST /v1/{NAME}:cancel")
+    );
 }
 
 #[test]
 fn input_response_is_a_harmless_uncorrelated_frame() {
     let f = adapter().encode_frame(
         5,
-        &Outbound::InputResponse { operation_id: NAME.into(), server_request_id: json!(1), reply: ApprovalReply::Decline },
+        &Outbound::InputResponse {
+            operation_id: NAME.into(),
+            server_request_id: json!(1),
+            reply: ApprovalReply::Decline,
+        },
     );
     assert_eq!(f.request_id, None);
     assert_eq!(f.http, None);
@@ -210,12 +316,18 @@ fn input_response_is_a_harmless_uncorrelated_frame() {
 #[test]
 fn url_templates_come_from_configuration() {
     let (a, b) = (adapter(), Aip151Adapter::new(other_cfg()));
-    let sub = Outbound::Submit { key: "k".into(), tool: "build".into(), arguments: json!({}), ttl_ms: None };
-    let poll = Outbound::Poll { operation_id: "operations/o-1".into() };
-    let look = Outbound::LookupByKey { key: "k".into() };
-    let paths = |ad: &Aip151Adapter| {
-        [&sub, &poll, &look].map(|o| ad.encode_frame(1, o).http.unwrap().path)
+    let sub = Outbound::Submit {
+        key: "k".into(),
+        tool: "build".into(),
+        arguments: json!({}),
+        ttl_ms: None,
     };
+    let poll = Outbound::Poll {
+        operation_id: "operations/o-1".into(),
+    };
+    let look = Outbound::LookupByKey { key: "k".into() };
+    let paths =
+        |ad: &Aip151Adapter| [&sub, &poll, &look].map(|o| ad.encode_frame(1, o).http.unwrap().path);
     assert_eq!(
         paths(&a),
         [
@@ -249,12 +361,20 @@ fn capabilities_come_from_configuration_without_a_handshake() {
         assert_eq!(t.sync_upper_bound_ms, None);
         assert_eq!(t.descriptor_digest, value_digest(&a.tool_descriptor(name)));
     }
-    assert_ne!(caps.tools["build"].descriptor_digest, caps.tools["export"].descriptor_digest);
-    let b = Aip151Adapter::new(other_cfg()).configured_capabilities().unwrap();
+    assert_ne!(
+        caps.tools["build"].descriptor_digest,
+        caps.tools["export"].descriptor_digest
+    );
+    let b = Aip151Adapter::new(other_cfg())
+        .configured_capabilities()
+        .unwrap();
     assert!(!b.tasks_cancel);
     assert_eq!(b.idempotency_retention_ms, None);
     // Same tool, another endpoint: another tool version.
-    assert_ne!(b.tools["build"].descriptor_digest, caps.tools["build"].descriptor_digest);
+    assert_ne!(
+        b.tools["build"].descriptor_digest,
+        caps.tools["build"].descriptor_digest
+    );
     // Negotiation is not used.
     assert!(a.encode_initialize(1).is_empty());
     assert!(a.encode_list_tools(1, None).is_empty());
@@ -267,7 +387,10 @@ fn capabilities_come_from_configuration_without_a_handshake() {
 fn classify_ties_every_correlated_frame_to_its_request() {
     let a = adapter();
     for status in [200, 202, 404, 429, 500, 503] {
-        assert_eq!(a.classify(&raw(status, b"garbage")), Inbound::Response { rpc_id: 7 });
+        assert_eq!(
+            a.classify(&raw(status, b"garbage")),
+            Inbound::Response { rpc_id: 7 }
+        );
     }
     let mut f = raw(200, b"{}");
     f.request_id = None;
@@ -282,22 +405,49 @@ fn operation_json_mapping_reads_proto3_defaults_and_google_rpc_status() {
     let a = adapter();
     let poll = |op: Value| a.decode_reply(RequestKind::Poll, &frame(200, &op));
     // `done` omitted: false. So are `done: false` and `done: null`.
-    for op in [json!({"name": NAME}), json!({"name": NAME, "done": false}), json!({"name": NAME, "done": null})] {
-        assert_eq!(poll(op), Reply::Status(view(NAME, ProtocolStatus::Working, None)));
+    for op in [
+        json!({"name": NAME}),
+        json!({"name": NAME, "done": false}),
+        json!({"name": NAME, "done": null}),
+    ] {
+        assert_eq!(
+            poll(op),
+            Reply::Status(view(NAME, ProtocolStatus::Working, None))
+        );
     }
     // Metadata is opaque, whatever its shape.
     let op = json!({"name": NAME, "metadata": {"@type": "type.googleapis.com/x.Meta", "progressPercent": 40}});
-    assert_eq!(poll(op), Reply::Status(view(NAME, ProtocolStatus::Working, None)));
-    assert_eq!(poll(json!({"name": NAME, "metadata": 3})), Reply::Status(view(NAME, ProtocolStatus::Working, None)));
+    assert_eq!(
+        poll(op),
+        Reply::Status(view(NAME, ProtocolStatus::Working, None))
+    );
+    assert_eq!(
+        poll(json!({"name": NAME, "metadata": 3})),
+        Reply::Status(view(NAME, ProtocolStatus::Working, None))
+    );
     // error: {code, message, details?}; code and message may be omitted (proto3 defaults).
     let err = |e: Value| poll(json!({"name": NAME, "done": true, "error": e}));
     assert_eq!(
-        err(json!({"code": 5, "message": "gone", "details": [{"@type": "type.googleapis.com/google.rpc.ErrorInfo"}]})),
+        err(
+            json!({"code": 5, "message": "gone", "details": [{"@type": "type.googleapis.com/google.rpc.ErrorInfo"}]})
+        ),
         Reply::Status(view(NAME, ProtocolStatus::Failed, Some("NOT_FOUND: gone")))
     );
-    assert_eq!(err(json!({"code": 1})), Reply::Status(view(NAME, ProtocolStatus::Cancelled, Some("CANCELLED"))));
-    assert_eq!(err(json!({})), Reply::Status(view(NAME, ProtocolStatus::Failed, Some("OK"))));
-    for bad in [json!({"code": "5"}), json!({"code": 1.5}), json!({"message": 3}), json!({"details": {}}), json!("x")] {
+    assert_eq!(
+        err(json!({"code": 1})),
+        Reply::Status(view(NAME, ProtocolStatus::Cancelled, Some("CANCELLED")))
+    );
+    assert_eq!(
+        err(json!({})),
+        Reply::Status(view(NAME, ProtocolStatus::Failed, Some("OK")))
+    );
+    for bad in [
+        json!({"code": "5"}),
+        json!({"code": 1.5}),
+        json!({"message": 3}),
+        json!({"details": {}}),
+        json!("x"),
+    ] {
         assert!(matches!(err(bad.clone()), Reply::Malformed { .. }), "{bad}");
     }
     // Invariants of the proto: not done carries nothing; done carries at most one of the oneof.
@@ -312,7 +462,10 @@ fn operation_json_mapping_reads_proto3_defaults_and_google_rpc_status() {
         json!({"name": 5}),
         json!([]),
     ] {
-        assert!(matches!(poll(bad.clone()), Reply::Malformed { .. }), "{bad}");
+        assert!(
+            matches!(poll(bad.clone()), Reply::Malformed { .. }),
+            "{bad}"
+        );
     }
 }
 
@@ -332,17 +485,23 @@ fn fetch_result_is_the_response_any_with_its_digest() {
             problem: problem.map(str::to_string),
         })
     };
-    assert_eq!(fetch(json!({"name": NAME, "done": true, "response": response})), expected(true, None));
+    assert_eq!(
+        fetch(json!({"name": NAME, "done": true, "response": response})),
+        expected(true, None)
+    );
     let with_digest = json!({"name": NAME, "done": true, "response": response, "metadata": {METADATA_RESULT_DIGEST: digest}});
     assert_eq!(fetch(with_digest), expected(true, None));
-    let Reply::Result(rv) =
-        fetch(json!({"name": NAME, "done": true, "response": response, "metadata": {METADATA_RESULT_DIGEST: "beef"}}))
-    else {
+    let Reply::Result(rv) = fetch(
+        json!({"name": NAME, "done": true, "response": response, "metadata": {METADATA_RESULT_DIGEST: "beef"}}),
+    ) else {
         panic!("a result")
     };
     assert!(!rv.verified && rv.problem.unwrap().contains("beef"));
     // An Any without a type URL is not a well-formed response.
-    let Reply::Result(rv) = fetch(json!({"name": NAME, "done": true, "response": {"rows": 3}})) else { panic!("a result") };
+    let Reply::Result(rv) = fetch(json!({"name": NAME, "done": true, "response": {"rows": 3}}))
+    else {
+        panic!("a result")
+    };
     assert!(!rv.verified && rv.problem.unwrap().contains("@type"));
 }
 
@@ -359,15 +518,37 @@ struct Case {
 }
 
 fn case(what: &'static str, kind: RequestKind, status: u16, body: Value, want: Reply) -> Case {
-    Case { what, kind, status, retry_after_ms: None, body: serde_json::to_vec(&body).unwrap(), want }
+    Case {
+        what,
+        kind,
+        status,
+        retry_after_ms: None,
+        body: serde_json::to_vec(&body).unwrap(),
+        want,
+    }
 }
 
-fn bare(what: &'static str, kind: RequestKind, status: u16, retry_after_ms: Option<u64>, body: &[u8], want: Reply) -> Case {
-    Case { what, kind, status, retry_after_ms, body: body.to_vec(), want }
+fn bare(
+    what: &'static str,
+    kind: RequestKind,
+    status: u16,
+    retry_after_ms: Option<u64>,
+    body: &[u8],
+    want: Reply,
+) -> Case {
+    Case {
+        what,
+        kind,
+        status,
+        retry_after_ms,
+        body: body.to_vec(),
+        want,
+    }
 }
 
 fn op_done(extra: Value) -> Value {
-    let mut op = json!({"name": NAME, "done": true, "metadata": {"@type": "type.googleapis.com/x.Meta"}});
+    let mut op =
+        json!({"name": NAME, "done": true, "metadata": {"@type": "type.googleapis.com/x.Meta"}});
     for (k, v) in extra.as_object().unwrap() {
         op[k] = v.clone();
     }
@@ -383,73 +564,320 @@ fn cases() -> Vec<Case> {
     let err = |s: &str| Reply::Error { message: s.into() };
     vec![
         // Transport-level statuses, for every kind that sends a request.
-        bare("429 poll", Poll, 429, Some(1500), b"", Reply::RateLimited { retry_after_ms: Some(1500) }),
-        bare("429 submit", Submit, 429, None, b"{}", Reply::RateLimited { retry_after_ms: None }),
-        bare("503 fetch", Fetch, 503, Some(20), b"", Reply::Unavailable { retry_after_ms: Some(20) }),
-        bare("503 cancel", Cancel, 503, None, b"", Reply::Unavailable { retry_after_ms: None }),
+        bare(
+            "429 poll",
+            Poll,
+            429,
+            Some(1500),
+            b"",
+            Reply::RateLimited {
+                retry_after_ms: Some(1500),
+            },
+        ),
+        bare(
+            "429 submit",
+            Submit,
+            429,
+            None,
+            b"{}",
+            Reply::RateLimited {
+                retry_after_ms: None,
+            },
+        ),
+        bare(
+            "503 fetch",
+            Fetch,
+            503,
+            Some(20),
+            b"",
+            Reply::Unavailable {
+                retry_after_ms: Some(20),
+            },
+        ),
+        bare(
+            "503 cancel",
+            Cancel,
+            503,
+            None,
+            b"",
+            Reply::Unavailable {
+                retry_after_ms: None,
+            },
+        ),
         bare("202 poll", Poll, 202, None, b"", Reply::Accepted),
         case(
             "404 poll",
             Poll,
             404,
             status_body(404, "NOT_FOUND", "Operation not found"),
-            Reply::NotFound { message: "HTTP 404 NOT_FOUND: Operation not found".into() },
+            Reply::NotFound {
+                message: "HTTP 404 NOT_FOUND: Operation not found".into(),
+            },
         ),
-        bare("404 fetch bare", Fetch, 404, None, b"", Reply::NotFound { message: "HTTP 404 without a google.rpc.Status body".into() }),
-        case("404 cancel", Cancel, 404, status_body(404, "NOT_FOUND", "gone"), Reply::NotFound { message: "HTTP 404 NOT_FOUND: gone".into() }),
-        case("404 lookup: no such collection", Lookup, 404, status_body(404, "NOT_FOUND", "no route"), Reply::LookupUnsupported),
-        case("501 lookup", Lookup, 501, status_body(501, "UNIMPLEMENTED", "ListOperations"), Reply::LookupUnsupported),
-        case("400 lookup: filter not understood", Lookup, 400, status_body(400, "INVALID_ARGUMENT", "bad filter"), Reply::LookupUnsupported),
-        case("500 lookup", Lookup, 500, status_body(500, "INTERNAL", "boom"), err("lookup: HTTP 500 INTERNAL: boom")),
-        case("501 cancel", Cancel, 501, status_body(501, "UNIMPLEMENTED", "no cancel"), err("UNIMPLEMENTED: cancel: HTTP 501 UNIMPLEMENTED: no cancel")),
+        bare(
+            "404 fetch bare",
+            Fetch,
+            404,
+            None,
+            b"",
+            Reply::NotFound {
+                message: "HTTP 404 without a google.rpc.Status body".into(),
+            },
+        ),
+        case(
+            "404 cancel",
+            Cancel,
+            404,
+            status_body(404, "NOT_FOUND", "gone"),
+            Reply::NotFound {
+                message: "HTTP 404 NOT_FOUND: gone".into(),
+            },
+        ),
+        case(
+            "404 lookup: no such collection",
+            Lookup,
+            404,
+            status_body(404, "NOT_FOUND", "no route"),
+            Reply::LookupUnsupported,
+        ),
+        case(
+            "501 lookup",
+            Lookup,
+            501,
+            status_body(501, "UNIMPLEMENTED", "ListOperations"),
+            Reply::LookupUnsupported,
+        ),
+        case(
+            "400 lookup: filter not understood",
+            Lookup,
+            400,
+            status_body(400, "INVALID_ARGUMENT", "bad filter"),
+            Reply::LookupUnsupported,
+        ),
+        case(
+            "500 lookup",
+            Lookup,
+            500,
+            status_body(500, "INTERNAL", "boom"),
+            err("lookup: HTTP 500 INTERNAL: boom"),
+        ),
+        case(
+            "501 cancel",
+            Cancel,
+            501,
+            status_body(501, "UNIMPLEMENTED", "no cancel"),
+            err("UNIMPLEMENTED: cancel: HTTP 501 UNIMPLEMENTED: no cancel"),
+        ),
         case(
             "FAILED_PRECONDITION cancel of a done operation",
             Cancel,
             400,
             status_body(400, "FAILED_PRECONDITION", "operation is done"),
-            Reply::CancelRejectedTerminal { message: "HTTP 400 FAILED_PRECONDITION: operation is done".into() },
+            Reply::CancelRejectedTerminal {
+                message: "HTTP 400 FAILED_PRECONDITION: operation is done".into(),
+            },
         ),
-        case("cancel ok: Empty", Cancel, 200, json!({}), Reply::CancelPending),
-        bare("cancel ok: no body", Cancel, 200, None, b"", Reply::CancelPending),
-        bare("cancel ok: not JSON", Cancel, 200, None, b"<html>", Reply::Malformed { reason: "cancel: body is not JSON: expected value at line 1 column 1".into() }),
-        case("cancel 403", Cancel, 403, status_body(403, "PERMISSION_DENIED", "no"), err("cancel: HTTP 403 PERMISSION_DENIED: no")),
+        case(
+            "cancel ok: Empty",
+            Cancel,
+            200,
+            json!({}),
+            Reply::CancelPending,
+        ),
+        bare(
+            "cancel ok: no body",
+            Cancel,
+            200,
+            None,
+            b"",
+            Reply::CancelPending,
+        ),
+        bare(
+            "cancel ok: not JSON",
+            Cancel,
+            200,
+            None,
+            b"<html>",
+            Reply::Malformed {
+                reason: "cancel: body is not JSON: expected value at line 1 column 1".into(),
+            },
+        ),
+        case(
+            "cancel 403",
+            Cancel,
+            403,
+            status_body(403, "PERMISSION_DENIED", "no"),
+            err("cancel: HTTP 403 PERMISSION_DENIED: no"),
+        ),
         // Submit errors: refused before an operation existed, or outcome unknown.
-        case("submit INVALID_ARGUMENT", Submit, 400, status_body(400, "INVALID_ARGUMENT", "bad month"), refused("HTTP 400 INVALID_ARGUMENT: bad month")),
-        case("submit ABORTED", Submit, 409, status_body(409, "ABORTED", "busy"), refused("HTTP 409 ABORTED: busy")),
-        case("submit PERMISSION_DENIED", SubmitSync, 403, status_body(403, "PERMISSION_DENIED", "no"), refused("HTTP 403 PERMISSION_DENIED: no")),
-        case("submit UNIMPLEMENTED", Submit, 501, status_body(501, "UNIMPLEMENTED", "no method"), refused("HTTP 501 UNIMPLEMENTED: no method")),
-        case("submit status from HTTP code", Submit, 400, json!({"error": {"code": 400, "message": "m"}}), refused("HTTP 400 INVALID_ARGUMENT: m")),
-        case("submit DEADLINE_EXCEEDED", Submit, 504, status_body(504, "DEADLINE_EXCEEDED", "slow"), err("submit outcome unknown: HTTP 504 DEADLINE_EXCEEDED: slow")),
-        case("submit INTERNAL", Submit, 500, status_body(500, "INTERNAL", "x"), err("submit outcome unknown: HTTP 500 INTERNAL: x")),
-        case("submit UNKNOWN", Submit, 500, status_body(500, "UNKNOWN", "x"), err("submit outcome unknown: HTTP 500 UNKNOWN: x")),
-        case("submit UNAVAILABLE in a 500", Submit, 500, status_body(500, "UNAVAILABLE", "x"), err("submit outcome unknown: HTTP 500 UNAVAILABLE: x")),
-        case("submit ALREADY_EXISTS", Submit, 409, status_body(409, "ALREADY_EXISTS", "dup"), err("submit outcome unknown: HTTP 409 ALREADY_EXISTS: dup")),
-        bare("submit 400 without Status", Submit, 400, None, b"bad", err("submit outcome unknown: HTTP 400 without a google.rpc.Status body")),
-        bare("submit 502 without Status", Submit, 502, None, b"", err("submit outcome unknown: HTTP 502 without a google.rpc.Status body")),
-        case("poll 500", Poll, 500, status_body(500, "INTERNAL", "x"), err("poll: HTTP 500 INTERNAL: x")),
+        case(
+            "submit INVALID_ARGUMENT",
+            Submit,
+            400,
+            status_body(400, "INVALID_ARGUMENT", "bad month"),
+            refused("HTTP 400 INVALID_ARGUMENT: bad month"),
+        ),
+        case(
+            "submit ABORTED",
+            Submit,
+            409,
+            status_body(409, "ABORTED", "busy"),
+            refused("HTTP 409 ABORTED: busy"),
+        ),
+        case(
+            "submit PERMISSION_DENIED",
+            SubmitSync,
+            403,
+            status_body(403, "PERMISSION_DENIED", "no"),
+            refused("HTTP 403 PERMISSION_DENIED: no"),
+        ),
+        case(
+            "submit UNIMPLEMENTED",
+            Submit,
+            501,
+            status_body(501, "UNIMPLEMENTED", "no method"),
+            refused("HTTP 501 UNIMPLEMENTED: no method"),
+        ),
+        case(
+            "submit status from HTTP code",
+            Submit,
+            400,
+            json!({"error": {"code": 400, "message": "m"}}),
+            refused("HTTP 400 INVALID_ARGUMENT: m"),
+        ),
+        case(
+            "submit DEADLINE_EXCEEDED",
+            Submit,
+            504,
+            status_body(504, "DEADLINE_EXCEEDED", "slow"),
+            err("submit outcome unknown: HTTP 504 DEADLINE_EXCEEDED: slow"),
+        ),
+        case(
+            "submit INTERNAL",
+            Submit,
+            500,
+            status_body(500, "INTERNAL", "x"),
+            err("submit outcome unknown: HTTP 500 INTERNAL: x"),
+        ),
+        case(
+            "submit UNKNOWN",
+            Submit,
+            500,
+            status_body(500, "UNKNOWN", "x"),
+            err("submit outcome unknown: HTTP 500 UNKNOWN: x"),
+        ),
+        case(
+            "submit UNAVAILABLE in a 500",
+            Submit,
+            500,
+            status_body(500, "UNAVAILABLE", "x"),
+            err("submit outcome unknown: HTTP 500 UNAVAILABLE: x"),
+        ),
+        case(
+            "submit ALREADY_EXISTS",
+            Submit,
+            409,
+            status_body(409, "ALREADY_EXISTS", "dup"),
+            err("submit outcome unknown: HTTP 409 ALREADY_EXISTS: dup"),
+        ),
+        bare(
+            "submit 400 without Status",
+            Submit,
+            400,
+            None,
+            b"bad",
+            err("submit outcome unknown: HTTP 400 without a google.rpc.Status body"),
+        ),
+        bare(
+            "submit 502 without Status",
+            Submit,
+            502,
+            None,
+            b"",
+            err("submit outcome unknown: HTTP 502 without a google.rpc.Status body"),
+        ),
+        case(
+            "poll 500",
+            Poll,
+            500,
+            status_body(500, "INTERNAL", "x"),
+            err("poll: HTTP 500 INTERNAL: x"),
+        ),
         // Submit successes, including an immediate done.
-        case("submit working", Submit, 200, json!({"name": NAME}), Reply::Submitted(working())),
-        case("submit immediately done", Submit, 200, op_done(json!({"response": response})), Reply::Submitted(completed())),
-        case("submit_sync is a submit", SubmitSync, 200, json!({"name": NAME, "done": false}), Reply::Submitted(working())),
-        case("submit without a name", Submit, 200, json!({"done": true}), Reply::Malformed { reason: "submit: Operation has no name".into() }),
+        case(
+            "submit working",
+            Submit,
+            200,
+            json!({"name": NAME}),
+            Reply::Submitted(working()),
+        ),
+        case(
+            "submit immediately done",
+            Submit,
+            200,
+            op_done(json!({"response": response})),
+            Reply::Submitted(completed()),
+        ),
+        case(
+            "submit_sync is a submit",
+            SubmitSync,
+            200,
+            json!({"name": NAME, "done": false}),
+            Reply::Submitted(working()),
+        ),
+        case(
+            "submit without a name",
+            Submit,
+            200,
+            json!({"done": true}),
+            Reply::Malformed {
+                reason: "submit: Operation has no name".into(),
+            },
+        ),
         // Status mapping on Get.
-        case("poll done omitted", Poll, 200, json!({"name": NAME, "metadata": {}}), Reply::Status(working())),
-        case("poll response", Poll, 200, op_done(json!({"response": response})), Reply::Status(completed())),
+        case(
+            "poll done omitted",
+            Poll,
+            200,
+            json!({"name": NAME, "metadata": {}}),
+            Reply::Status(working()),
+        ),
+        case(
+            "poll response",
+            Poll,
+            200,
+            op_done(json!({"response": response})),
+            Reply::Status(completed()),
+        ),
         case(
             "poll error code 1",
             Poll,
             200,
             op_done(json!({"error": {"code": 1, "message": "CANCELLED"}})),
-            Reply::Status(view(NAME, ProtocolStatus::Cancelled, Some("CANCELLED: CANCELLED"))),
+            Reply::Status(view(
+                NAME,
+                ProtocolStatus::Cancelled,
+                Some("CANCELLED: CANCELLED"),
+            )),
         ),
         case(
             "poll error ABORTED (pre-empted)",
             Poll,
             200,
             op_done(json!({"error": {"code": 10, "message": "pre-empted"}})),
-            Reply::Status(view(NAME, ProtocolStatus::Failed, Some("ABORTED: pre-empted"))),
+            Reply::Status(view(
+                NAME,
+                ProtocolStatus::Failed,
+                Some("ABORTED: pre-empted"),
+            )),
         ),
-        case("poll neither", Poll, 200, op_done(json!({})), Reply::Status(view(NAME, ProtocolStatus::DoneWithoutResult, None))),
+        case(
+            "poll neither",
+            Poll,
+            200,
+            op_done(json!({})),
+            Reply::Status(view(NAME, ProtocolStatus::DoneWithoutResult, None)),
+        ),
         case(
             "poll short name",
             Poll,
@@ -457,34 +885,129 @@ fn cases() -> Vec<Case> {
             json!({"name": "operations/123"}),
             Reply::Status(view("operations/123", ProtocolStatus::Working, None)),
         ),
-        bare("poll not JSON", Poll, 200, None, b"{", Reply::Malformed { reason: "poll: body is not JSON: EOF while parsing an object at line 1 column 1".into() }),
-        bare("poll empty", Poll, 200, None, b"", Reply::Malformed { reason: "poll: empty body".into() }),
+        bare(
+            "poll not JSON",
+            Poll,
+            200,
+            None,
+            b"{",
+            Reply::Malformed {
+                reason: "poll: body is not JSON: EOF while parsing an object at line 1 column 1"
+                    .into(),
+            },
+        ),
+        bare(
+            "poll empty",
+            Poll,
+            200,
+            None,
+            b"",
+            Reply::Malformed {
+                reason: "poll: empty body".into(),
+            },
+        ),
         // Fetch: the done Operation is the result.
-        case("fetch error code 1", Fetch, 200, op_done(json!({"error": {"code": 1, "message": "CANCELLED"}})), Reply::NoResultStored { message: "cancelled: CANCELLED".into() }),
-        case("fetch INTERNAL", Fetch, 200, op_done(json!({"error": {"code": 13, "message": "tool failed"}})), Reply::ResultIsError { code: 13, message: "tool failed".into() }),
-        case("fetch neither", Fetch, 200, op_done(json!({})), Reply::NoResultStored { message: "done without result".into() }),
-        case("fetch before done", Fetch, 200, json!({"name": NAME}), Reply::Status(working())),
+        case(
+            "fetch error code 1",
+            Fetch,
+            200,
+            op_done(json!({"error": {"code": 1, "message": "CANCELLED"}})),
+            Reply::NoResultStored {
+                message: "cancelled: CANCELLED".into(),
+            },
+        ),
+        case(
+            "fetch INTERNAL",
+            Fetch,
+            200,
+            op_done(json!({"error": {"code": 13, "message": "tool failed"}})),
+            Reply::ResultIsError {
+                code: 13,
+                message: "tool failed".into(),
+            },
+        ),
+        case(
+            "fetch neither",
+            Fetch,
+            200,
+            op_done(json!({})),
+            Reply::NoResultStored {
+                message: "done without result".into(),
+            },
+        ),
+        case(
+            "fetch before done",
+            Fetch,
+            200,
+            json!({"name": NAME}),
+            Reply::Status(working()),
+        ),
         // Lookup by request_id.
-        case("lookup one", Lookup, 200, json!({"operations": [{"name": NAME}]}), Reply::LookupFound(working())),
-        case("lookup one done", Lookup, 200, json!({"operations": [op_done(json!({"response": response}))]}), Reply::LookupFound(completed())),
-        case("lookup none (omitted)", Lookup, 200, json!({}), Reply::LookupNotFound),
-        case("lookup none (empty)", Lookup, 200, json!({"operations": [], "nextPageToken": ""}), Reply::LookupNotFound),
+        case(
+            "lookup one",
+            Lookup,
+            200,
+            json!({"operations": [{"name": NAME}]}),
+            Reply::LookupFound(working()),
+        ),
+        case(
+            "lookup one done",
+            Lookup,
+            200,
+            json!({"operations": [op_done(json!({"response": response}))]}),
+            Reply::LookupFound(completed()),
+        ),
+        case(
+            "lookup none (omitted)",
+            Lookup,
+            200,
+            json!({}),
+            Reply::LookupNotFound,
+        ),
+        case(
+            "lookup none (empty)",
+            Lookup,
+            200,
+            json!({"operations": [], "nextPageToken": ""}),
+            Reply::LookupNotFound,
+        ),
         case(
             "lookup two",
             Lookup,
             200,
             json!({"operations": [{"name": NAME}, {"name": "operations/2"}]}),
-            Reply::Malformed { reason: "lookup by request_id returned 2 operations: filter ignored or key reused".into() },
+            Reply::Malformed {
+                reason: "lookup by request_id returned 2 operations: filter ignored or key reused"
+                    .into(),
+            },
         ),
         case(
             "lookup paginated",
             Lookup,
             200,
             json!({"operations": [{"name": NAME}], "nextPageToken": "p2"}),
-            Reply::Malformed { reason: "lookup answered with a paginated list: request_id filter ignored".into() },
+            Reply::Malformed {
+                reason: "lookup answered with a paginated list: request_id filter ignored".into(),
+            },
         ),
-        case("lookup bad op", Lookup, 200, json!({"operations": [{"done": true}]}), Reply::Malformed { reason: "lookup: operations[0]: Operation has no name".into() }),
-        case("lookup operations not a list", Lookup, 200, json!({"operations": {}}), Reply::Malformed { reason: "lookup: \"operations\" is an object".into() }),
+        case(
+            "lookup bad op",
+            Lookup,
+            200,
+            json!({"operations": [{"done": true}]}),
+            Reply::Malformed {
+                reason: "lookup: operations[0]: Operation has no name".into(),
+            },
+        ),
+        case(
+            "lookup operations not a list",
+            Lookup,
+            200,
+            json!({"operations": {}}),
+            Reply::Malformed {
+                reason: "lookup: \"operations\" is an object".into(),
+            },
+        ),
     ]
 }
 
@@ -493,7 +1016,12 @@ fn decode_table() {
     let a = adapter();
     let mut failures = vec![];
     for c in cases() {
-        let f = InFrame { request_id: Some(7), http_status: c.status, retry_after_ms: c.retry_after_ms, body: c.body };
+        let f = InFrame {
+            request_id: Some(7),
+            http_status: c.status,
+            retry_after_ms: c.retry_after_ms,
+            body: c.body,
+        };
         let got = a.decode_reply(c.kind, &f);
         if got != c.want {
             failures.push(format!("{}: got {got:?}\n    want {:?}", c.what, c.want));
@@ -520,7 +1048,10 @@ fn decode_table_covers_every_status_and_every_reply_row() {
     ] {
         assert!(statuses.contains(&s), "{s:?} not covered");
     }
-    assert!(!statuses.contains(&ProtocolStatus::InputRequired), "AIP has no input_required");
+    assert!(
+        !statuses.contains(&ProtocolStatus::InputRequired),
+        "AIP has no input_required"
+    );
     let names: std::collections::BTreeSet<&str> = cases().iter().map(|c| c.want.name()).collect();
     for n in [
         "submitted",
@@ -547,14 +1078,24 @@ fn decode_table_covers_every_status_and_every_reply_row() {
 #[test]
 fn negotiation_and_input_kinds_are_never_decoded_as_replies() {
     let a = adapter();
-    for kind in [RequestKind::Initialize, RequestKind::ListTools, RequestKind::InputResponse] {
-        assert!(matches!(a.decode_reply(kind, &frame(200, &json!({"name": NAME}))), Reply::Error { .. }));
+    for kind in [
+        RequestKind::Initialize,
+        RequestKind::ListTools,
+        RequestKind::InputResponse,
+    ] {
+        assert!(matches!(
+            a.decode_reply(kind, &frame(200, &json!({"name": NAME}))),
+            Reply::Error { .. }
+        ));
     }
 }
 
 #[test]
 fn error_codes_map_both_ways() {
-    assert_eq!(code::from_name("FAILED_PRECONDITION"), Some(code::FAILED_PRECONDITION));
+    assert_eq!(
+        code::from_name("FAILED_PRECONDITION"),
+        Some(code::FAILED_PRECONDITION)
+    );
     assert_eq!(code::http_status(code::UNIMPLEMENTED), 501);
     assert_eq!(code::from_http_status(504), code::DEADLINE_EXCEEDED);
 }
@@ -567,7 +1108,9 @@ fn arb_json() -> impl Strategy<Value = Value> {
         Just(Value::Null),
         any::<bool>().prop_map(Value::from),
         any::<i64>().prop_map(Value::from),
-        any::<f64>().prop_filter("finite", |f| f.is_finite()).prop_map(Value::from),
+        any::<f64>()
+            .prop_filter("finite", |f| f.is_finite())
+            .prop_map(Value::from),
         "[a-z@/\\.]{0,12}".prop_map(Value::from),
         Just(json!("type.googleapis.com/x.Y")),
     ];

@@ -399,6 +399,12 @@ async fn handshake_expecting_404(t: &mut LiveTransport) {
     // first meets the 404. If it was the GET, the transport has already replaced the session
     // and the ping goes out on the new one.
     let status = reply_to(t, 2, 10_000).await.unwrap().http_status;
-    assert!(status == 404 || status == 200, "ping on a forgotten session: HTTP {status}");
-    assert!(counter(&t.stats().sessions_lost) >= 1, "a request met the forgotten session");
+    assert!(
+        status == 404 || status == 200,
+        "ping on a forgotten session: HTTP {status}"
+    );
+    assert!(
+        counter(&t.stats().sessions_lost) >= 1,
+        "a request met the forgotten session"
+    );
 }

@@ -17,8 +17,8 @@ use serde_json::{json, Value};
 use toolop::digest::value_digest;
 use toolop::protocol::mcp_2025_11_25::Mcp20251125Adapter;
 use toolop::protocol::{
-    Adapter, ApprovalReply, Inbound, Outbound, Reply, RequestKind, TaskSupport, EXT_IDEMPOTENCY, META_IDEMPOTENCY_KEY,
-    META_LOOKUP_KEY, META_RESULT_DIGEST, META_SYNC_UPPER_BOUND_MS,
+    Adapter, ApprovalReply, Inbound, Outbound, Reply, RequestKind, TaskSupport, EXT_IDEMPOTENCY,
+    META_IDEMPOTENCY_KEY, META_LOOKUP_KEY, META_RESULT_DIGEST, META_SYNC_UPPER_BOUND_MS,
 };
 use toolop::record::{AdapterId, ProtocolStatus};
 use toolop::transport::InFrame;
@@ -26,7 +26,10 @@ use toolop::transport::InFrame;
 mod replay;
 use replay::{sse_data, TRANSCRIPTS};
 
-const SCHEMA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/mcp-2025-11-25.schema.json");
+const SCHEMA: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/data/mcp-2025-11-25.schema.json"
+);
 const TS: &str = "ts-sdk-1.32.2";
 const PY: &str = "python-mcp-1.30.0";
 const EV: &str = "server-everything-2026.8.31";
@@ -78,12 +81,18 @@ fn validator(def: &str) -> jsonschema::Validator {
 }
 
 fn schema_errors(def: &str, instance: &Value) -> Vec<String> {
-    validator(def).iter_errors(instance).map(|e| format!("{e} at {}", e.instance_path)).collect()
+    validator(def)
+        .iter_errors(instance)
+        .map(|e| format!("{e} at {}", e.instance_path))
+        .collect()
 }
 
 fn assert_valid(def: &str, instance: &Value) {
     let errors = schema_errors(def, instance);
-    assert!(errors.is_empty(), "not a valid {def}: {errors:?}\n{instance:#}");
+    assert!(
+        errors.is_empty(),
+        "not a valid {def}: {errors:?}\n{instance:#}"
+    );
 }
 
 /// Validate an emitted message as its envelope and as its specific type.
@@ -103,7 +112,11 @@ fn submit(ttl_ms: Option<u64>) -> Outbound {
 }
 
 fn input_response(id: Value, reply: ApprovalReply) -> Outbound {
-    Outbound::InputResponse { operation_id: "e7Yx1c".into(), server_request_id: id, reply }
+    Outbound::InputResponse {
+        operation_id: "e7Yx1c".into(),
+        server_request_id: id,
+        reply,
+    }
 }
 
 #[test]
@@ -114,8 +127,15 @@ fn every_emitted_message_kind_validates_against_the_schema() {
     assert_eq!(init["params"]["protocolVersion"], "2025-11-25");
     assert!(init["params"]["capabilities"]["elicitation"].is_object());
 
-    let initialized = parse(&a.encode_initialized().expect("MCP has notifications/initialized"));
-    assert_message_valid("JSONRPCNotification", "InitializedNotification", &initialized);
+    let initialized = parse(
+        &a.encode_initialized()
+            .expect("MCP has notifications/initialized"),
+    );
+    assert_message_valid(
+        "JSONRPCNotification",
+        "InitializedNotification",
+        &initialized,
+    );
     assert!(initialized.get("id").is_none(), "a notification has no id");
 
     for cursor in [None, Some("page-2")] {
@@ -129,14 +149,45 @@ fn every_emitted_message_kind_validates_against_the_schema() {
         (submit(Some(120_000)), "CallToolRequest"),
         (submit(None), "CallToolRequest"),
         (
-            Outbound::SubmitSync { key: "key-2".into(), tool: "echo".into(), arguments: json!({"text": "hi"}) },
+            Outbound::SubmitSync {
+                key: "key-2".into(),
+                tool: "echo".into(),
+                arguments: json!({"text": "hi"}),
+            },
             "CallToolRequest",
         ),
-        (Outbound::SubmitSync { key: "key-3".into(), tool: "ping".into(), arguments: Value::Null }, "CallToolRequest"),
-        (Outbound::LookupByKey { key: "key-1".into() }, "ListTasksRequest"),
-        (Outbound::Poll { operation_id: "q9Zr2w".into() }, "GetTaskRequest"),
-        (Outbound::FetchResult { operation_id: "q9Zr2w".into() }, "GetTaskPayloadRequest"),
-        (Outbound::Cancel { operation_id: "q9Zr2w".into() }, "CancelTaskRequest"),
+        (
+            Outbound::SubmitSync {
+                key: "key-3".into(),
+                tool: "ping".into(),
+                arguments: Value::Null,
+            },
+            "CallToolRequest",
+        ),
+        (
+            Outbound::LookupByKey {
+                key: "key-1".into(),
+            },
+            "ListTasksRequest",
+        ),
+        (
+            Outbound::Poll {
+                operation_id: "q9Zr2w".into(),
+            },
+            "GetTaskRequest",
+        ),
+        (
+            Outbound::FetchResult {
+                operation_id: "q9Zr2w".into(),
+            },
+            "GetTaskPayloadRequest",
+        ),
+        (
+            Outbound::Cancel {
+                operation_id: "q9Zr2w".into(),
+            },
+            "CancelTaskRequest",
+        ),
     ];
     for (rpc_id, (out, def)) in (10u64..).zip(requests) {
         let msg = parse(&a.encode(rpc_id, &out));
@@ -145,9 +196,16 @@ fn every_emitted_message_kind_validates_against_the_schema() {
         assert_eq!(msg["id"], rpc_id);
     }
 
-    for id in [json!(0), json!(41), json!("task-abc:def-139671787959024"), json!("srv-5")] {
+    for id in [
+        json!(0),
+        json!(41),
+        json!("task-abc:def-139671787959024"),
+        json!("srv-5"),
+    ] {
         for reply in [
-            ApprovalReply::Accept { content: json!({"ok": true, "n": 3, "tags": ["a"]}) },
+            ApprovalReply::Accept {
+                content: json!({"ok": true, "n": 3, "tags": ["a"]}),
+            },
             ApprovalReply::Decline,
             ApprovalReply::Cancel,
         ] {
@@ -155,9 +213,18 @@ fn every_emitted_message_kind_validates_against_the_schema() {
             assert_message_valid("JSONRPCResponse", "JSONRPCResultResponse", &msg);
             assert_valid("ElicitResult", &msg["result"]);
             assert_valid("ClientResult", &msg["result"]);
-            assert_eq!(msg["id"], id, "the server's id is echoed verbatim, not our rpc id");
-            assert_eq!(msg["result"]["_meta"]["io.modelcontextprotocol/related-task"]["taskId"], "e7Yx1c");
-            assert_eq!(msg["result"].get("content").is_some(), matches!(reply, ApprovalReply::Accept { .. }));
+            assert_eq!(
+                msg["id"], id,
+                "the server's id is echoed verbatim, not our rpc id"
+            );
+            assert_eq!(
+                msg["result"]["_meta"]["io.modelcontextprotocol/related-task"]["taskId"],
+                "e7Yx1c"
+            );
+            assert_eq!(
+                msg["result"].get("content").is_some(),
+                matches!(reply, ApprovalReply::Accept { .. })
+            );
         }
     }
 }
@@ -171,11 +238,21 @@ fn encoded_requests_carry_what_the_executor_asked_for() {
     assert_eq!(call["params"]["arguments"], json!({"month": "2026-10"}));
     assert_eq!(call["params"]["task"], json!({"ttl": 60_000}));
     assert_eq!(call["params"]["_meta"][META_IDEMPOTENCY_KEY], "key-1");
-    assert_eq!(parse(&a.encode(7, &submit(None)))["params"]["task"], json!({}));
+    assert_eq!(
+        parse(&a.encode(7, &submit(None)))["params"]["task"],
+        json!({})
+    );
 
-    let sync = Outbound::SubmitSync { key: "k".into(), tool: "echo".into(), arguments: json!({}) };
+    let sync = Outbound::SubmitSync {
+        key: "k".into(),
+        tool: "echo".into(),
+        arguments: json!({}),
+    };
     let sync = parse(&a.encode(8, &sync));
-    assert!(sync["params"].get("task").is_none(), "a synchronous call must not ask for a task");
+    assert!(
+        sync["params"].get("task").is_none(),
+        "a synchronous call must not ask for a task"
+    );
     assert_eq!(sync["params"]["_meta"][META_IDEMPOTENCY_KEY], "k");
 
     let lookup = parse(&a.encode(9, &Outbound::LookupByKey { key: "k".into() }));
@@ -183,9 +260,24 @@ fn encoded_requests_carry_what_the_executor_asked_for() {
     assert_eq!(lookup["params"]["_meta"][META_LOOKUP_KEY], "k");
 
     for (out, method) in [
-        (Outbound::Poll { operation_id: "t1".into() }, "tasks/get"),
-        (Outbound::FetchResult { operation_id: "t1".into() }, "tasks/result"),
-        (Outbound::Cancel { operation_id: "t1".into() }, "tasks/cancel"),
+        (
+            Outbound::Poll {
+                operation_id: "t1".into(),
+            },
+            "tasks/get",
+        ),
+        (
+            Outbound::FetchResult {
+                operation_id: "t1".into(),
+            },
+            "tasks/result",
+        ),
+        (
+            Outbound::Cancel {
+                operation_id: "t1".into(),
+            },
+            "tasks/cancel",
+        ),
     ] {
         let msg = parse(&a.encode(10, &out));
         assert_eq!(msg["method"], method);
@@ -198,23 +290,41 @@ fn encoded_requests_carry_what_the_executor_asked_for() {
 fn validator_rejects_deliberately_wrong_messages() {
     // If these pass, the validator is not really checking and the positive tests mean nothing.
     let wrong: [(&str, Value); 8] = [
-        ("GetTaskRequest", json!({"jsonrpc": "2.0", "id": 1, "method": "tasks/get", "params": {}})),
-        ("GetTaskRequest", json!({"jsonrpc": "2.0", "id": 1, "method": "tasks/gets", "params": {"taskId": "t"}})),
+        (
+            "GetTaskRequest",
+            json!({"jsonrpc": "2.0", "id": 1, "method": "tasks/get", "params": {}}),
+        ),
+        (
+            "GetTaskRequest",
+            json!({"jsonrpc": "2.0", "id": 1, "method": "tasks/gets", "params": {"taskId": "t"}}),
+        ),
         (
             "CallToolRequest",
             json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "x", "task": {"ttl": "60s"}}}),
         ),
-        ("CallToolRequest", json!({"jsonrpc": "2.0", "id": 1.5, "method": "tools/call", "params": {"name": "x"}})),
+        (
+            "CallToolRequest",
+            json!({"jsonrpc": "2.0", "id": 1.5, "method": "tools/call", "params": {"name": "x"}}),
+        ),
         ("ElicitResult", json!({"action": "maybe"})),
-        ("ElicitResult", json!({"action": "accept", "content": {"nested": {"no": 1}}})),
-        ("JSONRPCNotification", json!({"jsonrpc": "1.0", "method": "notifications/initialized"})),
+        (
+            "ElicitResult",
+            json!({"action": "accept", "content": {"nested": {"no": 1}}}),
+        ),
+        (
+            "JSONRPCNotification",
+            json!({"jsonrpc": "1.0", "method": "notifications/initialized"}),
+        ),
         (
             "InitializeRequest",
             json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25"}}),
         ),
     ];
     for (def, msg) in wrong {
-        assert!(!schema_errors(def, &msg).is_empty(), "{def} accepted a wrong message: {msg}");
+        assert!(
+            !schema_errors(def, &msg).is_empty(),
+            "{def} accepted a wrong message: {msg}"
+        );
     }
 }
 
@@ -235,7 +345,10 @@ fn real_server_messages_against_the_schema_show_the_python_ttl_quirk() {
 }
 
 fn arb_id() -> impl Strategy<Value = Value> {
-    prop_oneof![any::<i64>().prop_map(Value::from), "[ -~]{0,40}".prop_map(Value::from)]
+    prop_oneof![
+        any::<i64>().prop_map(Value::from),
+        "[ -~]{0,40}".prop_map(Value::from)
+    ]
 }
 
 /// Values an ElicitResult may carry (string, integer, boolean, string array).
@@ -249,7 +362,8 @@ fn arb_elicit_value() -> impl Strategy<Value = Value> {
 }
 
 fn arb_args() -> impl Strategy<Value = Value> {
-    prop::collection::btree_map(any::<String>(), arb_json(), 0..4).prop_map(|m| Value::Object(m.into_iter().collect()))
+    prop::collection::btree_map(any::<String>(), arb_json(), 0..4)
+        .prop_map(|m| Value::Object(m.into_iter().collect()))
 }
 
 fn arb_outbound() -> impl Strategy<Value = Outbound> {
@@ -261,19 +375,35 @@ fn arb_outbound() -> impl Strategy<Value = Outbound> {
         Just(ApprovalReply::Cancel),
     ];
     prop_oneof![
-        (any::<String>(), any::<String>(), arb_args(), any::<Option<u64>>())
-            .prop_map(|(key, tool, arguments, ttl_ms)| Outbound::Submit { key, tool, arguments, ttl_ms }),
-        (any::<String>(), any::<String>(), arb_args()).prop_map(|(key, tool, arguments)| Outbound::SubmitSync {
-            key,
-            tool,
-            arguments
+        (
+            any::<String>(),
+            any::<String>(),
+            arb_args(),
+            any::<Option<u64>>()
+        )
+            .prop_map(|(key, tool, arguments, ttl_ms)| Outbound::Submit {
+                key,
+                tool,
+                arguments,
+                ttl_ms
+            }),
+        (any::<String>(), any::<String>(), arb_args()).prop_map(|(key, tool, arguments)| {
+            Outbound::SubmitSync {
+                key,
+                tool,
+                arguments,
+            }
         }),
         any::<String>().prop_map(|key| Outbound::LookupByKey { key }),
         any::<String>().prop_map(|operation_id| Outbound::Poll { operation_id }),
         any::<String>().prop_map(|operation_id| Outbound::FetchResult { operation_id }),
         any::<String>().prop_map(|operation_id| Outbound::Cancel { operation_id }),
         (any::<String>(), arb_id(), reply).prop_map(|(operation_id, server_request_id, reply)| {
-            Outbound::InputResponse { operation_id, server_request_id, reply }
+            Outbound::InputResponse {
+                operation_id,
+                server_request_id,
+                reply,
+            }
         }),
     ]
 }
@@ -303,14 +433,19 @@ proptest! {
 fn records(dir: &str, file: &str) -> Vec<Value> {
     let path = format!("{TRANSCRIPTS}/{dir}/{file}.jsonl");
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
-    text.lines().map(|l| serde_json::from_str(l).expect("jsonl record")).collect()
+    text.lines()
+        .map(|l| serde_json::from_str(l).expect("jsonl record"))
+        .collect()
 }
 
 /// The verbatim server text of record `seq`: an SSE event's `data_raw`, or an HTTP body (the
 /// initialize response keeps its SSE framing in `body_raw`, so its data is extracted).
 fn server_text(dir: &str, file: &str, seq: u64) -> String {
     let recs = records(dir, file);
-    let rec = recs.iter().find(|r| r["seq"] == seq).unwrap_or_else(|| panic!("{dir}/{file} has no seq {seq}"));
+    let rec = recs
+        .iter()
+        .find(|r| r["seq"] == seq)
+        .unwrap_or_else(|| panic!("{dir}/{file} has no seq {seq}"));
     match rec["kind"].as_str() {
         Some("sse_event") => rec["data_raw"].as_str().expect("data_raw").to_string(),
         Some("http_response") => {
@@ -348,13 +483,33 @@ struct Case {
     expect: &'static str,
 }
 
-const fn case(dir: &'static str, file: &'static str, seq: u64, kind: RequestKind, expect: &'static str) -> Case {
-    Case { dir, file, seq, kind, expect }
+const fn case(
+    dir: &'static str,
+    file: &'static str,
+    seq: u64,
+    kind: RequestKind,
+    expect: &'static str,
+) -> Case {
+    Case {
+        dir,
+        file,
+        seq,
+        kind,
+        expect,
+    }
 }
 
 fn check(c: &Case) -> Reply {
     let reply = decode(c.kind, c.dir, c.file, c.seq);
-    assert_eq!(reply.name(), c.expect, "{}/{} seq {} as {:?}: {reply:?}", c.dir, c.file, c.seq, c.kind);
+    assert_eq!(
+        reply.name(),
+        c.expect,
+        "{}/{} seq {} as {:?}: {reply:?}",
+        c.dir,
+        c.file,
+        c.seq,
+        c.kind
+    );
     reply
 }
 
@@ -377,13 +532,43 @@ fn decodes_real_transcript_replies() {
         case(PY, "10-augmentation-edges", 8, Submit, "submit_refused"),
         case(PY, "10-augmentation-edges", 12, Submit, "submit_refused"),
         case(PY, "10-augmentation-edges", 20, Submit, "submit_refused"),
-        case(EV, "E1-everything-research", 47, SubmitSync, "submit_refused"),
+        case(
+            EV,
+            "E1-everything-research",
+            47,
+            SubmitSync,
+            "submit_refused",
+        ),
         // TS -32602 "Invalid task creation result": sent after the tool ran (forbidden tool) or
         // for an unknown tool, in the same words: the outcome is unknown, never a refusal.
-        case(TS, "10-augmentation-edges", 12, Submit, "submit_outcome_unknown"),
-        case(TS, "10-augmentation-edges", 20, Submit, "submit_outcome_unknown"),
-        case(EV, "E1-everything-research", 52, Submit, "submit_outcome_unknown"),
-        case(TS, "10-augmentation-edges", 12, SubmitSync, "submit_outcome_unknown"),
+        case(
+            TS,
+            "10-augmentation-edges",
+            12,
+            Submit,
+            "submit_outcome_unknown",
+        ),
+        case(
+            TS,
+            "10-augmentation-edges",
+            20,
+            Submit,
+            "submit_outcome_unknown",
+        ),
+        case(
+            EV,
+            "E1-everything-research",
+            52,
+            Submit,
+            "submit_outcome_unknown",
+        ),
+        case(
+            TS,
+            "10-augmentation-edges",
+            12,
+            SubmitSync,
+            "submit_outcome_unknown",
+        ),
         // A plain result, with or without `task` asked: the server ran the call inline.
         case(TS, "10-augmentation-edges", 16, Submit, "sync_result"),
         case(TS, "10-augmentation-edges", 16, SubmitSync, "sync_result"),
@@ -412,25 +597,79 @@ fn decodes_real_transcript_replies() {
         case(PY, "08-input-required", 21, Fetch, "result"),
         case(EV, "E1-everything-research", 38, Fetch, "result"),
         case(TS, "04-cancel-running", 22, Fetch, "no_result_stored"),
-        case(TS, "12-cancel-while-result-pending", 14, Fetch, "no_result_stored"),
+        case(
+            TS,
+            "12-cancel-while-result-pending",
+            14,
+            Fetch,
+            "no_result_stored",
+        ),
         case(EV, "E3-everything-cancel", 27, Fetch, "no_result_stored"),
         case(PY, "04-cancel-running", 22, Fetch, "no_result_stored"),
-        case(PY, "12-cancel-while-result-pending", 14, Fetch, "no_result_stored"),
+        case(
+            PY,
+            "12-cancel-while-result-pending",
+            14,
+            Fetch,
+            "no_result_stored",
+        ),
         case(TS, "06-unknown-task", 11, Fetch, "not_found"),
         case(TS, "09-ttl-expiry", 27, Fetch, "not_found"),
         case(PY, "06-unknown-task", 11, Fetch, "not_found"),
         case(PY, "09-ttl-expiry", 27, Fetch, "not_found"),
         // tasks/cancel
         case(TS, "04-cancel-running", 15, Cancel, "cancel_ack"),
-        case(TS, "12-cancel-while-result-pending", 13, Cancel, "cancel_ack"),
+        case(
+            TS,
+            "12-cancel-while-result-pending",
+            13,
+            Cancel,
+            "cancel_ack",
+        ),
         case(PY, "04-cancel-running", 15, Cancel, "cancel_ack"),
-        case(PY, "12-cancel-while-result-pending", 13, Cancel, "cancel_ack"),
+        case(
+            PY,
+            "12-cancel-while-result-pending",
+            13,
+            Cancel,
+            "cancel_ack",
+        ),
         case(EV, "E3-everything-cancel", 17, Cancel, "cancel_ack"),
-        case(TS, "04-cancel-running", 26, Cancel, "cancel_rejected_terminal"),
-        case(TS, "05-cancel-completed", 20, Cancel, "cancel_rejected_terminal"),
-        case(PY, "04-cancel-running", 26, Cancel, "cancel_rejected_terminal"),
-        case(PY, "05-cancel-completed", 20, Cancel, "cancel_rejected_terminal"),
-        case(EV, "E3-everything-cancel", 22, Cancel, "cancel_rejected_terminal"),
+        case(
+            TS,
+            "04-cancel-running",
+            26,
+            Cancel,
+            "cancel_rejected_terminal",
+        ),
+        case(
+            TS,
+            "05-cancel-completed",
+            20,
+            Cancel,
+            "cancel_rejected_terminal",
+        ),
+        case(
+            PY,
+            "04-cancel-running",
+            26,
+            Cancel,
+            "cancel_rejected_terminal",
+        ),
+        case(
+            PY,
+            "05-cancel-completed",
+            20,
+            Cancel,
+            "cancel_rejected_terminal",
+        ),
+        case(
+            EV,
+            "E3-everything-cancel",
+            22,
+            Cancel,
+            "cancel_rejected_terminal",
+        ),
         case(TS, "06-unknown-task", 14, Cancel, "not_found"),
         case(PY, "06-unknown-task", 14, Cancel, "not_found"),
         case(TS, "11-cross-session", 18, Cancel, "not_found"),
@@ -449,7 +688,10 @@ fn decodes_real_transcript_replies() {
 
 fn task_of(reply: Reply) -> toolop::protocol::TaskView {
     match reply {
-        Reply::Submitted(t) | Reply::Status(t) | Reply::LookupFound(t) | Reply::CancelAcknowledged(t) => t,
+        Reply::Submitted(t)
+        | Reply::Status(t)
+        | Reply::LookupFound(t)
+        | Reply::CancelAcknowledged(t) => t,
         other => panic!("expected a task view, got {other:?}"),
     }
 }
@@ -464,13 +706,22 @@ fn task_fields_from_real_servers() {
         (ProtocolStatus::Working, Some(60_000), Some(500), None)
     );
     // ttl null (TS) and ttl omitted (Python) both mean "no retention reported".
-    assert_eq!(task_of(decode(Submit, TS, "09-ttl-expiry", 31)).ttl_ms, None);
+    assert_eq!(
+        task_of(decode(Submit, TS, "09-ttl-expiry", 31)).ttl_ms,
+        None
+    );
     let py = task_of(decode(Submit, PY, "09-ttl-expiry", 31));
     assert_eq!((py.ttl_ms, py.poll_interval_ms), (None, Some(500)));
-    assert_eq!(py.operation_id, "c428679a84bd4e08a5eb522bc9e97a83:c36d4352-8df7-4004-97e0-a894c18d2da9");
+    assert_eq!(
+        py.operation_id,
+        "c428679a84bd4e08a5eb522bc9e97a83:c36d4352-8df7-4004-97e0-a894c18d2da9"
+    );
     // server-everything overrides the requested 60000 with 300000 and says so.
     let ev = task_of(decode(Submit, EV, "E1-everything-research", 14));
-    assert_eq!((ev.ttl_ms, ev.poll_interval_ms), (Some(300_000), Some(1000)));
+    assert_eq!(
+        (ev.ttl_ms, ev.poll_interval_ms),
+        (Some(300_000), Some(1000))
+    );
     assert_eq!(ev.status_message.as_deref(), Some("Gathering sources..."));
 
     for (dir, file, seq, status) in [
@@ -482,12 +733,22 @@ fn task_fields_from_real_servers() {
         (PY, "07-failing-task", 17, ProtocolStatus::Completed),
         (TS, "04-cancel-running", 30, ProtocolStatus::Cancelled),
     ] {
-        assert_eq!(task_of(decode(Poll, dir, file, seq)).status, status, "{dir}/{file} {seq}");
+        assert_eq!(
+            task_of(decode(Poll, dir, file, seq)).status,
+            status,
+            "{dir}/{file} {seq}"
+        );
     }
     let ack = task_of(decode(Cancel, TS, "04-cancel-running", 15));
     assert_eq!(ack.status, ProtocolStatus::Cancelled);
-    assert_eq!(ack.status_message.as_deref(), Some("Client cancelled task execution."));
-    assert_eq!(task_of(decode(Lookup, TS, "02-happy-path-poll", 46)).operation_id, "a333d5b6d2fa9d3becd9d9ce948da0ab");
+    assert_eq!(
+        ack.status_message.as_deref(),
+        Some("Client cancelled task execution.")
+    );
+    assert_eq!(
+        task_of(decode(Lookup, TS, "02-happy-path-poll", 46)).operation_id,
+        "a333d5b6d2fa9d3becd9d9ce948da0ab"
+    );
 }
 
 fn result_of(reply: Reply) -> toolop::protocol::ResultView {
@@ -502,11 +763,20 @@ fn fetched_results_from_real_servers_are_verified() {
     let ts = result_of(decode(RequestKind::Fetch, TS, "02-happy-path-poll", 38));
     assert!(ts.verified, "{:?}", ts.problem);
     assert!(!ts.is_error);
-    assert_eq!(ts.payload, json!({"content": [{"type": "text", "text": "slow_job finished after 3s"}]}));
+    assert_eq!(
+        ts.payload,
+        json!({"content": [{"type": "text", "text": "slow_job finished after 3s"}]})
+    );
     assert_eq!(ts.digest, value_digest(&ts.payload));
-    assert_eq!(ts.related_operation_id.as_deref(), Some("a333d5b6d2fa9d3becd9d9ce948da0ab"));
+    assert_eq!(
+        ts.related_operation_id.as_deref(),
+        Some("a333d5b6d2fa9d3becd9d9ce948da0ab")
+    );
     // Fetching twice gives the same payload, so the same digest.
-    assert_eq!(result_of(decode(RequestKind::Fetch, TS, "02-happy-path-poll", 42)).digest, ts.digest);
+    assert_eq!(
+        result_of(decode(RequestKind::Fetch, TS, "02-happy-path-poll", 42)).digest,
+        ts.digest
+    );
 
     let py = result_of(decode(RequestKind::Fetch, PY, "02-happy-path-poll", 38));
     assert!(py.verified && !py.is_error);
@@ -516,28 +786,47 @@ fn fetched_results_from_real_servers_are_verified() {
     for dir in [TS, PY] {
         let failed = result_of(decode(RequestKind::Fetch, dir, "07-failing-task", 20));
         assert!(failed.verified && failed.is_error, "{dir}: {failed:?}");
-        assert_eq!(failed.payload["content"][0]["text"], "failing_job: simulated upstream failure");
+        assert_eq!(
+            failed.payload["content"][0]["text"],
+            "failing_job: simulated upstream failure"
+        );
     }
     let ev = result_of(decode(RequestKind::Fetch, EV, "E1-everything-research", 38));
     assert!(ev.verified);
-    assert_eq!(ev.related_operation_id.as_deref(), Some("079b073dac0776e2908d3ee476ceebb2"));
+    assert_eq!(
+        ev.related_operation_id.as_deref(),
+        Some("079b073dac0776e2908d3ee476ceebb2")
+    );
 
     // A synchronous tool-error result is the tool's outcome, kept with is_error (rmcp's
     // `tool_error`, called without a task).
     let rmcp = replay::stdio_transcript(RMCP, RMCP_FILE, None);
-    let frame = &rmcp.messages.iter().find(|m| m.label == "134").expect("rmcp seq 134").frame;
+    let frame = &rmcp
+        .messages
+        .iter()
+        .find(|m| m.label == "134")
+        .expect("rmcp seq 134")
+        .frame;
     let sync = result_of(adapter().decode_reply(RequestKind::SubmitSync, frame));
-    assert!(sync.is_error && sync.verified && sync.related_operation_id.is_none(), "{sync:?}");
+    assert!(
+        sync.is_error && sync.verified && sync.related_operation_id.is_none(),
+        "{sync:?}"
+    );
 }
 
 #[test]
 fn refusals_and_errors_keep_the_server_text() {
     match decode(RequestKind::Submit, TS, "10-augmentation-edges", 8) {
-        Reply::SubmitRefused { reason } => assert!(reason.contains("requires task augmentation"), "{reason}"),
+        Reply::SubmitRefused { reason } => {
+            assert!(reason.contains("requires task augmentation"), "{reason}")
+        }
         other => panic!("{other:?}"),
     }
     match decode(RequestKind::Submit, PY, "10-augmentation-edges", 12) {
-        Reply::SubmitRefused { reason } => assert_eq!(reason, "This tool does not support task-augmented invocation"),
+        Reply::SubmitRefused { reason } => assert_eq!(
+            reason,
+            "This tool does not support task-augmented invocation"
+        ),
         other => panic!("{other:?}"),
     }
     match decode(RequestKind::Fetch, TS, "04-cancel-running", 22) {
@@ -553,19 +842,44 @@ fn refusals_and_errors_keep_the_server_text() {
 #[test]
 fn cancel_of_a_terminal_task_is_told_from_not_found_by_text_for_both_sdks() {
     for (dir, file, seq, text) in [
-        (TS, "05-cancel-completed", 20, "Cannot cancel task in terminal status: completed"),
-        (PY, "05-cancel-completed", 20, "Cannot cancel task in terminal state 'completed'"),
-        (TS, "04-cancel-running", 26, "Cannot cancel task in terminal status: cancelled"),
-        (PY, "04-cancel-running", 26, "Cannot cancel task in terminal state 'cancelled'"),
+        (
+            TS,
+            "05-cancel-completed",
+            20,
+            "Cannot cancel task in terminal status: completed",
+        ),
+        (
+            PY,
+            "05-cancel-completed",
+            20,
+            "Cannot cancel task in terminal state 'completed'",
+        ),
+        (
+            TS,
+            "04-cancel-running",
+            26,
+            "Cannot cancel task in terminal status: cancelled",
+        ),
+        (
+            PY,
+            "04-cancel-running",
+            26,
+            "Cannot cancel task in terminal state 'cancelled'",
+        ),
     ] {
         match decode(RequestKind::Cancel, dir, file, seq) {
-            Reply::CancelRejectedTerminal { message } => assert!(message.ends_with(text), "{message}"),
+            Reply::CancelRejectedTerminal { message } => {
+                assert!(message.ends_with(text), "{message}")
+            }
             other => panic!("{dir}/{file}: {other:?}"),
         }
     }
     // The spec's own example wording (basic/utilities/tasks.mdx) and its not-found examples.
     for (message, expect) in [
-        ("Cannot cancel task: already in terminal status 'completed'", "cancel_rejected_terminal"),
+        (
+            "Cannot cancel task: already in terminal status 'completed'",
+            "cancel_rejected_terminal",
+        ),
         ("Failed to retrieve task: Task not found", "not_found"),
         ("Failed to retrieve task: Task has expired", "not_found"),
         // Wordings no SDK or spec example uses decide nothing: the core reads the task instead.
@@ -574,20 +888,50 @@ fn cancel_of_a_terminal_task_is_told_from_not_found_by_text_for_both_sdks() {
         ("task q9Zr2w is already cancelled", "error"),
         ("no such task: zz00", "error"),
     ] {
-        assert_eq!(error_to(RequestKind::Cancel, -32602, message).name(), expect, "{message}");
+        assert_eq!(
+            error_to(RequestKind::Cancel, -32602, message).name(),
+            expect,
+            "{message}"
+        );
     }
     // Not-found by the spec's code on a read, whatever the words.
-    assert_eq!(error_to(RequestKind::Poll, -32602, "no such task: zz00").name(), "not_found");
-    assert_eq!(error_to(RequestKind::Fetch, -32602, "Task not found (already deleted)").name(), "not_found");
+    assert_eq!(
+        error_to(RequestKind::Poll, -32602, "no such task: zz00").name(),
+        "not_found"
+    );
+    assert_eq!(
+        error_to(
+            RequestKind::Fetch,
+            -32602,
+            "Task not found (already deleted)"
+        )
+        .name(),
+        "not_found"
+    );
 }
 
 #[test]
 fn elicitation_requests_with_numeric_and_string_ids() {
     let a = adapter();
     for (dir, file, seq, task) in [
-        (TS, "08-input-required", 17, "e44a394fdef02808a60a730f7051ca8b"),
-        (PY, "08-input-required", 17, "12fb05db03594ad08bc58a1b49592f2b:fde1626c-ee7f-452f-a6d3-1a3aaed86460"),
-        (EV, "E2-everything-input-required", 25, "a58b7cb7ea03cf33ddfbbcdbc28a53a7"), // no `mode`
+        (
+            TS,
+            "08-input-required",
+            17,
+            "e44a394fdef02808a60a730f7051ca8b",
+        ),
+        (
+            PY,
+            "08-input-required",
+            17,
+            "12fb05db03594ad08bc58a1b49592f2b:fde1626c-ee7f-452f-a6d3-1a3aaed86460",
+        ),
+        (
+            EV,
+            "E2-everything-input-required",
+            25,
+            "a58b7cb7ea03cf33ddfbbcdbc28a53a7",
+        ), // no `mode`
     ] {
         let raw = server_json(dir, file, seq);
         let Inbound::InputRequest(req) = a.classify(&server_frame(dir, file, seq)) else {
@@ -595,13 +939,21 @@ fn elicitation_requests_with_numeric_and_string_ids() {
         };
         assert_eq!(req.server_request_id, raw["id"]);
         assert_eq!(req.related_operation_id.as_deref(), Some(task));
-        assert_eq!(req.message, raw["params"]["message"].as_str().expect("message"));
+        assert_eq!(
+            req.message,
+            raw["params"]["message"].as_str().expect("message")
+        );
         assert_eq!(req.requested_schema, raw["params"]["requestedSchema"]);
-        assert_eq!(req.schema_digest, value_digest(&raw["params"]["requestedSchema"]));
+        assert_eq!(
+            req.schema_digest,
+            value_digest(&raw["params"]["requestedSchema"])
+        );
         assert_eq!(req.raw, raw);
 
         // The answer echoes the server's id verbatim and validates.
-        let reply = ApprovalReply::Accept { content: json!({"answer": "Ada"}) };
+        let reply = ApprovalReply::Accept {
+            content: json!({"answer": "Ada"}),
+        };
         let out = Outbound::InputResponse {
             operation_id: task.into(),
             server_request_id: req.server_request_id.clone(),
@@ -617,8 +969,18 @@ fn elicitation_requests_with_numeric_and_string_ids() {
     assert!(server_json(PY, "08-input-required", 17)["id"].is_string());
 }
 
-fn frame(status: u16, request_id: Option<u64>, retry_after_ms: Option<u64>, body: &[u8]) -> InFrame {
-    InFrame { request_id, http_status: status, retry_after_ms, body: body.to_vec() }
+fn frame(
+    status: u16,
+    request_id: Option<u64>,
+    retry_after_ms: Option<u64>,
+    body: &[u8],
+) -> InFrame {
+    InFrame {
+        request_id,
+        http_status: status,
+        retry_after_ms,
+        body: body.to_vec(),
+    }
 }
 
 #[test]
@@ -628,11 +990,23 @@ fn classifies_real_inbound_frames() {
         Inbound::Ignored { what } => assert!(what.contains("notifications/tasks/status"), "{what}"),
         other => panic!("{other:?}"),
     }
-    assert!(matches!(a.classify(&server_frame(PY, "02-happy-path-poll", 24)), Inbound::Ignored { .. }));
-    assert_eq!(a.classify(&server_frame(TS, "02-happy-path-poll", 10)), Inbound::Response { rpc_id: 2 });
-    assert_eq!(a.classify(&server_frame(PY, "06-unknown-task", 14)), Inbound::Response { rpc_id: 4 });
+    assert!(matches!(
+        a.classify(&server_frame(PY, "02-happy-path-poll", 24)),
+        Inbound::Ignored { .. }
+    ));
+    assert_eq!(
+        a.classify(&server_frame(TS, "02-happy-path-poll", 10)),
+        Inbound::Response { rpc_id: 2 }
+    );
+    assert_eq!(
+        a.classify(&server_frame(PY, "06-unknown-task", 14)),
+        Inbound::Response { rpc_id: 4 }
+    );
     // server-everything's SSE priming event: an empty data line.
-    assert!(matches!(a.classify(&server_frame(EV, "E1-everything-research", 7)), Inbound::Ignored { .. }));
+    assert!(matches!(
+        a.classify(&server_frame(EV, "E1-everything-research", 7)),
+        Inbound::Ignored { .. }
+    ));
 
     // Python's stale-session 404 carries `"id":"server-error"`: the transport's correlation wins.
     let py404 = server_text(PY, "11-cross-session", 34);
@@ -640,7 +1014,10 @@ fn classifies_real_inbound_frames() {
     assert_eq!(a.classify(&f), Inbound::Response { rpc_id: 3 });
     match a.decode_reply(RequestKind::Poll, &f) {
         Reply::Error { message } => {
-            assert!(message.contains("404") && message.contains("Session not found"), "{message}")
+            assert!(
+                message.contains("404") && message.contains("Session not found"),
+                "{message}"
+            )
         }
         other => panic!("{other:?}"),
     }
@@ -654,20 +1031,37 @@ fn classifies_real_inbound_frames() {
     let ping = br#"{"jsonrpc":"2.0","id":5,"method":"ping"}"#;
     match a.classify(&InFrame::message(ping.to_vec())) {
         Inbound::ServerRequest(req) => {
-            assert_eq!((req.id, req.method.as_str(), req.answer), (json!(5), "ping", toolop::protocol::ServerAnswer::Empty));
+            assert_eq!(
+                (req.id, req.method.as_str(), req.answer),
+                (json!(5), "ping", toolop::protocol::ServerAnswer::Empty)
+            );
         }
         other => panic!("{other:?}"),
     }
     let progress = br#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":1,"progress":2}}"#;
-    assert!(matches!(a.classify(&InFrame::message(progress.to_vec())), Inbound::Ignored { .. }));
-    assert!(matches!(a.classify(&InFrame::message(Vec::new())), Inbound::Ignored { .. }));
     assert!(matches!(
-        a.classify(&InFrame::message(b"{\"jsonrpc\":\"2.0\",\"id\":3,\"res".to_vec())),
+        a.classify(&InFrame::message(progress.to_vec())),
+        Inbound::Ignored { .. }
+    ));
+    assert!(matches!(
+        a.classify(&InFrame::message(Vec::new())),
+        Inbound::Ignored { .. }
+    ));
+    assert!(matches!(
+        a.classify(&InFrame::message(
+            b"{\"jsonrpc\":\"2.0\",\"id\":3,\"res".to_vec()
+        )),
         Inbound::Malformed { .. }
     ));
-    assert!(matches!(a.classify(&InFrame::message(b"[1,2]".to_vec())), Inbound::Malformed { .. }));
+    assert!(matches!(
+        a.classify(&InFrame::message(b"[1,2]".to_vec())),
+        Inbound::Malformed { .. }
+    ));
     let bad_elicit = br#"{"jsonrpc":"2.0","id":{"x":1},"method":"elicitation/create","params":{"message":"m","requestedSchema":{"type":"object","properties":{}}}}"#;
-    assert!(matches!(a.classify(&InFrame::message(bad_elicit.to_vec())), Inbound::Malformed { .. }));
+    assert!(matches!(
+        a.classify(&InFrame::message(bad_elicit.to_vec())),
+        Inbound::Malformed { .. }
+    ));
 }
 
 /// The one table of phrasings the MCP adapters act on (`src/protocol/wording.rs`), rendered
@@ -685,7 +1079,12 @@ fn the_wording_table_is_the_reviewed_one() {
     );
     for p in PHRASES {
         let pattern = p.pattern.replace('|', "\\|");
-        md.push_str(&format!("| {} | {} | `{pattern}` | {} |\n", p.meaning.name(), p.carrier.name(), p.source));
+        md.push_str(&format!(
+            "| {} | {} | `{pattern}` | {} |\n",
+            p.meaning.name(),
+            p.carrier.name(),
+            p.source
+        ));
     }
     expect_test::expect_file!["data/wording-table.md"].assert_eq(&md);
 }
@@ -698,51 +1097,96 @@ fn the_wording_table_is_the_reviewed_one() {
 fn a_reply_naming_another_request_than_its_exchange_is_an_operating_error() {
     let a = adapter();
     let text = server_text(TS, "02-happy-path-poll", 10);
-    assert_eq!(a.classify(&frame(200, Some(2), None, text.as_bytes())), Inbound::Response { rpc_id: 2 });
-    assert_eq!(a.classify(&frame(200, None, None, text.as_bytes())), Inbound::Response { rpc_id: 2 });
+    assert_eq!(
+        a.classify(&frame(200, Some(2), None, text.as_bytes())),
+        Inbound::Response { rpc_id: 2 }
+    );
+    assert_eq!(
+        a.classify(&frame(200, None, None, text.as_bytes())),
+        Inbound::Response { rpc_id: 2 }
+    );
     let other = frame(200, Some(5), None, text.as_bytes());
-    assert_eq!(a.classify(&other), Inbound::Response { rpc_id: 5 }, "routed by the exchange, not by the body");
+    assert_eq!(
+        a.classify(&other),
+        Inbound::Response { rpc_id: 5 },
+        "routed by the exchange, not by the body"
+    );
     match a.decode_reply(RequestKind::Poll, &other) {
-        Reply::Malformed { reason } => assert!(reason.contains("names request 2") && reason.contains("request 5"), "{reason}"),
+        Reply::Malformed { reason } => assert!(
+            reason.contains("names request 2") && reason.contains("request 5"),
+            "{reason}"
+        ),
         got => panic!("a reply to request 2 on the exchange of request 5 became {got:?}"),
     }
     // No numeric id in the body: the exchange decides (TS 400 with `id: null`).
     let ts400 = server_text(TS, "11-cross-session", 34);
-    assert_eq!(a.classify(&frame(400, Some(5), None, ts400.as_bytes())), Inbound::Response { rpc_id: 5 });
+    assert_eq!(
+        a.classify(&frame(400, Some(5), None, ts400.as_bytes())),
+        Inbound::Response { rpc_id: 5 }
+    );
     // Server requests and notifications on the stream of a POST are not replies to it.
     let elicit = server_text(TS, "08-input-required", 17);
-    assert!(matches!(a.classify(&frame(200, Some(6), None, elicit.as_bytes())), Inbound::InputRequest(_)));
+    assert!(matches!(
+        a.classify(&frame(200, Some(6), None, elicit.as_bytes())),
+        Inbound::InputRequest(_)
+    ));
 }
 
 #[test]
 fn negotiation_with_real_servers() {
     let a = adapter();
-    for (dir, file, seq) in
-        [(TS, "01-initialize-list", 3), (PY, "01-initialize-list", 3), (EV, "E1-everything-research", 2)]
-    {
-        let caps = a.decode_initialize(&server_frame(dir, file, seq)).unwrap_or_else(|e| panic!("{dir}: {e}"));
+    for (dir, file, seq) in [
+        (TS, "01-initialize-list", 3),
+        (PY, "01-initialize-list", 3),
+        (EV, "E1-everything-research", 2),
+    ] {
+        let caps = a
+            .decode_initialize(&server_frame(dir, file, seq))
+            .unwrap_or_else(|e| panic!("{dir}: {e}"));
         assert_eq!(caps.protocol_version, "2025-11-25");
-        assert!(caps.tasks_tool_call && caps.tasks_cancel && caps.tasks_list, "{dir}: {caps:?}");
-        assert!(!caps.idempotency_by_key, "no real server has the toolop extension");
+        assert!(
+            caps.tasks_tool_call && caps.tasks_cancel && caps.tasks_list,
+            "{dir}: {caps:?}"
+        );
+        assert!(
+            !caps.idempotency_by_key,
+            "no real server has the toolop extension"
+        );
     }
 
-    let (tools, next) = a.decode_list_tools(&server_frame(TS, "01-initialize-list", 8)).expect("TS tools");
+    let (tools, next) = a
+        .decode_list_tools(&server_frame(TS, "01-initialize-list", 8))
+        .expect("TS tools");
     let by_name: BTreeMap<_, _> = tools.iter().map(|t| (t.name.as_str(), t)).collect();
     assert_eq!(next, None);
     assert_eq!(by_name["echo"].task_support, TaskSupport::Forbidden);
     assert_eq!(by_name["slow_job"].task_support, TaskSupport::Optional);
     assert_eq!(by_name["needs_input"].task_support, TaskSupport::Required);
     let raw = server_json(TS, "01-initialize-list", 8);
-    assert_eq!(by_name["echo"].descriptor_digest, value_digest(&raw["result"]["tools"][0]));
+    assert_eq!(
+        by_name["echo"].descriptor_digest,
+        value_digest(&raw["result"]["tools"][0])
+    );
 
     // Python leaves `execution` out for a forbidden tool: the default is forbidden.
-    let (py, _) = a.decode_list_tools(&server_frame(PY, "01-initialize-list", 8)).expect("PY tools");
+    let (py, _) = a
+        .decode_list_tools(&server_frame(PY, "01-initialize-list", 8))
+        .expect("PY tools");
     let echo = py.iter().find(|t| t.name == "echo").expect("echo");
-    assert!(server_json(PY, "01-initialize-list", 8)["result"]["tools"][0].get("execution").is_none());
+    assert!(
+        server_json(PY, "01-initialize-list", 8)["result"]["tools"][0]
+            .get("execution")
+            .is_none()
+    );
     assert_eq!(echo.task_support, TaskSupport::Forbidden);
 
-    let (ev, _) = a.decode_list_tools(&server_frame(EV, "E1-everything-research", 8)).expect("EV tools");
-    let research = ev.iter().find(|t| t.name == "simulate-research-query").expect("research tool");
+    let (ev, _) = a
+        .decode_list_tools(&server_frame(EV, "E1-everything-research", 8))
+        .expect("EV tools");
+    let research = ev
+        .iter()
+        .find(|t| t.name == "simulate-research-query")
+        .expect("research tool");
     assert_eq!(research.task_support, TaskSupport::Required);
 }
 
@@ -750,7 +1194,10 @@ fn negotiation_with_real_servers() {
 fn negotiation_reads_extensions_and_refuses_other_versions() {
     let a = adapter();
     let init = |result: Value| {
-        InFrame::message(serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": 1, "result": result})).expect("json"))
+        InFrame::message(
+            serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": 1, "result": result}))
+                .expect("json"),
+        )
     };
     let caps = a
         .decode_initialize(&init(json!({
@@ -759,7 +1206,9 @@ fn negotiation_reads_extensions_and_refuses_other_versions() {
             "serverInfo": {"name": "s", "version": "1"}
         })))
         .expect("caps");
-    assert!(caps.idempotency_by_key && caps.tasks_cancel && !caps.tasks_list && !caps.tasks_tool_call);
+    assert!(
+        caps.idempotency_by_key && caps.tasks_cancel && !caps.tasks_list && !caps.tasks_tool_call
+    );
 
     for bad in [
         json!({"protocolVersion": "2025-06-18", "capabilities": {}}),
@@ -770,8 +1219,12 @@ fn negotiation_reads_extensions_and_refuses_other_versions() {
         assert!(a.decode_initialize(&init(bad.clone())).is_err(), "{bad}");
     }
     let err = br#"{"jsonrpc":"2.0","id":1,"error":{"code":-32602,"message":"Unsupported protocol version"}}"#;
-    assert!(a.decode_initialize(&InFrame::message(err.to_vec())).is_err());
-    assert!(a.decode_initialize(&frame(503, Some(1), Some(10), b"")).is_err());
+    assert!(a
+        .decode_initialize(&InFrame::message(err.to_vec()))
+        .is_err());
+    assert!(a
+        .decode_initialize(&frame(503, Some(1), Some(10), b""))
+        .is_err());
 
     let list = |result: Value| a.decode_list_tools(&init(result));
     let (tools, next) = list(json!({
@@ -779,8 +1232,13 @@ fn negotiation_reads_extensions_and_refuses_other_versions() {
         "nextCursor": "c2"
     }))
     .expect("tools");
-    assert_eq!((tools[0].sync_upper_bound_ms, next.as_deref()), (Some(2500), Some("c2")));
-    assert!(list(json!({"tools": [{"name": "x", "execution": {"taskSupport": "sometimes"}}]})).is_err());
+    assert_eq!(
+        (tools[0].sync_upper_bound_ms, next.as_deref()),
+        (Some(2500), Some("c2"))
+    );
+    assert!(
+        list(json!({"tools": [{"name": "x", "execution": {"taskSupport": "sometimes"}}]})).is_err()
+    );
     assert!(list(json!({"tools": [{"inputSchema": {}}]})).is_err());
     assert!(list(json!({"tool": []})).is_err());
 }
@@ -791,53 +1249,95 @@ fn http_status_replies_come_before_the_body() {
     for kind in ALL_KINDS {
         assert_eq!(
             a.decode_reply(kind, &frame(429, Some(1), Some(1500), b"")),
-            Reply::RateLimited { retry_after_ms: Some(1500) }
+            Reply::RateLimited {
+                retry_after_ms: Some(1500)
+            }
         );
         assert_eq!(
             a.decode_reply(kind, &frame(429, Some(1), None, b"Too Many")),
-            Reply::RateLimited { retry_after_ms: None }
+            Reply::RateLimited {
+                retry_after_ms: None
+            }
         );
         assert_eq!(
             a.decode_reply(kind, &frame(503, Some(1), Some(30_000), b"")),
-            Reply::Unavailable { retry_after_ms: Some(30_000) }
+            Reply::Unavailable {
+                retry_after_ms: Some(30_000)
+            }
         );
         // 202 is "accepted for processing", never a completion.
-        assert_eq!(a.decode_reply(kind, &frame(202, Some(1), None, b"")), Reply::Accepted);
-        assert_eq!(a.decode_reply(kind, &frame(404, Some(1), None, b"")).name(), "error");
-        assert_eq!(a.decode_reply(kind, &frame(500, Some(1), None, b"oops")).name(), "error");
+        assert_eq!(
+            a.decode_reply(kind, &frame(202, Some(1), None, b"")),
+            Reply::Accepted
+        );
+        assert_eq!(
+            a.decode_reply(kind, &frame(404, Some(1), None, b"")).name(),
+            "error"
+        );
+        assert_eq!(
+            a.decode_reply(kind, &frame(500, Some(1), None, b"oops"))
+                .name(),
+            "error"
+        );
     }
     // Even a body that looks like a completed result does not turn a 202 into one.
     let done = server_text(TS, "02-happy-path-poll", 38);
-    assert_eq!(a.decode_reply(RequestKind::Fetch, &frame(202, Some(10), None, done.as_bytes())), Reply::Accepted);
+    assert_eq!(
+        a.decode_reply(
+            RequestKind::Fetch,
+            &frame(202, Some(10), None, done.as_bytes())
+        ),
+        Reply::Accepted
+    );
     for status in [202, 404, 429, 503] {
-        assert_eq!(a.classify(&frame(status, Some(9), Some(5), b"")), Inbound::Response { rpc_id: 9 });
+        assert_eq!(
+            a.classify(&frame(status, Some(9), Some(5), b"")),
+            Inbound::Response { rpc_id: 9 }
+        );
     }
-    assert!(matches!(a.classify(&frame(202, None, None, b"")), Inbound::Ignored { .. }));
+    assert!(matches!(
+        a.classify(&frame(202, None, None, b"")),
+        Inbound::Ignored { .. }
+    ));
 }
 
 fn reply_to(kind: RequestKind, result: Value) -> Reply {
-    let body = serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": 1, "result": result})).expect("json");
+    let body =
+        serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": 1, "result": result})).expect("json");
     adapter().decode_reply(kind, &InFrame::message(body))
 }
 
 fn error_to(kind: RequestKind, code: i64, message: &str) -> Reply {
-    let body = serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": 1, "error": {"code": code, "message": message}}))
-        .expect("json");
+    let body = serde_json::to_vec(
+        &json!({"jsonrpc": "2.0", "id": 1, "error": {"code": code, "message": message}}),
+    )
+    .expect("json");
     adapter().decode_reply(kind, &InFrame::message(body))
 }
 
 #[test]
 fn error_codes_per_request_kind() {
     use RequestKind::*;
-    assert_eq!(error_to(Lookup, -32601, "Method not found"), Reply::LookupUnsupported);
+    assert_eq!(
+        error_to(Lookup, -32601, "Method not found"),
+        Reply::LookupUnsupported
+    );
     // A tools/call error: the codes that mean "not processed" are refusals; the others do not
     // say whether the tool ran.
     for kind in [Submit, SubmitSync] {
         for code in [-32700, -32600, -32601, -32602] {
-            assert_eq!(error_to(kind, code, "nope").name(), "submit_refused", "{code}");
+            assert_eq!(
+                error_to(kind, code, "nope").name(),
+                "submit_refused",
+                "{code}"
+            );
         }
         for code in [-32603, -32000, 1, 0] {
-            assert_eq!(error_to(kind, code, "nope").name(), "submit_outcome_unknown", "{code}");
+            assert_eq!(
+                error_to(kind, code, "nope").name(),
+                "submit_outcome_unknown",
+                "{code}"
+            );
         }
         // The TS wrapper's -32602 after the tool ran, whatever the zod text.
         let ran = "MCP error -32602: Invalid task creation result: anything";
@@ -845,24 +1345,40 @@ fn error_codes_per_request_kind() {
         let ran = "MCP error -32602: Invalid tools/call result: [{}]";
         assert_eq!(error_to(kind, -32602, ran).name(), "submit_outcome_unknown");
         // The same words under another code are not the TS wrapper's.
-        assert_eq!(error_to(kind, -32601, "Invalid task creation result: x").name(), "submit_refused");
+        assert_eq!(
+            error_to(kind, -32601, "Invalid task creation result: x").name(),
+            "submit_refused"
+        );
     }
     assert_eq!(error_to(Poll, -32603, "boom").name(), "error");
     assert_eq!(
         error_to(Fetch, -32000, "upstream 503"),
-        Reply::ResultIsError { code: -32000, message: "upstream 503".into() }
+        Reply::ResultIsError {
+            code: -32000,
+            message: "upstream 503".into()
+        }
     );
     // A -32603 that is not the "no result stored" quirk is the failed request's own error,
     // even when its words mention a missing result (a substring reading took it for the quirk).
     assert_eq!(error_to(Fetch, -32603, "db down").name(), "result_is_error");
-    for message in ["upstream returned no result", "Task t1 has no result stored yet", "no result stored"] {
+    for message in [
+        "upstream returned no result",
+        "Task t1 has no result stored yet",
+        "no result stored",
+    ] {
         assert_eq!(
             error_to(Fetch, -32603, message),
-            Reply::ResultIsError { code: -32603, message: message.into() },
+            Reply::ResultIsError {
+                code: -32603,
+                message: message.into()
+            },
             "{message}"
         );
     }
-    assert_eq!(error_to(Fetch, -32603, "Task t1 has no result stored").name(), "no_result_stored");
+    assert_eq!(
+        error_to(Fetch, -32603, "Task t1 has no result stored").name(),
+        "no_result_stored"
+    );
     assert_eq!(error_to(Cancel, -32603, "boom").name(), "error");
     assert_eq!(reply_to(Fetch, json!({})).name(), "no_result_stored");
 }
@@ -881,17 +1397,43 @@ fn structural_problems_are_malformed_or_unverified_with_reasons() {
         }
         other => panic!("expected malformed, got {other:?}"),
     };
-    assert!(malformed(reply_to(Submit, json!({"task": {"taskId": "", "status": "working", "ttl": null}})))
-        .contains("empty"));
-    assert!(malformed(reply_to(Submit, json!({"task": {"taskId": 7, "status": "working"}}))).contains("taskId"));
-    assert!(malformed(reply_to(Submit, json!({"task": {"taskId": "t", "status": "done"}}))).contains("done"));
+    assert!(malformed(reply_to(
+        Submit,
+        json!({"task": {"taskId": "", "status": "working", "ttl": null}})
+    ))
+    .contains("empty"));
+    assert!(malformed(reply_to(
+        Submit,
+        json!({"task": {"taskId": 7, "status": "working"}})
+    ))
+    .contains("taskId"));
+    assert!(malformed(reply_to(
+        Submit,
+        json!({"task": {"taskId": "t", "status": "done"}})
+    ))
+    .contains("done"));
     assert!(malformed(reply_to(Poll, json!({"taskId": "t"}))).contains("status"));
-    assert!(malformed(reply_to(Submit, json!({"task": {"taskId": "t", "status": 3, "ttl": 5}}))).contains("status"));
-    assert!(malformed(reply_to(Lookup, json!({"tasks": [task("working"), task("completed")]}))).contains("2 tasks"));
-    assert!(malformed(reply_to(Lookup, json!({"tasks": [task("working")], "nextCursor": "c"}))).contains("filter"));
+    assert!(malformed(reply_to(
+        Submit,
+        json!({"task": {"taskId": "t", "status": 3, "ttl": 5}})
+    ))
+    .contains("status"));
+    assert!(malformed(reply_to(
+        Lookup,
+        json!({"tasks": [task("working"), task("completed")]})
+    ))
+    .contains("2 tasks"));
+    assert!(malformed(reply_to(
+        Lookup,
+        json!({"tasks": [task("working")], "nextCursor": "c"})
+    ))
+    .contains("filter"));
     assert!(malformed(reply_to(Lookup, json!({"tasks": {}}))).contains("tasks"));
     assert!(malformed(reply_to(Cancel, task("working"))).contains("non-terminal"));
-    assert_eq!(reply_to(Cancel, task("completed")).name(), "cancel_rejected_terminal");
+    assert_eq!(
+        reply_to(Cancel, task("completed")).name(),
+        "cancel_rejected_terminal"
+    );
     for body in [
         &b"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"taskId\":\"t\",\"sta"[..],
         b"",
@@ -918,7 +1460,11 @@ fn structural_problems_are_malformed_or_unverified_with_reasons() {
     assert!(unverified(json!({"content": [{"type": "video", "url": "x"}]})).contains("video"));
     assert!(unverified(json!({"content": [], "isError": "yes"})).contains("isError"));
     // Neither a CreateTaskResult nor a CallToolResult.
-    assert!(malformed(reply_to(Submit, json!({"taskId": "t", "status": "working"}))).contains("neither"));
+    assert!(malformed(reply_to(
+        Submit,
+        json!({"taskId": "t", "status": "working"})
+    ))
+    .contains("neither"));
 }
 
 /// Advisory fields with bad values, as documented variants of a real CreateTaskResult (TS
@@ -927,7 +1473,10 @@ fn structural_problems_are_malformed_or_unverified_with_reasons() {
 #[test]
 fn a_bad_advisory_value_never_costs_the_task() {
     let real = server_text(TS, "02-happy-path-poll", 10);
-    assert!(real.contains(r#""ttl":60000,"#) && real.contains(r#""pollInterval":500"#), "{real}");
+    assert!(
+        real.contains(r#""ttl":60000,"#) && real.contains(r#""pollInterval":500"#),
+        "{real}"
+    );
     let id = "a333d5b6d2fa9d3becd9d9ce948da0ab";
     let variant = |from: &str, to: &str| {
         let text = real.replacen(from, to, 1);
@@ -938,37 +1487,104 @@ fn a_bad_advisory_value_never_costs_the_task() {
         }
     };
     let clean = task_of(decode(RequestKind::Submit, TS, "02-happy-path-poll", 10));
-    assert_eq!((clean.ttl_ms, clean.poll_interval_ms, clean.hint_problem), (Some(60_000), Some(500), None));
+    assert_eq!(
+        (clean.ttl_ms, clean.poll_interval_ms, clean.hint_problem),
+        (Some(60_000), Some(500), None)
+    );
     for (from, to, ttl, poll, says) in [
-        (r#""ttl":60000,"#, r#""ttl":60000.0,"#, Some(60_000), Some(500), "\"ttl\" 60000.0 is not an integer literal: read as 60000"),
-        (r#""ttl":60000,"#, r#""ttl":-1,"#, None, Some(500), "\"ttl\" is a number -1, not a non-negative integer: ignored"),
-        (r#""ttl":60000,"#, r#""ttl":"60s","#, None, Some(500), "\"ttl\" is a string \"60s\", not a non-negative integer: ignored"),
-        (r#""ttl":60000,"#, r#""ttl":1e300,"#, None, Some(500), "\"ttl\" is a number 1e+300, not a non-negative integer: ignored"),
-        (r#""pollInterval":500"#, r#""pollInterval":333.3"#, Some(60_000), None, "\"pollInterval\" is a number 333.3, not a non-negative integer: ignored"),
-        (r#""pollInterval":500"#, r#""pollInterval":true"#, Some(60_000), None, "\"pollInterval\" is a boolean true"),
-        (r#""pollInterval":500"#, r#""pollInterval":500,"statusMessage":{"p":1}"#, Some(60_000), Some(500), "\"statusMessage\" is an object"),
+        (
+            r#""ttl":60000,"#,
+            r#""ttl":60000.0,"#,
+            Some(60_000),
+            Some(500),
+            "\"ttl\" 60000.0 is not an integer literal: read as 60000",
+        ),
+        (
+            r#""ttl":60000,"#,
+            r#""ttl":-1,"#,
+            None,
+            Some(500),
+            "\"ttl\" is a number -1, not a non-negative integer: ignored",
+        ),
+        (
+            r#""ttl":60000,"#,
+            r#""ttl":"60s","#,
+            None,
+            Some(500),
+            "\"ttl\" is a string \"60s\", not a non-negative integer: ignored",
+        ),
+        (
+            r#""ttl":60000,"#,
+            r#""ttl":1e300,"#,
+            None,
+            Some(500),
+            "\"ttl\" is a number 1e+300, not a non-negative integer: ignored",
+        ),
+        (
+            r#""pollInterval":500"#,
+            r#""pollInterval":333.3"#,
+            Some(60_000),
+            None,
+            "\"pollInterval\" is a number 333.3, not a non-negative integer: ignored",
+        ),
+        (
+            r#""pollInterval":500"#,
+            r#""pollInterval":true"#,
+            Some(60_000),
+            None,
+            "\"pollInterval\" is a boolean true",
+        ),
+        (
+            r#""pollInterval":500"#,
+            r#""pollInterval":500,"statusMessage":{"p":1}"#,
+            Some(60_000),
+            Some(500),
+            "\"statusMessage\" is an object",
+        ),
     ] {
         let v = variant(from, to);
-        assert_eq!((v.operation_id.as_str(), v.status), (id, ProtocolStatus::Working), "{to}");
+        assert_eq!(
+            (v.operation_id.as_str(), v.status),
+            (id, ProtocolStatus::Working),
+            "{to}"
+        );
         assert_eq!((v.ttl_ms, v.poll_interval_ms), (ttl, poll), "{to}");
-        let problem = v.hint_problem.unwrap_or_else(|| panic!("{to}: the problem must be visible"));
+        let problem = v
+            .hint_problem
+            .unwrap_or_else(|| panic!("{to}: the problem must be visible"));
         assert!(problem.starts_with(says), "{to}: {problem}");
     }
     // Two bad hints at once are both named; a bad poll answer keeps its task id too.
-    let both = real.replacen(r#""ttl":60000,"#, r#""ttl":-1,"#, 1).replacen(r#""pollInterval":500"#, r#""pollInterval":0.5"#, 1);
-    let Reply::Submitted(both) = adapter().decode_reply(RequestKind::Submit, &InFrame::message(both.into_bytes())) else {
+    let both = real
+        .replacen(r#""ttl":60000,"#, r#""ttl":-1,"#, 1)
+        .replacen(r#""pollInterval":500"#, r#""pollInterval":0.5"#, 1);
+    let Reply::Submitted(both) =
+        adapter().decode_reply(RequestKind::Submit, &InFrame::message(both.into_bytes()))
+    else {
         panic!("lost the task");
     };
     let problem = both.hint_problem.expect("named");
-    assert!(problem.contains("ttl") && problem.contains("pollInterval"), "{problem}");
-    let poll = server_text(TS, "02-happy-path-poll", 13).replacen(r#""pollInterval":500"#, r#""pollInterval":-5"#, 1);
+    assert!(
+        problem.contains("ttl") && problem.contains("pollInterval"),
+        "{problem}"
+    );
+    let poll = server_text(TS, "02-happy-path-poll", 13).replacen(
+        r#""pollInterval":500"#,
+        r#""pollInterval":-5"#,
+        1,
+    );
     match adapter().decode_reply(RequestKind::Poll, &InFrame::message(poll.into_bytes())) {
-        Reply::Status(v) => assert!(v.operation_id == id && v.hint_problem.is_some() && v.poll_interval_ms.is_none()),
+        Reply::Status(v) => assert!(
+            v.operation_id == id && v.hint_problem.is_some() && v.poll_interval_ms.is_none()
+        ),
         other => panic!("{other:?}"),
     }
     assert_eq!(
-        Reply::Status(toolop::protocol::TaskView { hint_problem: Some("x".into()), ..task_of(decode(RequestKind::Poll, TS, "02-happy-path-poll", 13)) })
-            .hint_problem(),
+        Reply::Status(toolop::protocol::TaskView {
+            hint_problem: Some("x".into()),
+            ..task_of(decode(RequestKind::Poll, TS, "02-happy-path-poll", 13))
+        })
+        .hint_problem(),
         Some("x")
     );
 }
@@ -982,13 +1598,24 @@ fn a_bad_advisory_value_never_costs_the_task() {
 fn an_empty_result_is_not_a_verified_completion() {
     use RequestKind::*;
     let py_cancelled = server_json(PY, "04-cancel-running", 22);
-    assert_eq!(adapter().decode_reply(Fetch, &server_frame(PY, "04-cancel-running", 22)).name(), "no_result_stored");
+    assert_eq!(
+        adapter()
+            .decode_reply(Fetch, &server_frame(PY, "04-cancel-running", 22))
+            .name(),
+        "no_result_stored"
+    );
     // The documented variant: the same answer relayed with `content: []` filled in.
     let mut relayed = py_cancelled.clone();
     relayed["result"]["content"] = json!([]);
     let body = serde_json::to_vec(&relayed).expect("json");
     let r = result_of(adapter().decode_reply(Fetch, &InFrame::message(body)));
-    assert!(!r.verified && r.problem.as_deref().is_some_and(|p| p.contains("empty result")), "{r:?}");
+    assert!(
+        !r.verified
+            && r.problem
+                .as_deref()
+                .is_some_and(|p| p.contains("empty result")),
+        "{r:?}"
+    );
     for kind in [Fetch, SubmitSync, Submit] {
         let r = result_of(reply_to(kind, json!({"content": []})));
         assert!(!r.verified, "{kind:?}");
@@ -1014,13 +1641,22 @@ fn result_digest_claims_are_checked() {
     let mut good = payload.clone();
     good["_meta"] = json!({META_RESULT_DIGEST: digest, "io.modelcontextprotocol/related-task": {"taskId": "t1"}});
     let r = result_of(reply_to(RequestKind::Fetch, good));
-    assert!(r.verified && r.digest == digest && r.payload == payload, "{r:?}");
+    assert!(
+        r.verified && r.digest == digest && r.payload == payload,
+        "{r:?}"
+    );
 
     let mut bad = payload.clone();
     bad["_meta"] = json!({META_RESULT_DIGEST: "00ff"});
     let r = result_of(reply_to(RequestKind::Fetch, bad));
-    assert!(!r.verified && r.problem.as_deref().is_some_and(|p| p.contains("digest")), "{r:?}");
-    assert_eq!(r.digest, digest, "the computed digest is always over what arrived");
+    assert!(
+        !r.verified && r.problem.as_deref().is_some_and(|p| p.contains("digest")),
+        "{r:?}"
+    );
+    assert_eq!(
+        r.digest, digest,
+        "the computed digest is always over what arrived"
+    );
 }
 
 /// Every server message of every transcript, replayed through the adapter: the classification
@@ -1043,8 +1679,14 @@ fn transcript_replay_matches_the_expectations() {
     let rmcp = replay::stdio_transcript(RMCP, RMCP_FILE, Some(&["B-sync"]));
     let actual = replay::render(&a, &rmcp, false);
     lines += actual.lines().count();
-    replay::check(&actual, replay::expect_path(RMCP, &format!("{RMCP_FILE}.B-sync"), &a));
-    assert!(lines >= 200, "the replay covered only {lines} server messages");
+    replay::check(
+        &actual,
+        replay::expect_path(RMCP, &format!("{RMCP_FILE}.B-sync"), &a),
+    );
+    assert!(
+        lines >= 200,
+        "the replay covered only {lines} server messages"
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1118,7 +1760,8 @@ fn arb_json() -> impl Strategy<Value = Value> {
     leaf.prop_recursive(4, 48, 6, |inner| {
         prop_oneof![
             prop::collection::vec(inner.clone(), 0..5).prop_map(Value::from),
-            prop::collection::btree_map(arb_key(), inner, 0..6).prop_map(|m| Value::Object(m.into_iter().collect())),
+            prop::collection::btree_map(arb_key(), inner, 0..6)
+                .prop_map(|m| Value::Object(m.into_iter().collect())),
         ]
     })
 }
@@ -1175,14 +1818,22 @@ fn decode_everything(
     retry: Option<u64>,
 ) -> Result<(), TestCaseError> {
     let a = adapter();
-    let f = InFrame { request_id, http_status: status, retry_after_ms: retry, body };
+    let f = InFrame {
+        request_id,
+        http_status: status,
+        retry_after_ms: retry,
+        body,
+    };
     let _ = a.classify(&f);
     let _ = a.decode_initialize(&f);
     let _ = a.decode_list_tools(&f);
     for kind in ALL_KINDS {
         let reply = a.decode_reply(kind, &f);
         if status != 200 {
-            prop_assert!(!matches!(reply, Reply::Malformed { .. }), "HTTP {status} decoded as {reply:?}");
+            prop_assert!(
+                !matches!(reply, Reply::Malformed { .. }),
+                "HTTP {status} decoded as {reply:?}"
+            );
         }
         if let Reply::Malformed { reason } = &reply {
             prop_assert!(!reason.is_empty());
@@ -1255,11 +1906,21 @@ fn a_reply_whose_body_names_another_request_is_refused_not_rerouted() {
     let f = frame(200, Some(8), None, body);
     assert_eq!(a.classify(&f), Inbound::Response { rpc_id: 8 });
     match a.decode_reply(RequestKind::Submit, &f) {
-        Reply::Malformed { reason } => assert!(reason.contains("names request 7") && reason.contains("request 8"), "{reason}"),
+        Reply::Malformed { reason } => assert!(
+            reason.contains("names request 7") && reason.contains("request 8"),
+            "{reason}"
+        ),
         other => panic!("{other:?}"),
     }
     // The same body on its own request decodes; without a transport correlation (stdio) the
     // body's id is all there is.
-    assert_eq!(a.decode_reply(RequestKind::Submit, &frame(200, Some(7), None, body)).name(), "submitted");
-    assert_eq!(a.classify(&frame(200, None, None, body)), Inbound::Response { rpc_id: 7 });
+    assert_eq!(
+        a.decode_reply(RequestKind::Submit, &frame(200, Some(7), None, body))
+            .name(),
+        "submitted"
+    );
+    assert_eq!(
+        a.classify(&frame(200, None, None, body)),
+        Inbound::Response { rpc_id: 7 }
+    );
 }

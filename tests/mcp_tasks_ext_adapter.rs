@@ -13,12 +13,13 @@ use proptest::prelude::*;
 use serde_json::{json, Value};
 use toolop::digest::value_digest;
 use toolop::protocol::mcp_tasks_ext::{
-    McpTasksExtAdapter, EXTENSION_ID, META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, PROTOCOL_VERSION,
-    SELF_MINTED_ID_BASE,
+    McpTasksExtAdapter, EXTENSION_ID, META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION,
+    PROTOCOL_VERSION, SELF_MINTED_ID_BASE,
 };
 use toolop::protocol::{
-    Adapter, ApprovalReply, Inbound, InputRequest, Outbound, Reply, RequestKind, ResultView, TaskSupport, TaskView,
-    EXT_IDEMPOTENCY, META_IDEMPOTENCY_KEY, META_LOOKUP_KEY, META_RESULT_DIGEST, META_SYNC_UPPER_BOUND_MS,
+    Adapter, ApprovalReply, Inbound, InputRequest, Outbound, Reply, RequestKind, ResultView,
+    TaskSupport, TaskView, EXT_IDEMPOTENCY, META_IDEMPOTENCY_KEY, META_LOOKUP_KEY,
+    META_RESULT_DIGEST, META_SYNC_UPPER_BOUND_MS,
 };
 use toolop::record::{AdapterId, ProtocolStatus};
 use toolop::transport::InFrame;
@@ -47,7 +48,11 @@ fn parse(bytes: &[u8]) -> Value {
 
 /// The per-request `_meta` the adapter sends; `tasks` declares the extension.
 fn meta(tasks: bool) -> Value {
-    let caps = if tasks { json!({ "extensions": { EXTENSION_ID: {} } }) } else { json!({}) };
+    let caps = if tasks {
+        json!({ "extensions": { EXTENSION_ID: {} } })
+    } else {
+        json!({})
+    };
     json!({ META_PROTOCOL_VERSION: PROTOCOL_VERSION, META_CLIENT_CAPABILITIES: caps })
 }
 
@@ -181,7 +186,11 @@ fn encodes_every_outbound_kind() {
         assert_eq!(parse(&a.encode(10, &out)), want, "{name}");
         let frame = a.encode_frame(10, &out);
         assert_eq!(parse(&frame.body), want, "{name} (frame)");
-        assert_eq!(frame.request_id, Some(10), "{name}: every message of this adapter is a request");
+        assert_eq!(
+            frame.request_id,
+            Some(10),
+            "{name}: every message of this adapter is a request"
+        );
         assert_eq!(frame.http, None, "{name}");
     }
 }
@@ -202,12 +211,25 @@ fn initialize_declares_the_extension_and_2026_07_28() {
             })
         )
     );
-    let note = parse(&a.encode_initialized().expect("a notification follows initialize"));
-    assert_eq!(note, json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-    assert_eq!(parse(&a.encode_list_tools(2, None)), req(2, "tools/list", json!({"_meta": meta(true)})));
+    let note = parse(
+        &a.encode_initialized()
+            .expect("a notification follows initialize"),
+    );
+    assert_eq!(
+        note,
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    );
+    assert_eq!(
+        parse(&a.encode_list_tools(2, None)),
+        req(2, "tools/list", json!({"_meta": meta(true)}))
+    );
     assert_eq!(
         parse(&a.encode_list_tools(3, Some("p2"))),
-        req(3, "tools/list", json!({"cursor": "p2", "_meta": meta(true)}))
+        req(
+            3,
+            "tools/list",
+            json!({"cursor": "p2", "_meta": meta(true)})
+        )
     );
 }
 
@@ -227,14 +249,31 @@ fn input_response_frame_expects_an_ack() {
     // distinct ids of its own, far above the runner's, so a pending reply can still be matched.
     let f1 = a.encode_frame(0, &out("a"));
     let f2 = a.encode_frame(0, &out("b"));
-    let (i1, i2) = (f1.request_id.expect("an ack is awaited"), f2.request_id.expect("an ack is awaited"));
-    assert!(i1 >= SELF_MINTED_ID_BASE && i2 >= SELF_MINTED_ID_BASE && i1 != i2, "{i1} {i2}");
+    let (i1, i2) = (
+        f1.request_id.expect("an ack is awaited"),
+        f2.request_id.expect("an ack is awaited"),
+    );
+    assert!(
+        i1 >= SELF_MINTED_ID_BASE && i2 >= SELF_MINTED_ID_BASE && i1 != i2,
+        "{i1} {i2}"
+    );
     assert_eq!(parse(&f1.body)["id"], json!(i1));
     assert_eq!(parse(&f2.body)["id"], json!(i2));
     // Other kinds keep the default framing.
-    assert_eq!(a.encode_frame(7, &Outbound::Poll { operation_id: "t".into() }).request_id, Some(7));
+    assert_eq!(
+        a.encode_frame(
+            7,
+            &Outbound::Poll {
+                operation_id: "t".into()
+            }
+        )
+        .request_id,
+        Some(7)
+    );
     // The reply to the update is a plain response and classifies as such.
-    let ack = InFrame::message(serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": i1, "result": {}})).unwrap());
+    let ack = InFrame::message(
+        serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": i1, "result": {}})).unwrap(),
+    );
     assert_eq!(a.classify(&ack), Inbound::Response { rpc_id: i1 });
 }
 
@@ -242,17 +281,27 @@ fn input_response_frame_expects_an_ack() {
 // Decoding: helpers
 
 fn ok(result: Value) -> InFrame {
-    InFrame::message(serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": 7, "result": result})).unwrap())
+    InFrame::message(
+        serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": 7, "result": result})).unwrap(),
+    )
 }
 
 fn err(code: i64, message: &str) -> InFrame {
     InFrame::message(
-        serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": 7, "error": {"code": code, "message": message}})).unwrap(),
+        serde_json::to_vec(
+            &json!({"jsonrpc": "2.0", "id": 7, "error": {"code": code, "message": message}}),
+        )
+        .unwrap(),
     )
 }
 
 fn http(status: u16, retry_after_ms: Option<u64>, body: &[u8]) -> InFrame {
-    InFrame { request_id: Some(7), http_status: status, retry_after_ms, body: body.to_vec() }
+    InFrame {
+        request_id: Some(7),
+        http_status: status,
+        retry_after_ms,
+        body: body.to_vec(),
+    }
 }
 
 /// Flat Task fields as the extension prints them.
@@ -553,18 +602,58 @@ fn malformed_replies_are_malformed() {
     let cases: Vec<(&str, RequestKind, InFrame)> = vec![
         ("not JSON", Poll, InFrame::message(b"{".to_vec())),
         ("empty", Fetch, InFrame::message(Vec::new())),
-        ("no jsonrpc", Poll, InFrame::message(br#"{"id":1,"result":{}}"#.to_vec())),
-        ("unknown resultType on tools/call", Submit, ok(json!({"resultType": "later"}))),
-        ("resultType not a string", Submit, ok(json!({"resultType": 3, "content": []}))),
-        ("task without id", Submit, ok(json!({"resultType": "task", "status": "working"}))),
+        (
+            "no jsonrpc",
+            Poll,
+            InFrame::message(br#"{"id":1,"result":{}}"#.to_vec()),
+        ),
+        (
+            "unknown resultType on tools/call",
+            Submit,
+            ok(json!({"resultType": "later"})),
+        ),
+        (
+            "resultType not a string",
+            Submit,
+            ok(json!({"resultType": 3, "content": []})),
+        ),
+        (
+            "task without id",
+            Submit,
+            ok(json!({"resultType": "task", "status": "working"})),
+        ),
         ("task with empty id", Submit, ok(created("", "working"))),
         ("unknown status", Poll, ok(got("t", "paused"))),
-        ("tasks/get answered with a task handle", Poll, ok(created("t", "working"))),
-        ("completed without a result", Fetch, ok(got("t", "completed"))),
-        ("completed with a non-object result", Fetch, ok(with(got("t", "completed"), "result", json!("done")))),
+        (
+            "tasks/get answered with a task handle",
+            Poll,
+            ok(created("t", "working")),
+        ),
+        (
+            "completed without a result",
+            Fetch,
+            ok(got("t", "completed")),
+        ),
+        (
+            "completed with a non-object result",
+            Fetch,
+            ok(with(got("t", "completed"), "result", json!("done"))),
+        ),
         ("failed without an error", Fetch, ok(got("t", "failed"))),
-        ("failed with an error without code", Fetch, ok(with(got("t", "failed"), "error", json!({"message": "x"})))),
-        ("inputRequests not an object", Poll, ok(with(got("t", "input_required"), "inputRequests", json!([1])))),
+        (
+            "failed with an error without code",
+            Fetch,
+            ok(with(got("t", "failed"), "error", json!({"message": "x"}))),
+        ),
+        (
+            "inputRequests not an object",
+            Poll,
+            ok(with(
+                got("t", "input_required"),
+                "inputRequests",
+                json!([1]),
+            )),
+        ),
         (
             "unsupported input method",
             Poll,
@@ -592,7 +681,11 @@ fn malformed_replies_are_malformed() {
                 json!({"k": {"method": "elicitation/create", "params": {"message": "m"}}}),
             )),
         ),
-        ("lookup with a paginated list", Lookup, ok(json!({"tasks": [], "nextCursor": "p2"}))),
+        (
+            "lookup with a paginated list",
+            Lookup,
+            ok(json!({"tasks": [], "nextCursor": "p2"})),
+        ),
         (
             "a request instead of a response",
             Cancel,
@@ -619,11 +712,20 @@ fn a_bad_advisory_value_never_costs_the_task() {
     ] {
         let mut v = real.clone();
         v["result"][key] = bad.clone();
-        match a.decode_reply(RequestKind::Submit, &InFrame::message(serde_json::to_vec(&v).expect("json"))) {
+        match a.decode_reply(
+            RequestKind::Submit,
+            &InFrame::message(serde_json::to_vec(&v).expect("json")),
+        ) {
             Reply::Submitted(t) => {
-                assert_eq!(t.operation_id, "fc6e04cc-ecae-45a8-9de4-dd3b2d8d111f", "{key}={bad}");
+                assert_eq!(
+                    t.operation_id, "fc6e04cc-ecae-45a8-9de4-dd3b2d8d111f",
+                    "{key}={bad}"
+                );
                 assert_eq!((t.ttl_ms, t.poll_interval_ms), (ttl, poll), "{key}={bad}");
-                assert!(t.hint_problem.as_deref().is_some_and(|p| p.contains(key)), "{key}={bad}: {t:?}");
+                assert!(
+                    t.hint_problem.as_deref().is_some_and(|p| p.contains(key)),
+                    "{key}={bad}: {t:?}"
+                );
             }
             other => panic!("{key}={bad}: the created task was lost: {other:?}"),
         }
@@ -633,16 +735,27 @@ fn a_bad_advisory_value_never_costs_the_task() {
 #[test]
 fn the_extensions_cancel_ack_is_not_terminal() {
     let a = adapter();
-    for body in [json!({}), json!({"resultType": "complete"}), json!({"_meta": {}})] {
+    for body in [
+        json!({}),
+        json!({"resultType": "complete"}),
+        json!({"_meta": {}}),
+    ] {
         let reply = a.decode_reply(RequestKind::Cancel, &ok(body.clone()));
         assert_eq!(reply, Reply::CancelPending, "{body}");
-        assert!(!matches!(reply, Reply::CancelAcknowledged(_)), "an ack must never read as cancelled");
+        assert!(
+            !matches!(reply, Reply::CancelAcknowledged(_)),
+            "an ack must never read as cancelled"
+        );
     }
     // Eventually consistent: after the ack, a read may show any terminal status; it is the read
     // that decides. A task that completed despite the cancel fetches as a result.
     let later = a.decode_reply(
         RequestKind::Fetch,
-        &ok(with(got("t-1", "completed"), "result", call_result("won the race", false))),
+        &ok(with(
+            got("t-1", "completed"),
+            "result",
+            call_result("won the race", false),
+        )),
     );
     assert_eq!(later.name(), "result");
 }
@@ -652,7 +765,11 @@ fn is_error_result_ends_completed() {
     // The extension's `failed` is a JSON-RPC error only: a tool result with isError is a
     // completed task whose result says so.
     let a = adapter();
-    let body = with(got("t-1", "completed"), "result", call_result("disk full", true));
+    let body = with(
+        got("t-1", "completed"),
+        "result",
+        call_result("disk full", true),
+    );
     assert_eq!(
         a.decode_reply(RequestKind::Poll, &ok(body.clone())),
         Reply::Status(view("t-1", ProtocolStatus::Completed))
@@ -676,18 +793,30 @@ fn server_chose_not_to_create_a_task() {
             assert_eq!(rv, verified(result.clone(), None));
             // The digest does not depend on the discriminator: the same result inlined in a task
             // read digests the same.
-            let inlined = a.decode_reply(RequestKind::Fetch, &ok(with(got("t", "completed"), "result", result)));
-            let Reply::Result(inl) = inlined else { panic!("{inlined:?}") };
+            let inlined = a.decode_reply(
+                RequestKind::Fetch,
+                &ok(with(got("t", "completed"), "result", result)),
+            );
+            let Reply::Result(inl) = inlined else {
+                panic!("{inlined:?}")
+            };
             assert_eq!(inl.digest, rv.digest);
         }
         other => panic!("expected a synchronous result, got {other:?}"),
     }
     // Verified like a fetched result: a broken content block or a wrong server digest is caught.
     let broken = ok(json!({"resultType": "complete", "content": [{"type": "text"}]}));
-    let Reply::SyncResult(rv) = a.decode_reply(RequestKind::Submit, &broken) else { panic!() };
-    assert!(!rv.verified && rv.problem.as_deref().unwrap_or("").contains("content[0]"), "{rv:?}");
+    let Reply::SyncResult(rv) = a.decode_reply(RequestKind::Submit, &broken) else {
+        panic!()
+    };
+    assert!(
+        !rv.verified && rv.problem.as_deref().unwrap_or("").contains("content[0]"),
+        "{rv:?}"
+    );
     let lying = ok(json!({"content": [], "_meta": {META_RESULT_DIGEST: "abc"}}));
-    let Reply::SyncResult(rv) = a.decode_reply(RequestKind::Submit, &lying) else { panic!() };
+    let Reply::SyncResult(rv) = a.decode_reply(RequestKind::Submit, &lying) else {
+        panic!()
+    };
     assert!(!rv.verified, "{rv:?}");
 }
 
@@ -699,32 +828,48 @@ fn server_digest_is_over_the_result_without_meta_and_result_type() {
     let mut inlined = payload.clone();
     inlined["_meta"] = json!({ META_RESULT_DIGEST: d });
     inlined["resultType"] = json!("complete");
-    let Reply::Result(rv) = a.decode_reply(RequestKind::Fetch, &ok(with(got("t", "completed"), "result", inlined)))
-    else {
+    let Reply::Result(rv) = a.decode_reply(
+        RequestKind::Fetch,
+        &ok(with(got("t", "completed"), "result", inlined)),
+    ) else {
         panic!()
     };
     assert!(rv.verified, "{rv:?}");
     assert_eq!((rv.digest, rv.payload), (d, payload));
     // A result claiming another task is not ours.
-    let foreign =
-        with(call_result("x", false), "_meta", json!({"io.modelcontextprotocol/related-task": {"taskId": "other"}}));
-    let Reply::Result(rv) = a.decode_reply(RequestKind::Fetch, &ok(with(got("t", "completed"), "result", foreign)))
-    else {
+    let foreign = with(
+        call_result("x", false),
+        "_meta",
+        json!({"io.modelcontextprotocol/related-task": {"taskId": "other"}}),
+    );
+    let Reply::Result(rv) = a.decode_reply(
+        RequestKind::Fetch,
+        &ok(with(got("t", "completed"), "result", foreign)),
+    ) else {
         panic!()
     };
-    assert!(!rv.verified && rv.related_operation_id.as_deref() == Some("t"), "{rv:?}");
+    assert!(
+        !rv.verified && rv.related_operation_id.as_deref() == Some("t"),
+        "{rv:?}"
+    );
 }
 
 #[test]
 fn input_requests_inlined_in_tasks_get() {
     let a = adapter();
     let body = with(
-        with(got("t-7", "input_required"), "statusMessage", json!("waiting")),
+        with(
+            got("t-7", "input_required"),
+            "statusMessage",
+            json!("waiting"),
+        ),
         "inputRequests",
         json!({"input-1": approval_request("Approve spend of 40 EUR?")}),
     );
     for kind in [RequestKind::Poll, RequestKind::Fetch] {
-        let Reply::InputRequests(reqs) = a.decode_reply(kind, &ok(body.clone())) else { panic!("{kind:?}") };
+        let Reply::InputRequests(reqs) = a.decode_reply(kind, &ok(body.clone())) else {
+            panic!("{kind:?}")
+        };
         assert_eq!(reqs.len(), 1);
         let r = &reqs[0];
         assert_eq!(r.server_request_id, json!("input-1"));
@@ -736,17 +881,28 @@ fn input_requests_inlined_in_tasks_get() {
         let out = Outbound::InputResponse {
             operation_id: "t-7".into(),
             server_request_id: r.server_request_id.clone(),
-            reply: ApprovalReply::Accept { content: json!({"ok": true}) },
+            reply: ApprovalReply::Accept {
+                content: json!({"ok": true}),
+            },
         };
         let sent = parse(&a.encode(3, &out));
         assert_eq!(sent["method"], "tasks/update");
-        assert_eq!(sent["params"]["inputResponses"]["input-1"], json!({"action": "accept", "content": {"ok": true}}));
+        assert_eq!(
+            sent["params"]["inputResponses"]["input-1"],
+            json!({"action": "accept", "content": {"ok": true}})
+        );
     }
     // A form elicitation without `mode` is form.
     let mut no_mode = approval_request("m");
     no_mode["params"].as_object_mut().unwrap().remove("mode");
-    let reply = a
-        .decode_reply(RequestKind::Poll, &ok(with(got("t", "input_required"), "inputRequests", json!({"k": no_mode}))));
+    let reply = a.decode_reply(
+        RequestKind::Poll,
+        &ok(with(
+            got("t", "input_required"),
+            "inputRequests",
+            json!({"k": no_mode}),
+        )),
+    );
     assert_eq!(reply.name(), "input_requests");
 }
 
@@ -765,37 +921,63 @@ fn missing_capability_is_refused_with_32021() {
 // Negotiation, tools, classification
 
 fn init_reply(version: &str, caps: Value) -> InFrame {
-    ok(json!({"protocolVersion": version, "capabilities": caps, "serverInfo": {"name": "s", "version": "1"}}))
+    ok(
+        json!({"protocolVersion": version, "capabilities": caps, "serverInfo": {"name": "s", "version": "1"}}),
+    )
 }
 
 #[test]
 fn decode_initialize_cases() {
     let a = adapter();
     let ext = json!({"tools": {}, "extensions": {"io.modelcontextprotocol/tasks": {}}});
-    let caps = a.decode_initialize(&init_reply("2026-07-28", ext.clone())).expect("ours");
+    let caps = a
+        .decode_initialize(&init_reply("2026-07-28", ext.clone()))
+        .expect("ours");
     assert_eq!(caps.protocol_version, "2026-07-28");
     assert!(caps.tasks_tool_call && caps.tasks_cancel && !caps.tasks_list);
     assert!(!caps.idempotency_by_key && caps.idempotency_retention_ms.is_none());
 
-    let with_idem = with(ext.clone(), "experimental", json!({ EXT_IDEMPOTENCY: {"retentionMs": 90_000} }));
-    let caps = a.decode_initialize(&init_reply("2026-07-28", with_idem)).expect("ours");
+    let with_idem = with(
+        ext.clone(),
+        "experimental",
+        json!({ EXT_IDEMPOTENCY: {"retentionMs": 90_000} }),
+    );
+    let caps = a
+        .decode_initialize(&init_reply("2026-07-28", with_idem))
+        .expect("ours");
     assert!(caps.idempotency_by_key);
     assert_eq!(caps.idempotency_retention_ms, Some(90_000));
 
-    let no_ext = a.decode_initialize(&init_reply("2026-07-28", json!({"tools": {}}))).expect("ours");
+    let no_ext = a
+        .decode_initialize(&init_reply("2026-07-28", json!({"tools": {}})))
+        .expect("ours");
     assert!(!no_ext.tasks_tool_call && !no_ext.tasks_cancel && !no_ext.tasks_list);
 
     // 2025-11-25's capability shape does not count.
     let old = json!({"tasks": {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}});
-    let caps = a.decode_initialize(&init_reply("2026-07-28", old)).expect("ours");
+    let caps = a
+        .decode_initialize(&init_reply("2026-07-28", old))
+        .expect("ours");
     assert!(!caps.tasks_tool_call);
 
     for (name, frame) in [
         ("an unknown version", init_reply("2024-11-05", ext.clone())),
-        ("2025-11-25 without the extension", init_reply("2025-11-25", json!({"tools": {}}))),
-        ("2025-11-25 with only its own tasks shape", init_reply("2025-11-25", json!({"tasks": {"requests": {"tools": {"call": {}}}}}))),
+        (
+            "2025-11-25 without the extension",
+            init_reply("2025-11-25", json!({"tools": {}})),
+        ),
+        (
+            "2025-11-25 with only its own tasks shape",
+            init_reply(
+                "2025-11-25",
+                json!({"tasks": {"requests": {"tools": {"call": {}}}}}),
+            ),
+        ),
         ("no version", ok(json!({"capabilities": {}}))),
-        ("no capabilities", ok(json!({"protocolVersion": "2026-07-28"}))),
+        (
+            "no capabilities",
+            ok(json!({"protocolVersion": "2026-07-28"})),
+        ),
         ("error", err(-32602, "Unsupported protocol version")),
         ("HTTP", http(500, None, b"")),
         ("garbage", InFrame::message(b"nope".to_vec())),
@@ -813,15 +995,24 @@ fn every_tool_is_optional_the_server_decides() {
         {"name": "c", "inputSchema": {"type": "object"}, "execution": {"taskSupport": "required"}},
         {"name": "d", "inputSchema": {"type": "object"}, "_meta": { META_SYNC_UPPER_BOUND_MS: 250 }},
     ]);
-    let (list, next) = a.decode_list_tools(&ok(json!({"tools": tools, "nextCursor": "p2"}))).expect("valid");
+    let (list, next) = a
+        .decode_list_tools(&ok(json!({"tools": tools, "nextCursor": "p2"})))
+        .expect("valid");
     assert_eq!(next.as_deref(), Some("p2"));
-    assert_eq!(list.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(), ["a", "b", "c", "d"]);
+    assert_eq!(
+        list.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(),
+        ["a", "b", "c", "d"]
+    );
     assert!(list.iter().all(|t| t.task_support == TaskSupport::Optional));
     assert_eq!(list[3].sync_upper_bound_ms, Some(250));
     assert_eq!(list[0].descriptor_digest, value_digest(&tools[0]));
-    assert!(a.decode_list_tools(&ok(json!({"tools": [{"inputSchema": {}}]}))).is_err());
     assert!(a
-        .decode_list_tools(&ok(json!({"tools": [{"name": "x", "_meta": { META_SYNC_UPPER_BOUND_MS: "1s" }}]})))
+        .decode_list_tools(&ok(json!({"tools": [{"inputSchema": {}}]})))
+        .is_err());
+    assert!(a
+        .decode_list_tools(&ok(
+            json!({"tools": [{"name": "x", "_meta": { META_SYNC_UPPER_BOUND_MS: "1s" }}]})
+        ))
         .is_err());
     assert!(a.decode_list_tools(&ok(json!({}))).is_err());
 }
@@ -830,7 +1021,10 @@ fn every_tool_is_optional_the_server_decides() {
 fn classifies_inbound_frames() {
     let a = adapter();
     let m = |v: Value| InFrame::message(serde_json::to_vec(&v).unwrap());
-    assert_eq!(a.classify(&m(json!({"jsonrpc": "2.0", "id": 12, "result": {}}))), Inbound::Response { rpc_id: 12 });
+    assert_eq!(
+        a.classify(&m(json!({"jsonrpc": "2.0", "id": 12, "result": {}}))),
+        Inbound::Response { rpc_id: 12 }
+    );
     assert_eq!(
         a.classify(&InFrame {
             request_id: Some(4),
@@ -838,22 +1032,46 @@ fn classifies_inbound_frames() {
         }),
         Inbound::Response { rpc_id: 4 }
     );
-    assert_eq!(a.classify(&http(429, Some(10), b"")), Inbound::Response { rpc_id: 7 });
-    match a.classify(&m(json!({"jsonrpc": "2.0", "method": "notifications/tasks", "params": task("t", "working")}))) {
+    assert_eq!(
+        a.classify(&http(429, Some(10), b"")),
+        Inbound::Response { rpc_id: 7 }
+    );
+    match a.classify(&m(
+        json!({"jsonrpc": "2.0", "method": "notifications/tasks", "params": task("t", "working")}),
+    )) {
         Inbound::Ignored { what } => assert!(what.contains("notifications/tasks"), "{what}"),
         other => panic!("{other:?}"),
     }
     // No server-to-client input requests in this era: an elicitation request is not an input
     // request, and it is declined rather than left unanswered.
-    let elicit = with(with(approval_request("?"), "jsonrpc", json!("2.0")), "id", json!(0));
+    let elicit = with(
+        with(approval_request("?"), "jsonrpc", json!("2.0")),
+        "id",
+        json!(0),
+    );
     match a.classify(&m(elicit)) {
-        Inbound::ServerRequest(req) => assert_eq!(req.answer, toolop::protocol::ServerAnswer::DeclineElicitation),
+        Inbound::ServerRequest(req) => assert_eq!(
+            req.answer,
+            toolop::protocol::ServerAnswer::DeclineElicitation
+        ),
         other => panic!("{other:?}"),
     }
-    assert!(matches!(a.classify(&InFrame::message(Vec::new())), Inbound::Ignored { .. }));
-    assert!(matches!(a.classify(&InFrame::message(b"[1]".to_vec())), Inbound::Malformed { .. }));
-    assert!(matches!(a.classify(&InFrame::message(b"{".to_vec())), Inbound::Malformed { .. }));
-    assert!(matches!(a.classify(&m(json!({"jsonrpc": "2.0", "result": {}}))), Inbound::Malformed { .. }));
+    assert!(matches!(
+        a.classify(&InFrame::message(Vec::new())),
+        Inbound::Ignored { .. }
+    ));
+    assert!(matches!(
+        a.classify(&InFrame::message(b"[1]".to_vec())),
+        Inbound::Malformed { .. }
+    ));
+    assert!(matches!(
+        a.classify(&InFrame::message(b"{".to_vec())),
+        Inbound::Malformed { .. }
+    ));
+    assert!(matches!(
+        a.classify(&m(json!({"jsonrpc": "2.0", "result": {}}))),
+        Inbound::Malformed { .. }
+    ));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -917,7 +1135,8 @@ fn arb_json() -> impl Strategy<Value = Value> {
     leaf.prop_recursive(4, 48, 6, |inner| {
         prop_oneof![
             prop::collection::vec(inner.clone(), 0..5).prop_map(Value::from),
-            prop::collection::btree_map(arb_key(), inner, 0..6).prop_map(|m| Value::Object(m.into_iter().collect())),
+            prop::collection::btree_map(arb_key(), inner, 0..6)
+                .prop_map(|m| Value::Object(m.into_iter().collect())),
         ]
     })
 }
@@ -982,14 +1201,22 @@ fn decode_everything(
     retry: Option<u64>,
 ) -> Result<(), TestCaseError> {
     let a = adapter();
-    let f = InFrame { request_id, http_status: status, retry_after_ms: retry, body };
+    let f = InFrame {
+        request_id,
+        http_status: status,
+        retry_after_ms: retry,
+        body,
+    };
     let _ = a.classify(&f);
     let _ = a.decode_initialize(&f);
     let _ = a.decode_list_tools(&f);
     for kind in ALL_KINDS {
         let reply = a.decode_reply(kind, &f);
         if status != 200 {
-            prop_assert!(!matches!(reply, Reply::Malformed { .. }), "HTTP {status} decoded as {reply:?}");
+            prop_assert!(
+                !matches!(reply, Reply::Malformed { .. }),
+                "HTTP {status} decoded as {reply:?}"
+            );
         }
         if let Reply::Malformed { reason } = &reply {
             prop_assert!(!reason.is_empty());
@@ -1088,7 +1315,11 @@ const RMCP_FILE: &str = "tasks-extension-stdio";
 
 fn rmcp_frame(seq: &str) -> InFrame {
     let t = replay::stdio_transcript(RMCP, RMCP_FILE, None);
-    t.messages.into_iter().find(|m| m.label == seq).unwrap_or_else(|| panic!("rmcp seq {seq}")).frame
+    t.messages
+        .into_iter()
+        .find(|m| m.label == seq)
+        .unwrap_or_else(|| panic!("rmcp seq {seq}"))
+        .frame
 }
 
 /// rmcp 3.11.0 answers an initialize (ours asks for 2026-07-28) with `protocolVersion:
@@ -1099,25 +1330,67 @@ fn rmcp_frame(seq: &str) -> InFrame {
 fn rmcp_answers_2025_11_25_with_the_extension_and_the_adapter_runs_it() {
     let a = adapter();
     for seq in ["3", "138"] {
-        let caps = a.decode_initialize(&rmcp_frame(seq)).unwrap_or_else(|e| panic!("seq {seq}: {}", e.0));
-        assert_eq!(caps.protocol_version, "2025-11-25", "seq {seq}: the revision the server chose");
-        assert!(caps.tasks_tool_call && caps.tasks_cancel && !caps.tasks_list, "seq {seq}");
+        let caps = a
+            .decode_initialize(&rmcp_frame(seq))
+            .unwrap_or_else(|e| panic!("seq {seq}: {}", e.0));
+        assert_eq!(
+            caps.protocol_version, "2025-11-25",
+            "seq {seq}: the revision the server chose"
+        );
+        assert!(
+            caps.tasks_tool_call && caps.tasks_cancel && !caps.tasks_list,
+            "seq {seq}"
+        );
     }
     // Every later request's `_meta` names the session's revision: rmcp answers -32020 when it
     // differs from the MCP-Protocol-Version header, which carries the negotiated one.
-    let submit = Outbound::Submit { key: "k".into(), tool: "slow_sum".into(), arguments: json!({}), ttl_ms: None };
-    for out in [submit, Outbound::Poll { operation_id: "t".into() }, Outbound::Cancel { operation_id: "t".into() }] {
+    let submit = Outbound::Submit {
+        key: "k".into(),
+        tool: "slow_sum".into(),
+        arguments: json!({}),
+        ttl_ms: None,
+    };
+    for out in [
+        submit,
+        Outbound::Poll {
+            operation_id: "t".into(),
+        },
+        Outbound::Cancel {
+            operation_id: "t".into(),
+        },
+    ] {
         let sent: Value = serde_json::from_slice(&a.encode(5, &out)).unwrap();
-        assert_eq!(sent["params"]["_meta"][META_PROTOCOL_VERSION], "2025-11-25", "{sent}");
-        assert!(sent["params"]["_meta"][META_CLIENT_CAPABILITIES]["extensions"][EXTENSION_ID].is_object(), "{sent}");
+        assert_eq!(
+            sent["params"]["_meta"][META_PROTOCOL_VERSION], "2025-11-25",
+            "{sent}"
+        );
+        assert!(
+            sent["params"]["_meta"][META_CLIENT_CAPABILITIES]["extensions"][EXTENSION_ID]
+                .is_object(),
+            "{sent}"
+        );
     }
     // A fresh adapter (no initialize answered yet) speaks its own revision.
-    let sent: Value = serde_json::from_slice(&adapter().encode(5, &Outbound::Poll { operation_id: "t".into() })).unwrap();
-    assert_eq!(sent["params"]["_meta"][META_PROTOCOL_VERSION], PROTOCOL_VERSION);
+    let sent: Value = serde_json::from_slice(&adapter().encode(
+        5,
+        &Outbound::Poll {
+            operation_id: "t".into(),
+        },
+    ))
+    .unwrap();
+    assert_eq!(
+        sent["params"]["_meta"][META_PROTOCOL_VERSION],
+        PROTOCOL_VERSION
+    );
     // The same reply without the extension capability: nothing here would create a task.
     let mut v: Value = serde_json::from_slice(&rmcp_frame("3").body).unwrap();
-    v["result"]["capabilities"].as_object_mut().unwrap().remove("extensions");
-    let err = a.decode_initialize(&InFrame::message(serde_json::to_vec(&v).unwrap())).unwrap_err();
+    v["result"]["capabilities"]
+        .as_object_mut()
+        .unwrap()
+        .remove("extensions");
+    let err = a
+        .decode_initialize(&InFrame::message(serde_json::to_vec(&v).unwrap()))
+        .unwrap_err();
     assert!(err.0.contains("--protocol mcp-2025-11-25"), "{}", err.0);
 }
 
@@ -1144,10 +1417,26 @@ fn rmcp_errors_are_read_by_code_and_exact_words() {
         assert_eq!(a.decode_reply(kind, &rmcp_frame("113")).name(), "not_found");
         assert_eq!(a.decode_reply(kind, &rmcp_frame("177")).name(), "error");
     }
-    assert_eq!(a.decode_reply(RequestKind::Cancel, &rmcp_frame("116")).name(), "not_found");
-    assert_eq!(a.decode_reply(RequestKind::Submit, &rmcp_frame("130")).name(), "submit_refused");
-    assert_eq!(a.decode_reply(RequestKind::SubmitSync, &rmcp_frame("147")).name(), "submit_outcome_unknown");
-    assert_eq!(a.decode_reply(RequestKind::SubmitSync, &rmcp_frame("155")).name(), "submit_refused");
+    assert_eq!(
+        a.decode_reply(RequestKind::Cancel, &rmcp_frame("116"))
+            .name(),
+        "not_found"
+    );
+    assert_eq!(
+        a.decode_reply(RequestKind::Submit, &rmcp_frame("130"))
+            .name(),
+        "submit_refused"
+    );
+    assert_eq!(
+        a.decode_reply(RequestKind::SubmitSync, &rmcp_frame("147"))
+            .name(),
+        "submit_outcome_unknown"
+    );
+    assert_eq!(
+        a.decode_reply(RequestKind::SubmitSync, &rmcp_frame("155"))
+            .name(),
+        "submit_refused"
+    );
 }
 
 /// As for MCP 2025-11-25: a body naming another request than the one the transport answers is
@@ -1156,12 +1445,18 @@ fn rmcp_errors_are_read_by_code_and_exact_words() {
 fn a_reply_whose_body_names_another_request_is_refused_not_rerouted() {
     let a = adapter();
     let body = serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": 3, "result": {"resultType": "complete", "taskId": "t", "status": "working"}})).unwrap();
-    let f = InFrame { request_id: Some(9), ..InFrame::message(body.clone()) };
+    let f = InFrame {
+        request_id: Some(9),
+        ..InFrame::message(body.clone())
+    };
     assert_eq!(a.classify(&f), Inbound::Response { rpc_id: 9 });
     match a.decode_reply(RequestKind::Poll, &f) {
         Reply::Malformed { reason } => assert!(reason.contains("names request 3"), "{reason}"),
         other => panic!("{other:?}"),
     }
-    let own = InFrame { request_id: Some(3), ..InFrame::message(body) };
+    let own = InFrame {
+        request_id: Some(3),
+        ..InFrame::message(body)
+    };
     assert_ne!(a.decode_reply(RequestKind::Poll, &own).name(), "malformed");
 }

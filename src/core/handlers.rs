@@ -2,10 +2,17 @@
 //! consults the transition table; every send goes through [`Machine::send`], which numbers it.
 
 use super::transitions::is_allowed;
-use super::{AcceptBasis, AcceptSpec, Command, CoreConfig, Ctx, Event, Outcome, Rejection, Step, Timer};
+use super::{
+    AcceptBasis, AcceptSpec, Command, CoreConfig, Ctx, Event, Outcome, Rejection, Step, Timer,
+};
 use crate::digest::value_digest;
-use crate::protocol::{ApprovalReply, InputRequest, Outbound, Reply, RequestKind, ResultView, TaskView};
-use crate::record::{LocalState as S, PendingInput, ProtocolStatus as P, TerminalState, ToolOperation, ANSWERED_INPUTS_MAX};
+use crate::protocol::{
+    ApprovalReply, InputRequest, Outbound, Reply, RequestKind, ResultView, TaskView,
+};
+use crate::record::{
+    LocalState as S, PendingInput, ProtocolStatus as P, TerminalState, ToolOperation,
+    ANSWERED_INPUTS_MAX,
+};
 
 type R = Result<Outcome, Outcome>;
 
@@ -41,12 +48,27 @@ fn rejected(r: Rejection) -> R {
 
 impl<'a> Machine<'a> {
     pub(super) fn new(rec: &ToolOperation, ctx: &'a Ctx, cfg: &'a CoreConfig) -> Machine<'a> {
-        Machine { rec: rec.clone(), basis: AcceptBasis::of(rec), path: vec![rec.local_state], cmds: vec![], ctx, cfg }
+        Machine {
+            rec: rec.clone(),
+            basis: AcceptBasis::of(rec),
+            path: vec![rec.local_state],
+            cmds: vec![],
+            ctx,
+            cfg,
+        }
     }
 
     pub(super) fn finish(self, outcome: Outcome) -> Step {
-        let outcome = if self.path.len() > 1 { Outcome::Moved(self.path) } else { outcome };
-        Step { record: self.rec, commands: self.cmds, outcome }
+        let outcome = if self.path.len() > 1 {
+            Outcome::Moved(self.path)
+        } else {
+            outcome
+        };
+        Step {
+            record: self.rec,
+            commands: self.cmds,
+            outcome,
+        }
     }
 
     fn now(&self) -> u64 {
@@ -74,22 +96,35 @@ impl<'a> Machine<'a> {
         self.force(to);
         self.rec.result_digest = digest.clone();
         let basis = self.basis.clone();
-        self.cmds.push(Command::Accept(AcceptSpec { terminal, result_digest: digest, payload: None, basis }));
+        self.cmds.push(Command::Accept(AcceptSpec {
+            terminal,
+            result_digest: digest,
+            payload: None,
+            basis,
+        }));
         STAYED
     }
 
     fn send(&mut self, out: Outbound) {
         self.rec.poll_cursor.sent_seq += 1;
-        self.cmds.push(Command::Send { out, seq: self.rec.poll_cursor.sent_seq });
+        self.cmds.push(Command::Send {
+            out,
+            seq: self.rec.poll_cursor.sent_seq,
+        });
     }
 
     fn schedule(&mut self, delay_ms: u64, timer: Timer) {
-        self.cmds.push(Command::Schedule { at_ms: self.now().saturating_add(delay_ms), timer });
+        self.cmds.push(Command::Schedule {
+            at_ms: self.now().saturating_add(delay_ms),
+            timer,
+        });
     }
 
     fn poll_delay(&self) -> u64 {
         let c = &self.rec.poll_cursor;
-        self.cfg.poll.next_delay_ms(c.polls, c.server_interval_ms, self.ctx.jitter_permille)
+        self.cfg
+            .poll
+            .next_delay_ms(c.polls, c.server_interval_ms, self.ctx.jitter_permille)
     }
 
     fn op_id(&self) -> String {
@@ -113,28 +148,54 @@ impl<'a> Machine<'a> {
         STAYED
     }
 
-    fn accept(&mut self, to: S, terminal: TerminalState, digest: Option<String>, payload: Option<serde_json::Value>) -> R {
+    fn accept(
+        &mut self,
+        to: S,
+        terminal: TerminalState,
+        digest: Option<String>,
+        payload: Option<serde_json::Value>,
+    ) -> R {
         self.go(to)?;
         self.rec.result_digest = digest.clone();
         // The payload travels whatever the terminal state; the ledger decides what downstream
         // may treat as a result (a cancelled outcome's result is audit, never a payload).
-        let payload = if terminal == TerminalState::Failed && mutated!(self, FailedPayloadDropped) { None } else { payload };
+        let payload = if terminal == TerminalState::Failed && mutated!(self, FailedPayloadDropped) {
+            None
+        } else {
+            payload
+        };
         let basis = self.basis.clone();
-        self.cmds.push(Command::Accept(AcceptSpec { terminal, result_digest: digest, payload, basis }));
-        if terminal == TerminalState::Completed && self.rec.operation_id.is_some() && mutated!(self, SendAfterReceipt) {
+        self.cmds.push(Command::Accept(AcceptSpec {
+            terminal,
+            result_digest: digest,
+            payload,
+            basis,
+        }));
+        if terminal == TerminalState::Completed
+            && self.rec.operation_id.is_some()
+            && mutated!(self, SendAfterReceipt)
+        {
             // Planted: "read it once more to be sure", after the receipt is written.
-            self.send(Outbound::FetchResult { operation_id: self.op_id() });
+            self.send(Outbound::FetchResult {
+                operation_id: self.op_id(),
+            });
         }
         STAYED
     }
 
     pub(super) fn run(&mut self, ev: &Event) -> R {
         if self.ctx.epoch < self.rec.execution_epoch && !mutated!(self, IgnoreEpoch) {
-            return rejected(Rejection::StaleEpoch { event_epoch: self.ctx.epoch, record_epoch: self.rec.execution_epoch });
+            return rejected(Rejection::StaleEpoch {
+                event_epoch: self.ctx.epoch,
+                record_epoch: self.rec.execution_epoch,
+            });
         }
         if let Event::Reply { epoch, .. } | Event::Lost { epoch, .. } = ev {
             if *epoch != self.rec.execution_epoch && !mutated!(self, IgnoreEpoch) {
-                return rejected(Rejection::StaleEpoch { event_epoch: *epoch, record_epoch: self.rec.execution_epoch });
+                return rejected(Rejection::StaleEpoch {
+                    event_epoch: *epoch,
+                    record_epoch: self.rec.execution_epoch,
+                });
             }
         }
         if self.rec.local_state.is_final() {
@@ -142,20 +203,30 @@ impl<'a> Machine<'a> {
         }
         match ev {
             Event::Start => self.start(),
-            Event::RejectLocally if self.rec.local_state == S::Submitting && self.rec.submit_attempts == 0 => {
+            Event::RejectLocally
+                if self.rec.local_state == S::Submitting && self.rec.submit_attempts == 0 =>
+            {
                 self.accept(S::Rejected, TerminalState::Rejected, None, None)
             }
             Event::RejectLocally => rejected(Rejection::NotApplicable),
             Event::Resume => self.resume(),
             Event::Timer(t) => self.timer(*t),
-            Event::Reply { kind, seq, reply, .. } => self.reply(*kind, *seq, reply),
+            Event::Reply {
+                kind, seq, reply, ..
+            } => self.reply(*kind, *seq, reply),
             Event::Lost { kind, seq, .. } => self.lost(*kind, *seq),
             Event::InputRequested(req) => self.input_requested(req),
-            Event::ApprovalReplied { round, schema_digest, reply } => self.approval(*round, schema_digest, reply.clone()),
+            Event::ApprovalReplied {
+                round,
+                schema_digest,
+                reply,
+            } => self.approval(*round, schema_digest, reply.clone()),
             Event::CancelClicked => self.cancel_clicked(),
             Event::CallerDetached => {
                 self.rec.caller_detached = true;
-                if mutated!(self, DisconnectIsCancel) && matches!(self.rec.local_state, S::Working | S::InputRequired) {
+                if mutated!(self, DisconnectIsCancel)
+                    && matches!(self.rec.local_state, S::Working | S::InputRequired)
+                {
                     return self.request_cancel();
                 }
                 STAYED
@@ -164,11 +235,21 @@ impl<'a> Machine<'a> {
     }
 
     fn on_final(&mut self, ev: &Event) -> R {
-        if let Event::Reply { reply: Reply::Status(v) | Reply::CancelAcknowledged(v), .. } = ev {
+        if let Event::Reply {
+            reply: Reply::Status(v) | Reply::CancelAcknowledged(v),
+            ..
+        } = ev
+        {
             let late_completion = matches!(v.status, P::Completed | P::Failed);
-            if self.rec.local_state == S::CancelledAccepted && late_completion && Some(&v.operation_id) == self.rec.operation_id.as_ref() {
+            if self.rec.local_state == S::CancelledAccepted
+                && late_completion
+                && Some(&v.operation_id) == self.rec.operation_id.as_ref()
+            {
                 self.cmds.push(Command::EffectReconciliation {
-                    reason: format!("server reported {} after the cancel was confirmed", v.status.name()),
+                    reason: format!(
+                        "server reported {} after the cancel was confirmed",
+                        v.status.name()
+                    ),
                 });
                 return STAYED;
             }
@@ -182,11 +263,24 @@ impl<'a> Machine<'a> {
 
     fn submit(&mut self) {
         self.rec.submit_attempts += 1;
-        let (key, tool, arguments) = (self.rec.submission_key.clone(), self.rec.tool_name.clone(), self.rec.request_body.clone());
+        let (key, tool, arguments) = (
+            self.rec.submission_key.clone(),
+            self.rec.tool_name.clone(),
+            self.rec.request_body.clone(),
+        );
         if self.rec.synchronous {
-            self.send(Outbound::SubmitSync { key, tool, arguments });
+            self.send(Outbound::SubmitSync {
+                key,
+                tool,
+                arguments,
+            });
         } else {
-            self.send(Outbound::Submit { key, tool, arguments, ttl_ms: self.cfg.task_ttl_ms });
+            self.send(Outbound::Submit {
+                key,
+                tool,
+                arguments,
+                ttl_ms: self.cfg.task_ttl_ms,
+            });
         }
     }
 
@@ -232,9 +326,14 @@ impl<'a> Machine<'a> {
             // The cancel may never have left before the crash: say it again at once (cancelling
             // twice is harmless) rather than read the status first and cancel a round trip
             // later. A best-effort cancel the server already took is only re-read.
-            S::CancelRequested if !self.rec.cancel_pending && self.rec.cancel_attempts < self.cfg.max_cancel_attempts => {
+            S::CancelRequested
+                if !self.rec.cancel_pending
+                    && self.rec.cancel_attempts < self.cfg.max_cancel_attempts =>
+            {
                 self.rec.cancel_attempts += 1;
-                self.send(Outbound::Cancel { operation_id: self.op_id() });
+                self.send(Outbound::Cancel {
+                    operation_id: self.op_id(),
+                });
                 STAYED
             }
             S::CancelRequested => {
@@ -255,10 +354,13 @@ impl<'a> Machine<'a> {
             self.go(S::SubmissionUnknown)?;
         }
         if self.rec.synchronous {
-            return self.hand_over("a synchronous call went unanswered; calling again could run the tool twice");
+            return self.hand_over(
+                "a synchronous call went unanswered; calling again could run the tool twice",
+            );
         }
         if !self.cfg.key_lookup {
-            return self.hand_over("submission outcome unknown and the server offers no lookup by key");
+            return self
+                .hand_over("submission outcome unknown and the server offers no lookup by key");
         }
         self.schedule(0, Timer::LookupDue);
         STAYED
@@ -285,11 +387,17 @@ impl<'a> Machine<'a> {
                     return self.hand_over("lookups by key spent without an answer");
                 }
                 self.rec.lookup_attempts += 1;
-                self.send(Outbound::LookupByKey { key: self.rec.submission_key.clone() });
+                self.send(Outbound::LookupByKey {
+                    key: self.rec.submission_key.clone(),
+                });
                 STAYED
             }
             (Timer::PollDue, S::Working) => self.poll(),
-            (Timer::PollDue, S::InputRequired) if self.rec.pending_input.is_none() && !self.rec.input_stream_open => self.poll(),
+            (Timer::PollDue, S::InputRequired)
+                if self.rec.pending_input.is_none() && !self.rec.input_stream_open =>
+            {
+                self.poll()
+            }
             (Timer::FetchDue, S::TerminalObserved | S::FetchingResult) => {
                 if self.rec.fetch_attempts >= self.cfg.max_fetch_attempts {
                     return self.hand_over("result fetch attempts spent");
@@ -303,18 +411,22 @@ impl<'a> Machine<'a> {
                     self.rec.result_digest = None;
                 }
                 self.rec.fetch_attempts += 1;
-                self.send(Outbound::FetchResult { operation_id: self.op_id() });
+                self.send(Outbound::FetchResult {
+                    operation_id: self.op_id(),
+                });
                 STAYED
             }
             (Timer::CancelRequery, S::CancelRequested) => self.poll(),
-            (Timer::ApprovalDeadline { round }, S::InputRequired) => match &self.rec.pending_input {
-                // Nobody approved in time: decline, so the server can move on.
-                Some(p) if p.round == round => {
-                    let digest = p.schema_digest.clone();
-                    self.approval(round, &digest, ApprovalReply::Decline)
+            (Timer::ApprovalDeadline { round }, S::InputRequired) => {
+                match &self.rec.pending_input {
+                    // Nobody approved in time: decline, so the server can move on.
+                    Some(p) if p.round == round => {
+                        let digest = p.schema_digest.clone();
+                        self.approval(round, &digest, ApprovalReply::Decline)
+                    }
+                    _ => STAYED,
                 }
-                _ => STAYED,
-            },
+            }
             // A timer set for a state the record has since left.
             _ => STAYED,
         }
@@ -322,15 +434,28 @@ impl<'a> Machine<'a> {
 
     fn poll(&mut self) -> R {
         self.rec.poll_cursor.polls += 1;
-        self.send(Outbound::Poll { operation_id: self.op_id() });
+        self.send(Outbound::Poll {
+            operation_id: self.op_id(),
+        });
         STAYED
     }
 
     fn schedule_poll_after(&mut self, at_least_ms: Option<u64>) {
-        let at_least_ms = if mutated!(self, IgnoreRetryAfter) { None } else { at_least_ms };
+        let at_least_ms = if mutated!(self, IgnoreRetryAfter) {
+            None
+        } else {
+            at_least_ms
+        };
         let delay = self.poll_delay().max(at_least_ms.unwrap_or(0));
         if self.rec.local_state == S::CancelRequested {
-            self.schedule(delay.min(self.cfg.cancel_requery_interval_ms.max(at_least_ms.unwrap_or(0))), Timer::CancelRequery);
+            self.schedule(
+                delay.min(
+                    self.cfg
+                        .cancel_requery_interval_ms
+                        .max(at_least_ms.unwrap_or(0)),
+                ),
+                Timer::CancelRequery,
+            );
         } else {
             self.schedule(delay, Timer::PollDue);
         }
@@ -350,16 +475,23 @@ impl<'a> Machine<'a> {
                 self.rec.poll_cursor.not_found_streak = 0;
                 return STAYED;
             }
-            return rejected(Rejection::StaleAnswer { seq, applied_seq: applied });
+            return rejected(Rejection::StaleAnswer {
+                seq,
+                applied_seq: applied,
+            });
         }
         let latest = seq == self.rec.poll_cursor.sent_seq || overwrite;
         let outcome = match kind {
-            RequestKind::Submit | RequestKind::SubmitSync => self.on_submit_reply(kind, reply, latest),
+            RequestKind::Submit | RequestKind::SubmitSync => {
+                self.on_submit_reply(kind, reply, latest)
+            }
             RequestKind::Lookup => self.on_lookup_reply(reply, latest),
             RequestKind::Poll => self.on_poll_reply(reply, latest),
             RequestKind::Fetch => self.on_fetch_reply(reply, latest),
             RequestKind::Cancel => self.on_cancel_reply(reply, latest),
-            RequestKind::Initialize | RequestKind::ListTools | RequestKind::InputResponse => rejected(Rejection::NotApplicable),
+            RequestKind::Initialize | RequestKind::ListTools | RequestKind::InputResponse => {
+                rejected(Rejection::NotApplicable)
+            }
         }?;
         if !matches!(outcome, Outcome::Rejected(_)) {
             self.rec.poll_cursor.applied_seq = seq;
@@ -384,10 +516,16 @@ impl<'a> Machine<'a> {
     fn absorb(&mut self, v: &TaskView) -> Result<(), Outcome> {
         match &self.rec.operation_id {
             Some(id) if *id != v.operation_id => {
-                return Err(Outcome::Rejected(Rejection::OperationMismatch { expected: Some(id.clone()), got: v.operation_id.clone() }))
+                return Err(Outcome::Rejected(Rejection::OperationMismatch {
+                    expected: Some(id.clone()),
+                    got: v.operation_id.clone(),
+                }))
             }
             None if v.operation_id.is_empty() => {
-                return Err(Outcome::Rejected(Rejection::OperationMismatch { expected: None, got: String::new() }))
+                return Err(Outcome::Rejected(Rejection::OperationMismatch {
+                    expected: None,
+                    got: String::new(),
+                }))
             }
             _ => {}
         }
@@ -433,7 +571,9 @@ impl<'a> Machine<'a> {
                 return self.accept(S::CancelledAccepted, TerminalState::Cancelled, None, None);
             }
             if status == P::Completed && mutated!(self, AcceptCompletedWithoutFetch) {
-                let fake = value_digest(&serde_json::json!({"status": "completed", "operation": self.rec.operation_id}));
+                let fake = value_digest(
+                    &serde_json::json!({"status": "completed", "operation": self.rec.operation_id}),
+                );
                 return self.force_accept(S::Accepted, TerminalState::Completed, Some(fake));
             }
             self.rec.pending_input = None;
@@ -458,7 +598,9 @@ impl<'a> Machine<'a> {
                     return self.hand_over("cancel attempts spent and the operation still runs");
                 }
                 self.rec.cancel_attempts += 1;
-                self.send(Outbound::Cancel { operation_id: self.op_id() });
+                self.send(Outbound::Cancel {
+                    operation_id: self.op_id(),
+                });
                 STAYED
             }
             (S::Working, P::InputRequired) => {
@@ -491,7 +633,9 @@ impl<'a> Machine<'a> {
     /// MCP delivers input requests on a result stream: open one and expect exactly one request.
     fn open_input_stream(&mut self) {
         self.rec.input_stream_open = true;
-        self.send(Outbound::FetchResult { operation_id: self.op_id() });
+        self.send(Outbound::FetchResult {
+            operation_id: self.op_id(),
+        });
     }
 
     fn on_submit_reply(&mut self, kind: RequestKind, reply: &Reply, latest: bool) -> R {
@@ -560,7 +704,12 @@ impl<'a> Machine<'a> {
             Reply::LookupUnsupported => self.hand_over("the server does not answer lookups by key"),
             _ if !latest => STAYED,
             Reply::RateLimited { retry_after_ms } | Reply::Unavailable { retry_after_ms } => {
-                self.schedule(retry_after_ms.unwrap_or(self.cfg.retry_interval_ms).max(self.cfg.retry_interval_ms), Timer::LookupDue);
+                self.schedule(
+                    retry_after_ms
+                        .unwrap_or(self.cfg.retry_interval_ms)
+                        .max(self.cfg.retry_interval_ms),
+                    Timer::LookupDue,
+                );
                 STAYED
             }
             _ => {
@@ -571,7 +720,10 @@ impl<'a> Machine<'a> {
     }
 
     fn on_poll_reply(&mut self, reply: &Reply, latest: bool) -> R {
-        if !matches!(self.rec.local_state, S::Working | S::InputRequired | S::CancelRequested) {
+        if !matches!(
+            self.rec.local_state,
+            S::Working | S::InputRequired | S::CancelRequested
+        ) {
             return rejected(Rejection::NotApplicable);
         }
         match reply {
@@ -587,7 +739,9 @@ impl<'a> Machine<'a> {
                 }
             },
             _ if !latest => STAYED,
-            Reply::NotFound { .. } => self.not_found("operation not found before a terminal state was read"),
+            Reply::NotFound { .. } => {
+                self.not_found("operation not found before a terminal state was read")
+            }
             Reply::RateLimited { retry_after_ms } | Reply::Unavailable { retry_after_ms } => {
                 self.schedule_poll_after(*retry_after_ms);
                 STAYED
@@ -602,7 +756,9 @@ impl<'a> Machine<'a> {
     /// A not-found before expiry may be a lagging replica: retry a bounded number of times.
     /// After that, or after expiry, nothing can be proved: manual reconciliation.
     fn not_found(&mut self, why: &str) -> R {
-        if mutated!(self, NotFoundMeansNeverCreated) && self.rec.submit_attempts < self.cfg.max_submit_attempts {
+        if mutated!(self, NotFoundMeansNeverCreated)
+            && self.rec.submit_attempts < self.cfg.max_submit_attempts
+        {
             // Planted: "404, so it never existed": forget the id and submit again.
             self.force(S::NotFoundSafe);
             self.rec.operation_id = None;
@@ -624,7 +780,11 @@ impl<'a> Machine<'a> {
             }
             return STAYED;
         }
-        let when = if before_expiry { "before expiry" } else { "after expiry" };
+        let when = if before_expiry {
+            "before expiry"
+        } else {
+            "after expiry"
+        };
         self.hand_over(&format!("{why} ({when})"))
     }
 
@@ -637,7 +797,9 @@ impl<'a> Machine<'a> {
             S::InputRequired => {}
             // Still running while we cancel: the same as a non-terminal status read (resend a lost
             // cancel, or keep reading after a best-effort one).
-            S::CancelRequested => return self.on_status(crate::record::ProtocolStatus::InputRequired, latest),
+            S::CancelRequested => {
+                return self.on_status(crate::record::ProtocolStatus::InputRequired, latest)
+            }
             _ => return rejected(Rejection::NotApplicable),
         }
         self.rec.last_server_status = Some(crate::record::ProtocolStatus::InputRequired);
@@ -649,13 +811,29 @@ impl<'a> Machine<'a> {
         if self.rec.pending_input.is_some() {
             return STAYED;
         }
-        let fresh = reqs.iter().find(|r| !self.rec.answered_inputs.contains(&r.server_request_id));
+        let fresh = reqs
+            .iter()
+            .find(|r| !self.rec.answered_inputs.contains(&r.server_request_id));
         // Our answer's request was lost and the server still asks the same thing: say it again.
         if let (None, Some(last)) = (fresh, self.rec.last_answer.clone()) {
-            let still_asked = reqs.iter().any(|r| r.server_request_id == last.server_request_id);
-            if latest && still_asked && last.lost && last.resends < crate::record::ANSWER_RESENDS_MAX {
-                self.rec.last_answer = Some(crate::record::LastAnswer { lost: false, resends: last.resends + 1, ..last.clone() });
-                self.send(Outbound::InputResponse { operation_id: self.op_id(), server_request_id: last.server_request_id, reply: last.reply });
+            let still_asked = reqs
+                .iter()
+                .any(|r| r.server_request_id == last.server_request_id);
+            if latest
+                && still_asked
+                && last.lost
+                && last.resends < crate::record::ANSWER_RESENDS_MAX
+            {
+                self.rec.last_answer = Some(crate::record::LastAnswer {
+                    lost: false,
+                    resends: last.resends + 1,
+                    ..last.clone()
+                });
+                self.send(Outbound::InputResponse {
+                    operation_id: self.op_id(),
+                    server_request_id: last.server_request_id,
+                    reply: last.reply,
+                });
                 self.schedule_poll_after(None);
                 return STAYED;
             }
@@ -683,7 +861,9 @@ impl<'a> Machine<'a> {
     }
 
     fn on_fetch_reply(&mut self, reply: &Reply, latest: bool) -> R {
-        if let (Reply::InputRequests(reqs), S::Working | S::InputRequired | S::CancelRequested) = (reply, self.rec.local_state) {
+        if let (Reply::InputRequests(reqs), S::Working | S::InputRequired | S::CancelRequested) =
+            (reply, self.rec.local_state)
+        {
             return self.on_input_requests(reqs, latest);
         }
         match self.rec.local_state {
@@ -692,7 +872,9 @@ impl<'a> Machine<'a> {
             S::InputRequired if latest && self.rec.pending_input.is_none() => {
                 self.rec.input_stream_open = false;
                 match reply {
-                    Reply::NotFound { .. } => self.not_found("operation not found while waiting for input"),
+                    Reply::NotFound { .. } => {
+                        self.not_found("operation not found while waiting for input")
+                    }
                     _ => {
                         self.schedule(0, Timer::PollDue);
                         STAYED
@@ -708,25 +890,38 @@ impl<'a> Machine<'a> {
             return self.hand_over("fetching a result without a terminal status");
         };
         match (reply, terminal) {
-            (Reply::Result(rv), _) if self.result_usable(rv) => {
-                self.accept(S::Accepted, terminal, Some(rv.digest.clone()), Some(rv.payload.clone()))
-            }
+            (Reply::Result(rv), _) if self.result_usable(rv) => self.accept(
+                S::Accepted,
+                terminal,
+                Some(rv.digest.clone()),
+                Some(rv.payload.clone()),
+            ),
             (Reply::ResultIsError { code, message }, TerminalState::Failed) => {
                 let payload = serde_json::json!({"error": {"code": code, "message": message}});
-                self.accept(S::Accepted, terminal, Some(value_digest(&payload)), Some(payload))
+                self.accept(
+                    S::Accepted,
+                    terminal,
+                    Some(value_digest(&payload)),
+                    Some(payload),
+                )
             }
             // A failed task may store no result: the Python SDK (mcp 1.30) answers `tasks/result`
             // of a task failed by an exception with only `_meta`, and puts the exception's text in
             // `statusMessage`. The terminal status read decides; its message is the error
             // downstream reads (the shape of every failed payload: `error.message`).
             (Reply::NoResultStored { .. }, TerminalState::Failed) => {
-                let payload = self.rec.last_status_message.clone().map(|message| serde_json::json!({"error": {"message": message}}));
+                let payload = self
+                    .rec
+                    .last_status_message
+                    .clone()
+                    .map(|message| serde_json::json!({"error": {"message": message}}));
                 let digest = payload.as_ref().map(value_digest);
                 self.accept(S::Accepted, terminal, digest, payload)
             }
-            (Reply::NoResultStored { .. }, TerminalState::Cancelled | TerminalState::DoneWithoutResult) => {
-                self.accept(S::Accepted, terminal, None, None)
-            }
+            (
+                Reply::NoResultStored { .. },
+                TerminalState::Cancelled | TerminalState::DoneWithoutResult,
+            ) => self.accept(S::Accepted, terminal, None, None),
             (Reply::NotFound { .. }, _) => self.not_found("result gone before it was fetched"),
             (Reply::RateLimited { retry_after_ms } | Reply::Unavailable { retry_after_ms }, _) => {
                 self.refetch(retry_after_ms.unwrap_or(0))
@@ -788,7 +983,12 @@ impl<'a> Machine<'a> {
             _ if !latest => STAYED,
             Reply::NotFound { .. } => self.not_found("operation not found while cancelling"),
             Reply::RateLimited { retry_after_ms } | Reply::Unavailable { retry_after_ms } => {
-                self.schedule(retry_after_ms.unwrap_or(0).max(self.cfg.cancel_requery_interval_ms), Timer::CancelRequery);
+                self.schedule(
+                    retry_after_ms
+                        .unwrap_or(0)
+                        .max(self.cfg.cancel_requery_interval_ms),
+                    Timer::CancelRequery,
+                );
                 STAYED
             }
             _ => {
@@ -809,7 +1009,10 @@ impl<'a> Machine<'a> {
         }
         if seq != self.rec.poll_cursor.sent_seq {
             // Superseded by a newer request; only the newest one's loss matters.
-            return rejected(Rejection::StaleAnswer { seq, applied_seq: self.rec.poll_cursor.applied_seq });
+            return rejected(Rejection::StaleAnswer {
+                seq,
+                applied_seq: self.rec.poll_cursor.applied_seq,
+            });
         }
         self.rec.poll_cursor.lost_streak += 1;
         let fresh_key = mutated!(self, FreshKeyOnSubmitTimeout);
@@ -826,10 +1029,17 @@ impl<'a> Machine<'a> {
                 }
                 self.rec.submit_attempts += 1;
                 let (tool, arguments) = (self.rec.tool_name.clone(), self.rec.request_body.clone());
-                self.send(Outbound::Submit { key, tool, arguments, ttl_ms: self.cfg.task_ttl_ms });
+                self.send(Outbound::Submit {
+                    key,
+                    tool,
+                    arguments,
+                    ttl_ms: self.cfg.task_ttl_ms,
+                });
                 STAYED
             }
-            (RequestKind::Submit | RequestKind::SubmitSync, S::Submitting) => self.submission_unknown(),
+            (RequestKind::Submit | RequestKind::SubmitSync, S::Submitting) => {
+                self.submission_unknown()
+            }
             (RequestKind::Lookup, S::SubmissionUnknown) => {
                 self.schedule(self.cfg.retry_interval_ms, Timer::LookupDue);
                 STAYED
@@ -856,7 +1066,10 @@ impl<'a> Machine<'a> {
     fn input_requested(&mut self, req: &InputRequest) -> R {
         if let Some(rel) = &req.related_operation_id {
             if self.rec.operation_id.as_ref() != Some(rel) {
-                return rejected(Rejection::OperationMismatch { expected: self.rec.operation_id.clone(), got: rel.clone() });
+                return rejected(Rejection::OperationMismatch {
+                    expected: self.rec.operation_id.clone(),
+                    got: rel.clone(),
+                });
             }
         }
         if self.rec.local_state != S::InputRequired {
@@ -864,22 +1077,37 @@ impl<'a> Machine<'a> {
         }
         if let Some(p) = &self.rec.pending_input {
             // The same request delivered again while still unanswered changes nothing.
-            return if p.server_request_id == req.server_request_id { STAYED } else { rejected(Rejection::UnsolicitedInput) };
+            return if p.server_request_id == req.server_request_id {
+                STAYED
+            } else {
+                rejected(Rejection::UnsolicitedInput)
+            };
         }
-        if let Some(last) = self.rec.last_answer.clone().filter(|l| l.server_request_id == req.server_request_id && l.schema_digest == req.schema_digest) {
+        if let Some(last) = self.rec.last_answer.clone().filter(|l| {
+            l.server_request_id == req.server_request_id && l.schema_digest == req.schema_digest
+        }) {
             // The request we answered last, delivered again (same id, same content): our answer
             // may still be in flight, or lost. Never a new round: the gate answered it. On a
             // stream we opened after answering, say the same answer again (bounded); a server
             // that already has it takes the copy as stale. (With ids reused for every request,
             // as the TS SDK does, identical content is all that tells a re-delivery from a new
             // round that happens to ask the same thing; such a round gets the last answer.)
-            let again = self.rec.input_stream_open && last.resends < crate::record::ANSWER_RESENDS_MAX;
+            let again =
+                self.rec.input_stream_open && last.resends < crate::record::ANSWER_RESENDS_MAX;
             self.rec.input_stream_open = false;
             if !again {
                 return rejected(Rejection::ReplayedInput);
             }
-            self.rec.last_answer = Some(crate::record::LastAnswer { lost: false, resends: last.resends + 1, ..last.clone() });
-            self.send(Outbound::InputResponse { operation_id: self.op_id(), server_request_id: last.server_request_id, reply: last.reply });
+            self.rec.last_answer = Some(crate::record::LastAnswer {
+                lost: false,
+                resends: last.resends + 1,
+                ..last.clone()
+            });
+            self.send(Outbound::InputResponse {
+                operation_id: self.op_id(),
+                server_request_id: last.server_request_id,
+                reply: last.reply,
+            });
             self.schedule_poll_after(None);
             return STAYED;
         }
@@ -916,17 +1144,28 @@ impl<'a> Machine<'a> {
             schema_digest: p.schema_digest.clone(),
             deadline_ms: p.deadline_ms,
         });
-        self.cmds.push(Command::Schedule { at_ms: p.deadline_ms, timer: Timer::ApprovalDeadline { round: p.round } });
+        self.cmds.push(Command::Schedule {
+            at_ms: p.deadline_ms,
+            timer: Timer::ApprovalDeadline { round: p.round },
+        });
     }
 
     fn approval(&mut self, round: u32, schema_digest: &str, reply: ApprovalReply) -> R {
         let current = self.rec.input_round;
         let Some(p) = self.rec.pending_input.clone() else {
-            return rejected(Rejection::StaleApproval { round, current_round: current });
+            return rejected(Rejection::StaleApproval {
+                round,
+                current_round: current,
+            });
         };
         let stale = p.round != round || p.schema_digest != schema_digest;
-        if self.rec.local_state != S::InputRequired || (stale && !mutated!(self, AcceptStaleApproval)) {
-            return rejected(Rejection::StaleApproval { round, current_round: current });
+        if self.rec.local_state != S::InputRequired
+            || (stale && !mutated!(self, AcceptStaleApproval))
+        {
+            return rejected(Rejection::StaleApproval {
+                round,
+                current_round: current,
+            });
         }
         self.rec.pending_input = None;
         self.rec.answered_inputs.push(p.server_request_id.clone());
@@ -940,7 +1179,11 @@ impl<'a> Machine<'a> {
             lost: false,
             resends: 0,
         });
-        self.send(Outbound::InputResponse { operation_id: self.op_id(), server_request_id: p.server_request_id, reply });
+        self.send(Outbound::InputResponse {
+            operation_id: self.op_id(),
+            server_request_id: p.server_request_id,
+            reply,
+        });
         self.schedule_poll_after(None);
         STAYED
     }
@@ -952,12 +1195,16 @@ impl<'a> Machine<'a> {
         self.rec.pending_input = None;
         self.rec.input_stream_open = false;
         self.go(S::CancelRequested)?;
-        self.send(Outbound::Cancel { operation_id: self.op_id() });
+        self.send(Outbound::Cancel {
+            operation_id: self.op_id(),
+        });
         STAYED
     }
 
     fn cancel_clicked(&mut self) -> R {
-        if mutated!(self, FailOnCancelClick) && matches!(self.rec.local_state, S::Working | S::InputRequired) {
+        if mutated!(self, FailOnCancelClick)
+            && matches!(self.rec.local_state, S::Working | S::InputRequired)
+        {
             // Planted: the click itself is the outcome.
             return self.force_accept(S::Accepted, TerminalState::Failed, None);
         }
@@ -965,7 +1212,11 @@ impl<'a> Machine<'a> {
             S::Working | S::InputRequired => self.request_cancel(),
             // No id yet: remember, and cancel as soon as the server names the operation.
             // Planted: the click is acknowledged and forgotten.
-            S::Submitting | S::SubmissionUnknown | S::NotFoundSafe if mutated!(self, CancelDroppedBeforeOperationId) => STAYED,
+            S::Submitting | S::SubmissionUnknown | S::NotFoundSafe
+                if mutated!(self, CancelDroppedBeforeOperationId) =>
+            {
+                STAYED
+            }
             S::Submitting | S::SubmissionUnknown | S::NotFoundSafe => {
                 self.rec.cancel_wanted = true;
                 STAYED

@@ -5,11 +5,11 @@
 //! transaction, including any receipt) *before* it executes a single command, so every send is
 //! preceded by the write that explains it.
 
-pub mod poll;
-pub mod transitions;
 mod handlers;
 #[cfg(feature = "mutations")]
 pub mod mutation;
+pub mod poll;
+pub mod transitions;
 
 use serde::{Deserialize, Serialize};
 
@@ -123,11 +123,24 @@ pub enum Event {
     Resume,
     Timer(Timer),
     /// A decoded reply to request `seq`, sent by an executor of epoch `epoch`.
-    Reply { kind: RequestKind, seq: u64, epoch: u64, reply: Reply },
+    Reply {
+        kind: RequestKind,
+        seq: u64,
+        epoch: u64,
+        reply: Reply,
+    },
     /// Request `seq` got no reply in time, or the connection dropped under it.
-    Lost { kind: RequestKind, seq: u64, epoch: u64 },
+    Lost {
+        kind: RequestKind,
+        seq: u64,
+        epoch: u64,
+    },
     InputRequested(InputRequest),
-    ApprovalReplied { round: u32, schema_digest: String, reply: ApprovalReply },
+    ApprovalReplied {
+        round: u32,
+        schema_digest: String,
+        reply: ApprovalReply,
+    },
     /// The caller asked to cancel.
     CancelClicked,
     /// The caller stopped waiting. Never a server-side cancel.
@@ -195,8 +208,14 @@ impl AcceptBasis {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Command {
     /// Send `out`; `seq` ties the reply back to this request.
-    Send { out: Outbound, seq: u64 },
-    Schedule { at_ms: u64, timer: Timer },
+    Send {
+        out: Outbound,
+        seq: u64,
+    },
+    Schedule {
+        at_ms: u64,
+        timer: Timer,
+    },
     AskApproval {
         round: u32,
         operation_id: String,
@@ -208,9 +227,13 @@ pub enum Command {
     /// Write the terminal receipt and one outbox entry in the same transaction as the record.
     Accept(AcceptSpec),
     /// Hand the item to the manual reconciliation queue (same transaction as the record).
-    Reconcile { reason: String },
+    Reconcile {
+        reason: String,
+    },
     /// A completion arrived after a cancel won: the effect needs a human.
-    EffectReconciliation { reason: String },
+    EffectReconciliation {
+        reason: String,
+    },
 }
 
 /// Why an event was not applied. Serialised (tagged by `rejection`) into observations, so a
@@ -218,13 +241,25 @@ pub enum Command {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(tag = "rejection", rename_all = "snake_case")]
 pub enum Rejection {
-    StaleEpoch { event_epoch: u64, record_epoch: u64 },
+    StaleEpoch {
+        event_epoch: u64,
+        record_epoch: u64,
+    },
     /// An answer older than one already applied.
-    StaleAnswer { seq: u64, applied_seq: u64 },
-    OperationMismatch { expected: Option<String>, got: String },
+    StaleAnswer {
+        seq: u64,
+        applied_seq: u64,
+    },
+    OperationMismatch {
+        expected: Option<String>,
+        got: String,
+    },
     ReplayedInput,
     UnsolicitedInput,
-    StaleApproval { round: u32, current_round: u32 },
+    StaleApproval {
+        round: u32,
+        current_round: u32,
+    },
     AlreadyFinal,
     NotApplicable,
 }
@@ -253,7 +288,10 @@ pub enum Outcome {
     Stayed,
     Rejected(Rejection),
     /// The handler wanted a transition the table does not allow; nothing changed.
-    Refused { from: LocalState, to: LocalState },
+    Refused {
+        from: LocalState,
+        to: LocalState,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -274,11 +312,15 @@ pub fn step(rec: &ToolOperation, event: &Event, ctx: &Ctx, cfg: &CoreConfig) -> 
     let mut m = handlers::Machine::new(rec, ctx, cfg);
     match m.run(event) {
         Ok(outcome) => m.finish(outcome),
-        Err(refused) => Step { record: rec.clone(), commands: vec![], outcome: refused },
+        Err(refused) => Step {
+            record: rec.clone(),
+            commands: vec![],
+            outcome: refused,
+        },
     }
 }
 
 #[cfg(test)]
-mod tests;
-#[cfg(test)]
 mod proptests;
+#[cfg(test)]
+mod tests;

@@ -85,7 +85,10 @@ impl Mutation {
     ];
 
     pub fn name(self) -> String {
-        serde_json::to_value(self).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default()
+        serde_json::to_value(self)
+            .ok()
+            .and_then(|v| v.as_str().map(String::from))
+            .unwrap_or_default()
     }
 
     pub fn from_name(name: &str) -> Option<Mutation> {

@@ -33,17 +33,25 @@ impl Default for PollPolicy {
 impl PollPolicy {
     /// Delay before the next poll, given polls already sent, the server's suggestion, and a
     /// jitter draw in [0, 1000).
-    pub fn next_delay_ms(&self, polls: u32, server_interval_ms: Option<u64>, jitter_permille: u32) -> u64 {
+    pub fn next_delay_ms(
+        &self,
+        polls: u32,
+        server_interval_ms: Option<u64>,
+        jitter_permille: u32,
+    ) -> u64 {
         debug_assert!(jitter_permille < 1000);
         // Exponent capped: beyond 64 steps any sane multiplier has long hit the cap.
         let growth = self.backoff_multiplier.max(1.0).powi(polls.min(64) as i32);
-        let mut base = ((self.initial_interval_ms as f64) * growth).min(self.interval_cap_ms as f64) as u64;
+        let mut base =
+            ((self.initial_interval_ms as f64) * growth).min(self.interval_cap_ms as f64) as u64;
         if self.honor_server_interval {
             if let Some(s) = server_interval_ms {
                 base = base.max(s);
             }
         }
-        let jitter = (base as f64 * self.jitter_fraction.max(0.0) * (jitter_permille as f64 / 1000.0)) as u64;
+        let jitter = (base as f64
+            * self.jitter_fraction.max(0.0)
+            * (jitter_permille as f64 / 1000.0)) as u64;
         base.saturating_add(jitter).max(1)
     }
 }
@@ -61,7 +69,10 @@ pub const QPS_WINDOW_MS: u64 = 1_000;
 impl QpsLimiter {
     pub fn new(max_qps: u32) -> QpsLimiter {
         assert!(max_qps > 0, "max_qps must be positive");
-        QpsLimiter { max_qps, recent_ms: VecDeque::with_capacity(max_qps as usize) }
+        QpsLimiter {
+            max_qps,
+            recent_ms: VecDeque::with_capacity(max_qps as usize),
+        }
     }
 
     /// Earliest time at or after `now_ms` at which a send would be admitted.
@@ -80,7 +91,10 @@ impl QpsLimiter {
         if self.next_slot_ms(now_ms) > now_ms {
             return false;
         }
-        debug_assert!(self.recent_ms.back().is_none_or(|&b| b <= now_ms), "time went backwards");
+        debug_assert!(
+            self.recent_ms.back().is_none_or(|&b| b <= now_ms),
+            "time went backwards"
+        );
         self.recent_ms.push_back(now_ms);
         true
     }
@@ -102,14 +116,23 @@ mod tests {
 
     #[test]
     fn delay_grows_caps_and_honours_the_server() {
-        let p = PollPolicy { jitter_fraction: 0.0, ..PollPolicy::default() };
+        let p = PollPolicy {
+            jitter_fraction: 0.0,
+            ..PollPolicy::default()
+        };
         assert_eq!(p.next_delay_ms(0, None, 0), 1_000);
         assert_eq!(p.next_delay_ms(1, None, 0), 1_500);
         assert_eq!(p.next_delay_ms(40, None, 0), 20_000);
         assert_eq!(p.next_delay_ms(0, Some(5_000), 0), 5_000);
-        let q = PollPolicy { honor_server_interval: false, ..p.clone() };
+        let q = PollPolicy {
+            honor_server_interval: false,
+            ..p.clone()
+        };
         assert_eq!(q.next_delay_ms(0, Some(5_000), 0), 1_000);
-        let j = PollPolicy { jitter_fraction: 0.5, ..p };
+        let j = PollPolicy {
+            jitter_fraction: 0.5,
+            ..p
+        };
         assert_eq!(j.next_delay_ms(0, None, 500), 1_250);
     }
 
@@ -123,7 +146,10 @@ mod tests {
             }
         }
         for &s in &admitted {
-            let n = admitted.iter().filter(|&&t| t >= s && t < s + QPS_WINDOW_MS).count();
+            let n = admitted
+                .iter()
+                .filter(|&&t| t >= s && t < s + QPS_WINDOW_MS)
+                .count();
             assert!(n <= 3, "window at {s} has {n}");
         }
         // And it does admit at the full rate: 3 per second over 5 s.

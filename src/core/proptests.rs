@@ -13,7 +13,13 @@ use crate::record::{AdapterId, LocalState as S, ProtocolStatus as P};
 const OP: &str = "op-1";
 
 fn arb_status() -> impl Strategy<Value = P> {
-    prop_oneof![Just(P::Working), Just(P::InputRequired), Just(P::Completed), Just(P::Failed), Just(P::Cancelled)]
+    prop_oneof![
+        Just(P::Working),
+        Just(P::InputRequired),
+        Just(P::Completed),
+        Just(P::Failed),
+        Just(P::Cancelled)
+    ]
 }
 
 fn arb_view() -> impl Strategy<Value = TaskView> {
@@ -41,33 +47,66 @@ fn arb_result() -> impl Strategy<Value = ResultView> {
 fn arb_reply() -> impl Strategy<Value = Reply> {
     prop_oneof![
         arb_view().prop_map(Reply::Submitted),
-        Just(Reply::SubmitRefused { reason: "no".into() }),
-        Just(Reply::SubmitOutcomeUnknown { reason: "may have run".into() }),
+        Just(Reply::SubmitRefused {
+            reason: "no".into()
+        }),
+        Just(Reply::SubmitOutcomeUnknown {
+            reason: "may have run".into()
+        }),
         arb_result().prop_map(Reply::SyncResult),
-        (prop::collection::vec(0i64..3, 0..3), prop::bool::weighted(0.8)).prop_map(|(ids, ours)| Reply::InputRequests(ids.into_iter().map(|id| InputRequest {
-            server_request_id: serde_json::json!(id),
-            related_operation_id: Some(if ours { OP.into() } else { "op-other".into() }),
-            message: "ok?".into(),
-            requested_schema: serde_json::json!({}),
-            schema_digest: "s".into(),
-            raw: serde_json::json!({}),
-        }).collect())),
+        (
+            prop::collection::vec(0i64..3, 0..3),
+            prop::bool::weighted(0.8)
+        )
+            .prop_map(|(ids, ours)| Reply::InputRequests(
+                ids.into_iter()
+                    .map(|id| InputRequest {
+                        server_request_id: serde_json::json!(id),
+                        related_operation_id: Some(if ours {
+                            OP.into()
+                        } else {
+                            "op-other".into()
+                        }),
+                        message: "ok?".into(),
+                        requested_schema: serde_json::json!({}),
+                        schema_digest: "s".into(),
+                        raw: serde_json::json!({}),
+                    })
+                    .collect()
+            )),
         arb_view().prop_map(Reply::LookupFound),
         Just(Reply::LookupNotFound),
         Just(Reply::LookupUnsupported),
         arb_view().prop_map(Reply::Status),
-        Just(Reply::NotFound { message: "gone".into() }),
-        (0u64..60_000).prop_map(|ms| Reply::RateLimited { retry_after_ms: Some(ms) }),
-        Just(Reply::Unavailable { retry_after_ms: None }),
+        Just(Reply::NotFound {
+            message: "gone".into()
+        }),
+        (0u64..60_000).prop_map(|ms| Reply::RateLimited {
+            retry_after_ms: Some(ms)
+        }),
+        Just(Reply::Unavailable {
+            retry_after_ms: None
+        }),
         Just(Reply::Accepted),
         arb_result().prop_map(Reply::Result),
-        Just(Reply::ResultIsError { code: -32000, message: "boom".into() }),
-        Just(Reply::NoResultStored { message: "none".into() }),
+        Just(Reply::ResultIsError {
+            code: -32000,
+            message: "boom".into()
+        }),
+        Just(Reply::NoResultStored {
+            message: "none".into()
+        }),
         arb_view().prop_map(Reply::CancelAcknowledged),
         Just(Reply::CancelPending),
-        Just(Reply::CancelRejectedTerminal { message: "terminal".into() }),
-        Just(Reply::Error { message: "x".into() }),
-        Just(Reply::Malformed { reason: "truncated".into() }),
+        Just(Reply::CancelRejectedTerminal {
+            message: "terminal".into()
+        }),
+        Just(Reply::Error {
+            message: "x".into()
+        }),
+        Just(Reply::Malformed {
+            reason: "truncated".into()
+        }),
     ]
 }
 
@@ -97,10 +136,20 @@ fn arb_timer() -> impl Strategy<Value = Timer> {
 #[derive(Clone, Debug)]
 enum Ev {
     Plain(Event),
-    Reply { kind: RequestKind, seq_back: u64, old_epoch: bool, reply: Reply },
+    Reply {
+        kind: RequestKind,
+        seq_back: u64,
+        old_epoch: bool,
+        reply: Reply,
+    },
     /// A reply to whatever was sent last: the common case, which random kinds rarely hit.
-    ReplyToLast { reply: Reply },
-    Lost { kind: RequestKind, seq_back: u64 },
+    ReplyToLast {
+        reply: Reply,
+    },
+    Lost {
+        kind: RequestKind,
+        seq_back: u64,
+    },
 }
 
 fn arb_ev() -> impl Strategy<Value = Ev> {

@@ -10,15 +10,38 @@ use crate::record::{AdapterId, LocalState as S, ProtocolStatus as P};
 const OP: &str = "op-1";
 
 fn cfg() -> CoreConfig {
-    CoreConfig { poll: PollPolicy { jitter_fraction: 0.0, ..PollPolicy::default() }, ..CoreConfig::default() }
+    CoreConfig {
+        poll: PollPolicy {
+            jitter_fraction: 0.0,
+            ..PollPolicy::default()
+        },
+        ..CoreConfig::default()
+    }
 }
 
 fn new_rec() -> ToolOperation {
-    ToolOperation::new("n1", "report", "v1", serde_json::json!({"m": 1}), AdapterId::Mcp20251125, "key-n1", 1, 0, 600_000)
+    ToolOperation::new(
+        "n1",
+        "report",
+        "v1",
+        serde_json::json!({"m": 1}),
+        AdapterId::Mcp20251125,
+        "key-n1",
+        1,
+        0,
+        600_000,
+    )
 }
 
 fn view(status: P) -> TaskView {
-    TaskView { operation_id: OP.into(), status, poll_interval_ms: Some(1_000), ttl_ms: Some(60_000), status_message: None, hint_problem: None }
+    TaskView {
+        operation_id: OP.into(),
+        status,
+        poll_interval_ms: Some(1_000),
+        ttl_ms: Some(60_000),
+        status_message: None,
+        hint_problem: None,
+    }
 }
 
 fn result(verified: bool) -> ResultView {
@@ -54,7 +77,14 @@ struct Sim {
 
 impl Sim {
     fn new() -> Sim {
-        Sim { rec: new_rec(), cfg: cfg(), now_ms: 0, epoch: 1, log: vec![], hops: vec![] }
+        Sim {
+            rec: new_rec(),
+            cfg: cfg(),
+            now_ms: 0,
+            epoch: 1,
+            log: vec![],
+            hops: vec![],
+        }
     }
 
     fn at(&mut self, now_ms: u64) -> &mut Sim {
@@ -63,7 +93,11 @@ impl Sim {
     }
 
     fn ev(&mut self, e: Event) -> &mut Sim {
-        let ctx = Ctx { now_ms: self.now_ms, jitter_permille: 0, epoch: self.epoch };
+        let ctx = Ctx {
+            now_ms: self.now_ms,
+            jitter_permille: 0,
+            epoch: self.epoch,
+        };
         let s = step(&self.rec, &e, &ctx, &self.cfg);
         if let Outcome::Moved(path) = &s.outcome {
             for w in path.windows(2) {
@@ -77,12 +111,21 @@ impl Sim {
 
     fn reply(&mut self, kind: RequestKind, reply: Reply) -> &mut Sim {
         let seq = self.rec.poll_cursor.sent_seq;
-        self.ev(Event::Reply { kind, seq, epoch: self.rec.execution_epoch, reply })
+        self.ev(Event::Reply {
+            kind,
+            seq,
+            epoch: self.rec.execution_epoch,
+            reply,
+        })
     }
 
     fn lost(&mut self, kind: RequestKind) -> &mut Sim {
         let seq = self.rec.poll_cursor.sent_seq;
-        self.ev(Event::Lost { kind, seq, epoch: self.rec.execution_epoch })
+        self.ev(Event::Lost {
+            kind,
+            seq,
+            epoch: self.rec.execution_epoch,
+        })
     }
 
     fn timer(&mut self, t: Timer) -> &mut Sim {
@@ -91,7 +134,8 @@ impl Sim {
 
     /// Start, get an id, and stand in WORKING.
     fn working(&mut self) -> &mut Sim {
-        self.ev(Event::Start).reply(RequestKind::Submit, Reply::Submitted(view(P::Working)))
+        self.ev(Event::Start)
+            .reply(RequestKind::Submit, Reply::Submitted(view(P::Working)))
     }
 }
 
@@ -99,7 +143,10 @@ fn render(s: &Step) -> String {
     let outcome = match &s.outcome {
         Outcome::Moved(path) => path.iter().map(|p| p.name()).collect::<Vec<_>>().join("->"),
         Outcome::Stayed => "stay".into(),
-        Outcome::Rejected(r) => format!("rejected:{}", format!("{r:?}").split([' ', '{']).next().unwrap_or("")),
+        Outcome::Rejected(r) => format!(
+            "rejected:{}",
+            format!("{r:?}").split([' ', '{']).next().unwrap_or("")
+        ),
         Outcome::Refused { from, to } => format!("REFUSED {from}->{to}"),
     };
     let cmds: Vec<String> = s
@@ -107,7 +154,11 @@ fn render(s: &Step) -> String {
         .iter()
         .map(|c| match c {
             Command::Send { out, seq } => format!("send:{}#{}", out.kind().name(), seq),
-            Command::Schedule { at_ms, timer } => format!("at{}:{}", at_ms, Event::Timer(*timer).name().trim_start_matches("timer:")),
+            Command::Schedule { at_ms, timer } => format!(
+                "at{}:{}",
+                at_ms,
+                Event::Timer(*timer).name().trim_start_matches("timer:")
+            ),
             Command::AskApproval { round, .. } => format!("ask:r{round}"),
             Command::Accept(a) => format!("accept:{}", a.terminal.name()),
             Command::Reconcile { .. } => "reconcile".into(),
@@ -808,7 +859,11 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
 ];
 
 fn normalise(s: &str) -> String {
-    s.lines().map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join("\n")
+    s.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 #[test]
@@ -819,7 +874,10 @@ fn scenarios_render_as_expected() {
         script(&mut sim);
         let got = sim.log.join("\n");
         if normalise(&got) != normalise(expect) {
-            failures.push(format!("--- {name}\nexpected:\n{}\ngot:\n{got}", normalise(expect)));
+            failures.push(format!(
+                "--- {name}\nexpected:\n{}\ngot:\n{got}",
+                normalise(expect)
+            ));
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
@@ -834,12 +892,19 @@ fn every_allowed_transition_is_exercised_by_a_scenario() {
         seen.extend(sim.hops);
     }
     let missing: Vec<_> = ALLOWED.iter().filter(|t| !seen.contains(t)).collect();
-    assert!(missing.is_empty(), "transitions no scenario exercises: {missing:?}");
+    assert!(
+        missing.is_empty(),
+        "transitions no scenario exercises: {missing:?}"
+    );
 }
 
 #[test]
 fn every_transition_outside_the_table_is_refused() {
-    let ctx = Ctx { now_ms: 0, jitter_permille: 0, epoch: 1 };
+    let ctx = Ctx {
+        now_ms: 0,
+        jitter_permille: 0,
+        epoch: 1,
+    };
     let cfg = cfg();
     let mut refused = 0;
     for from in S::ALL {
@@ -863,18 +928,34 @@ fn every_transition_outside_the_table_is_refused() {
 #[test]
 fn a_failed_task_without_a_result_hands_its_status_message_downstream() {
     for (message, expected) in [
-        (Some("the job failed"), Some(serde_json::json!({"error": {"message": "the job failed"}}))),
+        (
+            Some("the job failed"),
+            Some(serde_json::json!({"error": {"message": "the job failed"}})),
+        ),
         (None, None),
     ] {
         let mut s = Sim::new();
         let mut failed = view(P::Failed);
         failed.status_message = message.map(str::to_string);
-        s.working().timer(Timer::PollDue).reply(RequestKind::Poll, Reply::Status(failed));
+        s.working()
+            .timer(Timer::PollDue)
+            .reply(RequestKind::Poll, Reply::Status(failed));
         s.timer(Timer::FetchDue);
-        let ctx = Ctx { now_ms: s.now_ms, jitter_permille: 0, epoch: s.epoch };
+        let ctx = Ctx {
+            now_ms: s.now_ms,
+            jitter_permille: 0,
+            epoch: s.epoch,
+        };
         let seq = s.rec.poll_cursor.sent_seq;
-        let reply = Reply::NoResultStored { message: "empty result (only _meta): no result stored".into() };
-        let e = Event::Reply { kind: RequestKind::Fetch, seq, epoch: s.rec.execution_epoch, reply };
+        let reply = Reply::NoResultStored {
+            message: "empty result (only _meta): no result stored".into(),
+        };
+        let e = Event::Reply {
+            kind: RequestKind::Fetch,
+            seq,
+            epoch: s.rec.execution_epoch,
+            reply,
+        };
         let step = step(&s.rec, &e, &ctx, &s.cfg);
         let accept = step.commands.iter().find_map(|c| match c {
             Command::Accept(spec) => Some(spec.clone()),
@@ -883,6 +964,9 @@ fn a_failed_task_without_a_result_hands_its_status_message_downstream() {
         let accept = accept.expect("accepted");
         assert_eq!(accept.terminal, TerminalState::Failed);
         assert_eq!(accept.payload, expected);
-        assert_eq!(accept.result_digest, expected.as_ref().map(crate::digest::value_digest));
+        assert_eq!(
+            accept.result_digest,
+            expected.as_ref().map(crate::digest::value_digest)
+        );
     }
 }

@@ -48,7 +48,10 @@ mod tests {
     #[test]
     fn final_states_have_no_way_out() {
         for &(from, _) in ALLOWED {
-            assert!(!from.is_final(), "{from} is final but has an outgoing transition");
+            assert!(
+                !from.is_final(),
+                "{from} is final but has an outgoing transition"
+            );
         }
     }
 
@@ -66,17 +69,26 @@ mod tests {
                 }
                 i += 1;
             }
-            assert!(seen.iter().any(|x| x.is_final()), "{s} cannot reach a final state");
+            assert!(
+                seen.iter().any(|x| x.is_final()),
+                "{s} cannot reach a final state"
+            );
         }
     }
 
     #[test]
     fn receipts_are_only_reached_through_a_fetch_a_confirmed_cancel_a_refusal_or_a_sync_reply() {
-        let into_accepted: Vec<_> =
-            ALLOWED.iter().filter(|(_, t)| *t == Accepted).map(|(f, _)| *f).collect();
+        let into_accepted: Vec<_> = ALLOWED
+            .iter()
+            .filter(|(_, t)| *t == Accepted)
+            .map(|(f, _)| *f)
+            .collect();
         assert_eq!(into_accepted, vec![Submitting, FetchingResult]);
-        let into_cancelled: Vec<_> =
-            ALLOWED.iter().filter(|(_, t)| *t == CancelledAccepted).map(|(f, _)| *f).collect();
+        let into_cancelled: Vec<_> = ALLOWED
+            .iter()
+            .filter(|(_, t)| *t == CancelledAccepted)
+            .map(|(f, _)| *f)
+            .collect();
         assert_eq!(into_cancelled, vec![CancelRequested]);
     }
 }

@@ -66,8 +66,8 @@
 use serde_json::{json, Map, Value};
 
 use super::{
-    Adapter, Inbound, Outbound, ProtocolError, Reply, RequestKind, ResultView, ServerCapabilities, TaskSupport,
-    TaskView, ToolInfo,
+    Adapter, Inbound, Outbound, ProtocolError, Reply, RequestKind, ResultView, ServerCapabilities,
+    TaskSupport, TaskView, ToolInfo,
 };
 use crate::digest::value_digest;
 use crate::record::{AdapterId, ProtocolStatus};
@@ -129,7 +129,9 @@ pub mod code {
     ];
 
     pub fn name(code: i64) -> Option<&'static str> {
-        usize::try_from(code).ok().and_then(|i| NAMES.get(i).copied())
+        usize::try_from(code)
+            .ok()
+            .and_then(|i| NAMES.get(i).copied())
     }
 
     pub fn from_name(name: &str) -> Option<i64> {
@@ -196,12 +198,14 @@ pub struct Aip151Config {
 impl Aip151Config {
     /// The submit path for `tool` (percent-encoded where a path needs it).
     pub fn submit_path_for(&self, tool: &str) -> String {
-        self.submit_path.replace(TOOL_PLACEHOLDER, &encode_path(tool))
+        self.submit_path
+            .replace(TOOL_PLACEHOLDER, &encode_path(tool))
     }
 
     /// The resource path of the operation `name` (hierarchical, `/` kept literal).
     pub fn operation_path_for(&self, name: &str) -> String {
-        self.operation_path.replace(NAME_PLACEHOLDER, &encode_path(name))
+        self.operation_path
+            .replace(NAME_PLACEHOLDER, &encode_path(name))
     }
 
     /// The `CancelOperation` path of the operation `name`.
@@ -211,7 +215,11 @@ impl Aip151Config {
 
     /// `ListOperations` filtered by AIP-155 request id (toolop extension).
     pub fn lookup_path_for(&self, key: &str) -> String {
-        format!("{}?filter={}", self.operations_collection, encode_query(&request_id_filter(key)))
+        format!(
+            "{}?filter={}",
+            self.operations_collection,
+            encode_query(&request_id_filter(key))
+        )
     }
 }
 
@@ -232,7 +240,12 @@ pub fn request_id_filter(key: &str) -> String {
 
 /// Inverse of [`request_id_filter`]; `None` for any other expression.
 pub fn parse_request_id_filter(filter: &str) -> Option<String> {
-    let inner = filter.trim().strip_prefix("request_id")?.trim_start().strip_prefix('=')?.trim_start();
+    let inner = filter
+        .trim()
+        .strip_prefix("request_id")?
+        .trim_start()
+        .strip_prefix('=')?
+        .trim_start();
     let inner = inner.strip_prefix('"')?;
     let mut out = String::new();
     let mut chars = inner.chars();
@@ -351,24 +364,54 @@ fn submit_body(key: &str, arguments: &Value) -> Vec<u8> {
 }
 
 fn target(method: &str, path: String) -> Option<HttpTarget> {
-    Some(HttpTarget { method: method.to_string(), path })
+    Some(HttpTarget {
+        method: method.to_string(),
+        path,
+    })
 }
 
 impl Aip151Adapter {
     fn frame(&self, rpc_id: u64, out: &Outbound) -> OutFrame {
         let (http, body) = match out {
-            Outbound::Submit { key, tool, arguments, ttl_ms: _ } | Outbound::SubmitSync { key, tool, arguments } => {
-                (target("POST", self.cfg.submit_path_for(tool)), submit_body(key, arguments))
+            Outbound::Submit {
+                key,
+                tool,
+                arguments,
+                ttl_ms: _,
             }
-            Outbound::LookupByKey { key } => (target("GET", self.cfg.lookup_path_for(key)), Vec::new()),
-            Outbound::Poll { operation_id } | Outbound::FetchResult { operation_id } => {
-                (target("GET", self.cfg.operation_path_for(operation_id)), Vec::new())
+            | Outbound::SubmitSync {
+                key,
+                tool,
+                arguments,
+            } => (
+                target("POST", self.cfg.submit_path_for(tool)),
+                submit_body(key, arguments),
+            ),
+            Outbound::LookupByKey { key } => {
+                (target("GET", self.cfg.lookup_path_for(key)), Vec::new())
             }
-            Outbound::Cancel { operation_id } => (target("POST", self.cfg.cancel_path_for(operation_id)), b"{}".to_vec()),
+            Outbound::Poll { operation_id } | Outbound::FetchResult { operation_id } => (
+                target("GET", self.cfg.operation_path_for(operation_id)),
+                Vec::new(),
+            ),
+            Outbound::Cancel { operation_id } => (
+                target("POST", self.cfg.cancel_path_for(operation_id)),
+                b"{}".to_vec(),
+            ),
             // AIP has no input requests: nothing to send, nothing awaited.
-            Outbound::InputResponse { .. } => return OutFrame { request_id: None, body: Vec::new(), http: None },
+            Outbound::InputResponse { .. } => {
+                return OutFrame {
+                    request_id: None,
+                    body: Vec::new(),
+                    http: None,
+                }
+            }
         };
-        OutFrame { request_id: Some(rpc_id), body, http }
+        OutFrame {
+            request_id: Some(rpc_id),
+            body,
+            http,
+        }
     }
 }
 
@@ -398,7 +441,10 @@ struct RpcStatus {
 /// `google.rpc.Status` in proto3 JSON: `code` and `message` omitted mean 0 and "".
 fn parse_status(v: &Value, what: &str) -> Result<RpcStatus, String> {
     let Value::Object(obj) = v else {
-        return Err(format!("{what} is {}, not a google.rpc.Status object", type_name(v)));
+        return Err(format!(
+            "{what} is {}, not a google.rpc.Status object",
+            type_name(v)
+        ));
     };
     let code = match obj.get("code") {
         None | Some(Value::Null) => 0,
@@ -425,7 +471,11 @@ fn parse_status(v: &Value, what: &str) -> Result<RpcStatus, String> {
 fn http_error(frame: &InFrame) -> Option<(i64, String)> {
     let v = parse_json(&frame.body).ok()?;
     let err = v.get("error")?.as_object()?;
-    let message = err.get("message").and_then(Value::as_str).unwrap_or_default().to_string();
+    let message = err
+        .get("message")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
     let code = err
         .get("status")
         .and_then(Value::as_str)
@@ -490,7 +540,9 @@ fn parse_operation(v: &Value) -> Result<Operation, String> {
     let name = match obj.get("name") {
         Some(Value::String(s)) if !s.is_empty() => s.clone(),
         // proto3 omits an empty name: a validate-only style operation with nothing to poll.
-        None | Some(Value::Null) | Some(Value::String(_)) => return Err("Operation has no name".into()),
+        None | Some(Value::Null) | Some(Value::String(_)) => {
+            return Err("Operation has no name".into())
+        }
         Some(v) => return Err(format!("Operation.name is {}, not a string", type_name(v))),
     };
     let done = match obj.get("done") {
@@ -502,7 +554,12 @@ fn parse_operation(v: &Value) -> Result<Operation, String> {
     let response = match obj.get("response") {
         None | Some(Value::Null) => None,
         Some(Value::Object(m)) => Some(m.clone()),
-        Some(v) => return Err(format!("Operation.response is {}, not an Any object", type_name(v))),
+        Some(v) => {
+            return Err(format!(
+                "Operation.response is {}, not an Any object",
+                type_name(v)
+            ))
+        }
     };
     let error = match obj.get("error") {
         None | Some(Value::Null) => None,
@@ -519,7 +576,13 @@ fn parse_operation(v: &Value) -> Result<Operation, String> {
     if response.is_some() && error.is_some() {
         return Err("Operation has both response and error (a oneof)".into());
     }
-    Ok(Operation { name, done, response, error, metadata })
+    Ok(Operation {
+        name,
+        done,
+        response,
+        error,
+        metadata,
+    })
 }
 
 fn result_view(op: &Operation, response: &Map<String, Value>) -> ResultView {
@@ -528,13 +591,22 @@ fn result_view(op: &Operation, response: &Map<String, Value>) -> ResultView {
     let mut problems = Vec::new();
     match response.get("@type") {
         Some(Value::String(t)) if !t.is_empty() => {}
-        Some(v) => problems.push(format!("response \"@type\" is {}, not a type URL", type_name(v))),
+        Some(v) => problems.push(format!(
+            "response \"@type\" is {}, not a type URL",
+            type_name(v)
+        )),
         None => problems.push("response has no \"@type\"".into()),
     }
-    match op.metadata.as_ref().and_then(|m| m.get(METADATA_RESULT_DIGEST)) {
+    match op
+        .metadata
+        .as_ref()
+        .and_then(|m| m.get(METADATA_RESULT_DIGEST))
+    {
         None | Some(Value::Null) => {}
         Some(Value::String(claimed)) if *claimed == digest => {}
-        Some(Value::String(claimed)) => problems.push(format!("server digest {claimed} != computed {digest}")),
+        Some(Value::String(claimed)) => {
+            problems.push(format!("server digest {claimed} != computed {digest}"))
+        }
         Some(v) => problems.push(format!("server digest is {}, not a string", type_name(v))),
     }
     let problem = (!problems.is_empty()).then(|| problems.join("; "));
@@ -574,25 +646,41 @@ fn decode_error_status(kind: RequestKind, frame: &InFrame) -> Reply {
             Some(c) if !submit_outcome_unknown(c) && (400..600).contains(&frame.http_status) => {
                 Reply::SubmitRefused { reason: text }
             }
-            _ => Reply::Error { message: format!("submit outcome unknown: {text}") },
+            _ => Reply::Error {
+                message: format!("submit outcome unknown: {text}"),
+            },
         },
         RequestKind::Lookup => match (frame.http_status, c) {
-            (501, _) | (_, Some(code::UNIMPLEMENTED | code::INVALID_ARGUMENT)) => Reply::LookupUnsupported,
-            _ => Reply::Error { message: format!("lookup: {text}") },
+            (501, _) | (_, Some(code::UNIMPLEMENTED | code::INVALID_ARGUMENT)) => {
+                Reply::LookupUnsupported
+            }
+            _ => Reply::Error {
+                message: format!("lookup: {text}"),
+            },
         },
         RequestKind::Cancel => match (frame.http_status, c) {
             (_, Some(code::FAILED_PRECONDITION)) => Reply::CancelRejectedTerminal { message: text },
-            (501, _) | (_, Some(code::UNIMPLEMENTED)) => Reply::Error { message: format!("UNIMPLEMENTED: cancel: {text}") },
-            _ => Reply::Error { message: format!("cancel: {text}") },
+            (501, _) | (_, Some(code::UNIMPLEMENTED)) => Reply::Error {
+                message: format!("UNIMPLEMENTED: cancel: {text}"),
+            },
+            _ => Reply::Error {
+                message: format!("cancel: {text}"),
+            },
         },
-        _ => Reply::Error { message: format!("{}: {text}", kind.name()) },
+        _ => Reply::Error {
+            message: format!("{}: {text}", kind.name()),
+        },
     }
 }
 
 fn decode_operation_reply(kind: RequestKind, body: &[u8]) -> Reply {
     let op = match parse_json(body).and_then(|v| parse_operation(&v)) {
         Ok(op) => op,
-        Err(reason) => return Reply::Malformed { reason: format!("{}: {reason}", kind.name()) },
+        Err(reason) => {
+            return Reply::Malformed {
+                reason: format!("{}: {reason}", kind.name()),
+            }
+        }
     };
     match kind {
         // An immediate `done` is fine: the core reads the status and fetches.
@@ -601,45 +689,69 @@ fn decode_operation_reply(kind: RequestKind, body: &[u8]) -> Reply {
         RequestKind::Fetch => match (op.done, &op.response, &op.error) {
             (false, _, _) => Reply::Status(op.view()),
             (true, Some(response), _) => Reply::Result(result_view(&op, response)),
-            (true, None, Some(e)) if e.code == code::CANCELLED => {
-                Reply::NoResultStored { message: format!("cancelled: {}", e.message) }
-            }
-            (true, None, Some(e)) => Reply::ResultIsError { code: e.code, message: e.message.clone() },
-            (true, None, None) => Reply::NoResultStored { message: "done without result".into() },
+            (true, None, Some(e)) if e.code == code::CANCELLED => Reply::NoResultStored {
+                message: format!("cancelled: {}", e.message),
+            },
+            (true, None, Some(e)) => Reply::ResultIsError {
+                code: e.code,
+                message: e.message.clone(),
+            },
+            (true, None, None) => Reply::NoResultStored {
+                message: "done without result".into(),
+            },
         },
-        _ => Reply::Malformed { reason: format!("{}: unexpected Operation", kind.name()) },
+        _ => Reply::Malformed {
+            reason: format!("{}: unexpected Operation", kind.name()),
+        },
     }
 }
 
 fn decode_lookup(body: &[u8]) -> Reply {
     let v = match parse_json(body) {
         Ok(v) => v,
-        Err(reason) => return Reply::Malformed { reason: format!("lookup: {reason}") },
+        Err(reason) => {
+            return Reply::Malformed {
+                reason: format!("lookup: {reason}"),
+            }
+        }
     };
     let Value::Object(obj) = &v else {
-        return Reply::Malformed { reason: format!("lookup: ListOperationsResponse is {}", type_name(&v)) };
+        return Reply::Malformed {
+            reason: format!("lookup: ListOperationsResponse is {}", type_name(&v)),
+        };
     };
     // proto3 omits an empty repeated field and an empty page token.
     let ops: &[Value] = match obj.get("operations") {
         None | Some(Value::Null) => &[],
         Some(Value::Array(a)) => a,
-        Some(v) => return Reply::Malformed { reason: format!("lookup: \"operations\" is {}", type_name(v)) },
+        Some(v) => {
+            return Reply::Malformed {
+                reason: format!("lookup: \"operations\" is {}", type_name(v)),
+            }
+        }
     };
     match obj.get("nextPageToken") {
         None | Some(Value::Null) => {}
         Some(Value::String(t)) if t.is_empty() => {}
         Some(_) => {
-            return Reply::Malformed { reason: "lookup answered with a paginated list: request_id filter ignored".into() }
+            return Reply::Malformed {
+                reason: "lookup answered with a paginated list: request_id filter ignored".into(),
+            }
         }
     }
     match ops {
         [] => Reply::LookupNotFound,
         [op] => match parse_operation(op) {
             Ok(op) => Reply::LookupFound(op.view()),
-            Err(reason) => Reply::Malformed { reason: format!("lookup: operations[0]: {reason}") },
+            Err(reason) => Reply::Malformed {
+                reason: format!("lookup: operations[0]: {reason}"),
+            },
         },
         many => Reply::Malformed {
-            reason: format!("lookup by request_id returned {} operations: filter ignored or key reused", many.len()),
+            reason: format!(
+                "lookup by request_id returned {} operations: filter ignored or key reused",
+                many.len()
+            ),
         },
     }
 }
@@ -657,27 +769,39 @@ fn decode_success(kind: RequestKind, frame: &InFrame) -> Reply {
             }
             match parse_json(&frame.body) {
                 Ok(Value::Object(_)) => Reply::CancelPending,
-                Ok(v) => Reply::Malformed { reason: format!("cancel: reply is {}, not an object", type_name(&v)) },
-                Err(reason) => Reply::Malformed { reason: format!("cancel: {reason}") },
+                Ok(v) => Reply::Malformed {
+                    reason: format!("cancel: reply is {}, not an object", type_name(&v)),
+                },
+                Err(reason) => Reply::Malformed {
+                    reason: format!("cancel: {reason}"),
+                },
             }
         }
-        RequestKind::InputResponse => Reply::Error { message: "aip-151 has no input requests".into() },
-        RequestKind::Initialize | RequestKind::ListTools => {
-            Reply::Error { message: format!("{}: aip-151 has no handshake", kind.name()) }
-        }
+        RequestKind::InputResponse => Reply::Error {
+            message: "aip-151 has no input requests".into(),
+        },
+        RequestKind::Initialize | RequestKind::ListTools => Reply::Error {
+            message: format!("{}: aip-151 has no handshake", kind.name()),
+        },
     }
 }
 
 fn decode(kind: RequestKind, frame: &InFrame) -> Reply {
     match frame.http_status {
-        429 => Reply::RateLimited { retry_after_ms: frame.retry_after_ms },
-        503 => Reply::Unavailable { retry_after_ms: frame.retry_after_ms },
+        429 => Reply::RateLimited {
+            retry_after_ms: frame.retry_after_ms,
+        },
+        503 => Reply::Unavailable {
+            retry_after_ms: frame.retry_after_ms,
+        },
         // Accepted for processing, no content. Never a completion.
         202 => Reply::Accepted,
         404 if kind == RequestKind::Lookup => Reply::LookupUnsupported,
         404 => {
             let err = http_error(frame);
-            Reply::NotFound { message: describe(404, &err) }
+            Reply::NotFound {
+                message: describe(404, &err),
+            }
         }
         200..=299 => decode_success(kind, frame),
         _ => decode_error_status(kind, frame),
@@ -704,11 +828,18 @@ impl Adapter for Aip151Adapter {
     }
 
     fn decode_initialize(&self, _frame: &InFrame) -> Result<ServerCapabilities, ProtocolError> {
-        Err(ProtocolError("aip-151 has no handshake: capabilities come from configuration".into()))
+        Err(ProtocolError(
+            "aip-151 has no handshake: capabilities come from configuration".into(),
+        ))
     }
 
-    fn decode_list_tools(&self, _frame: &InFrame) -> Result<(Vec<ToolInfo>, Option<String>), ProtocolError> {
-        Err(ProtocolError("aip-151 has no tools/list: tools come from configuration".into()))
+    fn decode_list_tools(
+        &self,
+        _frame: &InFrame,
+    ) -> Result<(Vec<ToolInfo>, Option<String>), ProtocolError> {
+        Err(ProtocolError(
+            "aip-151 has no tools/list: tools come from configuration".into(),
+        ))
     }
 
     fn encode(&self, rpc_id: u64, out: &Outbound) -> Vec<u8> {
@@ -750,7 +881,13 @@ impl Adapter for Aip151Adapter {
     fn classify(&self, frame: &InFrame) -> Inbound {
         match frame.request_id {
             Some(rpc_id) => Inbound::Response { rpc_id },
-            None => Inbound::Ignored { what: format!("uncorrelated frame (HTTP {}, {} bytes)", frame.http_status, frame.body.len()) },
+            None => Inbound::Ignored {
+                what: format!(
+                    "uncorrelated frame (HTTP {}, {} bytes)",
+                    frame.http_status,
+                    frame.body.len()
+                ),
+            },
         }
     }
 
@@ -768,18 +905,30 @@ mod tests {
         for key in ["k-1", "a\"b\\c", "ü ?&=/#%", ""] {
             let f = request_id_filter(key);
             assert_eq!(parse_request_id_filter(&f).as_deref(), Some(key));
-            assert_eq!(percent_decode(&encode_query(&f)).as_deref(), Some(f.as_str()));
+            assert_eq!(
+                percent_decode(&encode_query(&f)).as_deref(),
+                Some(f.as_str())
+            );
         }
         assert_eq!(parse_request_id_filter("done=true"), None);
-        assert_eq!(parse_request_id_filter("request_id=\"x\" AND done=true"), None);
+        assert_eq!(
+            parse_request_id_filter("request_id=\"x\" AND done=true"),
+            None
+        );
         assert_eq!(encode_query("request_id=\"K\""), "request_id%3D%22K%22");
     }
 
     #[test]
     fn path_encoding_keeps_hierarchy_and_escapes_the_rest() {
-        assert_eq!(encode_path("projects/p/operations/op-1"), "projects/p/operations/op-1");
+        assert_eq!(
+            encode_path("projects/p/operations/op-1"),
+            "projects/p/operations/op-1"
+        );
         assert_eq!(encode_path("a b?c#d%"), "a%20b%3Fc%23d%25");
-        assert_eq!(percent_decode("a%20b%3Fc%23d%25").as_deref(), Some("a b?c#d%"));
+        assert_eq!(
+            percent_decode("a%20b%3Fc%23d%25").as_deref(),
+            Some("a b?c#d%")
+        );
         assert_eq!(percent_decode("%zz"), None);
         assert_eq!(percent_decode("%4"), None);
     }

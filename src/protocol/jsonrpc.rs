@@ -22,7 +22,10 @@ pub(super) const RELATED_TASK: &str = "io.modelcontextprotocol/related-task";
 /// `ContentBlock` kinds of the schema.
 pub(super) fn content_block_problem(i: usize, block: &Value) -> Option<String> {
     let Some(obj) = block.as_object() else {
-        return Some(format!("content[{i}] is {}, not an object", type_name(block)));
+        return Some(format!(
+            "content[{i}] is {}, not an object",
+            type_name(block)
+        ));
     };
     let Some(kind) = obj.get("type").and_then(Value::as_str) else {
         return Some(format!("content[{i}] has no string \"type\""));
@@ -34,18 +37,24 @@ pub(super) fn content_block_problem(i: usize, block: &Value) -> Option<String> {
         "resource" => {
             return match obj.get("resource") {
                 Some(Value::Object(_)) => None,
-                _ => Some(format!("content[{i}] (resource) has no \"resource\" object")),
+                _ => Some(format!(
+                    "content[{i}] (resource) has no \"resource\" object"
+                )),
             };
         }
         other => return Some(format!("content[{i}] has unknown type {other:?}")),
     };
-    let missing = required.iter().find(|k| !obj.get(**k).is_some_and(Value::is_string))?;
+    let missing = required
+        .iter()
+        .find(|k| !obj.get(**k).is_some_and(Value::is_string))?;
     Some(format!("content[{i}] ({kind}) has no string \"{missing}\""))
 }
 
 /// Capability leaves are empty objects; presence means support (spec §3).
 pub(super) fn has_path(v: &Value, path: &[&str]) -> bool {
-    path.iter().try_fold(v, |v, k| v.get(k)).is_some_and(Value::is_object)
+    path.iter()
+        .try_fold(v, |v, k| v.get(k))
+        .is_some_and(Value::is_object)
 }
 
 /// The largest integer an IEEE double holds exactly: beyond it `60000.0`-style values are not
@@ -57,7 +66,11 @@ const F64_EXACT_MAX: f64 = 9_007_199_254_740_992.0;
 /// matter): a whole number written as a float (`60000.0`, as a JSON number it is the same value)
 /// is read as that integer, anything else (`-1`, `333.3`, `"60s"`) is ignored; either way the
 /// problem is pushed so the runner can report it.
-pub(super) fn advisory_ms(obj: &Map<String, Value>, key: &str, problems: &mut Vec<String>) -> Option<u64> {
+pub(super) fn advisory_ms(
+    obj: &Map<String, Value>,
+    key: &str,
+    problems: &mut Vec<String>,
+) -> Option<u64> {
     let v = match obj.get(key) {
         None | Some(Value::Null) => return None,
         Some(v) => v,
@@ -69,23 +82,37 @@ pub(super) fn advisory_ms(obj: &Map<String, Value>, key: &str, problems: &mut Ve
         Some(f) if f.fract() == 0.0 && (0.0..=F64_EXACT_MAX).contains(&f) => {
             // Exact: a whole number within 2^53.
             let ms = f as u64;
-            problems.push(format!("\"{key}\" {v} is not an integer literal: read as {ms}"));
+            problems.push(format!(
+                "\"{key}\" {v} is not an integer literal: read as {ms}"
+            ));
             Some(ms)
         }
         _ => {
-            problems.push(format!("\"{key}\" is {} {}, not a non-negative integer: ignored", type_name(v), short(v)));
+            problems.push(format!(
+                "\"{key}\" is {} {}, not a non-negative integer: ignored",
+                type_name(v),
+                short(v)
+            ));
             None
         }
     }
 }
 
 /// An advisory text field (`statusMessage`): a non-string is ignored and named.
-pub(super) fn advisory_text(obj: &Map<String, Value>, key: &str, problems: &mut Vec<String>) -> Option<String> {
+pub(super) fn advisory_text(
+    obj: &Map<String, Value>,
+    key: &str,
+    problems: &mut Vec<String>,
+) -> Option<String> {
     match obj.get(key) {
         None | Some(Value::Null) => None,
         Some(Value::String(s)) => Some(s.clone()),
         Some(v) => {
-            problems.push(format!("\"{key}\" is {} {}, not a string: ignored", type_name(v), short(v)));
+            problems.push(format!(
+                "\"{key}\" is {} {}, not a string: ignored",
+                type_name(v),
+                short(v)
+            ));
             None
         }
     }
@@ -108,7 +135,11 @@ fn short(v: &Value) -> String {
 /// `hint_problem`, never a reason to lose a task that was created. `createdAt`/`lastUpdatedAt`
 /// are required by the schema but unused here, so their absence is tolerated; so is a missing
 /// ttl (the Python SDK omits it, §14).
-pub(super) fn parse_task(obj: &Map<String, Value>, ttl_key: &str, poll_key: &str) -> Result<TaskView, String> {
+pub(super) fn parse_task(
+    obj: &Map<String, Value>,
+    ttl_key: &str,
+    poll_key: &str,
+) -> Result<TaskView, String> {
     let operation_id = required_str(obj, "taskId")?;
     if operation_id.is_empty() {
         return Err("task \"taskId\" is empty".into());
@@ -120,7 +151,14 @@ pub(super) fn parse_task(obj: &Map<String, Value>, ttl_key: &str, poll_key: &str
     let ttl_ms = advisory_ms(obj, ttl_key, &mut problems);
     let status_message = advisory_text(obj, "statusMessage", &mut problems);
     let hint_problem = (!problems.is_empty()).then(|| problems.join("; "));
-    Ok(TaskView { operation_id: operation_id.to_string(), status, poll_interval_ms, ttl_ms, status_message, hint_problem })
+    Ok(TaskView {
+        operation_id: operation_id.to_string(),
+        status,
+        poll_interval_ms,
+        ttl_ms,
+        status_message,
+        hint_problem,
+    })
 }
 
 pub(super) fn parse_json(body: &[u8]) -> Result<Value, String> {
@@ -131,7 +169,11 @@ pub(super) fn parse_json(body: &[u8]) -> Result<Value, String> {
 }
 
 pub(super) fn related_task_id(meta: Option<&Value>) -> Option<String> {
-    meta?.get(RELATED_TASK)?.get("taskId")?.as_str().map(str::to_string)
+    meta?
+        .get(RELATED_TASK)?
+        .get("taskId")?
+        .as_str()
+        .map(str::to_string)
 }
 
 pub(super) fn request(rpc_id: u64, method: &str, params: Value) -> Vec<u8> {
@@ -141,7 +183,10 @@ pub(super) fn request(rpc_id: u64, method: &str, params: Value) -> Vec<u8> {
 pub(super) fn required_str<'a>(obj: &'a Map<String, Value>, key: &str) -> Result<&'a str, String> {
     match obj.get(key) {
         Some(Value::String(s)) => Ok(s),
-        Some(v) => Err(format!("task \"{key}\" is {}, expected a string", type_name(v))),
+        Some(v) => Err(format!(
+            "task \"{key}\" is {}, expected a string",
+            type_name(v)
+        )),
         None => Err(format!("task has no \"{key}\"")),
     }
 }
@@ -182,8 +227,14 @@ pub(super) enum RpcReply {
 
 /// A JSON-RPC error object: `(code, message)`.
 pub(super) fn parse_error_object(err: &Map<String, Value>) -> Result<(i64, String), String> {
-    let code = err.get("code").and_then(Value::as_i64).ok_or("error without an integer \"code\"")?;
-    let message = err.get("message").and_then(Value::as_str).ok_or("error without a string \"message\"")?;
+    let code = err
+        .get("code")
+        .and_then(Value::as_i64)
+        .ok_or("error without an integer \"code\"")?;
+    let message = err
+        .get("message")
+        .and_then(Value::as_str)
+        .ok_or("error without a string \"message\"")?;
     Ok((code, message.to_string()))
 }
 
@@ -201,19 +252,27 @@ pub(super) fn parse_frame_reply(frame: &InFrame) -> Result<RpcReply, String> {
 fn parse_reply_to(body: &[u8], transport_id: Option<u64>) -> Result<RpcReply, String> {
     let v = parse_json(body)?;
     let Value::Object(mut obj) = v else {
-        return Err(format!("JSON-RPC message is not an object but {}", type_name(&v)));
+        return Err(format!(
+            "JSON-RPC message is not an object but {}",
+            type_name(&v)
+        ));
     };
     if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
         return Err("missing or wrong \"jsonrpc\": \"2.0\"".into());
     }
     if let (Some(t), Some(b)) = (transport_id, obj.get("id").and_then(Value::as_u64)) {
         if t != b {
-            return Err(format!("the reply's body names request {b}, but it is the response to request {t}"));
+            return Err(format!(
+                "the reply's body names request {b}, but it is the response to request {t}"
+            ));
         }
     }
     match (obj.remove("result"), obj.remove("error")) {
         (Some(Value::Object(result)), None) => Ok(RpcReply::Result(result)),
-        (Some(other), None) => Err(format!("\"result\" is {}, not an object", type_name(&other))),
+        (Some(other), None) => Err(format!(
+            "\"result\" is {}, not an object",
+            type_name(&other)
+        )),
         (None, Some(Value::Object(err))) => {
             let (code, message) = parse_error_object(&err)?;
             Ok(RpcReply::Error { code, message })
@@ -251,14 +310,24 @@ pub(super) fn response_rpc_id(msg: &Map<String, Value>, frame: &InFrame) -> Resu
 /// the code both ways: the TS SDK's `-32602` "Invalid task creation result" comes after the tool
 /// ran (mcp-tasks.md §14), so it is an unknown outcome, never a refusal.
 pub(super) fn call_error(code: i64, message: String, refused_codes: &[i64]) -> Reply {
-    let refused_by_code =
-        matches!(code, PARSE_ERROR | INVALID_REQUEST | METHOD_NOT_FOUND | INVALID_PARAMS) || refused_codes.contains(&code);
+    let refused_by_code = matches!(
+        code,
+        PARSE_ERROR | INVALID_REQUEST | METHOD_NOT_FOUND | INVALID_PARAMS
+    ) || refused_codes.contains(&code);
     match wording::error_meaning(code, &message) {
-        Some(Meaning::CallRanNoTask) => Reply::SubmitOutcomeUnknown { reason: format!("{code}: {message}") },
-        Some(Meaning::CallRefused | Meaning::RequestShape) => Reply::SubmitRefused { reason: format!("{code}: {message}") },
-        _ if refused_by_code => Reply::SubmitRefused { reason: format!("{code}: {message}") },
+        Some(Meaning::CallRanNoTask) => Reply::SubmitOutcomeUnknown {
+            reason: format!("{code}: {message}"),
+        },
+        Some(Meaning::CallRefused | Meaning::RequestShape) => Reply::SubmitRefused {
+            reason: format!("{code}: {message}"),
+        },
+        _ if refused_by_code => Reply::SubmitRefused {
+            reason: format!("{code}: {message}"),
+        },
         _ => Reply::SubmitOutcomeUnknown {
-            reason: format!("{code}: {message} (an error of this code does not say whether the tool ran)"),
+            reason: format!(
+                "{code}: {message} (an error of this code does not say whether the tool ran)"
+            ),
         },
     }
 }
@@ -273,7 +342,10 @@ pub(super) fn refusal_in_result(result: &Map<String, Value>) -> Option<String> {
     let [block] = result.get("content")?.as_array()?.as_slice() else {
         return None;
     };
-    let text = block.get("text").and_then(Value::as_str).filter(|_| block.get("type") == Some(&Value::from("text")))?;
+    let text = block
+        .get("text")
+        .and_then(Value::as_str)
+        .filter(|_| block.get("type") == Some(&Value::from("text")))?;
     (wording::tool_text_meaning(text) == Some(Meaning::CallRefused)).then(|| text.to_string())
 }
 
@@ -284,7 +356,9 @@ pub(super) fn cancel_error(code: i64, message: String) -> Reply {
     match wording::error_meaning(code, &message) {
         Some(Meaning::CancelTerminal) => Reply::CancelRejectedTerminal { message },
         Some(Meaning::TaskNotFound) => Reply::NotFound { message },
-        _ => Reply::Error { message: format!("tasks/cancel {code}: {message}") },
+        _ => Reply::Error {
+            message: format!("tasks/cancel {code}: {message}"),
+        },
     }
 }
 
@@ -293,9 +367,13 @@ pub(super) fn cancel_error(code: i64, message: String) -> Reply {
 /// SDKs' complaints about the request's own shape (wording table), which say nothing about it.
 pub(super) fn task_read_error(method: &str, code: i64, message: String) -> Reply {
     match (code, wording::error_meaning(code, &message)) {
-        (INVALID_PARAMS, Some(Meaning::RequestShape)) => Reply::Error { message: format!("{method} {code}: {message}") },
+        (INVALID_PARAMS, Some(Meaning::RequestShape)) => Reply::Error {
+            message: format!("{method} {code}: {message}"),
+        },
         (INVALID_PARAMS, _) => Reply::NotFound { message },
-        _ => Reply::Error { message: format!("{method} {code}: {message}") },
+        _ => Reply::Error {
+            message: format!("{method} {code}: {message}"),
+        },
     }
 }
 
@@ -319,10 +397,20 @@ pub(super) fn says_no_result_stored(code: i64, message: &str) -> bool {
 /// types fills a missing `content` with `[]`. Accepting it as "completed, nothing to say" could
 /// mislabel a lost result as an empty success, so the core fetches again and then hands the
 /// call over rather than guessing.
-pub(super) fn check_call_result(payload: &Value, meta: Option<&Value>, digest: &str, problems: &mut Vec<String>) -> bool {
+pub(super) fn check_call_result(
+    payload: &Value,
+    meta: Option<&Value>,
+    digest: &str,
+    problems: &mut Vec<String>,
+) -> bool {
     let empty_content = match payload.get("content") {
         Some(Value::Array(blocks)) => {
-            problems.extend(blocks.iter().enumerate().filter_map(|(i, b)| content_block_problem(i, b)));
+            problems.extend(
+                blocks
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, b)| content_block_problem(i, b)),
+            );
             blocks.is_empty()
         }
         Some(v) => {
@@ -354,7 +442,9 @@ pub(super) fn check_call_result(payload: &Value, meta: Option<&Value>, digest: &
             false
         }
     };
-    let structured = payload.get("structuredContent").is_some_and(Value::is_object);
+    let structured = payload
+        .get("structuredContent")
+        .is_some_and(Value::is_object);
     if empty_content && !structured && !is_error && !vouched {
         problems.push(
             "empty result (content [] and no structuredContent): not told apart from a result never stored, and no server digest vouches for it"
@@ -373,7 +463,14 @@ pub(super) fn result_view_of(
     problems: Vec<String>,
 ) -> ResultView {
     let problem = (!problems.is_empty()).then(|| problems.join("; "));
-    ResultView { payload, is_error, related_operation_id, digest, verified: problem.is_none(), problem }
+    ResultView {
+        payload,
+        is_error,
+        related_operation_id,
+        digest,
+        verified: problem.is_none(),
+        problem,
+    }
 }
 
 /// How a server request other than a task's elicitation is answered: `ping` with an empty
@@ -384,7 +481,11 @@ pub(super) fn server_request(id: &Value, method: &str) -> super::ServerRequest {
         "elicitation/create" => super::ServerAnswer::DeclineElicitation,
         _ => super::ServerAnswer::MethodNotFound,
     };
-    super::ServerRequest { id: id.clone(), method: method.to_string(), answer }
+    super::ServerRequest {
+        id: id.clone(),
+        method: method.to_string(),
+        answer,
+    }
 }
 
 /// The JSON-RPC response to a server request.
@@ -392,7 +493,9 @@ pub(super) fn server_answer(req: &super::ServerRequest) -> Vec<u8> {
     use super::ServerAnswer;
     let body = match &req.answer {
         ServerAnswer::Empty => json!({"jsonrpc": "2.0", "id": req.id, "result": {}}),
-        ServerAnswer::DeclineElicitation => json!({"jsonrpc": "2.0", "id": req.id, "result": {"action": "decline"}}),
+        ServerAnswer::DeclineElicitation => {
+            json!({"jsonrpc": "2.0", "id": req.id, "result": {"action": "decline"}})
+        }
         ServerAnswer::MethodNotFound => json!({"jsonrpc": "2.0", "id": req.id,
             "error": {"code": METHOD_NOT_FOUND, "message": format!("Method not found: {} (toolop does not serve it)", req.method)}}),
         ServerAnswer::InvalidParams { message } => json!({"jsonrpc": "2.0", "id": req.id,
@@ -408,22 +511,35 @@ pub(super) fn http_status_reply(frame: &InFrame) -> Option<Reply> {
     };
     match frame.http_status {
         200 => None,
-        429 => Some(Reply::RateLimited { retry_after_ms: frame.retry_after_ms }),
-        503 => Some(Reply::Unavailable { retry_after_ms: frame.retry_after_ms }),
+        429 => Some(Reply::RateLimited {
+            retry_after_ms: frame.retry_after_ms,
+        }),
+        503 => Some(Reply::Unavailable {
+            retry_after_ms: frame.retry_after_ms,
+        }),
         // Accepted for processing; the answer (if any) comes later. Never a completion.
         202 => Some(Reply::Accepted),
-        404 => Some(Reply::Error { message: format!("HTTP 404: session gone, re-initialize{}", detail()) }),
-        s => Some(Reply::Error { message: format!("HTTP {s}{}", detail()) }),
+        404 => Some(Reply::Error {
+            message: format!("HTTP 404: session gone, re-initialize{}", detail()),
+        }),
+        s => Some(Reply::Error {
+            message: format!("HTTP {s}{}", detail()),
+        }),
     }
 }
 
-pub(super) fn negotiation_result(frame: &InFrame, what: &str) -> Result<Map<String, Value>, ProtocolError> {
+pub(super) fn negotiation_result(
+    frame: &InFrame,
+    what: &str,
+) -> Result<Map<String, Value>, ProtocolError> {
     if frame.http_status != 200 {
         return Err(ProtocolError(format!("{what}: HTTP {}", frame.http_status)));
     }
     match parse_reply(&frame.body) {
         Ok(RpcReply::Result(result)) => Ok(result),
-        Ok(RpcReply::Error { code, message }) => Err(ProtocolError(format!("{what} refused: {code}: {message}"))),
+        Ok(RpcReply::Error { code, message }) => {
+            Err(ProtocolError(format!("{what} refused: {code}: {message}")))
+        }
         Err(reason) => Err(ProtocolError(format!("{what}: {reason}"))),
     }
 }

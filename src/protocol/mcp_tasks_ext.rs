@@ -670,10 +670,12 @@ impl Adapter for McpTasksExtAdapter {
                      use --protocol mcp-2025-11-25"
                 )))
             }
-            Some(v) => return Err(ProtocolError(format!(
+            Some(v) => {
+                return Err(ProtocolError(format!(
                 "server speaks protocol {v}, not {PROTOCOL_VERSION} or {LEGACY_PROTOCOL_VERSION} \
                      with the {EXTENSION_ID} extension"
-            ))),
+            )))
+            }
             None => {
                 return Err(ProtocolError(
                     "initialize result without a string protocolVersion".into(),

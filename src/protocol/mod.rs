@@ -31,15 +31,36 @@ pub const META_LOOKUP_KEY: &str = "io.toolop/lookup-key";
 /// What the executor wants sent. The adapter turns it into bytes.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Outbound {
-    Submit { key: String, tool: String, arguments: serde_json::Value, ttl_ms: Option<u64> },
+    Submit {
+        key: String,
+        tool: String,
+        arguments: serde_json::Value,
+        ttl_ms: Option<u64>,
+    },
     /// A synchronous call of a tool without task support.
-    SubmitSync { key: String, tool: String, arguments: serde_json::Value },
-    LookupByKey { key: String },
-    Poll { operation_id: String },
-    FetchResult { operation_id: String },
-    Cancel { operation_id: String },
+    SubmitSync {
+        key: String,
+        tool: String,
+        arguments: serde_json::Value,
+    },
+    LookupByKey {
+        key: String,
+    },
+    Poll {
+        operation_id: String,
+    },
+    FetchResult {
+        operation_id: String,
+    },
+    Cancel {
+        operation_id: String,
+    },
     /// Answer to a server's input request (a JSON-RPC response, not a request).
-    InputResponse { operation_id: String, server_request_id: serde_json::Value, reply: ApprovalReply },
+    InputResponse {
+        operation_id: String,
+        server_request_id: serde_json::Value,
+        reply: ApprovalReply,
+    },
 }
 
 impl Outbound {
@@ -135,13 +156,17 @@ pub struct ResultView {
 pub enum Reply {
     Submitted(TaskView),
     /// The server refused the submission before running anything; no operation was created.
-    SubmitRefused { reason: String },
+    SubmitRefused {
+        reason: String,
+    },
     /// The server answered the submission with an error that may come after the tool ran,
     /// and without a task to follow (the TS SDK's `-32602` "Invalid task creation result" for a
     /// tool that forbids tasks; an error of a code that does not say whether the call ran).
     /// Neither a refusal nor a result: a lookup by key cannot find a run that made no task, so
     /// the core hands the call to manual reconciliation and never submits it again.
-    SubmitOutcomeUnknown { reason: String },
+    SubmitOutcomeUnknown {
+        reason: String,
+    },
     /// A synchronous call's result.
     SyncResult(ResultView),
     LookupFound(TaskView),
@@ -149,18 +174,29 @@ pub enum Reply {
     LookupUnsupported,
     Status(TaskView),
     /// The operation id is unknown to the server (never created, expired, or deleted).
-    NotFound { message: String },
+    NotFound {
+        message: String,
+    },
     /// 429 / RESOURCE_EXHAUSTED.
-    RateLimited { retry_after_ms: Option<u64> },
+    RateLimited {
+        retry_after_ms: Option<u64>,
+    },
     /// 503 / UNAVAILABLE.
-    Unavailable { retry_after_ms: Option<u64> },
+    Unavailable {
+        retry_after_ms: Option<u64>,
+    },
     /// Accepted for processing, no content yet (HTTP 202). Never a completion.
     Accepted,
     Result(ResultView),
     /// The fetch answered with the original request's error (a failed operation's result).
-    ResultIsError { code: i64, message: String },
+    ResultIsError {
+        code: i64,
+        message: String,
+    },
     /// The fetch found no stored result (cancelled tasks: `-32603` or an empty result).
-    NoResultStored { message: String },
+    NoResultStored {
+        message: String,
+    },
     CancelAcknowledged(TaskView),
     /// The cancel was accepted, but says nothing about the outcome (AIP-151 CancelOperation,
     /// the tasks extension's empty ack): only a later read says who won.
@@ -169,10 +205,16 @@ pub enum Reply {
     /// in key order. Answered with [`Outbound::InputResponse`], one per request.
     InputRequests(Vec<InputRequest>),
     /// The cancel was refused because the operation is already terminal.
-    CancelRejectedTerminal { message: String },
+    CancelRejectedTerminal {
+        message: String,
+    },
     /// Any other protocol error.
-    Error { message: String },
-    Malformed { reason: String },
+    Error {
+        message: String,
+    },
+    Malformed {
+        reason: String,
+    },
 }
 
 impl Reply {
@@ -205,9 +247,10 @@ impl Reply {
     /// The advisory-field problem of the task view this reply carries, if any.
     pub fn hint_problem(&self) -> Option<&str> {
         match self {
-            Reply::Submitted(v) | Reply::LookupFound(v) | Reply::Status(v) | Reply::CancelAcknowledged(v) => {
-                v.hint_problem.as_deref()
-            }
+            Reply::Submitted(v)
+            | Reply::LookupFound(v)
+            | Reply::Status(v)
+            | Reply::CancelAcknowledged(v) => v.hint_problem.as_deref(),
             _ => None,
         }
     }
@@ -262,16 +305,24 @@ impl ServerAnswer {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Inbound {
     /// A reply to our request `rpc_id` (from the JSON-RPC id or the transport correlation).
-    Response { rpc_id: u64 },
+    Response {
+        rpc_id: u64,
+    },
     InputRequest(InputRequest),
     /// A server request the runner answers at once with [`Adapter::encode_server_answer`].
     ServerRequest(ServerRequest),
     /// A notification or server request we do not act on (status notifications are advisory).
-    Ignored { what: String },
-    Malformed { reason: String },
+    Ignored {
+        what: String,
+    },
+    Malformed {
+        reason: String,
+    },
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum TaskSupport {
     Forbidden,
@@ -322,13 +373,20 @@ pub trait Adapter {
     /// Server capabilities from the initialize reply; an error if the version is not ours.
     fn decode_initialize(&self, frame: &InFrame) -> Result<ServerCapabilities, ProtocolError>;
     /// Tools and the next page cursor from a tools/list reply.
-    fn decode_list_tools(&self, frame: &InFrame) -> Result<(Vec<ToolInfo>, Option<String>), ProtocolError>;
+    fn decode_list_tools(
+        &self,
+        frame: &InFrame,
+    ) -> Result<(Vec<ToolInfo>, Option<String>), ProtocolError>;
     fn encode(&self, rpc_id: u64, out: &Outbound) -> Vec<u8>;
     /// The whole frame for `out`. JSON-RPC adapters keep the default; plain-HTTP adapters add
     /// the method and path.
     fn encode_frame(&self, rpc_id: u64, out: &Outbound) -> crate::transport::OutFrame {
         let request_id = out.kind().expects_reply().then_some(rpc_id);
-        crate::transport::OutFrame { request_id, body: self.encode(rpc_id, out), http: None }
+        crate::transport::OutFrame {
+            request_id,
+            body: self.encode(rpc_id, out),
+            http: None,
+        }
     }
     /// Capabilities known from configuration, for protocols without a handshake (AIP-151).
     /// `None` means: negotiate (initialize, tools/list).

@@ -2,7 +2,10 @@
 //! commits and acts on each); the commands of a committed step are executed here.
 
 use super::commit::Handled;
-use super::{ApprovalRequest, CallNode, Input, NoTaskSupport, Observation, Queued, Runner, APPROVAL_REASKS_MAX};
+use super::{
+    ApprovalRequest, CallNode, Input, NoTaskSupport, Observation, Queued, Runner,
+    APPROVAL_REASKS_MAX,
+};
 use crate::approval;
 use crate::core::{Command, Event};
 use crate::ledger::LedgerError;
@@ -19,7 +22,12 @@ impl Runner {
             Input::Detach { node } => {
                 self.handle(&node, Event::CallerDetached).await;
             }
-            Input::Approval { node, round, schema_digest, reply } => self.approval(node, round, schema_digest, reply).await,
+            Input::Approval {
+                node,
+                round,
+                schema_digest,
+                reply,
+            } => self.approval(node, round, schema_digest, reply).await,
             Input::RetireAdapter(id) => self.retire(id),
             Input::Shutdown => {}
         }
@@ -28,18 +36,33 @@ impl Runner {
     async fn submit(&mut self, node: CallNode) {
         let now = self.now_ms();
         let Some(lane) = self.lane_for_new(&node) else {
-            self.observe(Observation::CallRejected { node: node.id.clone(), reason: "every adapter is retired".into() });
+            self.observe(Observation::CallRejected {
+                node: node.id.clone(),
+                reason: "every adapter is retired".into(),
+            });
             return;
         };
         let caps = &self.lanes[lane].caps;
         let tool = caps.tools.get(&node.tool).cloned();
         let task_capable = caps.tasks_tool_call;
         let (tool_version, synchronous, refusal) = match &tool {
-            None => (String::new(), false, Some(format!("server lists no tool \"{}\"", node.tool))),
-            Some(t) if task_capable && t.task_support != TaskSupport::Forbidden => (t.descriptor_digest.clone(), false, None),
+            None => (
+                String::new(),
+                false,
+                Some(format!("server lists no tool \"{}\"", node.tool)),
+            ),
+            Some(t) if task_capable && t.task_support != TaskSupport::Forbidden => {
+                (t.descriptor_digest.clone(), false, None)
+            }
             Some(t) => match (self.cfg.no_task_support, t.sync_upper_bound_ms) {
                 (NoTaskSupport::RunSync, Some(_)) => (t.descriptor_digest.clone(), true, None),
-                _ => (t.descriptor_digest.clone(), false, Some("tool has no task support and no synchronous bound we may use".to_string())),
+                _ => (
+                    t.descriptor_digest.clone(),
+                    false,
+                    Some(
+                        "tool has no task support and no synchronous bound we may use".to_string(),
+                    ),
+                ),
             },
         };
         let mut rec = ToolOperation::new(
@@ -55,24 +78,44 @@ impl Runner {
         );
         rec.synchronous = synchronous;
         rec.shadow = self.cfg.launch.shadow_tools.contains(&node.tool);
-        let inserted = self.ledger.lock().expect("ledger lock").insert(rec, self.epoch);
+        let inserted = self
+            .ledger
+            .lock()
+            .expect("ledger lock")
+            .insert(rec, self.epoch);
         match inserted {
             Ok(_) => {}
             // The same call node again: the ledger already owns it; a second operation is exactly
             // what this executor exists to prevent.
-            Err(LedgerError::DuplicateCallNode(_)) => return self.observe(Observation::DuplicateCallNode { node: node.id }),
+            Err(LedgerError::DuplicateCallNode(_)) => {
+                return self.observe(Observation::DuplicateCallNode { node: node.id })
+            }
             Err(e @ LedgerError::DuplicateSubmissionKey(_)) => {
-                return self.observe(Observation::CallRejected { node: node.id, reason: e.to_string() });
+                return self.observe(Observation::CallRejected {
+                    node: node.id,
+                    reason: e.to_string(),
+                });
             }
             Err(e @ (LedgerError::StaleEpoch { .. } | LedgerError::UnissuedEpoch { .. })) => {
-                return self.observe(Observation::Fenced { node: node.id, error: e.to_string() });
+                return self.observe(Observation::Fenced {
+                    node: node.id,
+                    error: e.to_string(),
+                });
             }
             Err(e @ LedgerError::Storage(_)) => return self.ledger_failed(e),
-            Err(e) => return self.observe(Observation::LedgerRefused { node: node.id, error: e.to_string() }),
+            Err(e) => {
+                return self.observe(Observation::LedgerRefused {
+                    node: node.id,
+                    error: e.to_string(),
+                })
+            }
         }
         match refusal {
             Some(reason) => {
-                self.observe(Observation::CallRejected { node: node.id.clone(), reason });
+                self.observe(Observation::CallRejected {
+                    node: node.id.clone(),
+                    reason,
+                });
                 self.handle(&node.id, Event::RejectLocally).await;
             }
             None => {
@@ -86,17 +129,30 @@ impl Runner {
     /// refusal is observed and the gate is asked again with the reason (a bounded number of
     /// times); the round stays open until a conforming answer or its deadline. An answer for
     /// another round or schema goes to the core, which refuses it as stale.
-    async fn approval(&mut self, node: String, round: u32, schema_digest: String, reply: ApprovalReply) {
+    async fn approval(
+        &mut self,
+        node: String,
+        round: u32,
+        schema_digest: String,
+        reply: ApprovalReply,
+    ) {
         let read = self.ledger.lock().expect("ledger lock").by_call_node(&node);
         let rec = match read {
             Ok(rec) => rec,
             Err(e) => return self.ledger_failed(e),
         };
-        let current = rec.and_then(|r| Some((r.operation_id.unwrap_or_default(), r.pending_input?)));
-        if let Some((operation_id, p)) = current.filter(|(_, p)| p.round == round && p.schema_digest == schema_digest) {
+        let current =
+            rec.and_then(|r| Some((r.operation_id.unwrap_or_default(), r.pending_input?)));
+        if let Some((operation_id, p)) =
+            current.filter(|(_, p)| p.round == round && p.schema_digest == schema_digest)
+        {
             let key = (node.clone(), round);
             if let Err(reason) = approval::check_answer(&p.requested_schema, &reply) {
-                self.observe(Observation::ApprovalRefused { node: node.clone(), round, reason: reason.clone() });
+                self.observe(Observation::ApprovalRefused {
+                    node: node.clone(),
+                    round,
+                    reason: reason.clone(),
+                });
                 let refusals = self.approval_refusals.entry(key).or_insert(0);
                 *refusals += 1;
                 if *refusals <= APPROVAL_REASKS_MAX {
@@ -117,7 +173,15 @@ impl Runner {
             }
             self.approval_refusals.remove(&key);
         }
-        self.handle(&node, Event::ApprovalReplied { round, schema_digest, reply }).await;
+        self.handle(
+            &node,
+            Event::ApprovalReplied {
+                round,
+                schema_digest,
+                reply,
+            },
+        )
+        .await;
     }
 
     pub(super) async fn on_frame(&mut self, lane: usize, frame: &crate::transport::InFrame) {
@@ -130,17 +194,28 @@ impl Runner {
                 };
                 match owner {
                     Ok(Some(rec)) => {
-                        let (node, id, digest) = (rec.call_node_id.clone(), req.server_request_id.clone(), req.schema_digest.clone());
-                        if self.handle(&node, Event::InputRequested(req)).await == Handled::Rejected {
+                        let (node, id, digest) = (
+                            rec.call_node_id.clone(),
+                            req.server_request_id.clone(),
+                            req.schema_digest.clone(),
+                        );
+                        if self.handle(&node, Event::InputRequested(req)).await == Handled::Rejected
+                        {
                             self.answer_refused_input(lane, &node, id, &digest);
                         }
                     }
                     Err(e) => self.ledger_failed(e),
                     Ok(None) => {
                         let op = req.related_operation_id.as_deref().unwrap_or("(none)");
-                        self.observe(Observation::Unrouted { what: format!("input request for unknown operation {op}") });
+                        self.observe(Observation::Unrouted {
+                            what: format!("input request for unknown operation {op}"),
+                        });
                         // No call node of ours asked for this: decline rather than leave the server waiting.
-                        let decline = ServerRequest { id: req.server_request_id, method: "elicitation/create".into(), answer: ServerAnswer::DeclineElicitation };
+                        let decline = ServerRequest {
+                            id: req.server_request_id,
+                            method: "elicitation/create".into(),
+                            answer: ServerAnswer::DeclineElicitation,
+                        };
                         self.answer_server_request(lane, decline);
                     }
                 }
@@ -151,7 +226,11 @@ impl Runner {
             // now (the adapter decodes it as malformed) instead of after the request timeout
             // (mcp_ext_faults seed 6122: three cut poll replies cost 10 s each while a cancel
             // waited for its outcome). Server messages carry no request id.
-            Inbound::Malformed { .. } if frame.request_id.is_some_and(|id| self.pending.get(&id).is_some_and(|p| p.lane == lane)) => {
+            Inbound::Malformed { .. }
+                if frame
+                    .request_id
+                    .is_some_and(|id| self.pending.get(&id).is_some_and(|p| p.lane == lane)) =>
+            {
                 let rpc_id = frame.request_id.expect("checked by the guard");
                 self.on_response(rpc_id, frame).await;
             }
@@ -162,19 +241,41 @@ impl Runner {
     /// A reply to our request `rpc_id`, decoded by the adapter of the lane that sent it.
     async fn on_response(&mut self, rpc_id: u64, frame: &crate::transport::InFrame) {
         let Some(p) = self.pending.remove(&rpc_id) else {
-            self.observe(Observation::Unrouted { what: format!("reply to request {rpc_id} nobody waits for") });
+            self.observe(Observation::Unrouted {
+                what: format!("reply to request {rpc_id} nobody waits for"),
+            });
             return;
         };
         let reply = self.lanes[p.lane].adapter.decode_reply(p.kind, frame);
         let retry_after_ms = match &reply {
-            crate::protocol::Reply::RateLimited { retry_after_ms } | crate::protocol::Reply::Unavailable { retry_after_ms } => *retry_after_ms,
+            crate::protocol::Reply::RateLimited { retry_after_ms }
+            | crate::protocol::Reply::Unavailable { retry_after_ms } => *retry_after_ms,
             _ => None,
         };
-        self.observe(Observation::Received { node: p.node.clone(), kind: p.kind.name(), seq: p.seq, reply: reply.name(), retry_after_ms });
+        self.observe(Observation::Received {
+            node: p.node.clone(),
+            kind: p.kind.name(),
+            seq: p.seq,
+            reply: reply.name(),
+            retry_after_ms,
+        });
         if let Some(problem) = reply.hint_problem() {
-            self.observe(Observation::HintIgnored { node: p.node.clone(), kind: p.kind.name(), problem: problem.to_string() });
+            self.observe(Observation::HintIgnored {
+                node: p.node.clone(),
+                kind: p.kind.name(),
+                problem: problem.to_string(),
+            });
         }
-        self.handle(&p.node, Event::Reply { kind: p.kind, seq: p.seq, epoch: p.epoch, reply }).await;
+        self.handle(
+            &p.node,
+            Event::Reply {
+                kind: p.kind,
+                seq: p.seq,
+                epoch: p.epoch,
+                reply,
+            },
+        )
+        .await;
     }
 
     /// An input request the core refused, answered on the wire where no round can come of it:
@@ -193,7 +294,13 @@ impl Runner {
     /// server may route an answer by id alone, whatever task its `_meta` names: while another
     /// call node has a round open under the same id, any answer here could be taken as that
     /// round's. Then nothing is sent.
-    fn answer_refused_input(&mut self, lane: usize, node: &str, id: serde_json::Value, schema_digest: &str) {
+    fn answer_refused_input(
+        &mut self,
+        lane: usize,
+        node: &str,
+        id: serde_json::Value,
+        schema_digest: &str,
+    ) {
         let Some(rec) = self.read(node) else { return };
         // A process fenced off by a newer epoch sends nothing for the node, answers included:
         // the newer executor owns every exchange about it (mcp_faults seed 6691).
@@ -203,7 +310,10 @@ impl Runner {
         let in_flight = self.ledger.lock().expect("ledger lock").in_flight();
         let shared_id = match in_flight {
             Ok(recs) => recs.iter().any(|r| {
-                r.call_node_id != node && r.pending_input.as_ref().is_some_and(|p| p.server_request_id == id)
+                r.call_node_id != node
+                    && r.pending_input
+                        .as_ref()
+                        .is_some_and(|p| p.server_request_id == id)
             }),
             Err(e) => return self.ledger_failed(e),
         };
@@ -211,7 +321,9 @@ impl Runner {
             return;
         }
         let finished = rec.local_state.is_final();
-        let last = rec.last_answer.filter(|l| l.server_request_id == id && l.schema_digest == schema_digest);
+        let last = rec
+            .last_answer
+            .filter(|l| l.server_request_id == id && l.schema_digest == schema_digest);
         if !finished {
             return;
         }
@@ -221,19 +333,33 @@ impl Runner {
         // node landed on another's request).
         let (reply, answer) = match last {
             Some(last) => (last.reply, "last_answer_again"),
-            None => (ApprovalReply::Decline, ServerAnswer::DeclineElicitation.name()),
+            None => (
+                ApprovalReply::Decline,
+                ServerAnswer::DeclineElicitation.name(),
+            ),
         };
         match rec.operation_id {
             Some(operation_id) => {
-                self.observe(Observation::ServerRequestAnswered { method: "elicitation/create".into(), answer });
-                let out = Outbound::InputResponse { operation_id, server_request_id: id, reply };
+                self.observe(Observation::ServerRequestAnswered {
+                    method: "elicitation/create".into(),
+                    answer,
+                });
+                let out = Outbound::InputResponse {
+                    operation_id,
+                    server_request_id: id,
+                    reply,
+                };
                 let body = self.lanes[lane].adapter.encode(0, &out);
                 self.answers.push_back((lane, body));
             }
             // Unreachable in practice (the request was routed by its operation id), but a
             // server is never left waiting.
             None => {
-                let decline = ServerRequest { id, method: "elicitation/create".into(), answer: ServerAnswer::DeclineElicitation };
+                let decline = ServerRequest {
+                    id,
+                    method: "elicitation/create".into(),
+                    answer: ServerAnswer::DeclineElicitation,
+                };
                 self.answer_server_request(lane, decline);
             }
         }
@@ -241,7 +367,10 @@ impl Runner {
 
     /// Queue the answer to a server request (sent by the next flush, ahead of the QPS queue).
     pub(super) fn answer_server_request(&mut self, lane: usize, req: ServerRequest) {
-        self.observe(Observation::ServerRequestAnswered { method: req.method.clone(), answer: req.answer.name() });
+        self.observe(Observation::ServerRequestAnswered {
+            method: req.method.clone(),
+            answer: req.answer.name(),
+        });
         if let Some(body) = self.lanes[lane].adapter.encode_server_answer(&req) {
             self.answers.push_back((lane, body));
         }
@@ -252,7 +381,12 @@ impl Runner {
             self.settled_here.insert(node.to_string());
         }
         match c {
-            Command::Send { out, seq } => self.queue.push_back(Queued { lane, node: node.to_string(), out, seq }),
+            Command::Send { out, seq } => self.queue.push_back(Queued {
+                lane,
+                node: node.to_string(),
+                out,
+                seq,
+            }),
             Command::Schedule { at_ms, timer } => {
                 // One timer per (node, kind): a new schedule replaces the old one.
                 if let Some(old) = self.timer_at.insert((node.to_string(), timer), at_ms) {
@@ -260,8 +394,19 @@ impl Runner {
                 }
                 self.timers.insert((at_ms, node.to_string(), timer));
             }
-            Command::AskApproval { round, operation_id, request, requested_schema, schema_digest, deadline_ms } => {
-                self.observe(Observation::ApprovalAsked { node: node.to_string(), round, deadline_ms });
+            Command::AskApproval {
+                round,
+                operation_id,
+                request,
+                requested_schema,
+                schema_digest,
+                deadline_ms,
+            } => {
+                self.observe(Observation::ApprovalAsked {
+                    node: node.to_string(),
+                    round,
+                    deadline_ms,
+                });
                 // A gate that went away cannot answer; the deadline timer declines instead.
                 let ask = ApprovalRequest {
                     node: node.to_string(),
@@ -276,7 +421,11 @@ impl Runner {
                 let _ = self.approvals.send(ask);
             }
             Command::Accept(spec) => {
-                self.observe(Observation::Accepted { node: node.to_string(), terminal: spec.terminal, result_digest: spec.result_digest.clone() });
+                self.observe(Observation::Accepted {
+                    node: node.to_string(),
+                    terminal: spec.terminal,
+                    result_digest: spec.result_digest.clone(),
+                });
                 let entry = self.ledger.lock().expect("ledger lock").outbox_entry(node);
                 let entry = match entry {
                     Ok(entry) => entry,
@@ -287,12 +436,22 @@ impl Runner {
                         Ok(()) => (true, String::new()),
                         Err(e) => (false, e),
                     };
-                    self.observe(Observation::OutputChecked { node: node.to_string(), ok, detail });
+                    self.observe(Observation::OutputChecked {
+                        node: node.to_string(),
+                        ok,
+                        detail,
+                    });
                 }
             }
-            Command::Reconcile { reason } => self.observe(Observation::Reconcile { node: node.to_string(), reason }),
+            Command::Reconcile { reason } => self.observe(Observation::Reconcile {
+                node: node.to_string(),
+                reason,
+            }),
             Command::EffectReconciliation { reason } => {
-                self.observe(Observation::EffectReconciliation { node: node.to_string(), reason })
+                self.observe(Observation::EffectReconciliation {
+                    node: node.to_string(),
+                    reason,
+                })
             }
         }
     }

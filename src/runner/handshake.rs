@@ -13,22 +13,38 @@ use crate::transport::{InFrame, OutFrame, Transport};
 /// Pages of tools/list we follow before deciding the server is looping.
 const TOOL_PAGES_MAX: usize = 64;
 
-pub(super) async fn negotiate<T: Transport>(r: &mut Runner, lane: usize, t: &mut T) -> Result<ServerCapabilities, String> {
+pub(super) async fn negotiate<T: Transport>(
+    r: &mut Runner,
+    lane: usize,
+    t: &mut T,
+) -> Result<ServerCapabilities, String> {
     let mut caps = None;
     let mut sent = vec![];
     for attempt in 0..r.cfg.handshake_attempts.max(1) {
         let id = r.alloc_rpc_id();
         sent.push(id);
         let body = r.lanes[lane].adapter.encode_initialize(id);
-        if let Some(frame) = exchange(r, lane, t, &sent, body, attempt_timeout_ms(r, attempt)).await? {
-            caps = Some(r.lanes[lane].adapter.decode_initialize(&frame).map_err(|e| format!("initialize: {e}"))?);
+        if let Some(frame) =
+            exchange(r, lane, t, &sent, body, attempt_timeout_ms(r, attempt)).await?
+        {
+            caps = Some(
+                r.lanes[lane]
+                    .adapter
+                    .decode_initialize(&frame)
+                    .map_err(|e| format!("initialize: {e}"))?,
+            );
             break;
         }
     }
     let mut caps = caps.ok_or("initialize went unanswered")?;
     if let Some(note) = r.lanes[lane].adapter.encode_initialized() {
         admit(r).await;
-        t.send(OutFrame { request_id: None, body: note, http: None }).map_err(|_| "disconnected after initialize".to_string())?;
+        t.send(OutFrame {
+            request_id: None,
+            body: note,
+            http: None,
+        })
+        .map_err(|_| "disconnected after initialize".to_string())?;
     }
     let mut cursor: Option<String> = None;
     for _ in 0..TOOL_PAGES_MAX {
@@ -37,9 +53,18 @@ pub(super) async fn negotiate<T: Transport>(r: &mut Runner, lane: usize, t: &mut
         for attempt in 0..r.cfg.handshake_attempts.max(1) {
             let id = r.alloc_rpc_id();
             sent.push(id);
-            let body = r.lanes[lane].adapter.encode_list_tools(id, cursor.as_deref());
-            if let Some(frame) = exchange(r, lane, t, &sent, body, attempt_timeout_ms(r, attempt)).await? {
-                page = Some(r.lanes[lane].adapter.decode_list_tools(&frame).map_err(|e| format!("tools/list: {e}"))?);
+            let body = r.lanes[lane]
+                .adapter
+                .encode_list_tools(id, cursor.as_deref());
+            if let Some(frame) =
+                exchange(r, lane, t, &sent, body, attempt_timeout_ms(r, attempt)).await?
+            {
+                page = Some(
+                    r.lanes[lane]
+                        .adapter
+                        .decode_list_tools(&frame)
+                        .map_err(|e| format!("tools/list: {e}"))?,
+                );
                 break;
             }
         }
@@ -52,7 +77,9 @@ pub(super) async fn negotiate<T: Transport>(r: &mut Runner, lane: usize, t: &mut
             None => return Ok(caps),
         }
     }
-    Err(format!("tools/list still paging after {TOOL_PAGES_MAX} pages"))
+    Err(format!(
+        "tools/list still paging after {TOOL_PAGES_MAX} pages"
+    ))
 }
 
 /// Wait for a slot of the shared QPS limiter: the handshake counts against the bound too.
@@ -70,16 +97,33 @@ async fn admit(r: &mut Runner) {
 /// How long attempt `attempt` (0-based) waits: the first timeout, doubled per retry, at most the
 /// request timeout.
 fn attempt_timeout_ms(r: &Runner, attempt: u32) -> u64 {
-    let first = r.cfg.handshake_first_timeout_ms.clamp(1, r.cfg.request_timeout_ms.max(1));
-    first.saturating_mul(1u64 << attempt.min(32)).min(r.cfg.request_timeout_ms.max(1))
+    let first = r
+        .cfg
+        .handshake_first_timeout_ms
+        .clamp(1, r.cfg.request_timeout_ms.max(1));
+    first
+        .saturating_mul(1u64 << attempt.min(32))
+        .min(r.cfg.request_timeout_ms.max(1))
 }
 
 /// Send the newest attempt of one request (the last id of `ids`) and wait up to `timeout_ms`
 /// for a frame answering any attempt of it. `Ok(None)` on timeout.
-async fn exchange<T: Transport>(r: &mut Runner, lane: usize, t: &mut T, ids: &[u64], body: Vec<u8>, timeout_ms: u64) -> Result<Option<InFrame>, String> {
+async fn exchange<T: Transport>(
+    r: &mut Runner,
+    lane: usize,
+    t: &mut T,
+    ids: &[u64],
+    body: Vec<u8>,
+    timeout_ms: u64,
+) -> Result<Option<InFrame>, String> {
     let id = *ids.last().expect("at least one attempt");
     admit(r).await;
-    t.send(OutFrame { request_id: Some(id), body, http: None }).map_err(|_| "disconnected during the handshake".to_string())?;
+    t.send(OutFrame {
+        request_id: Some(id),
+        body,
+        http: None,
+    })
+    .map_err(|_| "disconnected during the handshake".to_string())?;
     let deadline = tokio::time::Instant::now() + Duration::from_millis(timeout_ms);
     // Each frame either answers us or is dropped; a server flooding us still meets the deadline.
     loop {

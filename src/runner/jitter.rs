@@ -37,6 +37,9 @@ mod tests {
             assert!(x < 1_000);
             assert_eq!(x, b.permille());
         }
-        assert_ne!(super::Jitter::new(8).permille(), super::Jitter::new(7).permille());
+        assert_ne!(
+            super::Jitter::new(8).permille(),
+            super::Jitter::new(7).permille()
+        );
     }
 }

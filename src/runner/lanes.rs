@@ -20,7 +20,13 @@ pub(super) struct Lane {
 
 impl Lane {
     pub fn new(adapter: Box<dyn Adapter + Send>, core: &CoreConfig) -> Lane {
-        Lane { adapter, caps: ServerCapabilities::default(), core: core.clone(), accepting_new: true, drained_reported: false }
+        Lane {
+            adapter,
+            caps: ServerCapabilities::default(),
+            core: core.clone(),
+            accepting_new: true,
+            drained_reported: false,
+        }
     }
 
     pub fn set_caps(&mut self, caps: ServerCapabilities) {
@@ -47,7 +53,12 @@ pub struct LaunchConfig {
 
 impl Default for LaunchConfig {
     fn default() -> Self {
-        LaunchConfig { new_adapter: None, new_adapter_fraction: 0.05, long_tools: vec![], shadow_tools: vec![] }
+        LaunchConfig {
+            new_adapter: None,
+            new_adapter_fraction: 0.05,
+            long_tools: vec![],
+            shadow_tools: vec![],
+        }
     }
 }
 
@@ -67,14 +78,20 @@ impl Runner {
     pub(super) fn lane_for_new(&self, node: &CallNode) -> Option<usize> {
         let launch = &self.cfg.launch;
         let open = |i: &usize| self.lanes[*i].accepting_new;
-        let new_lane = launch.new_adapter.and_then(|a| self.lane_of(a)).filter(open);
+        let new_lane = launch
+            .new_adapter
+            .and_then(|a| self.lane_of(a))
+            .filter(open);
         let long = launch.long_tools.is_empty() || launch.long_tools.contains(&node.tool);
         if let Some(n) = new_lane {
             if long && stable_fraction(&node.id) < launch.new_adapter_fraction {
                 return Some(n);
             }
         }
-        (0..self.lanes.len()).filter(open).find(|&i| Some(i) != new_lane).or(new_lane)
+        (0..self.lanes.len())
+            .filter(open)
+            .find(|&i| Some(i) != new_lane)
+            .or(new_lane)
     }
 
     pub(super) fn retire(&mut self, id: AdapterId) {
@@ -87,7 +104,9 @@ impl Runner {
 
     /// Report each retired lane once no in-flight record uses it.
     pub(super) fn check_drained(&mut self) {
-        let retiring: Vec<usize> = (0..self.lanes.len()).filter(|&i| !self.lanes[i].accepting_new && !self.lanes[i].drained_reported).collect();
+        let retiring: Vec<usize> = (0..self.lanes.len())
+            .filter(|&i| !self.lanes[i].accepting_new && !self.lanes[i].drained_reported)
+            .collect();
         if retiring.is_empty() {
             return;
         }
@@ -113,7 +132,12 @@ mod tests {
         let a = super::stable_fraction("n001");
         assert_eq!(a, super::stable_fraction("n001"));
         assert!((0.0..1.0).contains(&a));
-        let below = (0..1000).filter(|i| super::stable_fraction(&format!("n{i}")) < 0.05).count();
-        assert!((20..=80).contains(&below), "about 5% of 1000 ids, got {below}");
+        let below = (0..1000)
+            .filter(|i| super::stable_fraction(&format!("n{i}")) < 0.05)
+            .count();
+        assert!(
+            (20..=80).contains(&below),
+            "about 5% of 1000 ids, got {below}"
+        );
     }
 }

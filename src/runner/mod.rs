@@ -16,8 +16,8 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
-use tokio::sync::mpsc;
 use std::future::Future;
+use tokio::sync::mpsc;
 
 use tokio::time::{Duration, Instant};
 
@@ -28,8 +28,8 @@ use crate::record::AdapterId;
 use crate::transport::Transport;
 pub use commit::{CommitDelay, NoCommitDelay};
 pub use jitter::Jitter;
-pub use lanes::LaunchConfig;
 use lanes::Lane;
+pub use lanes::LaunchConfig;
 pub use observe::{NullObserver, Observation, Observer};
 
 pub type SharedLedger = Arc<Mutex<dyn Ledger + Send>>;
@@ -102,9 +102,18 @@ pub struct CallNode {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Input {
     Submit(CallNode),
-    Cancel { node: String },
-    Detach { node: String },
-    Approval { node: String, round: u32, schema_digest: String, reply: ApprovalReply },
+    Cancel {
+        node: String,
+    },
+    Detach {
+        node: String,
+    },
+    Approval {
+        node: String,
+        round: u32,
+        schema_digest: String,
+        reply: ApprovalReply,
+    },
     /// An operator retires an adapter version: no new operations on it; its in-flight ones are
     /// still queried and reconciled until it reports itself drained.
     RetireAdapter(AdapterId),
@@ -325,12 +334,20 @@ impl Runner {
 
     /// Negotiate, resume what the ledger holds in flight, then serve inputs and frames until
     /// told to stop, the connection drops, or the event limit is reached.
-    pub async fn run<T: Transport>(self, transport: T, inputs: mpsc::UnboundedReceiver<Input>) -> Exit {
+    pub async fn run<T: Transport>(
+        self,
+        transport: T,
+        inputs: mpsc::UnboundedReceiver<Input>,
+    ) -> Exit {
         self.run_lanes(vec![transport], inputs).await
     }
 
     /// As [`Runner::run`], with one transport per lane, in lane order.
-    pub async fn run_lanes<T: Transport>(mut self, mut transports: Vec<T>, mut inputs: mpsc::UnboundedReceiver<Input>) -> Exit {
+    pub async fn run_lanes<T: Transport>(
+        mut self,
+        mut transports: Vec<T>,
+        mut inputs: mpsc::UnboundedReceiver<Input>,
+    ) -> Exit {
         assert_eq!(transports.len(), self.lanes.len(), "one transport per lane");
         for (i, t) in transports.iter_mut().enumerate() {
             let caps = match self.lanes[i].adapter.configured_capabilities() {
@@ -347,29 +364,44 @@ impl Runner {
                     self.lanes[i].set_caps(caps);
                 }
                 Err(reason) => {
-                    self.observe(Observation::HandshakeFailed { reason: reason.clone() });
+                    self.observe(Observation::HandshakeFailed {
+                        reason: reason.clone(),
+                    });
                     return Exit::HandshakeFailed(reason);
                 }
             }
         }
         let in_flight = self.ledger.lock().expect("ledger lock").in_flight();
         let in_flight: Vec<String> = match in_flight {
-            Ok(recs) => recs.into_iter().filter(|r| r.execution_epoch <= self.epoch).map(|r| r.call_node_id).collect(),
+            Ok(recs) => recs
+                .into_iter()
+                .filter(|r| r.execution_epoch <= self.epoch)
+                .map(|r| r.call_node_id)
+                .collect(),
             Err(e) => {
                 self.ledger_failed(e);
                 Vec::new()
             }
         };
-        self.observe(Observation::Started { epoch: self.epoch, resumed: in_flight.len() });
+        self.observe(Observation::Started {
+            epoch: self.epoch,
+            resumed: in_flight.len(),
+        });
         for node in in_flight {
             self.handle(&node, Event::Resume).await;
         }
         let exit = self.serve(&mut transports, &mut inputs).await;
-        self.observe(Observation::Exit { reason: format!("{exit:?}") });
+        self.observe(Observation::Exit {
+            reason: format!("{exit:?}"),
+        });
         exit
     }
 
-    async fn serve<T: Transport>(&mut self, transports: &mut [T], inputs: &mut mpsc::UnboundedReceiver<Input>) -> Exit {
+    async fn serve<T: Transport>(
+        &mut self,
+        transports: &mut [T],
+        inputs: &mut mpsc::UnboundedReceiver<Input>,
+    ) -> Exit {
         for _ in 0..self.cfg.max_events {
             self.pick_up_cancel_requests().await;
             self.fire_due().await;
@@ -436,11 +468,28 @@ impl Runner {
 
     async fn fire_due(&mut self) {
         let now = self.now_ms();
-        let expired: Vec<u64> = self.pending.iter().filter(|(_, p)| p.deadline_ms <= now).map(|(id, _)| *id).collect();
+        let expired: Vec<u64> = self
+            .pending
+            .iter()
+            .filter(|(_, p)| p.deadline_ms <= now)
+            .map(|(id, _)| *id)
+            .collect();
         for id in expired {
             if let Some(p) = self.pending.remove(&id) {
-                self.observe(Observation::Lost { node: p.node.clone(), kind: p.kind.name(), seq: p.seq });
-                self.handle(&p.node, Event::Lost { kind: p.kind, seq: p.seq, epoch: p.epoch }).await;
+                self.observe(Observation::Lost {
+                    node: p.node.clone(),
+                    kind: p.kind.name(),
+                    seq: p.seq,
+                });
+                self.handle(
+                    &p.node,
+                    Event::Lost {
+                        kind: p.kind,
+                        seq: p.seq,
+                        epoch: p.epoch,
+                    },
+                )
+                .await;
             }
         }
         while let Some((at, node, timer)) = self.timers.first().cloned() {
@@ -457,7 +506,14 @@ impl Runner {
     async fn flush<T: Transport>(&mut self, transports: &mut [T]) -> Result<(), Exit> {
         let now = self.now_ms();
         while let Some((lane, body)) = self.answers.pop_front() {
-            if transports[lane].send(crate::transport::OutFrame { request_id: None, body, http: None }).is_err() {
+            if transports[lane]
+                .send(crate::transport::OutFrame {
+                    request_id: None,
+                    body,
+                    http: None,
+                })
+                .is_err()
+            {
                 self.read_received(transports).await;
                 self.fail_all_pending().await;
                 return Err(Exit::Disconnected);
@@ -467,13 +523,20 @@ impl Runner {
             self.drop_fenced_sends();
         }
         #[cfg(feature = "mutations")]
-        let unlimited = self.cfg.core.mutated(crate::core::mutation::Mutation::NoQpsLimiter);
+        let unlimited = self
+            .cfg
+            .core
+            .mutated(crate::core::mutation::Mutation::NoQpsLimiter);
         #[cfg(not(feature = "mutations"))]
         let unlimited = false;
         while let Some(q) = self.queue.front() {
             if self.settled_in_ledger(&q.node) {
                 let q = self.queue.pop_front().expect("front exists");
-                self.observe(Observation::SettledElsewhere { node: q.node, kind: q.out.kind().name(), seq: q.seq });
+                self.observe(Observation::SettledElsewhere {
+                    node: q.node,
+                    kind: q.out.kind().name(),
+                    seq: q.seq,
+                });
                 continue;
             }
             if !unlimited && !self.limiter.try_admit(now) {
@@ -491,9 +554,24 @@ impl Runner {
             let rpc_id = frame.request_id;
             if let Some(id) = rpc_id {
                 let timeout_ms = self.timeout_for(&q);
-                self.pending.insert(id, Pending { lane: q.lane, node: q.node.clone(), kind, seq: q.seq, epoch: self.epoch, deadline_ms: now + timeout_ms });
+                self.pending.insert(
+                    id,
+                    Pending {
+                        lane: q.lane,
+                        node: q.node.clone(),
+                        kind,
+                        seq: q.seq,
+                        epoch: self.epoch,
+                        deadline_ms: now + timeout_ms,
+                    },
+                );
             }
-            self.observe(Observation::Sent { node: q.node.clone(), kind: kind.name(), seq: q.seq, rpc_id });
+            self.observe(Observation::Sent {
+                node: q.node.clone(),
+                kind: kind.name(),
+                seq: q.seq,
+                rpc_id,
+            });
             if transports[q.lane].send(frame).is_err() {
                 self.read_received(transports).await;
                 self.fail_all_pending().await;
@@ -522,7 +600,11 @@ impl Runner {
         }
         let nodes: BTreeSet<String> = self.queue.drain(..).map(|q| q.node).collect();
         for node in nodes {
-            let e = crate::ledger::LedgerError::StaleEpoch { call_node_id: node.clone(), writer: self.epoch, current };
+            let e = crate::ledger::LedgerError::StaleEpoch {
+                call_node_id: node.clone(),
+                writer: self.epoch,
+                current,
+            };
             self.fence(&node, e);
         }
     }
@@ -571,8 +653,20 @@ impl Runner {
     async fn fail_all_pending(&mut self) {
         let all = std::mem::take(&mut self.pending);
         for (_, p) in all {
-            self.observe(Observation::Lost { node: p.node.clone(), kind: p.kind.name(), seq: p.seq });
-            self.handle(&p.node, Event::Lost { kind: p.kind, seq: p.seq, epoch: p.epoch }).await;
+            self.observe(Observation::Lost {
+                node: p.node.clone(),
+                kind: p.kind.name(),
+                seq: p.seq,
+            });
+            self.handle(
+                &p.node,
+                Event::Lost {
+                    kind: p.kind,
+                    seq: p.seq,
+                    epoch: p.epoch,
+                },
+            )
+            .await;
         }
     }
 }
@@ -595,7 +689,9 @@ fn already_received<T: Transport>(t: &mut T, max: usize) -> Vec<crate::transport
 }
 
 /// The next frame from any lane, lanes polled in order (deterministic, like `biased;`).
-async fn next_frame<T: Transport>(transports: &mut [T]) -> (usize, Option<crate::transport::InFrame>) {
+async fn next_frame<T: Transport>(
+    transports: &mut [T],
+) -> (usize, Option<crate::transport::InFrame>) {
     std::future::poll_fn(|cx| {
         for (i, t) in transports.iter_mut().enumerate() {
             // A receive future is cheap to make and cancel-safe to drop: frames stay queued.

@@ -213,7 +213,12 @@ pub fn render(adapter: &dyn Adapter, t: &Transcript, ext: bool) -> String {
         let line = match adapter.classify(&m.frame) {
             Inbound::Ignored { what } => format!("ignored: {what}"),
             Inbound::Malformed { reason } => format!("MALFORMED: {reason}"),
-            Inbound::ServerRequest(r) => format!("server request id={} method={} answered {}", r.id, r.method, r.answer.name()),
+            Inbound::ServerRequest(r) => format!(
+                "server request id={} method={} answered {}",
+                r.id,
+                r.method,
+                r.answer.name()
+            ),
             Inbound::InputRequest(r) => format!(
                 "input request id={} task={} schema={} message={}",
                 r.server_request_id,
