@@ -104,7 +104,21 @@ pub fn run_series_here_with(
     let mode = schedule.map_or(PlanMode::Draw, |s| PlanMode::Replay(s.decisions()));
     let rt = madsim::runtime::Runtime::with_seed_and_config(seed, madsim::Config::default());
     let sc = sc.clone();
-    Ok(rt.block_on(async move { world_main_with(sc, params, mode).await }))
+    Ok(rt.block_on(async move {
+        // The series runs on a node of its own, killed once the series is over: madsim drops
+        // the futures of a killed node's tasks, and only that breaks the cycles (channel wakers
+        // holding the `World`) that otherwise keep every series' world and executors alive.
+        let handle = madsim::runtime::Handle::current();
+        let node = handle.create_node().name("series").build();
+        let result = node
+            .spawn(world_main_with(sc, params, mode))
+            .await
+            .expect("nothing cancels the series task");
+        handle.kill(node.id());
+        // A killed node's futures are dropped when the executor next runs.
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        result
+    }))
 }
 
 #[cfg(not(madsim))]
@@ -149,22 +163,6 @@ pub(crate) struct World {
 }
 
 impl World {
-    /// Empty what the world holds once a series is over. Tasks the runtime never finished keep
-    /// an `Arc<World>` alive through channel wakers (a cycle madsim does not break on drop);
-    /// emptying the world keeps that from leaking a series' worth of memory each time.
-    fn defuse(&self) {
-        self.net.lock().expect("net lock").shutdown();
-        *self.ledger.lock().expect("ledger lock") = ledger::LedgerKind::Memory.open();
-        for (lane, s) in self.servers.iter().enumerate() {
-            let protocol = self.sc.lanes()[lane];
-            *s.lock().expect("server lock") = lanes::server(&self.sc, &self.params, protocol, lane);
-        }
-        *self.inputs.lock().expect("inputs lock") = mpsc::unbounded_channel().0;
-        *self.replica_inputs.lock().expect("inputs lock") = None;
-        self.submitted.lock().expect("caller lock").clear();
-        self.directory.lock().expect("directory lock").clear();
-    }
-
     pub fn now_ms(&self) -> u64 {
         Instant::now().duration_since(self.origin).as_millis() as u64
     }
@@ -375,6 +373,8 @@ pub async fn world_main_with(sc: Scenario, params: Params, mode: PlanMode) -> Se
         retired: Mutex::new(None),
         store_seen: Mutex::new(BTreeSet::new()),
     });
+    #[cfg(test)]
+    tests::LAST_WORLD.with(|w| *w.borrow_mut() = Arc::downgrade(&world));
     for (lane, rx) in srv_rxs.into_iter().enumerate() {
         tokio::spawn(server::serve(world.clone(), lane, rx));
     }
@@ -419,7 +419,6 @@ pub async fn world_main_with(sc: Scenario, params: Params, mode: PlanMode) -> Se
     let trace = std::mem::take(&mut *world.trace.lock().expect("trace lock"));
     let hash = trace.hash();
     let (firings, asks) = world.plan.lock().expect("plan lock").take_record();
-    world.defuse();
     SeriesResult {
         params: world.params.clone(),
         trace,
@@ -428,5 +427,36 @@ pub async fn world_main_with(sc: Scenario, params: Params, mode: PlanMode) -> Se
         end_ms,
         firings,
         asks,
+    }
+}
+
+#[cfg(all(test, madsim))]
+mod tests {
+    use super::*;
+    use std::cell::RefCell;
+    use std::path::Path;
+    use std::sync::Weak;
+
+    thread_local! {
+        /// The world of the last series this thread ran.
+        pub(super) static LAST_WORLD: RefCell<Weak<World>> = const { RefCell::new(Weak::new()) };
+    }
+
+    #[test]
+    fn a_series_leaves_nothing_of_its_world_behind() {
+        // Channel wakers held by tasks still waiting when a series ends form cycles through
+        // the `World`; before the series ran on a node killed at its end, every world (and its
+        // executors) leaked: 738 MiB of peak memory at 10,000 series instead of 90.
+        for (file, seed) in [("smoke", 3), ("mcp_faults", 1), ("mcp_sqlite", 5)] {
+            let path =
+                Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../scenarios/{file}.toml"));
+            let sc = Scenario::load(&path).expect("a default scenario loads");
+            run_series_here(&sc, seed).expect("the series runs");
+            let left = LAST_WORLD.with(|w| w.borrow().strong_count());
+            assert_eq!(
+                left, 0,
+                "{file} seed {seed}: {left} references to its world remain"
+            );
+        }
     }
 }
