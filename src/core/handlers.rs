@@ -440,6 +440,23 @@ impl<'a> Machine<'a> {
         STAYED
     }
 
+    /// Say the last answer again (its request was lost, or the request came again on a stream
+    /// we opened after answering), counted against `ANSWER_RESENDS_MAX`; then poll on.
+    fn resend_last_answer(&mut self, last: crate::record::LastAnswer) -> R {
+        self.rec.last_answer = Some(crate::record::LastAnswer {
+            lost: false,
+            resends: last.resends + 1,
+            ..last.clone()
+        });
+        self.send(Outbound::InputResponse {
+            operation_id: self.op_id(),
+            server_request_id: last.server_request_id,
+            reply: last.reply,
+        });
+        self.schedule_poll_after(None);
+        STAYED
+    }
+
     fn schedule_poll_after(&mut self, at_least_ms: Option<u64>) {
         let at_least_ms = if mutated!(self, IgnoreRetryAfter) {
             None
@@ -824,18 +841,7 @@ impl<'a> Machine<'a> {
                 && last.lost
                 && last.resends < crate::record::ANSWER_RESENDS_MAX
             {
-                self.rec.last_answer = Some(crate::record::LastAnswer {
-                    lost: false,
-                    resends: last.resends + 1,
-                    ..last.clone()
-                });
-                self.send(Outbound::InputResponse {
-                    operation_id: self.op_id(),
-                    server_request_id: last.server_request_id,
-                    reply: last.reply,
-                });
-                self.schedule_poll_after(None);
-                return STAYED;
+                return self.resend_last_answer(last);
             }
         }
         match fresh {
@@ -1098,18 +1104,7 @@ impl<'a> Machine<'a> {
             if !again {
                 return rejected(Rejection::ReplayedInput);
             }
-            self.rec.last_answer = Some(crate::record::LastAnswer {
-                lost: false,
-                resends: last.resends + 1,
-                ..last.clone()
-            });
-            self.send(Outbound::InputResponse {
-                operation_id: self.op_id(),
-                server_request_id: last.server_request_id,
-                reply: last.reply,
-            });
-            self.schedule_poll_after(None);
-            return STAYED;
+            return self.resend_last_answer(last);
         }
         if !self.rec.input_stream_open {
             // Only a stream we opened after the server showed input_required again may carry a

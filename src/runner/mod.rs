@@ -476,20 +476,7 @@ impl Runner {
             .collect();
         for id in expired {
             if let Some(p) = self.pending.remove(&id) {
-                self.observe(Observation::Lost {
-                    node: p.node.clone(),
-                    kind: p.kind.name(),
-                    seq: p.seq,
-                });
-                self.handle(
-                    &p.node,
-                    Event::Lost {
-                        kind: p.kind,
-                        seq: p.seq,
-                        epoch: p.epoch,
-                    },
-                )
-                .await;
+                self.lose(p).await;
             }
         }
         while let Some((at, node, timer)) = self.timers.first().cloned() {
@@ -653,21 +640,24 @@ impl Runner {
     async fn fail_all_pending(&mut self) {
         let all = std::mem::take(&mut self.pending);
         for (_, p) in all {
-            self.observe(Observation::Lost {
-                node: p.node.clone(),
-                kind: p.kind.name(),
-                seq: p.seq,
-            });
-            self.handle(
-                &p.node,
-                Event::Lost {
-                    kind: p.kind,
-                    seq: p.seq,
-                    epoch: p.epoch,
-                },
-            )
-            .await;
+            self.lose(p).await;
         }
+    }
+
+    /// A request that will get no reply (timed out, or its connection went): the core hears
+    /// it was lost.
+    async fn lose(&mut self, p: Pending) {
+        self.observe(Observation::Lost {
+            node: p.node.clone(),
+            kind: p.kind.name(),
+            seq: p.seq,
+        });
+        let lost = Event::Lost {
+            kind: p.kind,
+            seq: p.seq,
+            epoch: p.epoch,
+        };
+        self.handle(&p.node, lost).await;
     }
 }
 
