@@ -373,7 +373,7 @@ pub async fn world_main_with(sc: Scenario, params: Params, mode: PlanMode) -> Se
         retired: Mutex::new(None),
         store_seen: Mutex::new(BTreeSet::new()),
     });
-    #[cfg(test)]
+    #[cfg(all(test, madsim))]
     tests::LAST_WORLD.with(|w| *w.borrow_mut() = Arc::downgrade(&world));
     for (lane, rx) in srv_rxs.into_iter().enumerate() {
         tokio::spawn(server::serve(world.clone(), lane, rx));

@@ -226,6 +226,18 @@ fn state_of(ledger: &SharedLedger, id: &str) -> Option<LocalState> {
     ledger.lock().unwrap().local_state(id).unwrap()
 }
 
+/// An executor (epoch 1) started on `ledger`, once it has submitted n1 and the record shows it
+/// working.
+async fn working_n1(ledger: &SharedLedger, server: &Arc<Server>) -> Running {
+    let r = start(ledger, server, 1, 0, |r| r);
+    r.inputs.send(Input::Submit(node("n1"))).unwrap();
+    until("n1 is working", || {
+        state_of(ledger, "n1") == Some(LocalState::Working)
+    })
+    .await;
+    r
+}
+
 fn on_tokio(test: impl std::future::Future<Output = ()>) {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -462,12 +474,7 @@ fn a_fenced_executor_stops_acting_on_the_record() {
     for ledger in [memory(), sqlite()] {
         on_tokio(async {
             let server = Server::new(None, false);
-            let r = start(&ledger, &server, 1, 0, |r| r);
-            r.inputs.send(Input::Submit(node("n1"))).unwrap();
-            until("n1 is working", || {
-                state_of(&ledger, "n1") == Some(LocalState::Working)
-            })
-            .await;
+            let r = working_n1(&ledger, &server).await;
             assert_eq!(ledger.lock().unwrap().bump_epoch().unwrap(), 2);
             let fenced_at = ledger.lock().unwrap().by_call_node("n1").unwrap().unwrap();
             until("the executor is fenced", || {
@@ -512,13 +519,7 @@ fn cancel_requests_in_the_ledger_are_picked_up_and_taken_after_the_commit() {
     on_tokio(async {
         let ledger = sqlite();
         let server = Server::new(None, false);
-        let first = start(&ledger, &server, 1, 0, |r| r);
-        first.inputs.send(Input::Submit(node("n1"))).unwrap();
-        until("n1 is working", || {
-            state_of(&ledger, "n1") == Some(LocalState::Working)
-        })
-        .await;
-        first.stop().await;
+        working_n1(&ledger, &server).await.stop().await;
 
         // Asked while no executor runs; the next one crashes between the commit and the send.
         ledger.lock().unwrap().request_cancel("n1", 7).unwrap();
@@ -645,13 +646,7 @@ fn a_stale_timer_does_not_take_up_a_node_another_timer_still_drives() {
     on_tokio(async {
         let ledger = memory();
         let server = Server::new(None, false);
-        let first = start(&ledger, &server, 1, 0, |r| r);
-        first.inputs.send(Input::Submit(node("n1"))).unwrap();
-        until("n1 is working", || {
-            state_of(&ledger, "n1") == Some(LocalState::Working)
-        })
-        .await;
-        first.stop().await;
+        working_n1(&ledger, &server).await.stop().await;
         let seen_at = ledger
             .lock()
             .unwrap()
