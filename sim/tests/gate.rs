@@ -167,15 +167,22 @@ fn bad_scenarios_unknown_faults_and_rates_out_of_range_exit_2() {
         .is_some_and(|f| String::from_utf8_lossy(&out.stderr).contains(f)));
 }
 
+/// Series `seed` of `scenarios/<name>.toml`, run in this process, and the command that replays
+/// it.
+fn series_of(name: &str, seed: u64) -> (toolop_sim::series::SeriesResult, String) {
+    let rel = format!("scenarios/{name}.toml");
+    let sc = Scenario::load(&root().join(&rel)).unwrap_or_else(|e| panic!("{rel}: {e}"));
+    let replay = format!("toolop-sim replay --scenario {rel} --seed {seed}");
+    let r = run_series(&sc, seed).unwrap_or_else(|e| panic!("{e}; replay: {replay}"));
+    (r, replay)
+}
+
 /// Canary seed 481 (issue 11): the canary is wrong about pacing, not approvals. The series once
 /// failed `input_answer_matches_round` because the checker paired a server-side answer with the
 /// executor's latest question by time; it now pairs it with the frame that carried it.
 #[test]
 fn canary_seed_481_fails_on_pacing_not_on_approvals() {
-    let file = root().join("scenarios/canary_must_fail.toml");
-    let sc = Scenario::load(&file).expect("canary scenario");
-    let replay = "toolop-sim replay --scenario scenarios/canary_must_fail.toml --seed 481";
-    let r = run_series(&sc, 481).unwrap_or_else(|e| panic!("{e}; replay: {replay}"));
+    let (r, replay) = series_of("canary_must_fail", 481);
     let fired: Vec<&str> = toolop_sim::judge::checkers::check_all(&r.trace)
         .iter()
         .map(|v| v.checker)
@@ -197,10 +204,7 @@ fn canary_seed_481_fails_on_pacing_not_on_approvals() {
 /// of its own drives it.
 #[test]
 fn mcp_ext_faults_seed_2412_honours_the_poll_interval_after_a_replica_s_writes() {
-    let file = root().join("scenarios/mcp_ext_faults.toml");
-    let sc = Scenario::load(&file).expect("mcp_ext_faults scenario");
-    let replay = "toolop-sim replay --scenario scenarios/mcp_ext_faults.toml --seed 2412";
-    let r = run_series(&sc, 2412).unwrap_or_else(|e| panic!("{e}; replay: {replay}"));
+    let (r, replay) = series_of("mcp_ext_faults", 2412);
     let violations = toolop_sim::judge::checkers::check_all(&r.trace);
     assert!(violations.is_empty(), "{violations:?}; replay: {replay}");
 }

@@ -336,7 +336,8 @@ mod tests {
         // world's ledger holds it final); its task then asks round 3, which nobody can be
         // asked about, and the executor declines it at once. Before the ledger held the node
         // final, or after a rollback restored it, the same decline is the executor's own.
-        let build = |final_at: u64, rollback: bool| {
+        // Round 3 answered `action` at 2_000 ms; n1 held final from `final_at`.
+        let build = |final_at: u64, rollback: bool, action: &str| {
             let mut b = three_rounds();
             let mut w = build::write("n1", 1, 1, 5);
             w.state = Unknown;
@@ -349,29 +350,16 @@ mod tests {
                     },
                 });
             }
-            let r3 = round(&mut b, "n1", 3, 2_000, 2_010, "decline", None);
+            let content = (action == "accept").then(|| agent_accept_content(3));
+            let r3 = round(&mut b, "n1", 3, 2_000, 2_010, action, content);
             b.truth.tasks.get_mut("t-n1").expect("task").input_rounds[2] = r3;
             b.build(SETTLED)
         };
-        assert_eq!(check(&build(1_000, false)), vec![]);
-        assert_eq!(check(&build(3_000, false)).len(), 1);
-        assert_eq!(check(&build(1_000, true)).len(), 1);
+        assert_eq!(check(&build(1_000, false, "decline")), vec![]);
+        assert_eq!(check(&build(3_000, false, "decline")).len(), 1);
+        assert_eq!(check(&build(1_000, true, "decline")).len(), 1);
         // An accept is never excused so.
-        let mut b = three_rounds();
-        let mut w = build::write("n1", 1, 1, 5);
-        w.state = Unknown;
-        b.at(1_000).push(build::ev(w));
-        let r3 = round(
-            &mut b,
-            "n1",
-            3,
-            2_000,
-            2_010,
-            "accept",
-            Some(agent_accept_content(3)),
-        );
-        b.truth.tasks.get_mut("t-n1").expect("task").input_rounds[2] = r3;
-        assert_eq!(check(&b.build(SETTLED)).len(), 1);
+        assert_eq!(check(&build(1_000, false, "accept")).len(), 1);
     }
 
     #[test]
