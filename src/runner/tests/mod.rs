@@ -34,6 +34,9 @@ struct Tasks {
     cancels: u32,
     /// The first this many replies to `tasks/get` are cut short on the way.
     cut_polls: u32,
+    /// Before the first reply to `tasks/get`, a cut message that names no request (a server
+    /// message, as an elicitation pushed on a stream).
+    junk_before_poll: bool,
 }
 
 struct Server {
@@ -128,6 +131,11 @@ async fn serve(
             serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": id, "result": result})).unwrap();
         if method == "tasks/get" {
             let mut t = server.tasks.lock().unwrap();
+            if std::mem::take(&mut t.junk_before_poll) {
+                let _ = tx.send(InFrame::message(
+                    br#"{"jsonrpc":"2.0","method":"elic"#.to_vec(),
+                ));
+            }
             if t.cut_polls > 0 {
                 t.cut_polls -= 1;
                 body.truncate(body.len() / 2);
@@ -315,6 +323,35 @@ fn a_cut_reply_fails_its_exchange_at_once() {
         assert!(!seen
             .iter()
             .any(|o| matches!(o, Observation::Lost { .. } | Observation::Malformed { .. })));
+    });
+}
+
+#[test]
+fn a_cut_message_that_names_no_request_fails_nothing() {
+    // A server message cut on the way carries no request id: it is reported as malformed and
+    // the poll in flight still gets its own reply.
+    on_tokio(async {
+        let ledger = memory();
+        let server = Server::new(Some(1), false);
+        server.tasks.lock().unwrap().junk_before_poll = true;
+        let r = start(&ledger, &server, 1, 0, |r| r);
+        r.inputs.send(Input::Submit(node("n1"))).unwrap();
+        until("n1 has its receipt", || {
+            state_of(&ledger, "n1") == Some(LocalState::Accepted)
+        })
+        .await;
+        let (exit, seen) = r.stop().await;
+        assert_eq!(exit, Exit::Shutdown);
+        assert!(seen
+            .iter()
+            .any(|o| matches!(o, Observation::Malformed { .. })));
+        assert!(!seen.iter().any(|o| matches!(
+            o,
+            Observation::Received {
+                reply: "malformed",
+                ..
+            } | Observation::Unrouted { .. }
+        )));
     });
 }
 
