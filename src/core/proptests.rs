@@ -179,8 +179,17 @@ fn arb_ev() -> impl Strategy<Value = Ev> {
     ]
 }
 
+/// 2,000 cases unless `PROPTEST_CASES` (proptest's own variable) says otherwise: `make mutation`
+/// lowers it, since this one test is most of the lib tests' time and every mutant pays for it.
+fn cases() -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(2_000)
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 2_000, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: cases(), ..ProptestConfig::default() })]
 
     #[test]
     fn no_event_sequence_breaks_the_acceptance_rules(
