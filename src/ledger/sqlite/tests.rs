@@ -74,6 +74,47 @@ fn the_database_itself_refuses_a_second_receipt_outbox_entry_or_key() {
     assert_eq!(l.records().unwrap().len(), 1);
 }
 
+/// The receipts table, not only the record's state, says a node was accepted. A records row put
+/// back to FETCHING_RESULT behind the ledger's back (a restore of one table, a hand edit) must not
+/// let a second acceptance through: the commit names the receipt that exists, rather than
+/// reaching the table's unique key as a storage error. (cargo-mutants: `||` to `&&` in
+/// `check_commit` survived every other test.)
+#[test]
+fn a_receipt_refuses_a_second_acceptance_even_if_the_record_forgot_it() {
+    let mut l = SqliteLedger::open_in_memory().unwrap();
+    let r = fetching(&mut l, "a");
+    let before: String = l
+        .conn
+        .query_row(
+            "SELECT record_json FROM records WHERE call_node_id = 'a'",
+            [],
+            |row| row.get(0),
+        )
+        .unwrap();
+    l.commit(accept_write(&r, Some("d1"))).unwrap();
+    l.conn
+        .execute(
+            "UPDATE records SET local_state = 'FETCHING_RESULT', is_final = 0, version = ?1, record_json = ?2 \
+             WHERE call_node_id = 'a'",
+            params![r.version, before],
+        )
+        .unwrap();
+    assert_eq!(
+        l.by_call_node("a").unwrap().unwrap().local_state,
+        LocalState::FetchingResult,
+        "the set-up put the record back"
+    );
+    match l.commit(accept_write(&r, Some("d2"))) {
+        Err(LedgerError::AcceptRefused { why, .. }) => assert!(
+            why.contains("a receipt exists already"),
+            "refused for {why:?}"
+        ),
+        other => panic!("a second acceptance over an existing receipt: {other:?}"),
+    }
+    assert_eq!(l.receipts().unwrap().len(), 1);
+    assert_eq!(l.outbox().unwrap().len(), 1);
+}
+
 #[test]
 fn the_database_itself_keeps_states_epochs_deliveries_and_cancel_requests_well_formed() {
     let mut l = accepted_a();
