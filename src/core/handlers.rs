@@ -28,6 +28,19 @@ macro_rules! mutated {
             false
         }
     }};
+    // A plant that applies only where `$when` holds. The condition sits inside the macro so
+    // that it is part of the plant, not of the executor: cargo-mutants does not rewrite macro
+    // arguments, and a mutant of a condition beside a plant that is off changes nothing.
+    ($m:expr, $name:ident, when $when:expr) => {{
+        #[cfg(feature = "mutations")]
+        {
+            $m.cfg.mutated(super::mutation::Mutation::$name) && $when
+        }
+        #[cfg(not(feature = "mutations"))]
+        {
+            false
+        }
+    }};
 }
 
 pub(super) struct Machine<'a> {
@@ -159,7 +172,8 @@ impl<'a> Machine<'a> {
         self.rec.result_digest = digest.clone();
         // The payload travels whatever the terminal state; the ledger decides what downstream
         // may treat as a result (a cancelled outcome's result is audit, never a payload).
-        let payload = if terminal == TerminalState::Failed && mutated!(self, FailedPayloadDropped) {
+        let payload = if mutated!(self, FailedPayloadDropped, when terminal == TerminalState::Failed)
+        {
             None
         } else {
             payload
@@ -171,9 +185,8 @@ impl<'a> Machine<'a> {
             payload,
             basis,
         }));
-        if terminal == TerminalState::Completed
-            && self.rec.operation_id.is_some()
-            && mutated!(self, SendAfterReceipt)
+        if mutated!(self, SendAfterReceipt, when terminal == TerminalState::Completed
+            && self.rec.operation_id.is_some())
         {
             // Planted: "read it once more to be sure", after the receipt is written.
             self.send(Outbound::FetchResult {
@@ -224,8 +237,7 @@ impl<'a> Machine<'a> {
             Event::CancelClicked => self.cancel_clicked(),
             Event::CallerDetached => {
                 self.rec.caller_detached = true;
-                if mutated!(self, DisconnectIsCancel)
-                    && matches!(self.rec.local_state, S::Working | S::InputRequired)
+                if mutated!(self, DisconnectIsCancel, when matches!(self.rec.local_state, S::Working | S::InputRequired))
                 {
                     return self.request_cancel();
                 }
@@ -587,7 +599,7 @@ impl<'a> Machine<'a> {
                 // The server's own word that our cancel took effect.
                 return self.accept(S::CancelledAccepted, TerminalState::Cancelled, None, None);
             }
-            if status == P::Completed && mutated!(self, AcceptCompletedWithoutFetch) {
+            if mutated!(self, AcceptCompletedWithoutFetch, when status == P::Completed) {
                 let fake = value_digest(
                     &serde_json::json!({"status": "completed", "operation": self.rec.operation_id}),
                 );
@@ -665,7 +677,7 @@ impl<'a> Machine<'a> {
             // The tool may have run, and no task exists that a lookup by key could find: "not
             // found by key" would then look like proof that nothing ran, and the call would run
             // again. Late or not, this settles it: a human reconciles, nothing is resent.
-            Reply::SubmitOutcomeUnknown { .. } if state == S::Submitting && mutated!(self, UnknownOutcomeAsRefusal) => {
+            Reply::SubmitOutcomeUnknown { .. } if mutated!(self, UnknownOutcomeAsRefusal, when state == S::Submitting) => {
                 // Planted: an error after the tool may have run, read as "refused, nothing ran".
                 self.accept(S::Rejected, TerminalState::Rejected, None, None)
             }
@@ -773,8 +785,7 @@ impl<'a> Machine<'a> {
     /// A not-found before expiry may be a lagging replica: retry a bounded number of times.
     /// After that, or after expiry, nothing can be proved: manual reconciliation.
     fn not_found(&mut self, why: &str) -> R {
-        if mutated!(self, NotFoundMeansNeverCreated)
-            && self.rec.submit_attempts < self.cfg.max_submit_attempts
+        if mutated!(self, NotFoundMeansNeverCreated, when self.rec.submit_attempts < self.cfg.max_submit_attempts)
         {
             // Planted: "404, so it never existed": forget the id and submit again.
             self.force(S::NotFoundSafe);
@@ -1197,8 +1208,7 @@ impl<'a> Machine<'a> {
     }
 
     fn cancel_clicked(&mut self) -> R {
-        if mutated!(self, FailOnCancelClick)
-            && matches!(self.rec.local_state, S::Working | S::InputRequired)
+        if mutated!(self, FailOnCancelClick, when matches!(self.rec.local_state, S::Working | S::InputRequired))
         {
             // Planted: the click itself is the outcome.
             return self.force_accept(S::Accepted, TerminalState::Failed, None);

@@ -301,12 +301,6 @@ pub struct Step {
     pub outcome: Outcome,
 }
 
-impl Step {
-    pub fn changed(&self, before: &ToolOperation) -> bool {
-        &self.record != before
-    }
-}
-
 /// Apply one event. Never panics on any event in any state.
 pub fn step(rec: &ToolOperation, event: &Event, ctx: &Ctx, cfg: &CoreConfig) -> Step {
     let mut m = handlers::Machine::new(rec, ctx, cfg);

@@ -143,10 +143,7 @@ fn render(s: &Step) -> String {
     let outcome = match &s.outcome {
         Outcome::Moved(path) => path.iter().map(|p| p.name()).collect::<Vec<_>>().join("->"),
         Outcome::Stayed => "stay".into(),
-        Outcome::Rejected(r) => format!(
-            "rejected:{}",
-            format!("{r:?}").split([' ', '{']).next().unwrap_or("")
-        ),
+        Outcome::Rejected(r) => format!("rejected:{}", r.name()),
         Outcome::Refused { from, to } => format!("REFUSED {from}->{to}"),
     };
     let cmds: Vec<String> = s
@@ -276,8 +273,8 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
         },
         "start => stay [send:submit#1]
          reply:submit:submit_outcome_unknown => SUBMITTING->SUBMISSION_UNKNOWN->UNKNOWN [reconcile]
-         timer:submit_due => rejected:AlreadyFinal
-         timer:lookup_due => rejected:AlreadyFinal",
+         timer:submit_due => rejected:already_final
+         timer:lookup_due => rejected:already_final",
     ),
     (
         "an unknown outcome settles even while a lookup is under way, late or not",
@@ -291,7 +288,7 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
          lost:submit => SUBMITTING->SUBMISSION_UNKNOWN [at0:lookup_due]
          timer:lookup_due => stay [send:lookup#2]
          reply:submit:submit_outcome_unknown => SUBMISSION_UNKNOWN->UNKNOWN [reconcile]
-         reply:lookup:lookup_not_found => rejected:AlreadyFinal",
+         reply:lookup:lookup_not_found => rejected:already_final",
     ),
     (
         "a synchronous call answered with an unknown outcome is never called again",
@@ -337,11 +334,11 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
          timer:poll_due => stay [send:poll#2]
          reply:poll:status => WORKING->INPUT_REQUIRED [send:fetch#3]
          input_requested => stay [ask:r1 at61000:approval_deadline]
-         approval_replied => rejected:StaleApproval
-         approval_replied => rejected:StaleApproval
+         approval_replied => rejected:stale_approval
+         approval_replied => rejected:stale_approval
          approval_replied => stay [send:input_response#4 at2500:poll_due]
-         input_requested => rejected:ReplayedInput
-         approval_replied => rejected:StaleApproval
+         input_requested => rejected:replayed_input
+         approval_replied => rejected:stale_approval
          timer:poll_due => stay [send:poll#5]
          reply:poll:status => INPUT_REQUIRED->WORKING [at4250:poll_due]",
     ),
@@ -355,8 +352,8 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
         },
         "start => stay [send:submit#1]
          reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
-         input_requested => rejected:UnsolicitedInput
-         input_requested => rejected:OperationMismatch",
+         input_requested => rejected:unsolicited_input
+         input_requested => rejected:operation_mismatch",
     ),
     (
         "approval deadline declines",
@@ -371,7 +368,7 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
          reply:poll:status => WORKING->INPUT_REQUIRED [send:fetch#3]
          input_requested => stay [ask:r1 at60000:approval_deadline]
          timer:approval_deadline => stay [send:input_response#4 at61500:poll_due]
-         approval_replied => rejected:StaleApproval",
+         approval_replied => rejected:stale_approval",
     ),
     (
         "cancel acknowledged: CANCELLED_ACCEPTED with the generation bumped first",
@@ -547,7 +544,7 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
          lost:poll => stay [at1500:poll_due]
          timer:poll_due => stay [send:poll#3]
          reply:poll:status => WORKING->TERMINAL_OBSERVED [at0:fetch_due]
-         reply:poll:status => rejected:StaleAnswer",
+         reply:poll:status => rejected:stale_answer",
     ),
     (
         "a poll reply naming another operation is refused, and polling goes on",
@@ -560,7 +557,7 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
         "start => stay [send:submit#1]
          reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
          timer:poll_due => stay [send:poll#2]
-         reply:poll:status => rejected:OperationMismatch [at1500:poll_due]",
+         reply:poll:status => rejected:operation_mismatch [at1500:poll_due]",
     ),
     (
         "Retry-After on 429 pushes the next poll out",
@@ -616,8 +613,8 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
          reply:poll:status => stay
          timer:poll_due => stay [send:poll#5]
          reply:poll:not_found => stay [at5062:poll_due]
-         reply:poll:status => rejected:StaleAnswer
-         reply:poll:status => rejected:StaleAnswer",
+         reply:poll:status => rejected:stale_answer
+         reply:poll:status => rejected:stale_answer",
     ),
     (
         "404 after expiry goes to reconciliation at once",
@@ -646,7 +643,7 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
          reply:fetch:result => stay [at1000:fetch_due]
          timer:fetch_due => stay [send:fetch#4]
          reply:fetch:malformed => FETCHING_RESULT->UNKNOWN [reconcile]
-         timer:fetch_due => rejected:AlreadyFinal",
+         timer:fetch_due => rejected:already_final",
     ),
     (
         "failed task: the original error is the result",
@@ -725,7 +722,7 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
          reply:poll:status => WORKING->INPUT_REQUIRED [send:fetch#3]
          input_requested => stay [ask:r1 at60000:approval_deadline]
          cancel_clicked => INPUT_REQUIRED->CANCEL_REQUESTED [send:cancel#4]
-         approval_replied => rejected:StaleApproval",
+         approval_replied => rejected:stale_approval",
     ),
     (
         "client disconnect is not a cancel",
@@ -750,10 +747,10 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
         "start => stay [send:submit#1]
          reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
          timer:poll_due => stay [send:poll#2]
-         reply:poll:status => rejected:StaleEpoch
+         reply:poll:status => rejected:stale_epoch
          resume => stay [at0:poll_due]
-         reply:poll:status => rejected:StaleEpoch
-         cancel_clicked => rejected:StaleEpoch",
+         reply:poll:status => rejected:stale_epoch
+         cancel_clicked => rejected:stale_epoch",
     ),
     (
         "restart resumes from the record alone: a sent submission becomes unknown",
@@ -769,7 +766,7 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
             s.ev(Event::Resume).ev(Event::Start);
         },
         "resume => stay [send:submit#1]
-         start => rejected:NotApplicable",
+         start => rejected:not_applicable",
     ),
     (
         "restart with a pending approval asks again for the same round",
@@ -792,7 +789,7 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
         },
         "start => stay [send:submit#1]
          reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
-         reply:poll:status => rejected:StaleAnswer
+         reply:poll:status => rejected:stale_answer
          timer:poll_due => stay [send:poll#2]
          reply:poll:status => WORKING->TERMINAL_OBSERVED [at0:fetch_due]
          resume => stay [at0:fetch_due]",
