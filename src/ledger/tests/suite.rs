@@ -196,7 +196,8 @@ pub fn acceptance_checks_each_bound_field<L: Ledger>(new: fn() -> L) {
 /// A task the server cancelled on its own (nothing of ours asked: cancel generation 0, the
 /// core's "cancelled, no result stored") is an outcome like any other: the receipt and the
 /// outbox say cancelled, the record lands in ACCEPTED. CANCELLED_ACCEPTED is only for a cancel
-/// we asked for; refusing this acceptance would leave the call unsettled forever.
+/// we asked for; were this refused, the runner would only log the refusal: the finished call
+/// would get no receipt and its outcome would never reach the outbox.
 /// (cargo-mutants: the `CancelledAccepted` guard in `check_accept` made `true` survived.)
 pub fn a_cancel_nobody_asked_for_is_accepted_as_the_servers_outcome<L: Ledger>(new: fn() -> L) {
     let mut l = new();
