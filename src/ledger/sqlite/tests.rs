@@ -413,6 +413,28 @@ fn consume_with_commits_the_consumers_writes_and_the_mark_together() {
         .all(|e| e.delivered_to.as_deref() == Some("billing")));
 }
 
+/// A consumer's operator reads `consume_with`'s error as text (the crash-test consumer passes it
+/// on with `to_string`): it must say whether the consumer's own work or the ledger failed, and
+/// why. (cargo-mutants: `ConsumeError`'s `Display` writing nothing survived.)
+#[test]
+fn a_consume_error_says_whether_the_consumer_or_the_ledger_failed() {
+    let mut l = accepted_a();
+    let err = l
+        .consume_with("billing", 10, 7, |_, _| Err("the invoice service is down"))
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "the consumer failed: the invoice service is down"
+    );
+    l.conn
+        .execute("UPDATE outbox SET terminal_state = 'exploded'", [])
+        .unwrap();
+    let err = l
+        .consume_with("billing", 10, 8, |_, _| Ok::<(), String>(()))
+        .unwrap_err();
+    assert_eq!(err.to_string(), "ledger storage failed: column outbox.terminal_state holds \"exploded\", which this build does not know");
+}
+
 #[test]
 fn unreadable_rows_are_storage_errors_not_panics_or_absences() {
     let mut l = accepted_a();
