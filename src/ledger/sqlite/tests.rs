@@ -249,6 +249,54 @@ fn a_database_from_a_newer_toolop_is_refused_not_downgraded() {
     );
 }
 
+/// A migration that fails while the version stays put is a real failure, reported at once:
+/// only a version moved by someone else is worth another attempt. A file whose write lock
+/// another process holds costs one busy wait (`toolop` answers after its busy timeout, not
+/// several of them), and the error says the file is locked in SQLite's words.
+/// (cargo-mutants: `||` made `&&` in `migrate`'s retry test, and `migration_error` returning
+/// an empty or made-up text, survived.)
+#[cfg(not(madsim))]
+#[test]
+fn a_migration_blocked_by_another_writer_is_tried_once_and_says_the_file_is_locked() {
+    use std::cell::Cell;
+    thread_local! {
+        static LOCK_WAITS: Cell<u32> = const { Cell::new(0) };
+    }
+    /// Counts each time the migration meets the lock, and gives up at once (no waiting).
+    fn count_and_give_up(_: i32) -> bool {
+        LOCK_WAITS.with(|n| n.set(n.get() + 1));
+        false
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("toolop.db");
+    let other = Connection::open(&path).unwrap();
+    let mode: String = other
+        .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(mode, "wal", "the set-up: readers pass a writer's lock");
+    other.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let mut conn = Connection::open(&path).unwrap();
+    conn.busy_handler(Some(count_and_give_up)).unwrap();
+    let err = schema::migrate(&mut conn).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!("ledger storage failed: schema migration to version {SCHEMA_VERSION}: database is locked")
+    );
+    assert_eq!(
+        LOCK_WAITS.with(Cell::get),
+        1,
+        "one attempt, one wait for the lock"
+    );
+    other.execute_batch("ROLLBACK").unwrap();
+    schema::migrate(&mut conn).expect("migrates once the lock is gone");
+    assert_eq!(version_of(&conn), SCHEMA_VERSION as u64);
+}
+
+fn version_of(conn: &Connection) -> u64 {
+    conn.query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap()
+}
+
 #[cfg(not(madsim))]
 #[test]
 fn a_file_ledger_runs_in_wal_and_keeps_everything_across_reopening() {
