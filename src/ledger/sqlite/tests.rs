@@ -292,6 +292,26 @@ fn a_migration_blocked_by_another_writer_is_tried_once_and_says_the_file_is_lock
     assert_eq!(version_of(&conn), SCHEMA_VERSION as u64);
 }
 
+/// A migration that fails on the file's content says why, without quoting the migration's
+/// whole SQL: rusqlite's text for a failed statement of a batch ends "in <SQL> at offset n",
+/// which put all of version 1's tables into the user's error until `migration_error` took
+/// the message alone. (cargo-mutants: `migration_error` returning an empty or made-up text
+/// survived.)
+#[test]
+fn a_failed_migration_says_why_without_quoting_its_sql() {
+    let mut conn = Connection::open_in_memory().unwrap();
+    conn.execute_batch("CREATE TABLE records (anything TEXT)")
+        .unwrap();
+    let err = schema::migrate(&mut conn).unwrap_err().to_string();
+    assert!(
+        err.starts_with("ledger storage failed: schema migration to version")
+            && err.contains("table records already exists")
+            && !err.contains("CREATE TABLE"),
+        "{err}"
+    );
+    assert_eq!(version_of(&conn), 0, "nothing migrated");
+}
+
 fn version_of(conn: &Connection) -> u64 {
     conn.query_row("PRAGMA user_version", [], |r| r.get(0))
         .unwrap()
