@@ -175,9 +175,14 @@ fn version(conn: &Connection) -> Result<u64, LedgerError> {
     Ok(conn.query_row("PRAGMA user_version", [], |r| r.get(0))?)
 }
 
-/// The migration crate's error without the whole migration's SQL it quotes.
+/// The migration crate's error without the whole migration's SQL it quotes, nor the copy
+/// rusqlite quotes for a statement of the batch that failed ("... in <SQL> at offset n").
 fn migration_error(e: &rusqlite_migration::Error) -> String {
     match e {
+        rusqlite_migration::Error::RusqliteError {
+            err: rusqlite::Error::SqlInputError { msg, .. },
+            ..
+        } => msg.clone(),
         rusqlite_migration::Error::RusqliteError { err, .. } => err.to_string(),
         other => other.to_string(),
     }

@@ -249,6 +249,74 @@ fn a_database_from_a_newer_toolop_is_refused_not_downgraded() {
     );
 }
 
+/// A migration that fails while the version stays put is a real failure, reported at once:
+/// only a version moved by someone else is worth another attempt. A file whose write lock
+/// another process holds costs one busy wait (`toolop` answers after its busy timeout, not
+/// several of them), and the error says the file is locked in SQLite's words.
+/// (cargo-mutants: `||` made `&&` in `migrate`'s retry test, and `migration_error` returning
+/// an empty or made-up text, survived.)
+#[cfg(not(madsim))]
+#[test]
+fn a_migration_blocked_by_another_writer_is_tried_once_and_says_the_file_is_locked() {
+    use std::cell::Cell;
+    thread_local! {
+        static LOCK_WAITS: Cell<u32> = const { Cell::new(0) };
+    }
+    /// Counts each time the migration meets the lock, and gives up at once (no waiting).
+    fn count_and_give_up(_: i32) -> bool {
+        LOCK_WAITS.with(|n| n.set(n.get() + 1));
+        false
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("toolop.db");
+    let other = Connection::open(&path).unwrap();
+    let mode: String = other
+        .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(mode, "wal", "the set-up: readers pass a writer's lock");
+    other.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let mut conn = Connection::open(&path).unwrap();
+    conn.busy_handler(Some(count_and_give_up)).unwrap();
+    let err = schema::migrate(&mut conn).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!("ledger storage failed: schema migration to version {SCHEMA_VERSION}: database is locked")
+    );
+    assert_eq!(
+        LOCK_WAITS.with(Cell::get),
+        1,
+        "one attempt, one wait for the lock"
+    );
+    other.execute_batch("ROLLBACK").unwrap();
+    schema::migrate(&mut conn).expect("migrates once the lock is gone");
+    assert_eq!(version_of(&conn), SCHEMA_VERSION as u64);
+}
+
+/// A migration that fails on the file's content says why, without quoting the migration's
+/// whole SQL: rusqlite's text for a failed statement of a batch ends "in <SQL> at offset n",
+/// which put all of version 1's tables into the user's error until `migration_error` took
+/// the message alone. (cargo-mutants: `migration_error` returning an empty or made-up text
+/// survived.)
+#[test]
+fn a_failed_migration_says_why_without_quoting_its_sql() {
+    let mut conn = Connection::open_in_memory().unwrap();
+    conn.execute_batch("CREATE TABLE records (anything TEXT)")
+        .unwrap();
+    let err = schema::migrate(&mut conn).unwrap_err().to_string();
+    assert!(
+        err.starts_with("ledger storage failed: schema migration to version")
+            && err.contains("table records already exists")
+            && !err.contains("CREATE TABLE"),
+        "{err}"
+    );
+    assert_eq!(version_of(&conn), 0, "nothing migrated");
+}
+
+fn version_of(conn: &Connection) -> u64 {
+    conn.query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap()
+}
+
 #[cfg(not(madsim))]
 #[test]
 fn a_file_ledger_runs_in_wal_and_keeps_everything_across_reopening() {
@@ -413,6 +481,28 @@ fn consume_with_commits_the_consumers_writes_and_the_mark_together() {
         .all(|e| e.delivered_to.as_deref() == Some("billing")));
 }
 
+/// A consumer's operator reads `consume_with`'s error as text (the crash-test consumer passes it
+/// on with `to_string`): it must say whether the consumer's own work or the ledger failed, and
+/// why. (cargo-mutants: `ConsumeError`'s `Display` writing nothing survived.)
+#[test]
+fn a_consume_error_says_whether_the_consumer_or_the_ledger_failed() {
+    let mut l = accepted_a();
+    let err = l
+        .consume_with("billing", 10, 7, |_, _| Err("the invoice service is down"))
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "the consumer failed: the invoice service is down"
+    );
+    l.conn
+        .execute("UPDATE outbox SET terminal_state = 'exploded'", [])
+        .unwrap();
+    let err = l
+        .consume_with("billing", 10, 8, |_, _| Ok::<(), String>(()))
+        .unwrap_err();
+    assert_eq!(err.to_string(), "ledger storage failed: column outbox.terminal_state holds \"exploded\", which this build does not know");
+}
+
 #[test]
 fn unreadable_rows_are_storage_errors_not_panics_or_absences() {
     let mut l = accepted_a();
@@ -451,6 +541,107 @@ fn a_file_that_cannot_be_opened_is_named_in_the_error() {
             .contains("/nonexistent-dir-for-toolop/ledger.db"),
         "the error names the file: {err}"
     );
+}
+
+/// Opens `path` on another thread with `busy_timeout_ms`; the receiver gets the opened
+/// ledger's schema version or the error.
+#[cfg(not(madsim))]
+fn open_on_a_thread(
+    path: &std::path::Path,
+    busy_timeout_ms: u64,
+) -> std::sync::mpsc::Receiver<Result<usize, LedgerError>> {
+    use super::SqliteOptions;
+    let (tx, rx) = std::sync::mpsc::channel();
+    let path = path.to_path_buf();
+    std::thread::spawn(move || {
+        let opened = SqliteLedger::open_with(
+            &path,
+            SqliteOptions {
+                busy_timeout_ms,
+                ..SqliteOptions::default()
+            },
+        )
+        .and_then(|l| l.schema_version());
+        // The test may have stopped listening (it failed): nothing left to tell.
+        let _ = tx.send(opened);
+    });
+    rx
+}
+
+/// Another process holding a write lock on a file not yet in WAL (the switch to WAL needs that
+/// lock) makes SQLite answer "busy" at once, without its busy handler. Opening must keep trying
+/// while the lock is held and succeed once it goes, not fail on the first answer.
+/// (cargo-mutants: `is_busy` made `false`, and `<` made `==` in `open_with`'s retry guard,
+/// survived.)
+#[cfg(not(madsim))]
+#[test]
+fn opening_waits_for_another_writer_to_let_go_of_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("toolop.db");
+    let other = Connection::open(&path).unwrap();
+    other.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let opened = open_on_a_thread(&path, 60_000);
+    // The opener meets the lock within a millisecond; a generous wait in case the machine is busy.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    if let Ok(early) = opened.try_recv() {
+        panic!("opening answered while the other writer held the file: {early:?}");
+    }
+    other.execute_batch("ROLLBACK").unwrap();
+    let opened = opened
+        .recv_timeout(std::time::Duration::from_secs(10))
+        .expect("opening finishes once the lock is gone");
+    assert_eq!(opened, Ok(SCHEMA_VERSION));
+}
+
+/// A lock held longer than the busy timeout: opening gives up after that long, with an error
+/// that names the file and says it is locked, rather than hanging for as long as the lock lasts.
+/// (cargo-mutants: the retry guard made `true`, and `&&` made `||`, survived; both retry
+/// for as long as the lock is held.)
+#[cfg(not(madsim))]
+#[test]
+fn opening_gives_up_after_its_busy_timeout_and_names_the_locked_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("toolop.db");
+    let other = Connection::open(&path).unwrap();
+    other.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let began = std::time::Instant::now();
+    let opened = open_on_a_thread(&path, 200)
+        .recv_timeout(std::time::Duration::from_secs(10))
+        .expect("opening gives up while the lock is still held");
+    let waited = began.elapsed();
+    other.execute_batch("ROLLBACK").unwrap();
+    match opened {
+        Err(LedgerError::Storage(why)) => assert!(
+            why.contains(&path.display().to_string()) && why.contains("locked"),
+            "the error names the file and the lock: {why}"
+        ),
+        other => panic!("expected a storage error for the locked file, got {other:?}"),
+    }
+    assert!(
+        waited >= std::time::Duration::from_millis(200),
+        "it kept trying for its busy timeout first (gave up after {waited:?})"
+    );
+}
+
+/// Only "busy" is worth waiting for. A file that is not a database fails on the first try: a
+/// wrong path given to toolop is answered at once, not after the busy timeout.
+/// (cargo-mutants: `is_busy` made `true` survived.)
+#[cfg(not(madsim))]
+#[test]
+fn a_file_that_is_not_a_database_fails_at_once_not_after_the_busy_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("notes.txt");
+    std::fs::write(&path, "a shopping list, not a ledger\n".repeat(200)).unwrap();
+    let opened = open_on_a_thread(&path, 600_000)
+        .recv_timeout(std::time::Duration::from_secs(10))
+        .expect("answered long before its ten-minute busy timeout");
+    match opened {
+        Err(LedgerError::Storage(why)) => assert!(
+            why.contains(&path.display().to_string()) && why.contains("not a database"),
+            "the error names the file and what is wrong with it: {why}"
+        ),
+        other => panic!("expected a storage error for a non-database, got {other:?}"),
+    }
 }
 
 /// The simulator will run series on `open_in_memory` under `--cfg madsim`: SQLite inside the

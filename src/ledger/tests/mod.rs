@@ -35,6 +35,7 @@ both_ledgers!(
     acceptance_writes_one_receipt_and_one_ready_outbox_entry,
     a_second_receipt_for_a_call_node_is_refused,
     acceptance_checks_each_bound_field,
+    a_cancel_nobody_asked_for_is_accepted_as_the_servers_outcome,
     acceptance_rechecks_what_the_writer_read_against_the_stored_record,
     compare_and_swap_catches_the_same_races_first,
     a_receipted_state_cannot_be_written_without_the_acceptance_transaction,

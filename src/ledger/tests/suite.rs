@@ -193,6 +193,41 @@ pub fn acceptance_checks_each_bound_field<L: Ledger>(new: fn() -> L) {
     refused_because(l.commit(w), "no cancel was ever requested");
 }
 
+/// A task the server cancelled on its own (nothing of ours asked: cancel generation 0, the
+/// core's "cancelled, no result stored") is an outcome like any other: the receipt and the
+/// outbox say cancelled, the record lands in ACCEPTED. CANCELLED_ACCEPTED is only for a cancel
+/// we asked for; were this refused, the runner would only log the refusal: the finished call
+/// would get no receipt and its outcome would never reach the outbox.
+/// (cargo-mutants: the `CancelledAccepted` guard in `check_accept` made `true` survived.)
+pub fn a_cancel_nobody_asked_for_is_accepted_as_the_servers_outcome<L: Ledger>(new: fn() -> L) {
+    let mut l = new();
+    let r = fetching(&mut l, "a");
+    assert_eq!(r.cancel_generation, 0, "no cancel of ours");
+    let stored = l
+        .commit(accept_as(
+            &r,
+            TerminalState::Cancelled,
+            LocalState::Accepted,
+            None,
+            None,
+        ))
+        .expect("a cancel by the server is accepted");
+    assert_eq!(stored.local_state, LocalState::Accepted);
+    let receipts = l.receipts().unwrap();
+    assert_eq!(
+        receipts
+            .iter()
+            .map(|r| (r.call_node_id.as_str(), r.terminal_state))
+            .collect::<Vec<_>>(),
+        [("a", TerminalState::Cancelled)]
+    );
+    let entry = l.outbox_entry("a").unwrap().expect("an outbox entry");
+    assert_eq!(
+        (entry.terminal_state, entry.status, entry.payload),
+        (TerminalState::Cancelled, OutboxStatus::Ready, None)
+    );
+}
+
 /// Another writer moved the record after the acceptance was decided. The accepting writer
 /// re-read only the version (so compare-and-swap passes) and kept its old decision: each
 /// re-check must refuse it on its own.
