@@ -853,6 +853,28 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
          reply:poll:status => WORKING->INPUT_REQUIRED [send:fetch#5]
          cancel_clicked => INPUT_REQUIRED->CANCEL_REQUESTED [send:cancel#6]",
     ),
+    (
+        // cargo-mutants found the guard of RejectLocally unpinned (any operator, `true`, `false`):
+        // no scenario rejected a call locally at all.
+        "a call the executor will not send ends REJECTED with a receipt, and nothing is sent",
+        |s| {
+            s.ev(Event::RejectLocally).ev(Event::RejectLocally).ev(Event::Start);
+        },
+        "reject_locally => SUBMITTING->REJECTED [accept:rejected]
+         reject_locally => rejected:already_final
+         start => rejected:already_final",
+    ),
+    (
+        "once the submission has left, the call can no longer be rejected locally",
+        |s| {
+            s.ev(Event::Start).ev(Event::RejectLocally);
+            s.reply(RequestKind::Submit, Reply::Submitted(view(P::Working))).ev(Event::RejectLocally);
+        },
+        "start => stay [send:submit#1]
+         reject_locally => rejected:not_applicable
+         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
+         reject_locally => rejected:not_applicable",
+    ),
 ];
 
 fn normalise(s: &str) -> String {
