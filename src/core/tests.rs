@@ -875,6 +875,41 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
          reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
          reject_locally => rejected:not_applicable",
     ),
+    (
+        // cargo-mutants: with either `&&` of the late-completion check read as `||`, a late view
+        // of a cancel already confirmed, or of another operation, also called for a human.
+        "after a confirmed cancel only a late completion of our own operation needs a human",
+        |s| {
+            s.working().ev(Event::CancelClicked).reply(RequestKind::Cancel, Reply::CancelAcknowledged(view(P::Cancelled)));
+            s.reply(RequestKind::Poll, Reply::Status(view(P::Cancelled)));
+            let mut other = view(P::Completed);
+            other.operation_id = "op-other".into();
+            s.reply(RequestKind::Poll, Reply::Status(other));
+            s.reply(RequestKind::Poll, Reply::Status(view(P::Completed)));
+        },
+        "start => stay [send:submit#1]
+         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
+         cancel_clicked => WORKING->CANCEL_REQUESTED [send:cancel#2]
+         reply:cancel:cancel_ack => CANCEL_REQUESTED->CANCELLED_ACCEPTED [accept:cancelled]
+         reply:poll:status => rejected:already_final
+         reply:poll:status => rejected:already_final
+         reply:poll:status => stay [effect]",
+    ),
+    (
+        "a late completion after a completed acceptance is refused, not sent to a human",
+        |s| {
+            s.working().timer(Timer::PollDue).reply(RequestKind::Poll, Reply::Status(view(P::Completed)));
+            s.timer(Timer::FetchDue).reply(RequestKind::Fetch, Reply::Result(result(true)));
+            s.ev(Event::Reply { kind: RequestKind::Poll, seq: 2, epoch: 1, reply: Reply::Status(view(P::Completed)) });
+        },
+        "start => stay [send:submit#1]
+         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
+         timer:poll_due => stay [send:poll#2]
+         reply:poll:status => WORKING->TERMINAL_OBSERVED [at0:fetch_due]
+         timer:fetch_due => TERMINAL_OBSERVED->FETCHING_RESULT [send:fetch#3]
+         reply:fetch:result => FETCHING_RESULT->ACCEPTED [accept:completed]
+         reply:poll:status => rejected:already_final",
+    ),
 ];
 
 fn normalise(s: &str) -> String {
