@@ -910,6 +910,35 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
          reply:fetch:result => FETCHING_RESULT->ACCEPTED [accept:completed]
          reply:poll:status => rejected:already_final",
     ),
+    (
+        // cargo-mutants: the resume rule for CANCEL_REQUESTED (its guard, its comparison with
+        // the budget, and the count it keeps) was unpinned: no scenario restarted mid-cancel.
+        "restart while cancelling says the cancel again at once, within the cancel budget",
+        |s| {
+            s.cfg.max_cancel_attempts = 2;
+            s.working().ev(Event::CancelClicked).ev(Event::Resume).ev(Event::Resume);
+            s.timer(Timer::CancelRequery).reply(RequestKind::Poll, Reply::Status(view(P::Working)));
+        },
+        "start => stay [send:submit#1]
+         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
+         cancel_clicked => WORKING->CANCEL_REQUESTED [send:cancel#2]
+         resume => stay [send:cancel#3]
+         resume => stay [at0:cancel_requery]
+         timer:cancel_requery => stay [send:poll#4]
+         reply:poll:status => CANCEL_REQUESTED->UNKNOWN [reconcile]",
+    ),
+    (
+        "restart after a best-effort cancel was taken only reads the state again",
+        |s| {
+            s.working().ev(Event::CancelClicked).reply(RequestKind::Cancel, Reply::CancelPending);
+            s.ev(Event::Resume);
+        },
+        "start => stay [send:submit#1]
+         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
+         cancel_clicked => WORKING->CANCEL_REQUESTED [send:cancel#2]
+         reply:cancel:cancel_pending => stay [at2000:cancel_requery]
+         resume => stay [at0:cancel_requery]",
+    ),
 ];
 
 fn normalise(s: &str) -> String {
