@@ -939,6 +939,25 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
          reply:cancel:cancel_pending => stay [at2000:cancel_requery]
          resume => stay [at0:cancel_requery]",
     ),
+    (
+        // cargo-mutants: the guard on polling from INPUT_REQUIRED (`true`, `||`) was unpinned.
+        "no poll while the input stream is open or an approval is pending",
+        |s| {
+            s.working().timer(Timer::PollDue).reply(RequestKind::Poll, Reply::Status(view(P::InputRequired)));
+            s.timer(Timer::PollDue).ev(Event::InputRequested(input(0))).timer(Timer::PollDue);
+            s.ev(Event::ApprovalReplied { round: 1, schema_digest: "s-1".into(), reply: ApprovalReply::Decline });
+            s.timer(Timer::PollDue);
+        },
+        "start => stay [send:submit#1]
+         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
+         timer:poll_due => stay [send:poll#2]
+         reply:poll:status => WORKING->INPUT_REQUIRED [send:fetch#3]
+         timer:poll_due => stay
+         input_requested => stay [ask:r1 at60000:approval_deadline]
+         timer:poll_due => stay
+         approval_replied => stay [send:input_response#4 at1500:poll_due]
+         timer:poll_due => stay [send:poll#5]",
+    ),
 ];
 
 fn normalise(s: &str) -> String {
