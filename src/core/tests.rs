@@ -958,6 +958,30 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
          approval_replied => stay [send:input_response#4 at1500:poll_due]
          timer:poll_due => stay [send:poll#5]",
     ),
+    (
+        // cargo-mutants: with the round check of the deadline gone, an old round's deadline
+        // was reported as a rejected stale approval instead of a spent timer.
+        "the deadline of an answered round is spent; the next round keeps its own",
+        |s| {
+            s.working().timer(Timer::PollDue).reply(RequestKind::Poll, Reply::Status(view(P::InputRequired)));
+            s.ev(Event::InputRequested(input(0)));
+            s.ev(Event::ApprovalReplied { round: 1, schema_digest: "s-1".into(), reply: ApprovalReply::Decline });
+            s.timer(Timer::PollDue).reply(RequestKind::Poll, Reply::Status(view(P::InputRequired)));
+            s.ev(Event::InputRequested(input(1)));
+            s.at(60_000).timer(Timer::ApprovalDeadline { round: 1 }).timer(Timer::ApprovalDeadline { round: 2 });
+        },
+        "start => stay [send:submit#1]
+         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
+         timer:poll_due => stay [send:poll#2]
+         reply:poll:status => WORKING->INPUT_REQUIRED [send:fetch#3]
+         input_requested => stay [ask:r1 at60000:approval_deadline]
+         approval_replied => stay [send:input_response#4 at1500:poll_due]
+         timer:poll_due => stay [send:poll#5]
+         reply:poll:status => stay [send:fetch#6]
+         input_requested => stay [ask:r2 at60000:approval_deadline]
+         timer:approval_deadline => stay
+         timer:approval_deadline => stay [send:input_response#7 at62250:poll_due]",
+    ),
 ];
 
 fn normalise(s: &str) -> String {
