@@ -982,6 +982,28 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
          timer:approval_deadline => stay
          timer:approval_deadline => stay [send:input_response#7 at62250:poll_due]",
     ),
+    (
+        // cargo-mutants: `>` read as `>=` (stale_view_shows_ours) survived. A view answering the
+        // very request that drew the first not-found may have been read before that 404 (two
+        // replicas, one request): it proves nothing, and the streak goes on.
+        "a late view answering the request that drew the first not-found does not reset the count",
+        |s| {
+            s.working().timer(Timer::PollDue).reply(RequestKind::Poll, Reply::NotFound { message: "gone".into() });
+            s.ev(Event::Reply { kind: RequestKind::Poll, seq: 2, epoch: 1, reply: Reply::Status(view(P::Working)) });
+            for _ in 0..2 {
+                s.timer(Timer::PollDue).reply(RequestKind::Poll, Reply::NotFound { message: "gone".into() });
+            }
+        },
+        "start => stay [send:submit#1]
+         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
+         timer:poll_due => stay [send:poll#2]
+         reply:poll:not_found => stay [at1500:poll_due]
+         reply:poll:status => rejected:stale_answer
+         timer:poll_due => stay [send:poll#3]
+         reply:poll:not_found => stay [at2250:poll_due]
+         timer:poll_due => stay [send:poll#4]
+         reply:poll:not_found => WORKING->UNKNOWN [reconcile]",
+    ),
 ];
 
 fn normalise(s: &str) -> String {
