@@ -1004,6 +1004,21 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
          timer:poll_due => stay [send:poll#4]
          reply:poll:not_found => WORKING->UNKNOWN [reconcile]",
     ),
+    (
+        // cargo-mutants: the guard refusing an empty operation id (absorb) survived as `false`:
+        // no scenario had the server name no operation. An empty id is never adopted (every
+        // later request would name it); the submission still waits for a usable answer.
+        "a submission answered with an empty operation id is refused, never adopted",
+        |s| {
+            let mut nameless = view(P::Working);
+            nameless.operation_id = String::new();
+            s.ev(Event::Start).reply(RequestKind::Submit, Reply::Submitted(nameless));
+            s.reply(RequestKind::Submit, Reply::Submitted(view(P::Working)));
+        },
+        "start => stay [send:submit#1]
+         reply:submit:submitted => rejected:operation_mismatch
+         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]",
+    ),
 ];
 
 fn normalise(s: &str) -> String {
