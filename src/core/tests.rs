@@ -960,7 +960,9 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
     ),
     (
         // cargo-mutants: with the round check of the deadline gone, an old round's deadline
-        // was reported as a rejected stale approval instead of a spent timer.
+        // was reported as a rejected stale approval instead of a spent timer. The poll after
+        // the first answer also pins the (INPUT_REQUIRED, input_required) arm of on_status:
+        // without it the server's "still asking" read as back to WORKING, and round 2 was lost.
         "the deadline of an answered round is spent; the next round keeps its own",
         |s| {
             s.working().timer(Timer::PollDue).reply(RequestKind::Poll, Reply::Status(view(P::InputRequired)));
