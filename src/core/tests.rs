@@ -1021,6 +1021,27 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
          reply:submit:submitted => rejected:operation_mismatch
          reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]",
     ),
+    (
+        // cargo-mutants: the count of cancels resent after a still-running read (on_status) was
+        // unpinned (`+=` as `-=`, `*=`): the existing scenario spent a budget of one, which is
+        // checked before any resend is counted.
+        "a cancel resent after a still-running read counts against the budget",
+        |s| {
+            s.cfg.max_cancel_attempts = 2;
+            s.working().ev(Event::CancelClicked).lost(RequestKind::Cancel);
+            for _ in 0..2 {
+                s.timer(Timer::CancelRequery).reply(RequestKind::Poll, Reply::Status(view(P::Working)));
+            }
+        },
+        "start => stay [send:submit#1]
+         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
+         cancel_clicked => WORKING->CANCEL_REQUESTED [send:cancel#2]
+         lost:cancel => stay [at2000:cancel_requery]
+         timer:cancel_requery => stay [send:poll#3]
+         reply:poll:status => stay [send:cancel#4]
+         timer:cancel_requery => stay [send:poll#5]
+         reply:poll:status => CANCEL_REQUESTED->UNKNOWN [reconcile]",
+    ),
 ];
 
 fn normalise(s: &str) -> String {
