@@ -1042,6 +1042,23 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
          timer:cancel_requery => stay [send:poll#5]
          reply:poll:status => CANCEL_REQUESTED->UNKNOWN [reconcile]",
     ),
+    (
+        // cargo-mutants: the 429 arms of on_submit_reply and on_lookup_reply could be deleted:
+        // no scenario rate-limited a submission or a lookup. A 429 proves the server did not
+        // take the submission (same key again, after Retry-After); a lookup waits it out too.
+        "Retry-After on 429 delays a resubmission and a lookup, never read as unknown",
+        |s| {
+            s.ev(Event::Start).reply(RequestKind::Submit, Reply::RateLimited { retry_after_ms: Some(5_000) });
+            s.at(5_000).timer(Timer::SubmitDue).lost(RequestKind::Submit).timer(Timer::LookupDue);
+            s.reply(RequestKind::Lookup, Reply::RateLimited { retry_after_ms: Some(30_000) });
+        },
+        "start => stay [send:submit#1]
+         reply:submit:rate_limited => stay [at5000:submit_due]
+         timer:submit_due => stay [send:submit#2]
+         lost:submit => SUBMITTING->SUBMISSION_UNKNOWN [at5000:lookup_due]
+         timer:lookup_due => stay [send:lookup#3]
+         reply:lookup:rate_limited => stay [at35000:lookup_due]",
+    ),
 ];
 
 fn normalise(s: &str) -> String {
