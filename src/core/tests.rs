@@ -1059,6 +1059,28 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
          timer:lookup_due => stay [send:lookup#3]
          reply:lookup:rate_limited => stay [at35000:lookup_due]",
     ),
+    (
+        // cargo-mutants: the `latest` guards of on_lookup_reply (not-found as `true`, the
+        // catch-all for old answers as `false`) survived: no scenario had two lookups out.
+        "an answer to an older lookup proves nothing and schedules nothing",
+        |s| {
+            s.ev(Event::Start).lost(RequestKind::Submit);
+            s.timer(Timer::LookupDue).lost(RequestKind::Lookup).timer(Timer::LookupDue).lost(RequestKind::Lookup).timer(Timer::LookupDue);
+            s.ev(Event::Reply { kind: RequestKind::Lookup, seq: 2, epoch: 1, reply: Reply::Unavailable { retry_after_ms: None } });
+            s.ev(Event::Reply { kind: RequestKind::Lookup, seq: 3, epoch: 1, reply: Reply::LookupNotFound });
+            s.reply(RequestKind::Lookup, Reply::LookupFound(view(P::Working)));
+        },
+        "start => stay [send:submit#1]
+         lost:submit => SUBMITTING->SUBMISSION_UNKNOWN [at0:lookup_due]
+         timer:lookup_due => stay [send:lookup#2]
+         lost:lookup => stay [at1000:lookup_due]
+         timer:lookup_due => stay [send:lookup#3]
+         lost:lookup => stay [at1000:lookup_due]
+         timer:lookup_due => stay [send:lookup#4]
+         reply:lookup:unavailable => stay
+         reply:lookup:lookup_not_found => stay
+         reply:lookup:lookup_found => SUBMISSION_UNKNOWN->WORKING [at1000:poll_due]",
+    ),
 ];
 
 fn normalise(s: &str) -> String {
