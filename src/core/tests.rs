@@ -853,6 +853,234 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
          reply:poll:status => WORKING->INPUT_REQUIRED [send:fetch#5]
          cancel_clicked => INPUT_REQUIRED->CANCEL_REQUESTED [send:cancel#6]",
     ),
+    (
+        // cargo-mutants found the guard of RejectLocally unpinned (any operator, `true`, `false`):
+        // no scenario rejected a call locally at all.
+        "a call the executor will not send ends REJECTED with a receipt, and nothing is sent",
+        |s| {
+            s.ev(Event::RejectLocally).ev(Event::RejectLocally).ev(Event::Start);
+        },
+        "reject_locally => SUBMITTING->REJECTED [accept:rejected]
+         reject_locally => rejected:already_final
+         start => rejected:already_final",
+    ),
+    (
+        "once the submission has left, the call can no longer be rejected locally",
+        |s| {
+            s.ev(Event::Start).ev(Event::RejectLocally);
+            s.reply(RequestKind::Submit, Reply::Submitted(view(P::Working))).ev(Event::RejectLocally);
+        },
+        "start => stay [send:submit#1]
+         reject_locally => rejected:not_applicable
+         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
+         reject_locally => rejected:not_applicable",
+    ),
+    (
+        // cargo-mutants: with either `&&` of the late-completion check read as `||`, a late view
+        // of a cancel already confirmed, or of another operation, also called for a human.
+        "after a confirmed cancel only a late completion of our own operation needs a human",
+        |s| {
+            s.working().ev(Event::CancelClicked).reply(RequestKind::Cancel, Reply::CancelAcknowledged(view(P::Cancelled)));
+            s.reply(RequestKind::Poll, Reply::Status(view(P::Cancelled)));
+            let mut other = view(P::Completed);
+            other.operation_id = "op-other".into();
+            s.reply(RequestKind::Poll, Reply::Status(other));
+            s.reply(RequestKind::Poll, Reply::Status(view(P::Completed)));
+        },
+        "start => stay [send:submit#1]
+         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
+         cancel_clicked => WORKING->CANCEL_REQUESTED [send:cancel#2]
+         reply:cancel:cancel_ack => CANCEL_REQUESTED->CANCELLED_ACCEPTED [accept:cancelled]
+         reply:poll:status => rejected:already_final
+         reply:poll:status => rejected:already_final
+         reply:poll:status => stay [effect]",
+    ),
+    (
+        "a late completion after a completed acceptance is refused, not sent to a human",
+        |s| {
+            s.working().timer(Timer::PollDue).reply(RequestKind::Poll, Reply::Status(view(P::Completed)));
+            s.timer(Timer::FetchDue).reply(RequestKind::Fetch, Reply::Result(result(true)));
+            s.ev(Event::Reply { kind: RequestKind::Poll, seq: 2, epoch: 1, reply: Reply::Status(view(P::Completed)) });
+        },
+        "start => stay [send:submit#1]
+         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
+         timer:poll_due => stay [send:poll#2]
+         reply:poll:status => WORKING->TERMINAL_OBSERVED [at0:fetch_due]
+         timer:fetch_due => TERMINAL_OBSERVED->FETCHING_RESULT [send:fetch#3]
+         reply:fetch:result => FETCHING_RESULT->ACCEPTED [accept:completed]
+         reply:poll:status => rejected:already_final",
+    ),
+    (
+        // cargo-mutants: the resume rule for CANCEL_REQUESTED (its guard, its comparison with
+        // the budget, and the count it keeps) was unpinned: no scenario restarted mid-cancel.
+        "restart while cancelling says the cancel again at once, within the cancel budget",
+        |s| {
+            s.cfg.max_cancel_attempts = 2;
+            s.working().ev(Event::CancelClicked).ev(Event::Resume).ev(Event::Resume);
+            s.timer(Timer::CancelRequery).reply(RequestKind::Poll, Reply::Status(view(P::Working)));
+        },
+        "start => stay [send:submit#1]
+         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
+         cancel_clicked => WORKING->CANCEL_REQUESTED [send:cancel#2]
+         resume => stay [send:cancel#3]
+         resume => stay [at0:cancel_requery]
+         timer:cancel_requery => stay [send:poll#4]
+         reply:poll:status => CANCEL_REQUESTED->UNKNOWN [reconcile]",
+    ),
+    (
+        "restart after a best-effort cancel was taken only reads the state again",
+        |s| {
+            s.working().ev(Event::CancelClicked).reply(RequestKind::Cancel, Reply::CancelPending);
+            s.ev(Event::Resume);
+        },
+        "start => stay [send:submit#1]
+         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
+         cancel_clicked => WORKING->CANCEL_REQUESTED [send:cancel#2]
+         reply:cancel:cancel_pending => stay [at2000:cancel_requery]
+         resume => stay [at0:cancel_requery]",
+    ),
+    (
+        // cargo-mutants: the guard on polling from INPUT_REQUIRED (`true`, `||`) was unpinned.
+        "no poll while the input stream is open or an approval is pending",
+        |s| {
+            s.working().timer(Timer::PollDue).reply(RequestKind::Poll, Reply::Status(view(P::InputRequired)));
+            s.timer(Timer::PollDue).ev(Event::InputRequested(input(0))).timer(Timer::PollDue);
+            s.ev(Event::ApprovalReplied { round: 1, schema_digest: "s-1".into(), reply: ApprovalReply::Decline });
+            s.timer(Timer::PollDue);
+        },
+        "start => stay [send:submit#1]
+         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
+         timer:poll_due => stay [send:poll#2]
+         reply:poll:status => WORKING->INPUT_REQUIRED [send:fetch#3]
+         timer:poll_due => stay
+         input_requested => stay [ask:r1 at60000:approval_deadline]
+         timer:poll_due => stay
+         approval_replied => stay [send:input_response#4 at1500:poll_due]
+         timer:poll_due => stay [send:poll#5]",
+    ),
+    (
+        // cargo-mutants: with the round check of the deadline gone, an old round's deadline
+        // was reported as a rejected stale approval instead of a spent timer. The poll after
+        // the first answer also pins the (INPUT_REQUIRED, input_required) arm of on_status:
+        // without it the server's "still asking" read as back to WORKING, and round 2 was lost.
+        "the deadline of an answered round is spent; the next round keeps its own",
+        |s| {
+            s.working().timer(Timer::PollDue).reply(RequestKind::Poll, Reply::Status(view(P::InputRequired)));
+            s.ev(Event::InputRequested(input(0)));
+            s.ev(Event::ApprovalReplied { round: 1, schema_digest: "s-1".into(), reply: ApprovalReply::Decline });
+            s.timer(Timer::PollDue).reply(RequestKind::Poll, Reply::Status(view(P::InputRequired)));
+            s.ev(Event::InputRequested(input(1)));
+            s.at(60_000).timer(Timer::ApprovalDeadline { round: 1 }).timer(Timer::ApprovalDeadline { round: 2 });
+        },
+        "start => stay [send:submit#1]
+         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
+         timer:poll_due => stay [send:poll#2]
+         reply:poll:status => WORKING->INPUT_REQUIRED [send:fetch#3]
+         input_requested => stay [ask:r1 at60000:approval_deadline]
+         approval_replied => stay [send:input_response#4 at1500:poll_due]
+         timer:poll_due => stay [send:poll#5]
+         reply:poll:status => stay [send:fetch#6]
+         input_requested => stay [ask:r2 at60000:approval_deadline]
+         timer:approval_deadline => stay
+         timer:approval_deadline => stay [send:input_response#7 at62250:poll_due]",
+    ),
+    (
+        // cargo-mutants: `>` read as `>=` (stale_view_shows_ours) survived. A view answering the
+        // very request that drew the first not-found may have been read before that 404 (two
+        // replicas, one request): it proves nothing, and the streak goes on.
+        "a late view answering the request that drew the first not-found does not reset the count",
+        |s| {
+            s.working().timer(Timer::PollDue).reply(RequestKind::Poll, Reply::NotFound { message: "gone".into() });
+            s.ev(Event::Reply { kind: RequestKind::Poll, seq: 2, epoch: 1, reply: Reply::Status(view(P::Working)) });
+            for _ in 0..2 {
+                s.timer(Timer::PollDue).reply(RequestKind::Poll, Reply::NotFound { message: "gone".into() });
+            }
+        },
+        "start => stay [send:submit#1]
+         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
+         timer:poll_due => stay [send:poll#2]
+         reply:poll:not_found => stay [at1500:poll_due]
+         reply:poll:status => rejected:stale_answer
+         timer:poll_due => stay [send:poll#3]
+         reply:poll:not_found => stay [at2250:poll_due]
+         timer:poll_due => stay [send:poll#4]
+         reply:poll:not_found => WORKING->UNKNOWN [reconcile]",
+    ),
+    (
+        // cargo-mutants: the guard refusing an empty operation id (absorb) survived as `false`:
+        // no scenario had the server name no operation. An empty id is never adopted (every
+        // later request would name it); the submission still waits for a usable answer.
+        "a submission answered with an empty operation id is refused, never adopted",
+        |s| {
+            let mut nameless = view(P::Working);
+            nameless.operation_id = String::new();
+            s.ev(Event::Start).reply(RequestKind::Submit, Reply::Submitted(nameless));
+            s.reply(RequestKind::Submit, Reply::Submitted(view(P::Working)));
+        },
+        "start => stay [send:submit#1]
+         reply:submit:submitted => rejected:operation_mismatch
+         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]",
+    ),
+    (
+        // cargo-mutants: the count of cancels resent after a still-running read (on_status) was
+        // unpinned (`+=` as `-=`, `*=`): the existing scenario spent a budget of one, which is
+        // checked before any resend is counted.
+        "a cancel resent after a still-running read counts against the budget",
+        |s| {
+            s.cfg.max_cancel_attempts = 2;
+            s.working().ev(Event::CancelClicked).lost(RequestKind::Cancel);
+            for _ in 0..2 {
+                s.timer(Timer::CancelRequery).reply(RequestKind::Poll, Reply::Status(view(P::Working)));
+            }
+        },
+        "start => stay [send:submit#1]
+         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
+         cancel_clicked => WORKING->CANCEL_REQUESTED [send:cancel#2]
+         lost:cancel => stay [at2000:cancel_requery]
+         timer:cancel_requery => stay [send:poll#3]
+         reply:poll:status => stay [send:cancel#4]
+         timer:cancel_requery => stay [send:poll#5]
+         reply:poll:status => CANCEL_REQUESTED->UNKNOWN [reconcile]",
+    ),
+    (
+        // cargo-mutants: the 429 arms of on_submit_reply and on_lookup_reply could be deleted:
+        // no scenario rate-limited a submission or a lookup. A 429 proves the server did not
+        // take the submission (same key again, after Retry-After); a lookup waits it out too.
+        "Retry-After on 429 delays a resubmission and a lookup, never read as unknown",
+        |s| {
+            s.ev(Event::Start).reply(RequestKind::Submit, Reply::RateLimited { retry_after_ms: Some(5_000) });
+            s.at(5_000).timer(Timer::SubmitDue).lost(RequestKind::Submit).timer(Timer::LookupDue);
+            s.reply(RequestKind::Lookup, Reply::RateLimited { retry_after_ms: Some(30_000) });
+        },
+        "start => stay [send:submit#1]
+         reply:submit:rate_limited => stay [at5000:submit_due]
+         timer:submit_due => stay [send:submit#2]
+         lost:submit => SUBMITTING->SUBMISSION_UNKNOWN [at5000:lookup_due]
+         timer:lookup_due => stay [send:lookup#3]
+         reply:lookup:rate_limited => stay [at35000:lookup_due]",
+    ),
+    (
+        // cargo-mutants: the `latest` guards of on_lookup_reply (not-found as `true`, the
+        // catch-all for old answers as `false`) survived: no scenario had two lookups out.
+        "an answer to an older lookup proves nothing and schedules nothing",
+        |s| {
+            s.ev(Event::Start).lost(RequestKind::Submit);
+            s.timer(Timer::LookupDue).lost(RequestKind::Lookup).timer(Timer::LookupDue).lost(RequestKind::Lookup).timer(Timer::LookupDue);
+            s.ev(Event::Reply { kind: RequestKind::Lookup, seq: 2, epoch: 1, reply: Reply::Unavailable { retry_after_ms: None } });
+            s.ev(Event::Reply { kind: RequestKind::Lookup, seq: 3, epoch: 1, reply: Reply::LookupNotFound });
+            s.reply(RequestKind::Lookup, Reply::LookupFound(view(P::Working)));
+        },
+        "start => stay [send:submit#1]
+         lost:submit => SUBMITTING->SUBMISSION_UNKNOWN [at0:lookup_due]
+         timer:lookup_due => stay [send:lookup#2]
+         lost:lookup => stay [at1000:lookup_due]
+         timer:lookup_due => stay [send:lookup#3]
+         lost:lookup => stay [at1000:lookup_due]
+         timer:lookup_due => stay [send:lookup#4]
+         reply:lookup:unavailable => stay
+         reply:lookup:lookup_not_found => stay
+         reply:lookup:lookup_found => SUBMISSION_UNKNOWN->WORKING [at1000:poll_due]",
+    ),
 ];
 
 fn normalise(s: &str) -> String {
