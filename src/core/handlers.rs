@@ -18,16 +18,9 @@ type R = Result<Outcome, Outcome>;
 
 /// Whether a planted anti-pattern is on; a constant `false` in production builds.
 macro_rules! mutated {
-    ($m:expr, $name:ident) => {{
-        #[cfg(feature = "mutations")]
-        {
-            $m.cfg.mutated(super::mutation::Mutation::$name)
-        }
-        #[cfg(not(feature = "mutations"))]
-        {
-            false
-        }
-    }};
+    ($m:expr, $name:ident) => {
+        mutated!($m, $name, when true)
+    };
     // A plant that applies only where `$when` holds. The condition sits inside the macro so
     // that it is part of the plant, not of the executor: cargo-mutants does not rewrite macro
     // arguments, and a mutant of a condition beside a plant that is off changes nothing.
