@@ -169,6 +169,7 @@ MUTATION_ARGS ?=
 MUTANTS := $(MUTATION_ENV) nice -n 10 cargo mutants $(if $(MUTATION_RE),--re '$(MUTATION_RE)') $(MUTATION_ARGS)
 
 mutation:
+	mkdir -p target
 	$(MUTANTS) --shard $(MUTATION_SHARD) --output target/mutation-$(subst /,-of-,$(MUTATION_SHARD))
 
 # Only the mutants on lines changed under src/ since MUTATION_BASE. The default base is the
