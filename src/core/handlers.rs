@@ -666,7 +666,13 @@ impl<'a> Machine<'a> {
             return rejected(Rejection::NotApplicable);
         }
         match reply {
-            Reply::Submitted(v) => self.operation_known(v),
+            Reply::Submitted(v) => {
+                // A server may make a task of a call we sent without one: the task, not the
+                // reply, then holds the outcome, and the record stops calling itself synchronous
+                // so that it is judged (and resumed) as the task it is.
+                self.rec.synchronous = false;
+                self.operation_known(v)
+            }
             // The tool may have run, and no task exists that a lookup by key could find: "not
             // found by key" would then look like proof that nothing ran, and the call would run
             // again. Late or not, this settles it: a human reconciles, nothing is resent.

@@ -309,6 +309,18 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
          reply:submit_sync:sync_result => SUBMITTING->ACCEPTED [accept:completed]",
     ),
     (
+        "a synchronous call the server made a task of is followed as that task",
+        |s| {
+            s.rec.synchronous = true;
+            s.ev(Event::Start).reply(RequestKind::SubmitSync, Reply::Submitted(view(P::Completed)));
+            s.timer(Timer::FetchDue).reply(RequestKind::Fetch, Reply::Result(result(true)));
+        },
+        "start => stay [send:submit_sync#1]
+         reply:submit_sync:submitted => SUBMITTING->WORKING->TERMINAL_OBSERVED [at0:fetch_due]
+         timer:fetch_due => TERMINAL_OBSERVED->FETCHING_RESULT [send:fetch#2]
+         reply:fetch:result => FETCHING_RESULT->ACCEPTED [accept:completed]",
+    ),
+    (
         "synchronous call lost: never called twice",
         |s| {
             s.rec.synchronous = true;
