@@ -123,6 +123,10 @@ pub const CHECKER_LINES: &[(&str, &str)] = &[
         "digest_kept_across_restart",
         "once a result digest is in the ledger, no later write records another for the node",
     ),
+    (
+        "no_needless_effect_reconciliation",
+        "a person is asked about a side effect only after the server showed a cancelled task ending",
+    ),
 ];
 
 /// One line per gate (the rows of every gate table).

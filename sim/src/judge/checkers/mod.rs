@@ -41,6 +41,8 @@ pub mod no_blind_resubmit;
 pub mod no_divergence;
 /// Nothing is handed to manual reconciliation that could still have been resolved.
 pub mod no_false_unknown;
+/// A person is asked about a side effect only when the server reported a cancelled task ending.
+pub mod no_needless_effect_reconciliation;
 /// A write lands only on the version its writer last saw (compare-and-swap, no lost update).
 pub mod no_lost_update;
 /// 6. No second operation from a duplicate submission.
@@ -89,7 +91,7 @@ pub struct Violation {
 type Checker = fn(&view::View) -> Vec<Violation>;
 
 /// Every checker, in report order: (name, check).
-pub const CHECKERS: [(&str, Checker); 25] = [
+pub const CHECKERS: [(&str, Checker); 26] = [
     (at_most_one_receipt::NAME, at_most_one_receipt::violations),
     (
         completed_needs_verified_result::NAME,
@@ -156,6 +158,10 @@ pub const CHECKERS: [(&str, Checker); 25] = [
     (
         digest_kept_across_restart::NAME,
         digest_kept_across_restart::violations,
+    ),
+    (
+        no_needless_effect_reconciliation::NAME,
+        no_needless_effect_reconciliation::violations,
     ),
 ];
 
@@ -265,7 +271,8 @@ mod tests {
                 "poll_interval_honoured",
                 "no_lost_update",
                 "no_write_from_fenced_epoch",
-                "digest_kept_across_restart"
+                "digest_kept_across_restart",
+                "no_needless_effect_reconciliation"
             ]
         );
     }
