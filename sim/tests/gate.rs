@@ -208,3 +208,25 @@ fn mcp_ext_faults_seed_2412_honours_the_poll_interval_after_a_replica_s_writes()
     let violations = toolop_sim::judge::checkers::check_all(&r.trace);
     assert!(violations.is_empty(), "{violations:?}; replay: {replay}");
 }
+
+/// mcp_replicas seed 918: a replica's submit timer lost its commit to the restarted primary's
+/// submission, was stepped again on the primary's SUBMITTING record and sent a second
+/// submission 77 ms after the primary's (`no_blind_resubmit`; against a server that does not
+/// dedupe by key, a second operation). A timer that would submit over a record another process
+/// wrote since this one last saw it is now left to that process.
+#[test]
+fn mcp_replicas_seed_918_leaves_the_submission_to_the_process_that_made_it() {
+    let (r, replay) = series_of("mcp_replicas", 918);
+    let violations = toolop_sim::judge::checkers::check_all(&r.trace);
+    assert!(violations.is_empty(), "{violations:?}; replay: {replay}");
+    let left = r.trace.events.iter().any(|e| {
+        matches!(
+            &e.what,
+            toolop_sim::trace::What::Exec {
+                obs: toolop::runner::Observation::SubmissionLeftToOther { .. },
+                ..
+            }
+        )
+    });
+    assert!(left, "the replica's timer was not the one left out; replay: {replay}");
+}

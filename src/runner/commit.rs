@@ -13,7 +13,7 @@ use std::pin::Pin;
 use super::{CrashPoint, Observation, Runner};
 use crate::core::{self, Command, Ctx, Event, Outcome};
 use crate::ledger::{LedgerError, Write};
-use crate::protocol::Reply;
+use crate::protocol::{Outbound, Reply};
 use crate::record::{LocalState, ToolOperation};
 
 /// What a commit may wait for between reading the record and writing it: a slow disk or a
@@ -200,6 +200,17 @@ impl Runner {
                 name = event.name();
                 step = core::step(&rec, &event, &ctx, &self.lanes[lane].core);
             }
+            if self.submission_left_to_other(node, &rec, &event, &step) {
+                self.observe(Observation::SubmissionLeftToOther {
+                    node: node.to_string(),
+                    event: name.clone(),
+                });
+                // Seen now; if the other process dies, the stall watch takes the node up
+                // from the record (a resume: a lookup by key before any new submission).
+                self.seen_version.insert(node.to_string(), rec.version);
+                self.watch_stall(node, false, rec.version);
+                return Handled::NotApplied;
+            }
             let changed = step.record != rec;
             let is_final = step.record.local_state.is_final();
             let mut write = Write {
@@ -340,6 +351,38 @@ impl Runner {
             && resumable
             && matches!(event, Event::Timer(_))
             && !self.drives_otherwise(node, rec, ctx, lane)
+    }
+
+    /// Whether a timer of this process would send a submission over a record another process
+    /// wrote since this one last saw it. The timer was set for the state this process knew (a
+    /// 429's retry, the next step after "not found by key"); the writer has since submitted,
+    /// or is proving that nothing exists, and a submission from here would be one nobody
+    /// proved safe: against a server that does not dedupe by key, a second operation
+    /// (mcp_replicas seed 918: a replica's submit timer lost its commit to the restarted
+    /// primary's submission, was stepped again on the primary's SUBMITTING record, and sent
+    /// a second submission 77 ms after the primary's).
+    fn submission_left_to_other(
+        &self,
+        node: &str,
+        rec: &ToolOperation,
+        event: &Event,
+        step: &core::Step,
+    ) -> bool {
+        let moved_elsewhere = self
+            .seen_version
+            .get(node)
+            .is_some_and(|v| *v != rec.version);
+        moved_elsewhere
+            && matches!(event, Event::Timer(_))
+            && step.commands.iter().any(|c| {
+                matches!(
+                    c,
+                    Command::Send {
+                        out: Outbound::Submit { .. } | Outbound::SubmitSync { .. },
+                        ..
+                    }
+                )
+            })
     }
 
     /// Whether this process holds something else that will step `node` from `rec`: a request

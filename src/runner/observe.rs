@@ -143,6 +143,13 @@ pub enum Observation {
     DuplicateCallNode {
         node: String,
     },
+    /// A timer of this process not applied: it would send a submission, and another process
+    /// wrote the node since this one last saw it (that process's submission, or its lookup,
+    /// is the node's; a second one from here could start a second operation).
+    SubmissionLeftToOther {
+        node: String,
+        event: String,
+    },
     /// A queued send not sent: the ledger shows the node settled (by another process).
     SettledElsewhere {
         node: String,
