@@ -1093,6 +1093,33 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
          reply:lookup:lookup_not_found => stay
          reply:lookup:lookup_found => SUBMISSION_UNKNOWN->WORKING [at1000:poll_due]",
     ),
+    (
+        "an inline result for a submission counted lost proves the tool ran: it is never submitted again",
+        |s| {
+            s.ev(Event::Start).lost(RequestKind::Submit);
+            s.timer(Timer::LookupDue);
+            s.ev(Event::Reply { kind: RequestKind::Submit, seq: 1, epoch: 1, reply: Reply::SyncResult(result(true)) });
+            s.reply(RequestKind::Lookup, Reply::LookupNotFound).timer(Timer::SubmitDue);
+        },
+        "start => stay [send:submit#1]
+         lost:submit => SUBMITTING->SUBMISSION_UNKNOWN [at0:lookup_due]
+         timer:lookup_due => stay [send:lookup#2]
+         reply:submit:sync_result => SUBMISSION_UNKNOWN->UNKNOWN [reconcile]
+         reply:lookup:lookup_not_found => rejected:already_final
+         timer:submit_due => rejected:already_final",
+    ),
+    (
+        "an inline result that arrives before the lookup is sent is not dropped either",
+        |s| {
+            s.ev(Event::Start).lost(RequestKind::Submit);
+            s.reply(RequestKind::Submit, Reply::SyncResult(result(true)));
+            s.timer(Timer::LookupDue);
+        },
+        "start => stay [send:submit#1]
+         lost:submit => SUBMITTING->SUBMISSION_UNKNOWN [at0:lookup_due]
+         reply:submit:sync_result => SUBMISSION_UNKNOWN->UNKNOWN [reconcile]
+         timer:lookup_due => rejected:already_final",
+    ),
 ];
 
 fn normalise(s: &str) -> String {
