@@ -697,6 +697,15 @@ impl<'a> Machine<'a> {
                 let terminal = if rv.is_error { TerminalState::Failed } else { TerminalState::Completed };
                 self.accept(S::Accepted, terminal, Some(rv.digest.clone()), Some(rv.payload.clone()))
             }
+            // The server answered inline, so the tool may well have run (an error result may also
+            // be a refusal in disguise: the Python SDK's answer to a task-augmented call of a tool
+            // that forbids tasks), but the reply cannot be taken as the receipt: it answers a
+            // submission we had counted lost (SUBMISSION_UNKNOWN has no way to ACCEPTED), or an
+            // older one than the newest. No task exists, so a lookup by key would find nothing and
+            // the call would be sent again: a human reconciles instead.
+            Reply::SyncResult(_) => self.hand_over(
+                "the server answered inline a submission already counted lost: the tool may have run, and no task exists that a lookup by key could find",
+            ),
             _ if !latest || state != S::Submitting => STAYED,
             // 429 means the server did not take the request: same key, after Retry-After.
             Reply::RateLimited { retry_after_ms } => {

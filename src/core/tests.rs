@@ -1093,6 +1093,151 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
          reply:lookup:lookup_not_found => stay
          reply:lookup:lookup_found => SUBMISSION_UNKNOWN->WORKING [at1000:poll_due]",
     ),
+    (
+        "a refusal that arrives after the submission was counted lost does not end the call: the lookup by key decides",
+        |s| {
+            s.ev(Event::Start).lost(RequestKind::Submit);
+            s.reply(RequestKind::Submit, Reply::SubmitRefused { reason: "-32602: bad".into() });
+            s.timer(Timer::LookupDue);
+        },
+        "start => stay [send:submit#1]
+         lost:submit => SUBMITTING->SUBMISSION_UNKNOWN [at0:lookup_due]
+         reply:submit:submit_refused => stay
+         timer:lookup_due => stay [send:lookup#2]",
+    ),
+    (
+        "a late error for a submission already counted lost starts no second lookup",
+        |s| {
+            s.ev(Event::Start).lost(RequestKind::Submit);
+            s.reply(RequestKind::Submit, Reply::Error { message: "502".into() });
+            s.timer(Timer::LookupDue);
+        },
+        "start => stay [send:submit#1]
+         lost:submit => SUBMITTING->SUBMISSION_UNKNOWN [at0:lookup_due]
+         reply:submit:error => stay
+         timer:lookup_due => stay [send:lookup#2]",
+    ),
+    (
+        "an inline result for a submission counted lost proves the tool ran: it is never submitted again",
+        |s| {
+            s.ev(Event::Start).lost(RequestKind::Submit);
+            s.timer(Timer::LookupDue);
+            s.ev(Event::Reply { kind: RequestKind::Submit, seq: 1, epoch: 1, reply: Reply::SyncResult(result(true)) });
+            s.reply(RequestKind::Lookup, Reply::LookupNotFound).timer(Timer::SubmitDue);
+        },
+        "start => stay [send:submit#1]
+         lost:submit => SUBMITTING->SUBMISSION_UNKNOWN [at0:lookup_due]
+         timer:lookup_due => stay [send:lookup#2]
+         reply:submit:sync_result => SUBMISSION_UNKNOWN->UNKNOWN [reconcile]
+         reply:lookup:lookup_not_found => rejected:already_final
+         timer:submit_due => rejected:already_final",
+    ),
+    (
+        "an inline result that arrives before the lookup is sent is not dropped either",
+        |s| {
+            s.ev(Event::Start).lost(RequestKind::Submit);
+            s.reply(RequestKind::Submit, Reply::SyncResult(result(true)));
+            s.timer(Timer::LookupDue);
+        },
+        "start => stay [send:submit#1]
+         lost:submit => SUBMITTING->SUBMISSION_UNKNOWN [at0:lookup_due]
+         reply:submit:sync_result => SUBMISSION_UNKNOWN->UNKNOWN [reconcile]
+         timer:lookup_due => rejected:already_final",
+    ),
+    (
+        "a late not-found for a poll already counted lost is not counted against the operation",
+        |s| {
+            s.working().timer(Timer::PollDue).lost(RequestKind::Poll).timer(Timer::PollDue);
+            s.ev(Event::Reply { kind: RequestKind::Poll, seq: 2, epoch: 1, reply: Reply::NotFound { message: "lagging".into() } });
+        },
+        "start => stay [send:submit#1]
+         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
+         timer:poll_due => stay [send:poll#2]
+         lost:poll => stay [at1500:poll_due]
+         timer:poll_due => stay [send:poll#3]
+         reply:poll:not_found => stay",
+    ),
+    (
+        "only the newest fetch's answer is acted on: a late not-found for a lost fetch is ignored",
+        |s| {
+            s.working().timer(Timer::PollDue).reply(RequestKind::Poll, Reply::Status(view(P::Completed)));
+            s.timer(Timer::FetchDue).lost(RequestKind::Fetch).timer(Timer::FetchDue);
+            s.ev(Event::Reply { kind: RequestKind::Fetch, seq: 3, epoch: 1, reply: Reply::NotFound { message: "lagging".into() } });
+        },
+        "start => stay [send:submit#1]
+         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
+         timer:poll_due => stay [send:poll#2]
+         reply:poll:status => WORKING->TERMINAL_OBSERVED [at0:fetch_due]
+         timer:fetch_due => TERMINAL_OBSERVED->FETCHING_RESULT [send:fetch#3]
+         lost:fetch => stay [at1000:fetch_due]
+         timer:fetch_due => stay [send:fetch#4]
+         reply:fetch:not_found => rejected:not_applicable",
+    ),
+    (
+        "a not-found on the input stream counts toward the not-found retries, like a poll's",
+        |s| {
+            s.cfg.not_found_retries = 0;
+            s.working().at(1_000).timer(Timer::PollDue).reply(RequestKind::Poll, Reply::Status(view(P::InputRequired)));
+            s.reply(RequestKind::Fetch, Reply::NotFound { message: "gone".into() });
+        },
+        "start => stay [send:submit#1]
+         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
+         timer:poll_due => stay [send:poll#2]
+         reply:poll:status => WORKING->INPUT_REQUIRED [send:fetch#3]
+         reply:fetch:not_found => INPUT_REQUIRED->UNKNOWN [reconcile]",
+    ),
+    (
+        "a result gone after the task's ttl is handed over at once, not fetched again",
+        |s| {
+            s.working().at(70_000).timer(Timer::PollDue).reply(RequestKind::Poll, Reply::Status(view(P::Completed)));
+            s.timer(Timer::FetchDue).reply(RequestKind::Fetch, Reply::NotFound { message: "expired".into() });
+        },
+        "start => stay [send:submit#1]
+         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
+         timer:poll_due => stay [send:poll#2]
+         reply:poll:status => WORKING->TERMINAL_OBSERVED [at70000:fetch_due]
+         timer:fetch_due => TERMINAL_OBSERVED->FETCHING_RESULT [send:fetch#3]
+         reply:fetch:not_found => FETCHING_RESULT->UNKNOWN [reconcile]",
+    ),
+    (
+        "a late not-found for a cancel already counted lost is not counted against the operation",
+        |s| {
+            s.working().ev(Event::CancelClicked).lost(RequestKind::Cancel);
+            s.at(2_000).timer(Timer::CancelRequery);
+            s.ev(Event::Reply { kind: RequestKind::Cancel, seq: 2, epoch: 1, reply: Reply::NotFound { message: "lagging".into() } });
+        },
+        "start => stay [send:submit#1]
+         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
+         cancel_clicked => WORKING->CANCEL_REQUESTED [send:cancel#2]
+         lost:cancel => stay [at2000:cancel_requery]
+         timer:cancel_requery => stay [send:poll#3]
+         reply:cancel:not_found => stay",
+    ),
+    (
+        "a cancel answered not-found after the task's ttl goes to reconciliation at once",
+        |s| {
+            s.working().at(70_000).ev(Event::CancelClicked).reply(RequestKind::Cancel, Reply::NotFound { message: "expired".into() });
+        },
+        "start => stay [send:submit#1]
+         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
+         cancel_clicked => WORKING->CANCEL_REQUESTED [send:cancel#2]
+         reply:cancel:not_found => CANCEL_REQUESTED->UNKNOWN [reconcile]",
+    ),
+    (
+        "a rate-limited cancel is re-read no sooner than the server's Retry-After",
+        |s| {
+            s.working().ev(Event::CancelClicked).reply(RequestKind::Cancel, Reply::RateLimited { retry_after_ms: Some(30_000) });
+            s.timer(Timer::CancelRequery).reply(RequestKind::Poll, Reply::Status(view(P::Working)));
+            s.reply(RequestKind::Cancel, Reply::Unavailable { retry_after_ms: Some(20_000) });
+        },
+        "start => stay [send:submit#1]
+         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
+         cancel_clicked => WORKING->CANCEL_REQUESTED [send:cancel#2]
+         reply:cancel:rate_limited => stay [at30000:cancel_requery]
+         timer:cancel_requery => stay [send:poll#3]
+         reply:poll:status => stay [send:cancel#4]
+         reply:cancel:unavailable => stay [at20000:cancel_requery]",
+    ),
 ];
 
 fn normalise(s: &str) -> String {
