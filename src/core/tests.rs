@@ -1093,6 +1093,109 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
          reply:lookup:lookup_not_found => stay
          reply:lookup:lookup_found => SUBMISSION_UNKNOWN->WORKING [at1000:poll_due]",
     ),
+    (
+        "a lost result fetch is fetched again after the retry interval",
+        |s| {
+            s.working().timer(Timer::PollDue).reply(RequestKind::Poll, Reply::Status(view(P::Completed)));
+            s.timer(Timer::FetchDue).lost(RequestKind::Fetch);
+            s.at(1_000).timer(Timer::FetchDue).reply(RequestKind::Fetch, Reply::Result(result(true)));
+        },
+        "start => stay [send:submit#1]
+         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
+         timer:poll_due => stay [send:poll#2]
+         reply:poll:status => WORKING->TERMINAL_OBSERVED [at0:fetch_due]
+         timer:fetch_due => TERMINAL_OBSERVED->FETCHING_RESULT [send:fetch#3]
+         lost:fetch => stay [at1000:fetch_due]
+         timer:fetch_due => stay [send:fetch#4]
+         reply:fetch:result => FETCHING_RESULT->ACCEPTED [accept:completed]",
+    ),
+    (
+        "a not-found at the very instant the ttl runs out counts as after expiry",
+        |s| {
+            s.working().at(60_000).timer(Timer::PollDue).reply(RequestKind::Poll, Reply::NotFound { message: "expired".into() });
+        },
+        "start => stay [send:submit#1]
+         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
+         timer:poll_due => stay [send:poll#2]
+         reply:poll:not_found => WORKING->UNKNOWN [reconcile]",
+    ),
+    (
+        "while cancelling, a read inlining input requests is a still-running status: the cancel is said again",
+        |s| {
+            s.working().ev(Event::CancelClicked).lost(RequestKind::Cancel);
+            s.at(2_000).timer(Timer::CancelRequery).reply(RequestKind::Poll, Reply::InputRequests(vec![input(1)]));
+        },
+        "start => stay [send:submit#1]
+         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
+         cancel_clicked => WORKING->CANCEL_REQUESTED [send:cancel#2]
+         lost:cancel => stay [at2000:cancel_requery]
+         timer:cancel_requery => stay [send:poll#3]
+         reply:poll:input_requests => stay [send:cancel#4]",
+    ),
+    (
+        "the pending request delivered again changes nothing; another request meanwhile is refused",
+        |s| {
+            s.working().timer(Timer::PollDue).reply(RequestKind::Poll, Reply::Status(view(P::InputRequired)));
+            s.ev(Event::InputRequested(input(0))).ev(Event::InputRequested(input(0)));
+            s.ev(Event::InputRequested(input(5)));
+        },
+        "start => stay [send:submit#1]
+         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
+         timer:poll_due => stay [send:poll#2]
+         reply:poll:status => WORKING->INPUT_REQUIRED [send:fetch#3]
+         input_requested => stay [ask:r1 at60000:approval_deadline]
+         input_requested => stay
+         input_requested => rejected:unsolicited_input",
+    ),
+    (
+        "the request answered last, delivered again on a stream opened after answering, gets the same answer again, at most 3 times, never a new round",
+        |s| {
+            s.working().timer(Timer::PollDue).reply(RequestKind::Poll, Reply::Status(view(P::InputRequired)));
+            s.ev(Event::InputRequested(input(0)));
+            s.ev(Event::ApprovalReplied { round: 1, schema_digest: "s-1".into(), reply: ApprovalReply::Decline });
+            for _ in 0..4 {
+                s.timer(Timer::PollDue).reply(RequestKind::Poll, Reply::Status(view(P::InputRequired)));
+                s.ev(Event::InputRequested(input(0)));
+            }
+        },
+        "start => stay [send:submit#1]
+         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
+         timer:poll_due => stay [send:poll#2]
+         reply:poll:status => WORKING->INPUT_REQUIRED [send:fetch#3]
+         input_requested => stay [ask:r1 at60000:approval_deadline]
+         approval_replied => stay [send:input_response#4 at1500:poll_due]
+         timer:poll_due => stay [send:poll#5]
+         reply:poll:status => stay [send:fetch#6]
+         input_requested => stay [send:input_response#7 at2250:poll_due]
+         timer:poll_due => stay [send:poll#8]
+         reply:poll:status => stay [send:fetch#9]
+         input_requested => stay [send:input_response#10 at3375:poll_due]
+         timer:poll_due => stay [send:poll#11]
+         reply:poll:status => stay [send:fetch#12]
+         input_requested => stay [send:input_response#13 at5062:poll_due]
+         timer:poll_due => stay [send:poll#14]
+         reply:poll:status => stay [send:fetch#15]
+         input_requested => rejected:replayed_input",
+    ),
+    (
+        "while an approval pends, a read showing input_required opens no second input stream",
+        |s| {
+            // The stream's fetch times out, a poll replaces it, and then the fetch's late reply
+            // (tasks extension: requests inlined) starts a round: the poll's answer is the latest.
+            s.working().timer(Timer::PollDue).reply(RequestKind::Poll, Reply::Status(view(P::InputRequired)));
+            s.lost(RequestKind::Fetch).timer(Timer::PollDue);
+            s.ev(Event::Reply { kind: RequestKind::Fetch, seq: 3, epoch: 1, reply: Reply::InputRequests(vec![input(1)]) });
+            s.reply(RequestKind::Poll, Reply::Status(view(P::InputRequired)));
+        },
+        "start => stay [send:submit#1]
+         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
+         timer:poll_due => stay [send:poll#2]
+         reply:poll:status => WORKING->INPUT_REQUIRED [send:fetch#3]
+         lost:fetch => stay [at1500:poll_due]
+         timer:poll_due => stay [send:poll#4]
+         reply:fetch:input_requests => stay [ask:r1 at60000:approval_deadline]
+         reply:poll:status => stay",
+    ),
 ];
 
 fn normalise(s: &str) -> String {
