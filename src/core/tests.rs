@@ -1310,3 +1310,46 @@ fn a_failed_task_without_a_result_hands_its_status_message_downstream() {
         );
     }
 }
+
+/// The record counts consecutive unanswered requests (`poll_cursor.lost_streak`, kept in the
+/// ledger for whoever inspects a node that stopped moving); any view of the operation ends the
+/// streak. Nothing else shows the count, so only its value can pin it.
+#[test]
+fn consecutive_losses_are_counted_until_the_server_answers() {
+    let mut s = Sim::new();
+    s.working().timer(Timer::PollDue).lost(RequestKind::Poll);
+    assert_eq!(s.rec.poll_cursor.lost_streak, 1);
+    s.timer(Timer::PollDue).lost(RequestKind::Poll);
+    assert_eq!(s.rec.poll_cursor.lost_streak, 2);
+    s.timer(Timer::PollDue)
+        .reply(RequestKind::Poll, Reply::Status(view(P::Working)));
+    assert_eq!(s.rec.poll_cursor.lost_streak, 0);
+}
+
+/// Answered request ids are remembered for the last `ANSWERED_INPUTS_MAX` rounds, no fewer: the
+/// tasks extension inlines a request in every read until the server has processed its answer,
+/// and one the record has forgotten would be put to the person a second time.
+#[test]
+fn the_last_answered_inputs_max_requests_are_never_asked_again() {
+    let mut s = Sim::new();
+    s.working();
+    let rounds = crate::record::ANSWERED_INPUTS_MAX as i64 + 1;
+    for id in 1..=rounds {
+        s.timer(Timer::PollDue)
+            .reply(RequestKind::Poll, Reply::InputRequests(vec![input(id)]));
+        assert!(s.rec.pending_input.is_some(), "request {id} began a round");
+        let round = s.rec.input_round;
+        s.ev(Event::ApprovalReplied {
+            round,
+            schema_digest: "s-1".into(),
+            reply: ApprovalReply::Decline,
+        });
+    }
+    let remembered: Vec<_> = (2..=rounds).map(|id| serde_json::json!(id)).collect();
+    assert_eq!(s.rec.answered_inputs, remembered);
+    // The oldest request still remembered, inlined again: no new round.
+    s.timer(Timer::PollDue)
+        .reply(RequestKind::Poll, Reply::InputRequests(vec![input(2)]));
+    assert!(s.rec.pending_input.is_none());
+    assert_eq!(i64::from(s.rec.input_round), rounds);
+}
