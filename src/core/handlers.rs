@@ -1040,27 +1040,15 @@ impl<'a> Machine<'a> {
             });
         }
         self.rec.poll_cursor.lost_streak += 1;
-        let fresh_key = mutated!(self, FreshKeyOnSubmitTimeout);
-        let blind = fresh_key || mutated!(self, ResubmitWithoutLookup);
         match (kind, self.rec.local_state) {
-            (RequestKind::Submit, S::Submitting) if blind => {
-                if self.rec.submit_attempts >= self.cfg.max_submit_attempts {
-                    return self.submission_unknown();
-                }
-                // Planted: retry blind, the first time under a freshly minted key.
-                let mut key = self.rec.submission_key.clone();
-                if fresh_key {
-                    key = format!("{key}~retry{}", self.rec.submit_attempts);
-                }
-                self.rec.submit_attempts += 1;
-                let (tool, arguments) = (self.rec.tool_name.clone(), self.rec.request_body.clone());
-                self.send(Outbound::Submit {
-                    key,
-                    tool,
-                    arguments,
-                    ttl_ms: self.cfg.task_ttl_ms,
-                });
-                STAYED
+            // Planted only. Each guard is one `mutated!` (false in every judged build), and the
+            // body is a function of its own, so no mutant of the plant hides among the
+            // executor's (they would all be equivalent: the code cannot run).
+            (RequestKind::Submit, S::Submitting) if mutated!(self, FreshKeyOnSubmitTimeout) => {
+                self.resubmit_blind(true)
+            }
+            (RequestKind::Submit, S::Submitting) if mutated!(self, ResubmitWithoutLookup) => {
+                self.resubmit_blind(false)
             }
             (RequestKind::Submit | RequestKind::SubmitSync, S::Submitting) => {
                 self.submission_unknown()
@@ -1086,6 +1074,27 @@ impl<'a> Machine<'a> {
             }
             _ => rejected(Rejection::NotApplicable),
         }
+    }
+
+    /// Planted bugs only: after a lost submission, submit again without a lookup by key, under
+    /// a freshly minted key if `fresh_key`.
+    fn resubmit_blind(&mut self, fresh_key: bool) -> R {
+        if self.rec.submit_attempts >= self.cfg.max_submit_attempts {
+            return self.submission_unknown();
+        }
+        let mut key = self.rec.submission_key.clone();
+        if fresh_key {
+            key = format!("{key}~retry{}", self.rec.submit_attempts);
+        }
+        self.rec.submit_attempts += 1;
+        let (tool, arguments) = (self.rec.tool_name.clone(), self.rec.request_body.clone());
+        self.send(Outbound::Submit {
+            key,
+            tool,
+            arguments,
+            ttl_ms: self.cfg.task_ttl_ms,
+        });
+        STAYED
     }
 
     fn input_requested(&mut self, req: &InputRequest) -> R {

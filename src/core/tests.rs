@@ -1238,6 +1238,109 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
          reply:poll:status => stay [send:cancel#4]
          reply:cancel:unavailable => stay [at20000:cancel_requery]",
     ),
+    (
+        "a lost result fetch is fetched again after the retry interval",
+        |s| {
+            s.working().timer(Timer::PollDue).reply(RequestKind::Poll, Reply::Status(view(P::Completed)));
+            s.timer(Timer::FetchDue).lost(RequestKind::Fetch);
+            s.at(1_000).timer(Timer::FetchDue).reply(RequestKind::Fetch, Reply::Result(result(true)));
+        },
+        "start => stay [send:submit#1]
+         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
+         timer:poll_due => stay [send:poll#2]
+         reply:poll:status => WORKING->TERMINAL_OBSERVED [at0:fetch_due]
+         timer:fetch_due => TERMINAL_OBSERVED->FETCHING_RESULT [send:fetch#3]
+         lost:fetch => stay [at1000:fetch_due]
+         timer:fetch_due => stay [send:fetch#4]
+         reply:fetch:result => FETCHING_RESULT->ACCEPTED [accept:completed]",
+    ),
+    (
+        "a not-found at the very instant the ttl runs out counts as after expiry",
+        |s| {
+            s.working().at(60_000).timer(Timer::PollDue).reply(RequestKind::Poll, Reply::NotFound { message: "expired".into() });
+        },
+        "start => stay [send:submit#1]
+         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
+         timer:poll_due => stay [send:poll#2]
+         reply:poll:not_found => WORKING->UNKNOWN [reconcile]",
+    ),
+    (
+        "while cancelling, a read inlining input requests is a still-running status: the cancel is said again",
+        |s| {
+            s.working().ev(Event::CancelClicked).lost(RequestKind::Cancel);
+            s.at(2_000).timer(Timer::CancelRequery).reply(RequestKind::Poll, Reply::InputRequests(vec![input(1)]));
+        },
+        "start => stay [send:submit#1]
+         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
+         cancel_clicked => WORKING->CANCEL_REQUESTED [send:cancel#2]
+         lost:cancel => stay [at2000:cancel_requery]
+         timer:cancel_requery => stay [send:poll#3]
+         reply:poll:input_requests => stay [send:cancel#4]",
+    ),
+    (
+        "the pending request delivered again changes nothing; another request meanwhile is refused",
+        |s| {
+            s.working().timer(Timer::PollDue).reply(RequestKind::Poll, Reply::Status(view(P::InputRequired)));
+            s.ev(Event::InputRequested(input(0))).ev(Event::InputRequested(input(0)));
+            s.ev(Event::InputRequested(input(5)));
+        },
+        "start => stay [send:submit#1]
+         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
+         timer:poll_due => stay [send:poll#2]
+         reply:poll:status => WORKING->INPUT_REQUIRED [send:fetch#3]
+         input_requested => stay [ask:r1 at60000:approval_deadline]
+         input_requested => stay
+         input_requested => rejected:unsolicited_input",
+    ),
+    (
+        "the request answered last, delivered again on a stream opened after answering, gets the same answer again, at most 3 times, never a new round",
+        |s| {
+            s.working().timer(Timer::PollDue).reply(RequestKind::Poll, Reply::Status(view(P::InputRequired)));
+            s.ev(Event::InputRequested(input(0)));
+            s.ev(Event::ApprovalReplied { round: 1, schema_digest: "s-1".into(), reply: ApprovalReply::Decline });
+            for _ in 0..4 {
+                s.timer(Timer::PollDue).reply(RequestKind::Poll, Reply::Status(view(P::InputRequired)));
+                s.ev(Event::InputRequested(input(0)));
+            }
+        },
+        "start => stay [send:submit#1]
+         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
+         timer:poll_due => stay [send:poll#2]
+         reply:poll:status => WORKING->INPUT_REQUIRED [send:fetch#3]
+         input_requested => stay [ask:r1 at60000:approval_deadline]
+         approval_replied => stay [send:input_response#4 at1500:poll_due]
+         timer:poll_due => stay [send:poll#5]
+         reply:poll:status => stay [send:fetch#6]
+         input_requested => stay [send:input_response#7 at2250:poll_due]
+         timer:poll_due => stay [send:poll#8]
+         reply:poll:status => stay [send:fetch#9]
+         input_requested => stay [send:input_response#10 at3375:poll_due]
+         timer:poll_due => stay [send:poll#11]
+         reply:poll:status => stay [send:fetch#12]
+         input_requested => stay [send:input_response#13 at5062:poll_due]
+         timer:poll_due => stay [send:poll#14]
+         reply:poll:status => stay [send:fetch#15]
+         input_requested => rejected:replayed_input",
+    ),
+    (
+        "while an approval pends, a read showing input_required opens no second input stream",
+        |s| {
+            // The stream's fetch times out, a poll replaces it, and then the fetch's late reply
+            // (tasks extension: requests inlined) starts a round: the poll's answer is the latest.
+            s.working().timer(Timer::PollDue).reply(RequestKind::Poll, Reply::Status(view(P::InputRequired)));
+            s.lost(RequestKind::Fetch).timer(Timer::PollDue);
+            s.ev(Event::Reply { kind: RequestKind::Fetch, seq: 3, epoch: 1, reply: Reply::InputRequests(vec![input(1)]) });
+            s.reply(RequestKind::Poll, Reply::Status(view(P::InputRequired)));
+        },
+        "start => stay [send:submit#1]
+         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
+         timer:poll_due => stay [send:poll#2]
+         reply:poll:status => WORKING->INPUT_REQUIRED [send:fetch#3]
+         lost:fetch => stay [at1500:poll_due]
+         timer:poll_due => stay [send:poll#4]
+         reply:fetch:input_requests => stay [ask:r1 at60000:approval_deadline]
+         reply:poll:status => stay",
+    ),
 ];
 
 fn normalise(s: &str) -> String {
@@ -1351,4 +1454,47 @@ fn a_failed_task_without_a_result_hands_its_status_message_downstream() {
             expected.as_ref().map(crate::digest::value_digest)
         );
     }
+}
+
+/// The record counts consecutive unanswered requests (`poll_cursor.lost_streak`, kept in the
+/// ledger for whoever inspects a node that stopped moving); any view of the operation ends the
+/// streak. Nothing else shows the count, so only its value can pin it.
+#[test]
+fn consecutive_losses_are_counted_until_the_server_answers() {
+    let mut s = Sim::new();
+    s.working().timer(Timer::PollDue).lost(RequestKind::Poll);
+    assert_eq!(s.rec.poll_cursor.lost_streak, 1);
+    s.timer(Timer::PollDue).lost(RequestKind::Poll);
+    assert_eq!(s.rec.poll_cursor.lost_streak, 2);
+    s.timer(Timer::PollDue)
+        .reply(RequestKind::Poll, Reply::Status(view(P::Working)));
+    assert_eq!(s.rec.poll_cursor.lost_streak, 0);
+}
+
+/// Answered request ids are remembered for the last `ANSWERED_INPUTS_MAX` rounds, no fewer: the
+/// tasks extension inlines a request in every read until the server has processed its answer,
+/// and one the record has forgotten would be put to the person a second time.
+#[test]
+fn the_last_answered_inputs_max_requests_are_never_asked_again() {
+    let mut s = Sim::new();
+    s.working();
+    let rounds = crate::record::ANSWERED_INPUTS_MAX as i64 + 1;
+    for id in 1..=rounds {
+        s.timer(Timer::PollDue)
+            .reply(RequestKind::Poll, Reply::InputRequests(vec![input(id)]));
+        assert!(s.rec.pending_input.is_some(), "request {id} began a round");
+        let round = s.rec.input_round;
+        s.ev(Event::ApprovalReplied {
+            round,
+            schema_digest: "s-1".into(),
+            reply: ApprovalReply::Decline,
+        });
+    }
+    let remembered: Vec<_> = (2..=rounds).map(|id| serde_json::json!(id)).collect();
+    assert_eq!(s.rec.answered_inputs, remembered);
+    // The oldest request still remembered, inlined again: no new round.
+    s.timer(Timer::PollDue)
+        .reply(RequestKind::Poll, Reply::InputRequests(vec![input(2)]));
+    assert!(s.rec.pending_input.is_none());
+    assert_eq!(i64::from(s.rec.input_round), rounds);
 }
