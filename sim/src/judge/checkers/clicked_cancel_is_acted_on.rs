@@ -25,6 +25,7 @@ use super::view::{
 use super::Violation;
 use crate::fake::codec::ExchangeKind;
 use crate::trace::{CallerAction, Shows, Trace, What, WorldAction};
+use toolop::record::LocalState;
 
 pub const NAME: &str = "clicked_cancel_is_acted_on";
 
@@ -78,6 +79,7 @@ pub fn violations(v: &View) -> Vec<Violation> {
             ));
         }
     }
+    let holds = ClickHolders::of(v.trace, &clicks);
     let epochs = newest_epochs(v.trace);
     let settled = store_facts(v.trace);
     let mut out = vec![];
@@ -103,7 +105,7 @@ pub fn violations(v: &View) -> Vec<Violation> {
             && !ended_by_then
             && a.exec.0 >= newest_epoch_at(&epochs, at)
             && settled.get(node).is_none_or(|(s, _)| *s > at)
-            && down.get(&a.exec.1).is_none_or(|d| *d > at + bound)
+            && holds.knows(node, a.exec.1, at)
             && !judged.contains(&node);
         if !relevant {
             continue;
@@ -123,6 +125,13 @@ pub fn violations(v: &View) -> Vec<Violation> {
             if involved && w > at && w.saturating_sub(d) < until {
                 until = until.max(w + bound);
             }
+        }
+        // A process that went down before the cancel was due could not act: a commit the
+        // world held for it (which extends the bound) may never land if it dies inside it
+        // (mcp_replicas seed 1693: the reply arrived, the process waited on a held commit and
+        // crashed before it landed).
+        if down.get(&a.exec.1).is_some_and(|d| *d <= until) {
+            continue;
         }
         let acted = cancels
             .get(node)
@@ -144,6 +153,80 @@ pub fn violations(v: &View) -> Vec<Violation> {
         }
     }
     out
+}
+
+/// Which processes can know of a click. The world's load balancer hands a click to the primary
+/// while it is up, and to the live replicas only while it is down; the caller repeats an
+/// unrecorded click to every process that starts. A replica that got neither learns of the
+/// click only from the ledger, once a process has written the node as cancelling: before
+/// that it is not judged on the click (mcp_replicas seed 22: the primary took the click and
+/// died before committing it; the replica never heard of it, and the caller's repeat reached
+/// the restarted primary, which acted).
+struct ClickHolders {
+    replicas: BTreeMap<u32, u64>,
+    /// Per node: the clicks and repeats that reached the replicas (the primary was down).
+    to_replicas: BTreeMap<String, Vec<u64>>,
+    /// Per node: when a write first recorded it as cancelling.
+    recorded: BTreeMap<String, u64>,
+    /// Per node: the first click.
+    clicked: BTreeMap<String, u64>,
+}
+
+impl ClickHolders {
+    fn of(trace: &Trace, clicks: &BTreeMap<String, u64>) -> ClickHolders {
+        let mut replicas = BTreeMap::new();
+        let mut to_replicas: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+        let mut recorded = BTreeMap::new();
+        let mut primary_down = false;
+        for e in &trace.events {
+            match &e.what {
+                What::World { action } => match action {
+                    WorldAction::ReplicaStart { incarnation, .. } => {
+                        replicas.insert(*incarnation, e.t_ms);
+                    }
+                    WorldAction::ExecutorDown { incarnation, .. }
+                        if !replicas.contains_key(incarnation) =>
+                    {
+                        primary_down = true;
+                    }
+                    WorldAction::ExecutorRestart { .. } | WorldAction::Rollback { .. } => {
+                        primary_down = false;
+                    }
+                    _ => {}
+                },
+                What::Caller {
+                    action: CallerAction::Cancel | CallerAction::Recancel,
+                    node,
+                } if primary_down => {
+                    to_replicas.entry(node.clone()).or_default().push(e.t_ms);
+                }
+                What::Ledger { write } if write.state == LocalState::CancelRequested => {
+                    recorded.entry(write.node.clone()).or_insert(e.t_ms);
+                }
+                _ => {}
+            }
+        }
+        ClickHolders {
+            replicas,
+            to_replicas,
+            recorded,
+            clicked: clicks.clone(),
+        }
+    }
+
+    /// Whether `incarnation` can know of `node`'s click at `at_ms`.
+    fn knows(&self, node: &str, incarnation: u32, at_ms: u64) -> bool {
+        let Some(&started) = self.replicas.get(&incarnation) else {
+            return true;
+        };
+        let clicked = self.clicked.get(node).copied().unwrap_or(u64::MAX);
+        started >= clicked
+            || self
+                .to_replicas
+                .get(node)
+                .is_some_and(|c| c.iter().any(|&t| t <= at_ms))
+            || self.recorded.get(node).is_some_and(|&t| t <= at_ms)
+    }
 }
 
 #[cfg(test)]
@@ -300,5 +383,70 @@ mod tests {
             },
         });
         assert_eq!(check(&b.build(SETTLED)), vec![]);
+    }
+
+    #[test]
+    fn a_replica_that_never_heard_of_the_click_is_not_judged_on_it() {
+        // mcp_replicas seed 22: the primary (incarnation 1) is up and takes the click; the
+        // replica (1000), shown the task running, hears of the click only when the primary was
+        // down at a click, or once a write records the node cancelling.
+        use crate::judge::checkers::ledger_writes::build;
+        let run = |primary_down_at_click: bool, recorded: bool| {
+            let mut b = Tb::new();
+            b.at(0).push(What::World {
+                action: WorldAction::ReplicaStart {
+                    incarnation: 1000,
+                    epoch: 1,
+                },
+            });
+            b.at(0).submit("n1").sent("n1", "submit");
+            if primary_down_at_click {
+                b.at(50).push(What::World {
+                    action: WorldAction::ExecutorDown {
+                        incarnation: 1,
+                        exit: "crashed".into(),
+                    },
+                });
+            }
+            b.at(100).caller(CallerAction::Cancel, "n1");
+            if recorded {
+                let mut w = build::write("n1", 1, 1, 2);
+                w.state = CancelRequested;
+                b.at(4_000).push(build::ev(w));
+            }
+            b.exec(1, 1000)
+                .at(5_000)
+                .recv_shows("n1", "submit", "submitted", working("n1"));
+            b.task("t-n1", "n1", Some(TaskStatus::Cancelled), None, Some(9_000));
+            check(&b.build(SETTLED)).len()
+        };
+        assert_eq!(run(false, false), 0);
+        assert_eq!(run(true, false), 1);
+        assert_eq!(run(false, true), 1);
+    }
+
+    #[test]
+    fn a_process_that_dies_inside_a_held_commit_is_not_asked_to_act() {
+        // mcp_replicas seed 1693: shown the task running at 5,000 ms, the process waits on a
+        // commit the world holds past the bound and goes down before the extended bound ends.
+        use crate::judge::checkers::ledger_writes::build;
+        let bound = act_bound_ms(1, 10);
+        let run = |dies: bool| {
+            let mut b = clicked_early();
+            let mut w = build::write("n2", 1, 1, 3);
+            w.delay_ms = 1_000;
+            b.at(5_000 + bound + 100).push(build::ev(w));
+            if dies {
+                b.at(5_000 + bound + 150).push(What::World {
+                    action: WorldAction::ExecutorDown {
+                        incarnation: 1,
+                        exit: "crashed".into(),
+                    },
+                });
+            }
+            check(&b.build(SETTLED)).len()
+        };
+        assert_eq!(run(true), 0);
+        assert_eq!(run(false), 1);
     }
 }
