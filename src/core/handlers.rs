@@ -246,7 +246,9 @@ impl<'a> Machine<'a> {
         } = ev
         {
             let late_completion = matches!(v.status, P::Completed | P::Failed);
-            if self.rec.local_state == S::CancelledAccepted
+            let after_cancel = self.rec.local_state == S::CancelledAccepted
+                || mutated!(self, EffectReconciliationOnAnyLateEnd);
+            if after_cancel
                 && late_completion
                 && Some(&v.operation_id) == self.rec.operation_id.as_ref()
             {

@@ -56,10 +56,14 @@ pub enum Mutation {
     /// named one result, the receipt names another, and the ledger's digest check (which
     /// compares with the digest stored now) never sees the first.
     UnverifiedDigestRecorded,
+    /// Raise an effect reconciliation (a person asked to undo a side effect) for any late
+    /// completed or failed status after a final state, not only after a confirmed cancel: an
+    /// ordinary late poll reply after a completed receipt then pages someone.
+    EffectReconciliationOnAnyLateEnd,
 }
 
 impl Mutation {
-    pub const ALL: [Mutation; 22] = [
+    pub const ALL: [Mutation; 23] = [
         Mutation::FreshKeyOnSubmitTimeout,
         Mutation::ResubmitWithoutLookup,
         Mutation::FailOnCancelClick,
@@ -82,6 +86,7 @@ impl Mutation {
         Mutation::BlindCancelWrite,
         Mutation::ForgedFencingToken,
         Mutation::UnverifiedDigestRecorded,
+        Mutation::EffectReconciliationOnAnyLateEnd,
     ];
 
     pub fn name(self) -> String {
