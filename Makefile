@@ -37,9 +37,9 @@ shrink:
 mutants:
 	$(SIM) mutants --series 2000 --jobs $(JOBS)
 
-# The reduced mutation table CI runs.
+# The mutation table CI runs: the full 2,000-series budget (about 30 s on 2 cores).
 mutants-ci:
-	$(SIM) mutants --series 600 --jobs $(JOBS)
+	$(SIM) mutants --series 2000 --jobs $(JOBS)
 
 TUNE_SERIES ?= 200
 # Tune poll settings: the default grid on the default fault scenario, the same seeds at every point.
