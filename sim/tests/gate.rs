@@ -228,5 +228,8 @@ fn mcp_replicas_seed_918_leaves_the_submission_to_the_process_that_made_it() {
             }
         )
     });
-    assert!(left, "the replica's timer was not the one left out; replay: {replay}");
+    assert!(
+        left,
+        "the replica's timer was not the one left out; replay: {replay}"
+    );
 }

@@ -41,10 +41,10 @@ pub mod no_blind_resubmit;
 pub mod no_divergence;
 /// Nothing is handed to manual reconciliation that could still have been resolved.
 pub mod no_false_unknown;
-/// A person is asked about a side effect only when the server reported a cancelled task ending.
-pub mod no_needless_effect_reconciliation;
 /// A write lands only on the version its writer last saw (compare-and-swap, no lost update).
 pub mod no_lost_update;
+/// A person is asked about a side effect only when the server reported a cancelled task ending.
+pub mod no_needless_effect_reconciliation;
 /// 6. No second operation from a duplicate submission.
 pub mod no_second_operation;
 /// Nothing is sent for a call node once it has settled.

@@ -114,8 +114,11 @@ mod tests {
         b.cancel_path("n1", 0);
         // The server flipped its word: the cancelled task now shows completed.
         b.truth.tasks.get_mut("t-n1").unwrap().status = TaskStatus::Completed;
-        b.at(4_000)
-            .net_in("n1", ExchangeKind::Poll, shows("t-n1", TaskStatus::Completed));
+        b.at(4_000).net_in(
+            "n1",
+            ExchangeKind::Poll,
+            shows("t-n1", TaskStatus::Completed),
+        );
         effect(&mut b, "n1", 4_000);
         assert_eq!(check(&b.build(SETTLED)), vec![]);
     }
@@ -124,8 +127,11 @@ mod tests {
     fn a_late_status_of_a_task_that_simply_completed_is_needless() {
         let mut b = Tb::new();
         b.happy_path("n1", 0);
-        b.at(5_000)
-            .net_in("n1", ExchangeKind::Poll, shows("t-n1", TaskStatus::Completed));
+        b.at(5_000).net_in(
+            "n1",
+            ExchangeKind::Poll,
+            shows("t-n1", TaskStatus::Completed),
+        );
         effect(&mut b, "n1", 5_000);
         let v = check(&b.build(SETTLED));
         assert_eq!(v.len(), 1, "{v:?}");
@@ -157,8 +163,11 @@ mod tests {
         let mut b = Tb::new();
         b.cancel_path("n1", 0).cancel_path("n2", 100);
         b.truth.tasks.get_mut("t-n1").unwrap().status = TaskStatus::Completed;
-        b.at(4_000)
-            .net_in("n1", ExchangeKind::Poll, shows("t-n1", TaskStatus::Completed));
+        b.at(4_000).net_in(
+            "n1",
+            ExchangeKind::Poll,
+            shows("t-n1", TaskStatus::Completed),
+        );
         effect(&mut b, "n1", 4_000);
         effect(&mut b, "n2", 4_000);
         let v = check(&b.build(SETTLED));
