@@ -668,6 +668,14 @@ impl<'a> Machine<'a> {
             return rejected(Rejection::NotApplicable);
         }
         match reply {
+            // A task with no id cannot be followed, yet the server may have created one: settle
+            // it by key like any other submission whose outcome is unknown. (Refusing the
+            // reply and waiting left the node with nothing armed: no other answer comes.)
+            Reply::Submitted(v)
+                if v.operation_id.is_empty() && latest && state == S::Submitting =>
+            {
+                self.submission_unknown()
+            }
             Reply::Submitted(v) => {
                 // A server may make a task of a call we sent without one: the task, not the
                 // reply, then holds the outcome, and the record stops calling itself synchronous

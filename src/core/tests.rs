@@ -1021,17 +1021,32 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
     (
         // cargo-mutants: the guard refusing an empty operation id (absorb) survived as `false`:
         // no scenario had the server name no operation. An empty id is never adopted (every
-        // later request would name it); the submission still waits for a usable answer.
-        "a submission answered with an empty operation id is refused, never adopted",
+        // later request would name it). The server may have created a task all the same, and
+        // no other answer to the submission comes: the key settles it (before session 20 the
+        // reply was refused and nothing was armed: a stall only the stall watch ended).
+        "a submission answered with an empty operation id is settled by key, never adopted",
         |s| {
             let mut nameless = view(P::Working);
             nameless.operation_id = String::new();
             s.ev(Event::Start).reply(RequestKind::Submit, Reply::Submitted(nameless));
-            s.reply(RequestKind::Submit, Reply::Submitted(view(P::Working)));
+            s.timer(Timer::LookupDue).reply(RequestKind::Lookup, Reply::LookupFound(view(P::Working)));
         },
         "start => stay [send:submit#1]
-         reply:submit:submitted => rejected:operation_mismatch
-         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]",
+         reply:submit:submitted => SUBMITTING->SUBMISSION_UNKNOWN [at0:lookup_due]
+         timer:lookup_due => stay [send:lookup#2]
+         reply:lookup:lookup_found => SUBMISSION_UNKNOWN->WORKING [at1000:poll_due]",
+    ),
+    (
+        "an empty operation id in a late answer is refused, never adopted",
+        |s| {
+            let mut nameless = view(P::Working);
+            nameless.operation_id = String::new();
+            s.ev(Event::Start).lost(RequestKind::Submit);
+            s.ev(Event::Reply { kind: RequestKind::Submit, seq: 1, epoch: 1, reply: Reply::Submitted(nameless) });
+        },
+        "start => stay [send:submit#1]
+         lost:submit => SUBMITTING->SUBMISSION_UNKNOWN [at0:lookup_due]
+         reply:submit:submitted => rejected:operation_mismatch",
     ),
     (
         // cargo-mutants: the count of cancels resent after a still-running read (on_status) was
