@@ -4,10 +4,16 @@
 use sha2::{Digest, Sha256};
 
 pub fn sha256_hex(bytes: &[u8]) -> String {
-    let out = Sha256::digest(bytes);
-    let mut s = String::with_capacity(64);
-    for b in out {
-        s.push_str(&format!("{b:02x}"));
+    hex(&Sha256::digest(bytes))
+}
+
+/// Lowercase hex of a digest's bytes.
+pub fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        s.push(DIGITS[usize::from(b >> 4)] as char);
+        s.push(DIGITS[usize::from(b & 0xf)] as char);
     }
     s
 }
@@ -35,6 +41,10 @@ mod tests {
         let c: serde_json::Value = serde_json::from_str(r#"{"a":2,"b":3}"#).unwrap();
         assert_eq!(value_digest(&a), value_digest(&b));
         assert_ne!(value_digest(&a), value_digest(&c));
-        assert_eq!(sha256_hex(b"").len(), 64);
+        assert_eq!(
+            sha256_hex(b"abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+        assert_eq!(hex(&[0x00, 0x0f, 0xa5, 0xff]), "000fa5ff");
     }
 }

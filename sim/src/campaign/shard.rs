@@ -134,12 +134,8 @@ pub fn build_id() -> Result<String, String> {
     Ok(format!(
         "toolop-sim {} sha256:{}",
         env!("CARGO_PKG_VERSION"),
-        hex(&Sha256::digest(&bytes))
+        toolop::digest::hex(&Sha256::digest(&bytes))
     ))
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// One row of `rows.jsonl`: a [`SeriesRow`] with its index in the plan.
@@ -421,7 +417,7 @@ pub fn merge(mut shards: Vec<ShardDir>, build: &str) -> Result<Merged, String> {
                         format!(
                             "{} (sha256:{})",
                             s.file,
-                            &hex(&Sha256::digest(&s.text))[..12]
+                            &toolop::digest::hex(&Sha256::digest(&s.text))[..12]
                         )
                     })
                     .collect::<Vec<_>>()
