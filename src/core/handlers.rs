@@ -648,7 +648,9 @@ impl<'a> Machine<'a> {
                 STAYED
             }
             _ => {
-                self.schedule_poll_after(None);
+                if !mutated!(self, PollNotRearmed, when state == S::Working) {
+                    self.schedule_poll_after(None);
+                }
                 STAYED
             }
         }

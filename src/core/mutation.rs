@@ -60,10 +60,13 @@ pub enum Mutation {
     /// completed or failed status after a final state, not only after a confirmed cancel: an
     /// ordinary late poll reply after a completed receipt then pages someone.
     EffectReconciliationOnAnyLateEnd,
+    /// After a still-working status, arm no next poll: the node has nothing that wakes it, and
+    /// the runner's stall watch resumes it a request timeout later, so it still settles.
+    PollNotRearmed,
 }
 
 impl Mutation {
-    pub const ALL: [Mutation; 23] = [
+    pub const ALL: [Mutation; 24] = [
         Mutation::FreshKeyOnSubmitTimeout,
         Mutation::ResubmitWithoutLookup,
         Mutation::FailOnCancelClick,
@@ -87,6 +90,7 @@ impl Mutation {
         Mutation::ForgedFencingToken,
         Mutation::UnverifiedDigestRecorded,
         Mutation::EffectReconciliationOnAnyLateEnd,
+        Mutation::PollNotRearmed,
     ];
 
     pub fn name(self) -> String {

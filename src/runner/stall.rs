@@ -11,6 +11,10 @@
 //! means another process is driving the node (the simulator's replicas, mcp_ext_faults seed
 //! 1474: resuming there polled inside a 429's Retry-After): the watch looks again later.
 //!
+//! The watch must not become a hiding place for a core that forgets to arm a timer: the
+//! simulator's `stall_only_behind_another_process` fails every rescue that no other process of
+//! the same epoch explains (planted bug `poll_not_rearmed`).
+//!
 //! The check rides on the loop's other wake-ups (at most `idle_wake_ms` late; the CLI wakes
 //! every 100 ms for cancel requests) rather than adding its own: an extra wake-up reorders
 //! same-millisecond work, and a single executor, which never leaves a node uncovered, would see

@@ -127,6 +127,10 @@ pub const CHECKER_LINES: &[(&str, &str)] = &[
         "no_needless_effect_reconciliation",
         "a person is asked about a side effect only after the server showed a cancelled task ending",
     ),
+    (
+        "stall_only_behind_another_process",
+        "a node is rescued from having nothing armed only when another process of its epoch drove it",
+    ),
 ];
 
 /// One line per gate (the rows of every gate table).

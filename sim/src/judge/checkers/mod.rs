@@ -69,6 +69,8 @@ pub mod retry_after_honoured;
 pub mod settles_within_bound;
 /// Launch control: shadow operations never reach the outbox.
 pub mod shadow_never_reaches_outbox;
+/// The stall watch rescues a node only when another process of its epoch drove it.
+pub mod stall_only_behind_another_process;
 /// 4. Every UNKNOWN operation is queryable by task id or by submission key.
 pub mod unknown_is_queryable;
 /// Shared readings: `Begin`/`Final`, settle times, the node's server task.
@@ -91,7 +93,7 @@ pub struct Violation {
 type Checker = fn(&view::View) -> Vec<Violation>;
 
 /// Every checker, in report order: (name, check).
-pub const CHECKERS: [(&str, Checker); 26] = [
+pub const CHECKERS: [(&str, Checker); 27] = [
     (at_most_one_receipt::NAME, at_most_one_receipt::violations),
     (
         completed_needs_verified_result::NAME,
@@ -162,6 +164,10 @@ pub const CHECKERS: [(&str, Checker); 26] = [
     (
         no_needless_effect_reconciliation::NAME,
         no_needless_effect_reconciliation::violations,
+    ),
+    (
+        stall_only_behind_another_process::NAME,
+        stall_only_behind_another_process::violations,
     ),
 ];
 
@@ -272,7 +278,8 @@ mod tests {
                 "no_lost_update",
                 "no_write_from_fenced_epoch",
                 "digest_kept_across_restart",
-                "no_needless_effect_reconciliation"
+                "no_needless_effect_reconciliation",
+                "stall_only_behind_another_process"
             ]
         );
     }

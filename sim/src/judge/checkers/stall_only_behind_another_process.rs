@@ -1,0 +1,174 @@
+//! Always: the runner's stall watch (a non-final call node that nothing of the process covers,
+//! no request in flight, no send queued, no timer, resumed as after a restart) rescues a node
+//! only because another process of the same execution epoch drove it: that process wrote the
+//! node's record (a write the world's ledger saw land) while the rescuer was alive. That is the
+//! one case the watch exists for (two executors on one epoch; `src/runner/stall.rs`). A rescue
+//! with no such writer means the core left a node with nothing armed: a gap the watch would hide
+//! behind a delay of `request_timeout_ms`, which no liveness bound notices.
+//!
+//! The rescue is the executor's confession (its `stalled` observation): it may convict, never
+//! acquit. The excuse is the world's: the writes the shared ledger recorded, by writer.
+
+use std::collections::BTreeMap;
+
+use toolop::runner::Observation;
+
+use super::view::{judge, observations, ExecId, View};
+use super::Violation;
+use crate::trace::{Trace, What};
+
+pub const NAME: &str = "stall_only_behind_another_process";
+
+pub fn check(trace: &Trace) -> Vec<Violation> {
+    judge(trace, violations)
+}
+
+pub fn violations(v: &View) -> Vec<Violation> {
+    let events = &v.trace.events;
+    // When the world first saw each process: its first report or its first write.
+    let mut born: BTreeMap<ExecId, u64> = BTreeMap::new();
+    for e in events {
+        let id = match &e.what {
+            What::Exec {
+                epoch, incarnation, ..
+            } => (*epoch, *incarnation),
+            What::Ledger { write } => (write.epoch, write.incarnation),
+            _ => continue,
+        };
+        born.entry(id).or_insert(e.t_ms);
+    }
+    let mut out = vec![];
+    for (t, (epoch, incarnation), obs) in observations(v.trace) {
+        let Observation::Stalled { node, state } = obs else {
+            continue;
+        };
+        let from_ms = born.get(&(epoch, incarnation)).copied().unwrap_or(0);
+        let driven_by_other = events.iter().any(|e| match &e.what {
+            What::Ledger { write } => {
+                write.node == *node
+                    && write.epoch == epoch
+                    && write.incarnation != incarnation
+                    && write.outcome.landed().is_some()
+                    && (from_ms..=t).contains(&e.t_ms)
+            }
+            _ => false,
+        });
+        if !driven_by_other {
+            out.push(Violation {
+                checker: NAME,
+                node: Some(node.clone()),
+                detail: format!(
+                    "at {t} ms executor epoch {epoch} incarnation {incarnation} found the node in {state} with nothing armed and resumed it, yet no other process of its epoch wrote the node's record while it ran: the core left the node uncovered"
+                ),
+            });
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::judge::checkers::testkit::{assert_clean, Tb, SETTLED};
+    use crate::trace::{LedgerWrite, WriteOutcome};
+    use toolop::record::LocalState;
+
+    fn stalled(b: &mut Tb, node: &str) {
+        b.obs(Observation::Stalled {
+            node: node.into(),
+            state: "WORKING",
+        });
+    }
+
+    fn write_by(b: &mut Tb, node: &str, epoch: u64, incarnation: u32, outcome: WriteOutcome) {
+        b.push(What::Ledger {
+            write: LedgerWrite {
+                node: node.into(),
+                epoch,
+                incarnation,
+                writer_epoch: epoch,
+                ledger_epoch: epoch,
+                expected_version: 3,
+                read_version: Some(3),
+                stored_version: Some(3),
+                stored_state: Some(LocalState::Working),
+                recorded_digest: None,
+                state: LocalState::Working,
+                result_digest: None,
+                operation_id: Some(format!("t-{node}")),
+                receipt: None,
+                delay_ms: 0,
+                outcome,
+            },
+        });
+    }
+
+    #[test]
+    fn clean_traces_pass() {
+        assert_clean(check);
+    }
+
+    #[test]
+    fn a_rescue_with_no_other_writer_is_a_core_gap() {
+        let mut b = Tb::new();
+        b.happy_path("n1", 0);
+        b.at(20_000);
+        stalled(&mut b, "n1");
+        let got = check(&b.build(SETTLED));
+        assert_eq!(got.len(), 1, "{got:?}");
+        assert_eq!(got[0].checker, NAME);
+        assert_eq!(got[0].node.as_deref(), Some("n1"));
+    }
+
+    #[test]
+    fn a_rescue_after_a_same_epoch_replica_drove_the_node_is_excused() {
+        let mut b = Tb::new();
+        b.happy_path("n1", 0);
+        b.at(5_000);
+        write_by(
+            &mut b,
+            "n1",
+            1,
+            1000,
+            WriteOutcome::Committed { version: 4 },
+        );
+        b.at(20_000);
+        stalled(&mut b, "n1");
+        assert_eq!(check(&b.build(SETTLED)), vec![]);
+    }
+
+    #[test]
+    fn writes_that_do_not_excuse_it() {
+        for (epoch, incarnation, outcome, at_ms) in [
+            // Another epoch's process: it would have fenced the rescuer, not left it uncovered.
+            (2, 1, WriteOutcome::Committed { version: 4 }, 5_000),
+            // The rescuer's own write.
+            (1, 1, WriteOutcome::Committed { version: 4 }, 5_000),
+            // A write the ledger refused changed nothing.
+            (
+                1,
+                1000,
+                WriteOutcome::Refused {
+                    error: "conflict".into(),
+                },
+                5_000,
+            ),
+            // After the rescue: not why the node was quiet.
+            (1, 1000, WriteOutcome::Committed { version: 4 }, 25_000),
+        ] {
+            let mut b = Tb::new();
+            b.happy_path("n1", 0);
+            b.at(at_ms);
+            write_by(&mut b, "n1", epoch, incarnation, outcome);
+            b.at(20_000);
+            stalled(&mut b, "n1");
+            let mut trace = b.build(SETTLED);
+            trace.events.sort_by_key(|e| e.t_ms);
+            assert_eq!(
+                check(&trace).len(),
+                1,
+                "epoch {epoch} inc {incarnation} at {at_ms}"
+            );
+        }
+    }
+}
