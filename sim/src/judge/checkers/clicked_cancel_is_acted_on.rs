@@ -6,7 +6,7 @@
 //! operation ended asks for nothing, nor does an unsolicited status notification (advisory: the
 //! executor keeps to its own reads), and neither does a stale reply showing it running when the
 //! ground truth says it had ended by then. Replies that reach an executor of an older epoch, or
-//! one that goes down within the bound, ask nothing of it (the next process is judged on its own
+//! one that goes down or is fenced by a rollback within the bound, ask nothing of it (the next process is judged on its own
 //! replies), and nothing is asked once the store shows the node settled. A commit the world
 //! holds (`ledger_commit_ms`, a slow commit) while the bound runs, of the judged process or of
 //! any process about the node, extends it to the bound after that commit lands: a process acts
@@ -131,6 +131,13 @@ pub fn violations(v: &View) -> Vec<Violation> {
         // (mcp_replicas seed 1693: the reply arrived, the process waited on a held commit and
         // crashed before it landed).
         if down.get(&a.exec.1).is_some_and(|d| *d <= until) {
+            continue;
+        }
+        // Likewise a process a rollback fenced before the cancel was due: from then on it may
+        // not act, and the newer epoch's process is judged on its own replies (mcp_faults seed
+        // 9329: the reply showing the task arrived, the process sat in a held commit, and the
+        // rollback came before it could step again).
+        if newest_epoch_at(&epochs, until) > a.exec.0 {
             continue;
         }
         let acted = cancels
@@ -448,5 +455,27 @@ mod tests {
         };
         assert_eq!(run(true), 0);
         assert_eq!(run(false), 1);
+    }
+
+    #[test]
+    fn a_process_a_rollback_fences_within_the_bound_is_not_asked_to_act() {
+        // mcp_faults seed 9329: shown the task running at 5,000 ms, the process is fenced by a
+        // rollback to epoch 2 before its bound ends; the new epoch's process is judged on its own
+        // replies. A rollback after the bound excuses nothing.
+        let bound = act_bound_ms(1, 10);
+        let run = |rollback_at_ms: u64| {
+            let mut b = clicked_early();
+            b.at(rollback_at_ms).push(What::World {
+                action: WorldAction::Rollback {
+                    incarnation: 2,
+                    epoch: 2,
+                },
+            });
+            let mut t = b.build(SETTLED);
+            t.events.sort_by_key(|e| e.t_ms);
+            check(&t).len()
+        };
+        assert_eq!(run(5_000 + bound / 2), 0);
+        assert_eq!(run(5_000 + bound + 1), 1);
     }
 }

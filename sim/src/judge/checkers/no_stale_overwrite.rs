@@ -4,6 +4,14 @@
 //! executor is rejected (stale), never applied: no `Moved` follows it, and no `Stayed` either
 //! while the record is not final (a final record may note a late completion without a change).
 //! Judged per executor incarnation, over every request kind (polls, cancels, lookups, fetches).
+//!
+//! One exception, the core's on purpose: a late status view (a poll's `status`, a cancel's
+//! `cancel_ack`) may be kept, never moved on, once a not-found for the node has reached an
+//! executor. The core then uses it only as proof that the operation outlived that 404 (it resets
+//! the not-found streak; `src/core/handlers.rs`, `stale_view_shows_ours`). The not-found is the
+//! world's fact: a frame the network carried to an executor showing the operation not found
+//! (mcp_replicas seeds 4119 and 5823: a replica's 404, then a poll answer that arrived after a
+//! newer cancel's).
 
 use std::collections::BTreeMap;
 
@@ -12,7 +20,7 @@ use toolop::runner::Observation;
 
 use super::view::{judge, observations, reply_event, ExecId, View};
 use super::Violation;
-use crate::trace::Trace;
+use crate::trace::{Dir, NetVerdict, Shows, Trace, What};
 
 pub const NAME: &str = "no_stale_overwrite";
 
@@ -35,6 +43,7 @@ pub fn violations(v: &View) -> Vec<Violation> {
     let mut waiting: BTreeMap<(ExecId, &str), Answer> = BTreeMap::new();
     // The node's local state as the last move left it (any executor).
     let mut state: BTreeMap<&str, LocalState> = BTreeMap::new();
+    let not_found_at = first_not_found_delivered(v.trace);
     for (t, exec, obs) in observations(v.trace) {
         match obs {
             Observation::Received {
@@ -68,7 +77,13 @@ pub fn violations(v: &View) -> Vec<Violation> {
                 let Some(a) = waiting.remove(&key).filter(|a| a.event == *event) else {
                     continue;
                 };
+                let proof_of_life = !moved
+                    && STATUS_VIEWS.contains(&a.event.as_str())
+                    && not_found_at
+                        .get(node.as_str())
+                        .is_some_and(|&nf| nf <= a.at_ms);
                 match a.stale_behind {
+                    Some(_) if proof_of_life => {}
                     Some(newer) if moved || !was_final => out.push(Violation {
                         checker: NAME,
                         node: Some(node.clone()),
@@ -94,6 +109,30 @@ pub fn violations(v: &View) -> Vec<Violation> {
                 waiting.remove(&(exec, node.as_str()));
             }
             _ => {}
+        }
+    }
+    out
+}
+
+/// The replies that carry a view of the operation's status.
+const STATUS_VIEWS: [&str; 2] = ["reply:poll:status", "reply:cancel:cancel_ack"];
+
+/// Per call node, when a frame showing its operation not found first left for an executor
+/// (and was not lost on the way).
+fn first_not_found_delivered(trace: &Trace) -> BTreeMap<&str, u64> {
+    let mut out = BTreeMap::new();
+    for e in &trace.events {
+        if let What::Net {
+            dir: Dir::ToExecutor,
+            node: Some(node),
+            verdict,
+            shows: Some(Shows::NotFound { .. }),
+            ..
+        } = &e.what
+        {
+            if !matches!(verdict, NetVerdict::Lost) {
+                out.entry(node.as_str()).or_insert(e.t_ms);
+            }
         }
     }
     out
@@ -191,5 +230,49 @@ mod tests {
             event: "reply:poll:status".into(),
         });
         assert_eq!(check(&b.build(SETTLED)).len(), 1);
+    }
+
+    /// `reordered` with a not-found for n1 carried to an executor at `t_ms`.
+    fn with_not_found_at(t_ms: u64) -> Tb {
+        let mut b = reordered();
+        b.at(t_ms).net_in(
+            "n1",
+            crate::fake::codec::ExchangeKind::Poll,
+            Shows::NotFound { expired: false },
+        );
+        // Where `reordered` left off: poll 3's late answer arrived at 5,010 ms.
+        b.at(5_010);
+        b
+    }
+
+    #[test]
+    fn a_late_status_kept_after_a_not_found_is_the_cores_proof_of_life() {
+        let kept = |b: &mut Tb| {
+            b.obs(Observation::Stayed {
+                node: "n1".into(),
+                event: "reply:poll:status".into(),
+            });
+        };
+        let sorted = |b: &Tb| {
+            let mut t = b.build(SETTLED);
+            t.events.sort_by_key(|e| e.t_ms);
+            t
+        };
+        let mut b = with_not_found_at(4_800);
+        kept(&mut b);
+        assert_eq!(check(&sorted(&b)), vec![]);
+        // Moving on it is still an overwrite.
+        let mut b = with_not_found_at(4_800);
+        b.obs(Observation::Moved {
+            node: "n1".into(),
+            event: "reply:poll:status".into(),
+            path: vec![InputRequired, Working],
+            version: 0,
+        });
+        assert_eq!(check(&sorted(&b)).len(), 1);
+        // A not-found that came only after the late answer excuses nothing.
+        let mut b = with_not_found_at(5_500);
+        kept(&mut b);
+        assert_eq!(check(&sorted(&b)).len(), 1);
     }
 }
