@@ -2,6 +2,9 @@
 # production build (real tokio) and the simulated build never share artefacts.
 SIM_ENV := RUSTFLAGS="--cfg madsim" CARGO_TARGET_DIR=target/sim
 SIM := $(SIM_ENV) cargo run --release -q -p toolop-sim --
+# The long runs users wait for (the release gate, the benchmark) use the thin-LTO `gate` profile
+# (Cargo.toml says why CI's tests do not).
+SIM_GATE := $(SIM_ENV) cargo run --profile gate -q -p toolop-sim --
 DEFAULT_SET := $(shell grep -v "^\#" scenarios/default-set.txt)
 SCENARIO ?= scenarios/smoke.toml
 SEED ?= 42
@@ -14,7 +17,7 @@ PEERS_VENV := target/peers-venv
 
 # The release gate: 10,000 seeded series of the default set, every invariant, every gate.
 gate:
-	$(SIM) gate --scenario $(DEFAULT_SET) --series $(SERIES) --jobs $(JOBS)
+	$(SIM_GATE) gate --scenario $(DEFAULT_SET) --series $(SERIES) --jobs $(JOBS)
 
 # The reduced sweep CI runs.
 gate-ci:
@@ -52,7 +55,7 @@ trace-hashes:
 	$(SIM) hashes --scenario $(DEFAULT_SET) --jobs $(JOBS) --write sim/tests/data/trace-hashes.txt
 
 bench:
-	$(SIM) bench --scenario $(DEFAULT_SET) --series $(SERIES) --jobs $(JOBS)
+	$(SIM_GATE) bench --scenario $(DEFAULT_SET) --series $(SERIES) --jobs $(JOBS)
 
 # Ledger throughput (commits/s, acceptance transactions/s) on SQLite files, in memory, and the
 # in-memory ledger. A benchmark on real files and real time, never a test.
