@@ -6,8 +6,9 @@
 //! operation ended asks for nothing, nor does an unsolicited status notification (advisory: the
 //! executor keeps to its own reads), and neither does a stale reply showing it running when the
 //! ground truth says it had ended by then. Replies that reach an executor of an older epoch, or
-//! one that goes down or is fenced by a rollback within the bound, ask nothing of it (the next process is judged on its own
-//! replies), and nothing is asked once the store shows the node settled. A commit the world
+//! one that goes down or is fenced by a rollback within the bound, ask nothing of it (the next
+//! process is judged on its own replies), and nothing is asked once the store shows the node
+//! settled. A commit the world
 //! holds (`ledger_commit_ms`, a slow commit) while the bound runs, of the judged process or of
 //! any process about the node, extends it to the bound after that commit lands: a process acts
 //! one event at a time, and a click another process took shows in the ledger only then.

@@ -18,9 +18,9 @@ use std::collections::BTreeMap;
 use toolop::record::LocalState;
 use toolop::runner::Observation;
 
-use super::view::{judge, observations, reply_event, ExecId, View};
+use super::view::{frames, judge, observations, reply_event, ExecId, View};
 use super::Violation;
-use crate::trace::{Dir, NetVerdict, Shows, Trace, What};
+use crate::trace::{Dir, NetVerdict, Shows, Trace};
 
 pub const NAME: &str = "no_stale_overwrite";
 
@@ -121,17 +121,12 @@ const STATUS_VIEWS: [&str; 2] = ["reply:poll:status", "reply:cancel:cancel_ack"]
 /// (and was not lost on the way).
 fn first_not_found_delivered(trace: &Trace) -> BTreeMap<&str, u64> {
     let mut out = BTreeMap::new();
-    for e in &trace.events {
-        if let What::Net {
-            dir: Dir::ToExecutor,
-            node: Some(node),
-            verdict,
-            shows: Some(Shows::NotFound { .. }),
-            ..
-        } = &e.what
+    for f in frames(trace) {
+        if let (Dir::ToExecutor, Some(node), Some(Shows::NotFound { .. })) =
+            (f.dir, f.node, f.shows)
         {
-            if !matches!(verdict, NetVerdict::Lost) {
-                out.entry(node.as_str()).or_insert(e.t_ms);
+            if !matches!(f.verdict, NetVerdict::Lost) {
+                out.entry(node).or_insert(f.t_ms);
             }
         }
     }

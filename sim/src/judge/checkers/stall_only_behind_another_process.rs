@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 
 use toolop::runner::Observation;
 
+use super::ledger_writes::landed;
 use super::view::{judge, observations, ExecId, View};
 use super::Violation;
 use crate::trace::{Trace, What};
@@ -43,15 +44,11 @@ pub fn violations(v: &View) -> Vec<Violation> {
             continue;
         };
         let from_ms = born.get(&(epoch, incarnation)).copied().unwrap_or(0);
-        let driven_by_other = events.iter().any(|e| match &e.what {
-            What::Ledger { write } => {
-                write.node == *node
-                    && write.epoch == epoch
-                    && write.incarnation != incarnation
-                    && write.outcome.landed().is_some()
-                    && (from_ms..=t).contains(&e.t_ms)
-            }
-            _ => false,
+        let driven_by_other = landed(v.trace).any(|(w_ms, w)| {
+            w.node == *node
+                && w.epoch == epoch
+                && w.incarnation != incarnation
+                && (from_ms..=t).contains(&w_ms)
         });
         if !driven_by_other {
             out.push(Violation {
@@ -69,9 +66,9 @@ pub fn violations(v: &View) -> Vec<Violation> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::judge::checkers::ledger_writes::build;
     use crate::judge::checkers::testkit::{assert_clean, Tb, SETTLED};
-    use crate::trace::{LedgerWrite, WriteOutcome};
-    use toolop::record::LocalState;
+    use crate::trace::WriteOutcome;
 
     fn stalled(b: &mut Tb, node: &str) {
         b.obs(Observation::Stalled {
@@ -81,26 +78,9 @@ mod tests {
     }
 
     fn write_by(b: &mut Tb, node: &str, epoch: u64, incarnation: u32, outcome: WriteOutcome) {
-        b.push(What::Ledger {
-            write: LedgerWrite {
-                node: node.into(),
-                epoch,
-                incarnation,
-                writer_epoch: epoch,
-                ledger_epoch: epoch,
-                expected_version: 3,
-                read_version: Some(3),
-                stored_version: Some(3),
-                stored_state: Some(LocalState::Working),
-                recorded_digest: None,
-                state: LocalState::Working,
-                result_digest: None,
-                operation_id: Some(format!("t-{node}")),
-                receipt: None,
-                delay_ms: 0,
-                outcome,
-            },
-        });
+        let mut w = build::write(node, epoch, incarnation, 3);
+        w.outcome = outcome;
+        b.push(build::ev(w));
     }
 
     #[test]
