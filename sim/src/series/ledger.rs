@@ -56,7 +56,9 @@ impl LedgerKind {
             // An in-memory SQLite database touches no file; failing to create one is a broken
             // build (the bundled library), not an operating error of a series.
             LedgerKind::Sqlite => {
-                Box::new(SqliteLedger::open_in_memory().expect("an in-memory SQLite ledger opens"))
+                Box::new(
+                SqliteLedger::open_in_memory_copy().expect("an in-memory SQLite ledger opens"),
+            )
             }
         }
     }

@@ -685,3 +685,41 @@ async fn sqlite_in_memory_runs_inside_the_simulated_runtime() {
     );
     assert!(conflicts >= 1, "the writers raced");
 }
+
+fn schema_rows(conn: &Connection) -> Vec<(String, String, Option<String>)> {
+    conn.prepare("SELECT type, name, sql FROM sqlite_master ORDER BY type, name")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap()
+}
+
+/// The simulator's copy of a migrated empty database is that database: the same tables,
+/// indexes and constraints, the same schema version and epoch, foreign keys enforced; and each
+/// copy is its own database.
+#[test]
+fn a_copied_ledger_is_a_migrated_one_and_copies_share_nothing() {
+    let migrated = SqliteLedger::open_in_memory().unwrap();
+    let mut copy = SqliteLedger::open_in_memory_copy().unwrap();
+    assert_eq!(schema_rows(&copy.conn), schema_rows(&migrated.conn));
+    assert!(schema_rows(&copy.conn).len() > 5);
+    assert_eq!(copy.schema_version().unwrap(), SCHEMA_VERSION);
+    assert_eq!(copy.current_epoch().unwrap(), INITIAL_EPOCH);
+    let fk: u64 = copy
+        .conn
+        .query_row("PRAGMA foreign_keys", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(fk, 1, "foreign keys are a connection setting and must be set again");
+    refused_by_the_database(
+        copy.conn.execute(
+            "INSERT INTO operation_ids (operation_id, call_node_id) VALUES ('op', 'nobody')",
+            [],
+        ),
+        "an operation id of a record that does not exist",
+    );
+    copy.insert(rec("a"), INITIAL_EPOCH).unwrap();
+    let other = SqliteLedger::open_in_memory_copy().unwrap();
+    assert_eq!(other.records().unwrap(), vec![]);
+    assert_eq!(copy.records().unwrap().len(), 1);
+}

@@ -1,6 +1,7 @@
 //! One ledger test suite, two implementations: every test in `suite.rs` is written once,
 //! generic over [`Ledger`], and run against the in-memory ledger and the SQLite ledger (in
-//! memory; `sqlite/tests.rs` covers files, WAL, migrations and the database's own constraints).
+//! memory, both as migrated and as the copy of a migrated database the simulator opens;
+//! `sqlite/tests.rs` covers files, WAL, migrations and the database's own constraints).
 //! `equivalence.rs` drives both with the same random writes and compares them after every step.
 
 mod equivalence;
@@ -17,6 +18,10 @@ fn sqlite() -> SqliteLedger {
     SqliteLedger::open_in_memory().expect("an in-memory SQLite ledger opens")
 }
 
+fn sqlite_copy() -> SqliteLedger {
+    SqliteLedger::open_in_memory_copy().expect("a copied in-memory SQLite ledger opens")
+}
+
 /// Instantiate each generic test once per implementation.
 macro_rules! both_ledgers {
     ($($name:ident),* $(,)?) => {
@@ -25,6 +30,9 @@ macro_rules! both_ledgers {
         }
         mod sqlite_ledger {
             $(#[test] fn $name() { super::suite::$name(super::sqlite); })*
+        }
+        mod sqlite_copied_ledger {
+            $(#[test] fn $name() { super::suite::$name(super::sqlite_copy); })*
         }
     };
 }
