@@ -1006,6 +1006,15 @@ impl<'a> Machine<'a> {
             },
             // Already terminal: read which terminal state it is; never rewrite it as cancelled.
             Reply::CancelPending => {
+                // The server took a cancel for our operation id (AIP-151 and the tasks
+                // extension answer "not found" for one they do not hold): it held the operation
+                // after any not-found this reply is newer than. Those were a lagging replica's
+                // (aip151_faults seed 13660: two lagging 404s, this ack, a third 404, and a live
+                // cancelled operation handed to a person).
+                if !mutated!(self, NotFoundStreakNeverReset) {
+                    self.rec.poll_cursor.not_found_streak = 0;
+                }
+                self.rec.poll_cursor.lost_streak = 0;
                 self.rec.cancel_pending = true;
                 self.schedule(self.cfg.cancel_requery_interval_ms, Timer::CancelRequery);
                 STAYED

@@ -629,6 +629,31 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
          reply:poll:status => rejected:stale_answer",
     ),
     (
+        "a cancel the server took after not-founds shows the operation alive: their count starts again",
+        |s| {
+            s.working().timer(Timer::PollDue).reply(RequestKind::Poll, Reply::NotFound { message: "lagging".into() });
+            s.timer(Timer::PollDue).reply(RequestKind::Poll, Reply::NotFound { message: "lagging".into() });
+            s.ev(Event::CancelClicked).reply(RequestKind::Cancel, Reply::CancelPending);
+            s.timer(Timer::CancelRequery).reply(RequestKind::Poll, Reply::NotFound { message: "lagging".into() });
+            s.timer(Timer::CancelRequery).reply(RequestKind::Poll, Reply::NotFound { message: "lagging".into() });
+            s.timer(Timer::CancelRequery).reply(RequestKind::Poll, Reply::NotFound { message: "lagging".into() });
+        },
+        "start => stay [send:submit#1]
+         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
+         timer:poll_due => stay [send:poll#2]
+         reply:poll:not_found => stay [at1500:poll_due]
+         timer:poll_due => stay [send:poll#3]
+         reply:poll:not_found => stay [at2250:poll_due]
+         cancel_clicked => WORKING->CANCEL_REQUESTED [send:cancel#4]
+         reply:cancel:cancel_pending => stay [at2000:cancel_requery]
+         timer:cancel_requery => stay [send:poll#5]
+         reply:poll:not_found => stay [at2000:cancel_requery]
+         timer:cancel_requery => stay [send:poll#6]
+         reply:poll:not_found => stay [at2000:cancel_requery]
+         timer:cancel_requery => stay [send:poll#7]
+         reply:poll:not_found => CANCEL_REQUESTED->UNKNOWN [reconcile]",
+    ),
+    (
         "404 after expiry goes to reconciliation at once",
         |s| {
             s.working().at(70_000).timer(Timer::PollDue).reply(RequestKind::Poll, Reply::NotFound { message: "expired".into() });
