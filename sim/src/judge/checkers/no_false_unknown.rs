@@ -76,8 +76,12 @@ fn judged(v: &View) -> (Vec<Violation>, u32) {
     let mut started: Vec<(u64, ExecId)> = vec![(0, (1, 1))];
     for e in &v.trace.events {
         match &e.what {
+            // A replica goes down as `ReplicaStop` (a crash included): `mcp_ext_faults` seed
+            // 62339, a replica crashed with two submissions' replies unread.
             What::World {
-                action: WorldAction::ExecutorDown { incarnation, .. },
+                action:
+                    WorldAction::ExecutorDown { incarnation, .. }
+                    | WorldAction::ReplicaStop { incarnation, .. },
             } => down.push((*incarnation, e.t_ms)),
             What::World {
                 action:
@@ -170,7 +174,9 @@ fn lost_with_their_reader(trace: &Trace) -> BTreeSet<u64> {
                 ..
             } => crashes.push((e.t_ms, node.as_str())),
             What::World {
-                action: WorldAction::ExecutorDown { incarnation, .. },
+                action:
+                    WorldAction::ExecutorDown { incarnation, .. }
+                    | WorldAction::ReplicaStop { incarnation, .. },
             } => downs.push((e.t_ms, *incarnation)),
             _ => {}
         }
@@ -232,7 +238,9 @@ fn fenced_with_their_reader(trace: &Trace, arrived: &[Frame]) -> BTreeSet<u64> {
             // Only a process the world killed (a crash, a lost commit reply): one whose
             // connection dropped exits by itself, and reads what it had received first.
             What::World {
-                action: WorldAction::ExecutorDown { incarnation, .. },
+                action:
+                    WorldAction::ExecutorDown { incarnation, .. }
+                    | WorldAction::ReplicaStop { incarnation, .. },
             } if lost_reply_at.is_some() => {
                 lost_reply_at = None;
                 let theirs = |a: &Frame| a.exec.1 == *incarnation;
@@ -732,6 +740,33 @@ mod tests {
         assert_eq!(check(&build(true, rollback())).len(), 1);
         assert_eq!(check(&build_held(5, rollback())).len(), 1);
         assert_eq!(check(&build_held(5, down())).len(), 1);
+    }
+
+    #[test]
+    fn a_replica_that_crashes_loses_what_it_read_like_any_process() {
+        // mcp_ext_faults seed 62339: a replica (incarnation 1000) was shown the live task at 10
+        // and crashed at 20 before writing it down; the world reports a replica's end as
+        // `ReplicaStop`, not `ExecutorDown`. A replica the world stopped without a crash is
+        // still judged on what it read.
+        let build = |crashed: bool| {
+            let mut b = Tb::new();
+            b.unknown_path("n1", 0);
+            b.exec(1, 1_000);
+            b.at(5).push(build::ev(build::write("n1", 1, 1_000, 2)));
+            b.at(10).net_in("n1", ExchangeKind::Poll, working());
+            if crashed {
+                b.at(20).fault(FaultKind::ExecutorCrash, Some("n2"), None);
+            }
+            b.at(20).push(What::World {
+                action: WorldAction::ReplicaStop {
+                    incarnation: 1_000,
+                    exit: if crashed { "crashed" } else { "shut down" }.into(),
+                },
+            });
+            b.build(SETTLED)
+        };
+        assert_eq!(check(&build(true)), vec![]);
+        assert_eq!(check(&build(false)).len(), 1);
     }
 
     #[test]
