@@ -233,3 +233,24 @@ fn mcp_replicas_seed_918_leaves_the_submission_to_the_process_that_made_it() {
         "the replica's timer was not the one left out; replay: {replay}"
     );
 }
+
+/// aip151_faults seed 13660 (100,000-series gate): two lagging 404s, a cancel the server took
+/// (AIP-151's empty answer), a third 404: the executor handed a live, cancelled operation to a
+/// person (`no_false_unknown`). The taken cancel now resets the not-found count.
+#[test]
+fn aip151_faults_seed_13660_counts_not_founds_again_after_a_taken_cancel() {
+    let (r, replay) = series_of("aip151_faults", 13660);
+    let violations = toolop_sim::judge::checkers::check_all(&r.trace);
+    assert!(violations.is_empty(), "{violations:?}; replay: {replay}");
+}
+
+/// mcp_ext_faults seed 62339 (100,000-series gate): a replica crashed with two submissions'
+/// replies unread; `no_false_unknown` took the world's `ReplicaStop` for a process that lived
+/// on, and called the next process's hand-offs false. A replica's crash now loses what it read
+/// like any process's.
+#[test]
+fn mcp_ext_faults_seed_62339_a_crashed_replica_read_nothing_it_did_not_write_down() {
+    let (r, replay) = series_of("mcp_ext_faults", 62339);
+    let violations = toolop_sim::judge::checkers::check_all(&r.trace);
+    assert!(violations.is_empty(), "{violations:?}; replay: {replay}");
+}

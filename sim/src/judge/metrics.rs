@@ -9,7 +9,8 @@ use toolop::runner::Observation;
 
 use crate::fake::codec::ExchangeKind;
 use crate::judge::checkers::view::{
-    arrivals, caller_times, node_task, observations, sends, store_facts, View,
+    arrivals, caller_times, covered_ms, executor_down_spans, node_task, observations, sends,
+    store_facts, View,
 };
 use crate::judge::checkers::{
     at_most_one_receipt, no_divergence, no_false_unknown, no_second_operation, outbox_traceable,
@@ -42,7 +43,10 @@ pub struct SeriesMetrics {
     /// Cancel click to the executor knowing who won: the cancel confirmed (CANCELLED_ACCEPTED),
     /// a terminal state observed instead (TERMINAL_OBSERVED: the work finished first), or the
     /// node settled otherwise. Fetching a result the cancel lost to is not part of it. A node
-    /// that had settled before the click has nothing to confirm and is left out.
+    /// that had settled before the click has nothing to confirm and is left out. Time in which
+    /// the world kept every executor process of the newest epoch down (crashed, not yet
+    /// restarted) is not counted: no executor can confirm anything then, and the restart delay
+    /// is the world's, not the code's (`view::executor_down_spans`).
     pub cancel_confirmation_ms: Vec<u64>,
     /// Time spent not knowing whether an operation exists: entering SUBMISSION_UNKNOWN to leaving
     /// it, and submission to hand-off for nodes that end in UNKNOWN.
@@ -149,12 +153,14 @@ pub fn measure(trace: &Trace) -> SeriesMetrics {
             m.end_to_end_ms.push(t.saturating_sub(*submitted_ms));
         }
     }
+    let down = executor_down_spans(trace);
     for (node, clicked_ms) in caller_times(trace, CallerAction::Cancel) {
         if let Some((t, _)) = settled.get(&node).filter(|(t, _)| *t >= clicked_ms) {
             let known = outcome_known_after(trace, &node, clicked_ms)
                 .unwrap_or(*t)
                 .min(*t);
-            m.cancel_confirmation_ms.push(known - clicked_ms);
+            let down_ms = covered_ms(&down, clicked_ms, known);
+            m.cancel_confirmation_ms.push(known - clicked_ms - down_ms);
         }
     }
     m.unknown_reconciliation_ms = unknown_durations(trace, &submitted, &settled);
@@ -279,7 +285,7 @@ fn measure_final(v: &View, submitted: &BTreeMap<String, u64>, m: &mut SeriesMetr
 mod tests {
     use super::*;
     use crate::fake::truth::TaskStatus;
-    use crate::judge::checkers::testkit::{all_paths, SETTLED};
+    use crate::judge::checkers::testkit::{all_paths, Tb, SETTLED};
     use toolop::record::TerminalState;
 
     #[test]
@@ -359,5 +365,29 @@ mod tests {
         assert_eq!(m.end_to_end_ms.len(), 5);
         assert!(m.terminal_states.is_empty() && m.completion_detection_ms.is_empty());
         assert_eq!(m.liveness_failures, 0);
+    }
+
+    /// Cancel confirmation leaves out the time the world kept every executor down, and only
+    /// that: the same cancel takes 40 ms, and 40 ms again when the executor crashed for 20 ms
+    /// between the click and the confirmation plus 20 ms of its own.
+    #[test]
+    fn cancel_confirmation_leaves_out_only_the_time_no_executor_ran() {
+        use crate::trace::WorldAction;
+        let mut b = Tb::new();
+        b.cancel_path("n1", 100);
+        assert_eq!(measure(&b.build(SETTLED)).cancel_confirmation_ms, vec![40]);
+        b.at(3_110).push(What::World {
+            action: WorldAction::ExecutorDown {
+                incarnation: 1,
+                exit: "crashed".into(),
+            },
+        });
+        b.at(3_130).push(What::World {
+            action: WorldAction::ExecutorRestart {
+                incarnation: 2,
+                epoch: 1,
+            },
+        });
+        assert_eq!(measure(&b.build(SETTLED)).cancel_confirmation_ms, vec![20]);
     }
 }

@@ -267,7 +267,7 @@ pub const FIELDS: &[Field] = &[
     f("gates.max_divergences", Unit::Count, (0.0, NONE_ABOVE), "Accepted terminal states that differ from the server's ground truth, over the sweep.").ex("0"),
     f("gates.max_second_operations", Unit::Count, (0.0, NONE_ABOVE), "Second server operations for one call node, over the sweep.").ex("0"),
     f("gates.max_qps", Unit::PerSecond, (1.0, 100_000.0), "The poll-rate bound per one-second window the gate checks; left out: `executor.max_qps`.").optional().ex("20"),
-    f("gates.cancel_confirmation_p99_ms", Unit::Ms, (1.0, WEEK), "The p99 of cancel click to outcome known must be below this.").ex("60000"),
+    f("gates.cancel_confirmation_p99_ms", Unit::Ms, (1.0, WEEK), "The p99 of cancel click to outcome known (less time every executor was down) must be below this.").ex("60000"),
     f("gates.unknown_reconciliation_max_ms", Unit::Ms, (1.0, WEEK), "Every UNKNOWN call node must reach reconciliation within this.").ex("900000"),
     f("gates.outbox_traceable_min_pct", Unit::Percent, (0.0, 100.0), "Share of outbox entries that trace back to a receipt.").ex("100.0"),
     f("gates.max_false_unknown_pct", Unit::Percent, (0.0, 100.0), "Share of hand-offs to manual reconciliation that `no_false_unknown` finds false (the server still held the operation and had shown it); undecidable ones are excused and counted apart.").ex("0.0"),

@@ -282,6 +282,59 @@ pub fn newest_epoch_at(epochs: &[(u64, u64)], t_ms: u64) -> u64 {
         .map_or(1, |(_, e)| *e)
 }
 
+/// The spans `[from, to)` in which no executor process of the newest epoch ran, from the
+/// world's own account: after a crash, a dropped connection or a failed handshake until the
+/// world restarted one (a replica of that epoch that is up counts as running). The first
+/// incarnation runs from time 0. A span still open at the end closes at the last event.
+/// A runner task that failed is not taken as down: that time stays the executor's.
+pub fn executor_down_spans(trace: &Trace) -> Vec<(u64, u64)> {
+    use crate::trace::WorldAction as A;
+    let mut alive: BTreeMap<u32, u64> = BTreeMap::from([(1, 1)]);
+    let mut newest = 1;
+    let mut down_since: Option<u64> = None;
+    let mut out = vec![];
+    for e in &trace.events {
+        let What::World { action } = &e.what else {
+            continue;
+        };
+        match action {
+            A::ExecutorDown { incarnation, .. } | A::ReplicaStop { incarnation, .. } => {
+                alive.remove(incarnation);
+            }
+            A::ExecutorRestart { incarnation, epoch } | A::ReplicaStart { incarnation, epoch } => {
+                alive.insert(*incarnation, *epoch);
+            }
+            A::Rollback { incarnation, epoch } => {
+                newest = *epoch;
+                alive.insert(*incarnation, *epoch);
+            }
+            A::OldEpochStopped { epoch } => alive.retain(|_, e| e != epoch),
+            A::ExecutorTaskFailed { .. } | A::IncarnationLimit { .. } => {}
+        }
+        let up = alive.values().any(|e| *e == newest);
+        match (up, down_since) {
+            (false, None) => down_since = Some(e.t_ms),
+            (true, Some(from)) => {
+                out.push((from, e.t_ms));
+                down_since = None;
+            }
+            _ => {}
+        }
+    }
+    if let (Some(from), Some(last)) = (down_since, trace.events.last()) {
+        out.push((from, last.t_ms.max(from)));
+    }
+    out
+}
+
+/// How much of `[from, to)` the spans cover.
+pub fn covered_ms(spans: &[(u64, u64)], from: u64, to: u64) -> u64 {
+    spans
+        .iter()
+        .map(|(a, b)| (*b).min(to).saturating_sub((*a).max(from)))
+        .sum()
+}
+
 /// First time the caller did `action` per node.
 pub fn caller_times(trace: &Trace, action: CallerAction) -> BTreeMap<String, u64> {
     let mut out = BTreeMap::new();
@@ -327,5 +380,42 @@ mod tests {
             reply_event(RequestKind::Poll.name(), reply.name())
         );
         assert_eq!(Event::Resume.name(), RESUME_EVENT);
+    }
+
+    /// Down spans follow the world's account: a crash until the restart, a replica that covers
+    /// part of it, a rollback whose new process runs while the old epoch's lingers, and a new
+    /// epoch's process going down while only the fenced old one is up (open until the end).
+    #[test]
+    fn executor_down_spans_follow_the_world() {
+        use crate::judge::checkers::testkit::Tb;
+        use crate::trace::WorldAction as A;
+        let mut b = Tb::new();
+        let mut world = |t: u64, action: A| {
+            b.at(t).push(What::World { action });
+        };
+        let down = |incarnation| A::ExecutorDown {
+            incarnation,
+            exit: "crashed".into(),
+        };
+        world(1_000, down(1));
+        world(2_000, A::ReplicaStart { incarnation: 1_000, epoch: 1 });
+        world(3_000, A::ReplicaStop { incarnation: 1_000, exit: "done".into() });
+        world(5_000, A::ExecutorRestart { incarnation: 2, epoch: 1 });
+        world(6_000, A::Rollback { incarnation: 3, epoch: 2 });
+        world(7_000, down(3));
+        b.at(9_000).caller(CallerAction::Submit, "n1");
+        let trace = b.assemble(true, false, None);
+        let spans = executor_down_spans(&trace);
+        assert_eq!(spans, vec![(1_000, 2_000), (3_000, 5_000), (7_000, 9_000)]);
+        assert_eq!(covered_ms(&spans, 1_500, 8_000), 500 + 2_000 + 1_000);
+        assert_eq!(covered_ms(&spans, 5_000, 7_000), 0);
+        // A replica of the fenced epoch keeps nothing up.
+        let mut b = Tb::new();
+        b.at(10).push(What::World { action: A::Rollback { incarnation: 2, epoch: 2 } });
+        b.at(20).push(What::World { action: A::ReplicaStart { incarnation: 1_000, epoch: 1 } });
+        b.at(30).push(What::World { action: down(2) });
+        b.at(40).push(What::World { action: A::OldEpochStopped { epoch: 1 } });
+        b.at(50).push(What::World { action: A::ExecutorRestart { incarnation: 3, epoch: 2 } });
+        assert_eq!(executor_down_spans(&b.assemble(false, false, None)), vec![(30, 50)]);
     }
 }
