@@ -55,11 +55,9 @@ impl LedgerKind {
             LedgerKind::Memory => Box::new(MemoryLedger::new()),
             // An in-memory SQLite database touches no file; failing to create one is a broken
             // build (the bundled library), not an operating error of a series.
-            LedgerKind::Sqlite => {
-                Box::new(
+            LedgerKind::Sqlite => Box::new(
                 SqliteLedger::open_in_memory_copy().expect("an in-memory SQLite ledger opens"),
-            )
-            }
+            ),
         }
     }
 }

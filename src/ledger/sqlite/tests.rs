@@ -710,7 +710,10 @@ fn a_copied_ledger_is_a_migrated_one_and_copies_share_nothing() {
         .conn
         .query_row("PRAGMA foreign_keys", [], |r| r.get(0))
         .unwrap();
-    assert_eq!(fk, 1, "foreign keys are a connection setting and must be set again");
+    assert_eq!(
+        fk, 1,
+        "foreign keys are a connection setting and must be set again"
+    );
     refused_by_the_database(
         copy.conn.execute(
             "INSERT INTO operation_ids (operation_id, call_node_id) VALUES ('op', 'nobody')",

@@ -398,10 +398,34 @@ mod tests {
             exit: "crashed".into(),
         };
         world(1_000, down(1));
-        world(2_000, A::ReplicaStart { incarnation: 1_000, epoch: 1 });
-        world(3_000, A::ReplicaStop { incarnation: 1_000, exit: "done".into() });
-        world(5_000, A::ExecutorRestart { incarnation: 2, epoch: 1 });
-        world(6_000, A::Rollback { incarnation: 3, epoch: 2 });
+        world(
+            2_000,
+            A::ReplicaStart {
+                incarnation: 1_000,
+                epoch: 1,
+            },
+        );
+        world(
+            3_000,
+            A::ReplicaStop {
+                incarnation: 1_000,
+                exit: "done".into(),
+            },
+        );
+        world(
+            5_000,
+            A::ExecutorRestart {
+                incarnation: 2,
+                epoch: 1,
+            },
+        );
+        world(
+            6_000,
+            A::Rollback {
+                incarnation: 3,
+                epoch: 2,
+            },
+        );
         world(7_000, down(3));
         b.at(9_000).caller(CallerAction::Submit, "n1");
         let trace = b.assemble(true, false, None);
@@ -411,11 +435,31 @@ mod tests {
         assert_eq!(covered_ms(&spans, 5_000, 7_000), 0);
         // A replica of the fenced epoch keeps nothing up.
         let mut b = Tb::new();
-        b.at(10).push(What::World { action: A::Rollback { incarnation: 2, epoch: 2 } });
-        b.at(20).push(What::World { action: A::ReplicaStart { incarnation: 1_000, epoch: 1 } });
+        b.at(10).push(What::World {
+            action: A::Rollback {
+                incarnation: 2,
+                epoch: 2,
+            },
+        });
+        b.at(20).push(What::World {
+            action: A::ReplicaStart {
+                incarnation: 1_000,
+                epoch: 1,
+            },
+        });
         b.at(30).push(What::World { action: down(2) });
-        b.at(40).push(What::World { action: A::OldEpochStopped { epoch: 1 } });
-        b.at(50).push(What::World { action: A::ExecutorRestart { incarnation: 3, epoch: 2 } });
-        assert_eq!(executor_down_spans(&b.assemble(false, false, None)), vec![(30, 50)]);
+        b.at(40).push(What::World {
+            action: A::OldEpochStopped { epoch: 1 },
+        });
+        b.at(50).push(What::World {
+            action: A::ExecutorRestart {
+                incarnation: 3,
+                epoch: 2,
+            },
+        });
+        assert_eq!(
+            executor_down_spans(&b.assemble(false, false, None)),
+            vec![(30, 50)]
+        );
     }
 }
