@@ -177,6 +177,15 @@ fn series_of(name: &str, seed: u64) -> (toolop_sim::series::SeriesResult, String
     (r, replay)
 }
 
+/// Series `seed` of `scenarios/<name>.toml`, which must pass every checker, and its replay
+/// command.
+fn clean_series_of(name: &str, seed: u64) -> (toolop_sim::series::SeriesResult, String) {
+    let (r, replay) = series_of(name, seed);
+    let violations = toolop_sim::judge::checkers::check_all(&r.trace);
+    assert!(violations.is_empty(), "{violations:?}; replay: {replay}");
+    (r, replay)
+}
+
 /// Canary seed 481 (issue 11): the canary is wrong about pacing, not approvals. The series once
 /// failed `input_answer_matches_round` because the checker paired a server-side answer with the
 /// executor's latest question by time; it now pairs it with the frame that carried it.
@@ -204,9 +213,7 @@ fn canary_seed_481_fails_on_pacing_not_on_approvals() {
 /// of its own drives it.
 #[test]
 fn mcp_ext_faults_seed_2412_honours_the_poll_interval_after_a_replica_s_writes() {
-    let (r, replay) = series_of("mcp_ext_faults", 2412);
-    let violations = toolop_sim::judge::checkers::check_all(&r.trace);
-    assert!(violations.is_empty(), "{violations:?}; replay: {replay}");
+    clean_series_of("mcp_ext_faults", 2412);
 }
 
 /// mcp_replicas seed 918: a replica's submit timer lost its commit to the restarted primary's
@@ -216,9 +223,7 @@ fn mcp_ext_faults_seed_2412_honours_the_poll_interval_after_a_replica_s_writes()
 /// wrote since this one last saw it is now left to that process.
 #[test]
 fn mcp_replicas_seed_918_leaves_the_submission_to_the_process_that_made_it() {
-    let (r, replay) = series_of("mcp_replicas", 918);
-    let violations = toolop_sim::judge::checkers::check_all(&r.trace);
-    assert!(violations.is_empty(), "{violations:?}; replay: {replay}");
+    let (r, replay) = clean_series_of("mcp_replicas", 918);
     let left = r.trace.events.iter().any(|e| {
         matches!(
             &e.what,
@@ -239,9 +244,7 @@ fn mcp_replicas_seed_918_leaves_the_submission_to_the_process_that_made_it() {
 /// person (`no_false_unknown`). The taken cancel now resets the not-found count.
 #[test]
 fn aip151_faults_seed_13660_counts_not_founds_again_after_a_taken_cancel() {
-    let (r, replay) = series_of("aip151_faults", 13660);
-    let violations = toolop_sim::judge::checkers::check_all(&r.trace);
-    assert!(violations.is_empty(), "{violations:?}; replay: {replay}");
+    clean_series_of("aip151_faults", 13660);
 }
 
 /// mcp_ext_faults seed 62339 (100,000-series gate): a replica crashed with two submissions'
@@ -250,7 +253,5 @@ fn aip151_faults_seed_13660_counts_not_founds_again_after_a_taken_cancel() {
 /// like any process's.
 #[test]
 fn mcp_ext_faults_seed_62339_a_crashed_replica_read_nothing_it_did_not_write_down() {
-    let (r, replay) = series_of("mcp_ext_faults", 62339);
-    let violations = toolop_sim::judge::checkers::check_all(&r.trace);
-    assert!(violations.is_empty(), "{violations:?}; replay: {replay}");
+    clean_series_of("mcp_ext_faults", 62339);
 }
