@@ -365,6 +365,14 @@ pub enum FaultDetail {
     Exchange {
         exchange: ExchangeKind,
     },
+    /// A connection dropped at the exchange it carried: the executor process and lane whose
+    /// connection it was. Frames still on their way to it are lost with it.
+    Connection {
+        exchange: ExchangeKind,
+        lane: u32,
+        epoch: u64,
+        incarnation: u32,
+    },
     /// A reply from in front of the server.
     Replica {
         exchange: ExchangeKind,

@@ -255,3 +255,12 @@ fn aip151_faults_seed_13660_counts_not_founds_again_after_a_taken_cancel() {
 fn mcp_ext_faults_seed_62339_a_crashed_replica_read_nothing_it_did_not_write_down() {
     clean_series_of("mcp_ext_faults", 62339);
 }
+
+/// mcp_ext_faults seed 78901 (100,000-series gate): a submission's reply was on its way when
+/// the connection dropped, and the fake network still put it in the queue of the process, which
+/// was already failing its requests as lost; `no_false_unknown` counted it as shown. A dropped
+/// connection now takes what was on its way, in the network and in the judges' view of it.
+#[test]
+fn mcp_ext_faults_seed_78901_a_dropped_connection_takes_its_frames_in_flight() {
+    clean_series_of("mcp_ext_faults", 78901);
+}

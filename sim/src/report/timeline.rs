@@ -194,7 +194,9 @@ fn exec_line(inc: u32, obs: &Observation, verbose: bool) -> Option<String> {
 fn fault_detail(d: &FaultDetail) -> String {
     match d {
         FaultDetail::None => String::new(),
-        FaultDetail::Exchange { exchange } => format!(": {}", exchange.name()),
+        FaultDetail::Exchange { exchange } | FaultDetail::Connection { exchange, .. } => {
+            format!(": {}", exchange.name())
+        }
         FaultDetail::Replica {
             exchange,
             status,

@@ -11,7 +11,9 @@ use toolop::runner::Observation;
 use crate::fake::codec::ExchangeKind;
 use crate::fake::truth::{GroundTruth, TaskTruth};
 use crate::scenario::Protocol;
-use crate::trace::{BeginConfig, CallerAction, Dir, NetVerdict, Shows, StoreFact, Trace, What};
+use crate::trace::{
+    BeginConfig, CallerAction, Dir, FaultDetail, NetVerdict, Shows, StoreFact, Trace, What,
+};
 
 use super::Violation;
 
@@ -240,12 +242,41 @@ pub fn sends(trace: &Trace) -> impl Iterator<Item = Frame<'_>> {
 }
 
 /// Frames that reached an executor, in the order they arrived (ties in the order they left).
+/// A frame still on its way when the world dropped its connection never arrives; one due in the
+/// very millisecond of the drop is taken as lost too (the network may have carried it first).
 pub fn arrivals(trace: &Trace) -> Vec<Frame<'_>> {
+    let cuts = connection_cuts(trace);
+    let cut = |f: &Frame| {
+        cuts.iter().any(|(t, lane, exec)| {
+            f.lane == *lane && f.exec == *exec && f.t_ms <= *t && f.arrives_at_ms >= Some(*t)
+        })
+    };
     let mut out: Vec<Frame> = frames(trace)
-        .filter(|f| f.dir == Dir::ToExecutor && f.arrives_at_ms.is_some())
+        .filter(|f| f.dir == Dir::ToExecutor && f.arrives_at_ms.is_some() && !cut(f))
         .collect();
     out.sort_by_key(|f| f.arrives_at_ms);
     out
+}
+
+/// Each connection the world dropped: when, its lane and the executor process at its end.
+pub fn connection_cuts(trace: &Trace) -> Vec<(u64, u32, ExecId)> {
+    trace
+        .events
+        .iter()
+        .filter_map(|e| match &e.what {
+            What::Fault {
+                detail:
+                    FaultDetail::Connection {
+                        lane,
+                        epoch,
+                        incarnation,
+                        ..
+                    },
+                ..
+            } => Some((e.t_ms, *lane, (*epoch, *incarnation))),
+            _ => None,
+        })
+        .collect()
 }
 
 /// When the world first saw each node's receipt or hand-off in the store, and which.
@@ -461,5 +492,52 @@ mod tests {
             executor_down_spans(&b.assemble(false, false, None)),
             vec![(30, 50)]
         );
+    }
+
+    /// A frame on its way when the world dropped its connection never arrives, nor one due in
+    /// the drop's millisecond; one that landed before, one to another process or lane, and one
+    /// on a later connection of the process do.
+    #[test]
+    fn a_dropped_connection_takes_what_was_on_its_way() {
+        use crate::fake::codec::ExchangeKind;
+        use crate::judge::checkers::testkit::Tb;
+        use crate::series::faults::FaultKind;
+        let shows = || Shows::Ack;
+        let mut b = Tb::new();
+        let reply = |b: &mut Tb, t: u64, after: u64| {
+            b.at(t).net(
+                Dir::ToExecutor,
+                "n1",
+                ExchangeKind::Poll,
+                NetVerdict::Deliver,
+                Some(after),
+                Some(shows()),
+            );
+            b.last_frame()
+        };
+        let landed = reply(&mut b, 90, 5); // 95
+        let on_its_way = reply(&mut b, 95, 20); // 115
+        let due_at_the_drop = reply(&mut b, 98, 2); // 100
+        b.exec(1, 2);
+        let other_process = reply(&mut b, 95, 20);
+        b.exec(1, 1);
+        b.at(100).push(What::Fault {
+            decision: 0,
+            fault: FaultKind::ConnectionDrop,
+            node: Some("n1".into()),
+            state: None,
+            detail: FaultDetail::Connection {
+                exchange: ExchangeKind::Poll,
+                lane: 0,
+                epoch: 1,
+                incarnation: 1,
+            },
+        });
+        let later_connection = reply(&mut b, 101, 1);
+        let trace = b.assemble(false, false, None);
+        let got: Vec<u64> = arrivals(&trace).iter().map(|f| f.frame).collect();
+        assert_eq!(got, vec![landed, later_connection, other_process]);
+        assert!(!got.contains(&on_its_way) && !got.contains(&due_at_the_drop));
+        assert_eq!(connection_cuts(&trace), vec![(100, 0, (1, 1))]);
     }
 }

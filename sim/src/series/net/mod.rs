@@ -9,6 +9,7 @@
 //! the trace. The network never reads the executor's ledger.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::mpsc;
@@ -56,6 +57,8 @@ pub struct Delivery {
 /// One open connection: which lane, which executor process.
 struct Conn {
     tx: mpsc::UnboundedSender<InFrame>,
+    /// Cleared when the connection drops: a delivery still on its way checks it when it lands.
+    open: Arc<AtomicBool>,
     lane: usize,
     epoch: u64,
     incarnation: u32,
@@ -245,6 +248,7 @@ impl Net {
             conn,
             Conn {
                 tx,
+                open: Arc::new(AtomicBool::new(true)),
                 lane,
                 epoch,
                 incarnation,
@@ -260,7 +264,9 @@ impl Net {
     /// Close a connection: frames in flight to it are lost, as on a real dropped socket, and
     /// replies to its requests have nowhere to go.
     pub fn disconnect(&mut self, conn: u32) {
-        self.conns.remove(&conn);
+        if let Some(c) = self.conns.remove(&conn) {
+            c.open.store(false, Ordering::Relaxed);
+        }
         self.inflight.retain(|_, i| i.conn != conn);
     }
 
@@ -384,12 +390,17 @@ impl Net {
                 }
             }
         }
-        if self.fire(
-            lane,
-            FaultKind::ConnectionDrop,
-            node.as_deref(),
-            FaultDetail::Exchange { exchange },
-        ) {
+        let (epoch, incarnation) = self
+            .conns
+            .get(&conn)
+            .map_or((0, 0), |c| (c.epoch, c.incarnation));
+        let cut = FaultDetail::Connection {
+            exchange,
+            lane: lane as u32,
+            epoch,
+            incarnation,
+        };
+        if self.fire(lane, FaultKind::ConnectionDrop, node.as_deref(), cut) {
             self.disconnect(conn);
         }
         Ok(())
@@ -579,12 +590,21 @@ impl Net {
     }
 
     fn deliver_to(&self, conn: u32, frame: InFrame, delay_ms: u64) {
-        let Some(tx) = self.conns.get(&conn).map(|c| c.tx.clone()) else {
+        let Some((tx, open)) = self
+            .conns
+            .get(&conn)
+            .map(|c| (c.tx.clone(), c.open.clone()))
+        else {
             return;
         };
         tokio::spawn(async move {
             tokio::time::sleep(Duration::from_millis(delay_ms)).await;
-            let _ = tx.send(frame);
+            // A frame still on its way when its connection dropped is lost with it
+            // (`mcp_ext_faults` seed 78901: a submission's reply landed 38 ms after the drop, in
+            // the queue of a process already failing its requests as lost).
+            if open.load(Ordering::Relaxed) {
+                let _ = tx.send(frame);
+            }
         });
     }
 }
