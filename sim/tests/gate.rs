@@ -264,3 +264,12 @@ fn mcp_ext_faults_seed_62339_a_crashed_replica_read_nothing_it_did_not_write_dow
 fn mcp_ext_faults_seed_78901_a_dropped_connection_takes_its_frames_in_flight() {
     clean_series_of("mcp_ext_faults", 78901);
 }
+
+/// mcp_sqlite seed 47038 (100,000-series gate): after the server had taken round 1's answer
+/// and shown the task working, a replica got round 2's request (same id and content, as servers
+/// that reuse ids send) and said round 1's accept again without asking anyone
+/// (`input_answer_matches_round`). A round the server moved on from is no longer answered again.
+#[test]
+fn mcp_sqlite_seed_47038_never_answers_a_later_round_with_the_last_answer() {
+    clean_series_of("mcp_sqlite", 47038);
+}

@@ -642,6 +642,11 @@ impl<'a> Machine<'a> {
                 if self.rec.pending_input.is_some() {
                     return STAYED;
                 }
+                // The server moved on from the round we answered: it has our answer. A request
+                // with the same id and content after this is another round (servers that reuse
+                // ids, like the TS SDK's), never one to answer again without the gate
+                // (mcp_sqlite seed 47038: a replica said round 1's accept to round 2).
+                self.rec.last_answer = None;
                 self.rec.input_stream_open = false;
                 self.go(S::Working)?;
                 self.schedule_poll_after(None);

@@ -355,6 +355,29 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
          reply:poll:status => INPUT_REQUIRED->WORKING [at4250:poll_due]",
     ),
     (
+        "a request like the answered one after the server moved on is another round: asked, not answered again",
+        |s| {
+            s.working().at(1_000).timer(Timer::PollDue).reply(RequestKind::Poll, Reply::Status(view(P::InputRequired)));
+            s.ev(Event::InputRequested(input(0)));
+            s.ev(Event::ApprovalReplied { round: 1, schema_digest: "s-1".into(), reply: ApprovalReply::Accept { content: serde_json::json!({"ok": true}) } });
+            s.at(2_000).timer(Timer::PollDue).reply(RequestKind::Poll, Reply::Status(view(P::Working)));
+            s.at(5_000).timer(Timer::PollDue).reply(RequestKind::Poll, Reply::Status(view(P::InputRequired)));
+            // The same id and schema (a server that reuses ids): round 2, for the gate to decide.
+            s.ev(Event::InputRequested(input(0)));
+        },
+        "start => stay [send:submit#1]
+         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
+         timer:poll_due => stay [send:poll#2]
+         reply:poll:status => WORKING->INPUT_REQUIRED [send:fetch#3]
+         input_requested => stay [ask:r1 at61000:approval_deadline]
+         approval_replied => stay [send:input_response#4 at2500:poll_due]
+         timer:poll_due => stay [send:poll#5]
+         reply:poll:status => INPUT_REQUIRED->WORKING [at4250:poll_due]
+         timer:poll_due => stay [send:poll#6]
+         reply:poll:status => WORKING->INPUT_REQUIRED [send:fetch#7]
+         input_requested => stay [ask:r2 at65000:approval_deadline]",
+    ),
+    (
         "unsolicited input while working, and input for another operation, are rejected",
         |s| {
             s.working().ev(Event::InputRequested(input(7)));
