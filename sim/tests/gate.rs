@@ -273,3 +273,12 @@ fn mcp_ext_faults_seed_78901_a_dropped_connection_takes_its_frames_in_flight() {
 fn mcp_sqlite_seed_47038_never_answers_a_later_round_with_the_last_answer() {
     clean_series_of("mcp_sqlite", 47038);
 }
+
+/// mcp_replicas seed 53695 (100,000-series gate): an input request reached a busy replica
+/// before another process settled the node; the replica declined it after, as a server request
+/// must be answered. `no_send_after_receipt` excused only requests that arrived after the
+/// settlement, which is right for the settling process and not for another one.
+#[test]
+fn mcp_replicas_seed_53695_a_replica_may_decline_what_reached_it_before_the_settlement() {
+    clean_series_of("mcp_replicas", 53695);
+}

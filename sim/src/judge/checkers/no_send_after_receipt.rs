@@ -9,12 +9,17 @@
 //! settlement (the server asked; a server request is never left unanswered). A settling commit
 //! the world held (`ledger_commit_ms`, a slow commit) opens that window when it began: a process
 //! steps one event at a time, so a request arriving during the commit is read after it
-//! (`mcp_sqlite` seeds 24 and 326: a replayed request's late copy arrived mid-commit).
+//! (`mcp_sqlite` seeds 24 and 326: a replayed request's late copy arrived mid-commit). Another
+//! process than the one whose commit settled the node (a replica on the same ledger) may answer
+//! any request that reached it and that it had not answered yet, whenever it arrived: it reads
+//! its own connection at its own pace (`mcp_replicas` seeds 53695 and 74919: a request reached
+//! a busy replica before another process settled the node, and was declined after). Answers
+//! are counted per process: one per request that reached it.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::ledger_writes::landed;
-use super::view::{judge, View};
+use super::view::{judge, ExecId, View};
 use super::Violation;
 use crate::fake::codec::ExchangeKind;
 use crate::trace::{Dir, NetVerdict, StoreFact, Trace, What};
@@ -29,7 +34,7 @@ pub fn violations(v: &View) -> Vec<Violation> {
     let mut out = vec![];
     // When each input request reached the executor, per node: a frame's arrival, and its
     // duplicate's (a replayed request arrives twice, the second copy possibly after settling).
-    let mut asked: BTreeMap<&str, Vec<u64>> = BTreeMap::new();
+    let mut asked: BTreeMap<(&str, ExecId), Vec<u64>> = BTreeMap::new();
     for e in &v.trace.events {
         if let What::Net {
             dir: Dir::ToExecutor,
@@ -37,30 +42,38 @@ pub fn violations(v: &View) -> Vec<Violation> {
             node: Some(node),
             arrives_after_ms: Some(after),
             verdict,
+            epoch,
+            incarnation,
             ..
         } = &e.what
         {
-            let arrivals = asked.entry(node.as_str()).or_default();
+            let arrivals = asked
+                .entry((node.as_str(), (*epoch, *incarnation)))
+                .or_default();
             arrivals.push(e.t_ms + after);
             if let NetVerdict::Duplicated { after_ms } = verdict {
                 arrivals.push(e.t_ms + after_ms);
             }
         }
     }
-    // Per node, the landed writes: (when, how long the world held the commit).
-    let mut commits: BTreeMap<&str, Vec<(u64, u64)>> = BTreeMap::new();
+    // Per node, the landed writes: (when, how long the world held the commit, whose).
+    let mut commits: BTreeMap<&str, Vec<(u64, u64, ExecId)>> = BTreeMap::new();
     for (t, w) in landed(v.trace) {
         commits
             .entry(w.node.as_str())
             .or_default()
-            .push((t, w.delay_ms));
+            .push((t, w.delay_ms, (w.epoch, w.incarnation)));
     }
-    // When the settling commit began: it landed the moment the store shows the settlement.
-    let began = |node: &str, at: u64| {
-        commits
+    // The settling commit (it landed the moment the store shows the settlement): when it
+    // began, and which process wrote it (unknown without the world's ledger record).
+    let settling = |node: &str, at: u64| {
+        let c = commits
             .get(node)
-            .and_then(|c| c.iter().find(|(t, _)| *t == at))
-            .map_or(at, |(t, delay)| t.saturating_sub(*delay))
+            .and_then(|c| c.iter().find(|(t, _, _)| *t == at));
+        (
+            c.map_or(at, |(t, delay, _)| t.saturating_sub(*delay)),
+            c.map(|(_, _, w)| *w),
+        )
     };
     let mut settled: BTreeMap<&str, (u64, StoreFact)> = BTreeMap::new();
     let mut reported: BTreeSet<&str> = BTreeSet::new();
@@ -78,14 +91,27 @@ pub fn violations(v: &View) -> Vec<Violation> {
                 ..
             } => {
                 let node = node.as_str();
+                let exec = (*epoch, *incarnation);
+                let arrivals = asked.entry((node, exec)).or_default();
                 let Some((at, fact)) = settled.get(node) else {
+                    // An answer before settling uses up the request it answers.
+                    if *exchange == ExchangeKind::Answer {
+                        if let Some(i) = arrivals.iter().position(|&t| t <= e.t_ms) {
+                            arrivals.remove(i);
+                        }
+                    }
                     continue;
                 };
                 if *exchange == ExchangeKind::Answer {
-                    // One answer per request that arrived between the settlement (the start
-                    // of its commit) and now.
-                    let from = began(node, *at);
-                    let arrivals = asked.entry(node).or_default();
+                    // One answer per request that reached this process: for the settling
+                    // process (or when unknown), only one that arrived once its settling
+                    // commit began; for another process, any it had not answered.
+                    let (began, settler) = settling(node, *at);
+                    let from = if settler.is_some_and(|w| w != exec) {
+                        0
+                    } else {
+                        began
+                    };
                     if let Some(i) = arrivals.iter().position(|&t| t >= from && t <= e.t_ms) {
                         arrivals.remove(i);
                         continue;
@@ -224,5 +250,40 @@ mod tests {
         assert_eq!(check(&build(70)), vec![]);
         // An instant commit: the request was there before it, and the node was still running.
         assert_eq!(check(&build(0)).len(), 1);
+    }
+
+    #[test]
+    fn another_process_may_decline_a_request_it_got_before_the_settlement() {
+        // mcp_replicas seed 53695: a request reached a busy replica (1, 1000) at 905 ms; the
+        // primary (1, 1) settled the node at 1020 ms; the replica declined the request at
+        // 1100 ms. The same late answer from the settling process is still caught, and so is a
+        // second answer from the replica.
+        let build = |answerer: (u64, u32), answers: u32| {
+            let mut b = happy("n1", 0);
+            b.exec(1, answerer.1).at(900).net(
+                Dir::ToExecutor,
+                "n1",
+                ExchangeKind::ServerRequest,
+                NetVerdict::Deliver,
+                Some(5),
+                Some(Shows::Input {
+                    task: "t-n1".into(),
+                    round: 1,
+                }),
+            );
+            let w = crate::judge::checkers::ledger_writes::build::write("n1", 1, 1, 4);
+            b.exec(1, 1)
+                .at(1_020)
+                .push(crate::judge::checkers::ledger_writes::build::ev(w));
+            b.exec(answerer.0, answerer.1);
+            for i in 0..answers {
+                b.at(1_100 + u64::from(i))
+                    .net_out("n1", ExchangeKind::Answer);
+            }
+            b.build(SETTLED)
+        };
+        assert_eq!(check(&build((1, 1_000), 1)), vec![]);
+        assert_eq!(check(&build((1, 1_000), 2)).len(), 1);
+        assert_eq!(check(&build((1, 1), 1)).len(), 1);
     }
 }
