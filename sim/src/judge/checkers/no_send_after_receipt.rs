@@ -145,22 +145,23 @@ mod tests {
     use crate::judge::checkers::testkit::{assert_clean, happy, Tb, SETTLED};
     use crate::trace::Shows;
 
+    /// n1's round-1 input request, reaching the builder's current executor 5 ms after `t_ms`.
+    fn request(b: &mut Tb, t_ms: u64, verdict: NetVerdict) {
+        let shows = Shows::Input {
+            task: "t-n1".into(),
+            round: 1,
+        };
+        let kind = ExchangeKind::ServerRequest;
+        b.at(t_ms)
+            .net(Dir::ToExecutor, "n1", kind, verdict, Some(5), Some(shows));
+    }
+
     #[test]
     fn clean_traces_pass() {
         assert_clean(check);
         // An input request that arrives after the receipt may be answered (declined).
         let mut b = happy("n1", 0);
-        b.at(5_000).net(
-            Dir::ToExecutor,
-            "n1",
-            ExchangeKind::ServerRequest,
-            NetVerdict::Deliver,
-            Some(5),
-            Some(Shows::Input {
-                task: "t-n1".into(),
-                round: 1,
-            }),
-        );
+        request(&mut b, 5_000, NetVerdict::Deliver);
         b.at(5_010).net_out("n1", ExchangeKind::Answer);
         assert_eq!(check(&b.build(SETTLED)), vec![]);
     }
@@ -170,17 +171,7 @@ mod tests {
         // Delivered before the receipt (1020 ms) and again 4500 ms later: the second copy
         // reaches the executor after settling, and one answer to it is no violation.
         let mut b = happy("n1", 0);
-        b.at(500).net(
-            Dir::ToExecutor,
-            "n1",
-            ExchangeKind::ServerRequest,
-            NetVerdict::Duplicated { after_ms: 4_500 },
-            Some(5),
-            Some(Shows::Input {
-                task: "t-n1".into(),
-                round: 1,
-            }),
-        );
+        request(&mut b, 500, NetVerdict::Duplicated { after_ms: 4_500 });
         b.at(5_000).net_out("n1", ExchangeKind::Answer);
         assert_eq!(check(&b.build(SETTLED)), vec![]);
         // A second answer has no request left to answer.
@@ -229,17 +220,7 @@ mod tests {
         // 1020 ms; a request that arrived at 1000 ms was read after it, and answered.
         let build = |delay_ms: u64| {
             let mut b = happy("n1", 0);
-            b.at(995).net(
-                Dir::ToExecutor,
-                "n1",
-                ExchangeKind::ServerRequest,
-                NetVerdict::Deliver,
-                Some(5),
-                Some(Shows::Input {
-                    task: "t-n1".into(),
-                    round: 1,
-                }),
-            );
+            request(&mut b, 995, NetVerdict::Deliver);
             let mut w = crate::judge::checkers::ledger_writes::build::write("n1", 1, 1, 4);
             w.delay_ms = delay_ms;
             b.at(1_020)
@@ -260,17 +241,8 @@ mod tests {
         // second answer from the replica.
         let build = |answerer: (u64, u32), answers: u32| {
             let mut b = happy("n1", 0);
-            b.exec(1, answerer.1).at(900).net(
-                Dir::ToExecutor,
-                "n1",
-                ExchangeKind::ServerRequest,
-                NetVerdict::Deliver,
-                Some(5),
-                Some(Shows::Input {
-                    task: "t-n1".into(),
-                    round: 1,
-                }),
-            );
+            b.exec(1, answerer.1);
+            request(&mut b, 900, NetVerdict::Deliver);
             let w = crate::judge::checkers::ledger_writes::build::write("n1", 1, 1, 4);
             b.exec(1, 1)
                 .at(1_020)
