@@ -536,6 +536,15 @@ impl<'a> Machine<'a> {
             && !mutated!(self, NotFoundStreakNeverReset)
     }
 
+    /// The server just showed the operation alive (a view of it, an input request, a cancel it
+    /// took): earlier not-founds were a lagging replica's, and the unanswered streak is over.
+    fn shown_alive(&mut self) {
+        if !mutated!(self, NotFoundStreakNeverReset) {
+            self.rec.poll_cursor.not_found_streak = 0;
+        }
+        self.rec.poll_cursor.lost_streak = 0;
+    }
+
     /// Record what a server view says, after checking it is about our operation.
     fn absorb(&mut self, v: &TaskView) -> Result<(), Outcome> {
         match &self.rec.operation_id {
@@ -556,10 +565,7 @@ impl<'a> Machine<'a> {
         self.rec.operation_id = Some(v.operation_id.clone());
         self.rec.last_server_status = Some(v.status);
         self.rec.last_status_message = v.status_message.clone();
-        if !mutated!(self, NotFoundStreakNeverReset) {
-            self.rec.poll_cursor.not_found_streak = 0;
-        }
-        self.rec.poll_cursor.lost_streak = 0;
+        self.shown_alive();
         if let Some(i) = v.poll_interval_ms {
             self.rec.poll_cursor.server_interval_ms = Some(i);
         }
@@ -856,11 +862,7 @@ impl<'a> Machine<'a> {
             _ => return rejected(Rejection::NotApplicable),
         }
         self.rec.last_server_status = Some(crate::record::ProtocolStatus::InputRequired);
-        // The server just showed the operation alive: earlier not-founds were a lagging replica.
-        if !mutated!(self, NotFoundStreakNeverReset) {
-            self.rec.poll_cursor.not_found_streak = 0;
-        }
-        self.rec.poll_cursor.lost_streak = 0;
+        self.shown_alive();
         if self.rec.pending_input.is_some() {
             return STAYED;
         }
@@ -1016,10 +1018,7 @@ impl<'a> Machine<'a> {
                 // after any not-found this reply is newer than. Those were a lagging replica's
                 // (aip151_faults seed 13660: two lagging 404s, this ack, a third 404, and a live
                 // cancelled operation handed to a person).
-                if !mutated!(self, NotFoundStreakNeverReset) {
-                    self.rec.poll_cursor.not_found_streak = 0;
-                }
-                self.rec.poll_cursor.lost_streak = 0;
+                self.shown_alive();
                 self.rec.cancel_pending = true;
                 self.schedule(self.cfg.cancel_requery_interval_ms, Timer::CancelRequery);
                 STAYED

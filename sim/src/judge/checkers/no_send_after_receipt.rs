@@ -92,31 +92,26 @@ pub fn violations(v: &View) -> Vec<Violation> {
             } => {
                 let node = node.as_str();
                 let exec = (*epoch, *incarnation);
-                let arrivals = asked.entry((node, exec)).or_default();
-                let Some((at, fact)) = settled.get(node) else {
-                    // An answer before settling uses up the request it answers.
-                    if *exchange == ExchangeKind::Answer {
-                        if let Some(i) = arrivals.iter().position(|&t| t <= e.t_ms) {
-                            arrivals.remove(i);
-                        }
-                    }
-                    continue;
-                };
+                let settled_at = settled.get(node);
                 if *exchange == ExchangeKind::Answer {
-                    // One answer per request that reached this process: for the settling
-                    // process (or when unknown), only one that arrived once its settling
-                    // commit began; for another process, any it had not answered.
-                    let (began, settler) = settling(node, *at);
-                    let from = if settler.is_some_and(|w| w != exec) {
-                        0
-                    } else {
-                        began
-                    };
-                    if let Some(i) = arrivals.iter().position(|&t| t >= from && t <= e.t_ms) {
-                        arrivals.remove(i);
+                    // One answer per request that reached this process. Before settling, any;
+                    // after, for the settling process (or when unknown) only one that arrived
+                    // once its settling commit began, for another process any not yet answered.
+                    let from = settled_at.map_or(0, |(at, _)| match settling(node, *at) {
+                        (_, Some(settler)) if settler != exec => 0,
+                        (began, _) => began,
+                    });
+                    let answered = asked.get_mut(&(node, exec)).and_then(|arrivals| {
+                        let i = arrivals.iter().position(|&t| t >= from && t <= e.t_ms)?;
+                        Some(arrivals.remove(i))
+                    });
+                    if answered.is_some() {
                         continue;
                     }
                 }
+                let Some((at, fact)) = settled_at else {
+                    continue;
+                };
                 if reported.insert(node) {
                     let what = match fact {
                         StoreFact::Receipt { terminal } => format!("{} receipt", terminal.name()),

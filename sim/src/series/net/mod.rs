@@ -210,10 +210,7 @@ impl Net {
     /// Record one frame; returns the number it got.
     fn record(&mut self, leg: Leg) -> u64 {
         self.frames += 1;
-        let (lane, epoch, incarnation) = self
-            .conns
-            .get(&leg.conn)
-            .map_or((0, 0, 0), |c| (c.lane as u32, c.epoch, c.incarnation));
+        let (lane, epoch, incarnation) = self.end_of(leg.conn);
         let now = self.now_ms();
         let what = What::Net {
             dir: leg.dir,
@@ -231,6 +228,14 @@ impl Net {
         };
         self.ctx.trace.lock().expect("trace lock").push(now, what);
         self.frames
+    }
+
+    /// The lane and the executor process (epoch, incarnation) at the client end of `conn`, or
+    /// zeros for a connection already closed.
+    fn end_of(&self, conn: u32) -> (u32, u64, u32) {
+        self.conns
+            .get(&conn)
+            .map_or((0, 0, 0), |c| (c.lane as u32, c.epoch, c.incarnation))
     }
 
     /// Open connection `conn` to `lane` for the executor process (`epoch`, `incarnation`).
@@ -390,13 +395,10 @@ impl Net {
                 }
             }
         }
-        let (epoch, incarnation) = self
-            .conns
-            .get(&conn)
-            .map_or((0, 0), |c| (c.epoch, c.incarnation));
+        let (lane_no, epoch, incarnation) = self.end_of(conn);
         let cut = FaultDetail::Connection {
             exchange,
-            lane: lane as u32,
+            lane: lane_no,
             epoch,
             incarnation,
         };
