@@ -261,6 +261,17 @@ pub struct ToolOperation {
     pub input_stream_open: bool,
     /// Server request ids of input requests already answered, newest last, bounded.
     pub answered_inputs: Vec<serde_json::Value>,
+    /// Schema digests of the input requests already answered, newest last, bounded like
+    /// `answered_inputs`. A server that reuses one request id for every request (the TS SDK's
+    /// `0`) tells its rounds apart by content only, so a late copy of an answered request is
+    /// known by its id and its content together.
+    #[serde(default)]
+    pub answered_input_digests: Vec<String>,
+    /// Copies of an answered request refused in a row, each on a stream we opened. A late copy
+    /// comes once; a server that asks the very same thing again under the same id sends it on
+    /// every stream, so the `ANSWERED_COPY_NEW_ROUND`-th in a row is taken as a new round.
+    #[serde(default)]
+    pub answered_copy_streak: u32,
     /// The newest answer sent, kept so a lost answer can be sent again (tasks extension, where
     /// the answer is a request of its own that can go unacknowledged).
     pub last_answer: Option<LastAnswer>,
@@ -311,6 +322,10 @@ pub const ANSWER_RESENDS_MAX: u32 = 3;
 /// At most this many answered input ids are remembered for replay detection.
 pub const ANSWERED_INPUTS_MAX: usize = 16;
 
+/// A copy of an answered request (same id, same content) that arrives on this many streams in a
+/// row is the server asking again, not a late copy: a new round, put to the gate.
+pub const ANSWERED_COPY_NEW_ROUND: u32 = 2;
+
 impl ToolOperation {
     #[allow(clippy::too_many_arguments)]
     pub fn new(
@@ -347,6 +362,8 @@ impl ToolOperation {
             pending_input: None,
             input_stream_open: false,
             answered_inputs: Vec::new(),
+            answered_input_digests: Vec::new(),
+            answered_copy_streak: 0,
             last_answer: None,
             cancel_generation: 0,
             cancel_attempts: 0,

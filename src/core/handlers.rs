@@ -1131,16 +1131,41 @@ impl<'a> Machine<'a> {
                 });
             }
         }
+        let moved_on = self.rec.last_answer.as_ref().is_some_and(|l| {
+            l.server_request_id == req.server_request_id
+                && l.schema_digest != req.schema_digest
+                && !self.rec.answered_input_digests.contains(&req.schema_digest)
+        });
+        if moved_on {
+            // Something new asked under the id we answered last (a server that reuses ids): the
+            // server has our answer and moved on, so a later copy of the answered request must
+            // not be answered again, wherever it lands (mcp_replicas seed 10151: round 2 came
+            // unsolicited, then round 1's copy on our next stream was given round 1's answer,
+            // which the server took as round 2's).
+            self.rec.last_answer = None;
+        }
         if self.rec.local_state != S::InputRequired {
             return rejected(Rejection::UnsolicitedInput);
         }
         if let Some(p) = &self.rec.pending_input {
+            if p.server_request_id != req.server_request_id {
+                return rejected(Rejection::UnsolicitedInput);
+            }
             // The same request delivered again while still unanswered changes nothing.
-            return if p.server_request_id == req.server_request_id {
-                STAYED
-            } else {
-                rejected(Rejection::UnsolicitedInput)
-            };
+            if p.schema_digest == req.schema_digest
+                || self
+                    .rec
+                    .answered_input_digests
+                    .contains(&req.schema_digest)
+            {
+                return STAYED;
+            }
+            // Something new under the id of the question still open (a server that reuses
+            // ids): the server moved on from it (another process answered it), and an answer to
+            // the open question would be taken as this one's (mcp_replicas seed 36439: round
+            // 1's decline, asked of a restarted executor, went to round 2). This is the round
+            // now; the open question's answer will be stale.
+            return self.begin_round(req);
         }
         if let Some(last) = self.rec.last_answer.clone().filter(|l| {
             l.server_request_id == req.server_request_id && l.schema_digest == req.schema_digest
@@ -1169,6 +1194,31 @@ impl<'a> Machine<'a> {
             };
         }
         self.rec.input_stream_open = false;
+        let answered_before = self.rec.answered_inputs.contains(&req.server_request_id)
+            && self
+                .rec
+                .answered_input_digests
+                .contains(&req.schema_digest);
+        if answered_before {
+            // An answered request again (same id, same content), on a stream we opened after the
+            // server moved on from it: a late copy (mcp_sqlite seed 69158: round 1's copy came
+            // just before round 2, under the TS SDK's reused id, and the person was asked about
+            // round 1 for an answer the server took as round 2's). Refused, and the stream is
+            // left closed so the next read opens another one, which carries what the server asks
+            // now. The same request on `ANSWERED_COPY_NEW_ROUND` streams in a row is the server
+            // asking it again: a new round.
+            self.rec.answered_copy_streak += 1;
+            if self.rec.answered_copy_streak < crate::record::ANSWERED_COPY_NEW_ROUND {
+                self.schedule_poll_after(None);
+                return rejected(Rejection::ReplayedInput);
+            }
+        }
+        self.begin_round(req)
+    }
+
+    /// A new input round for `req`: put to the gate, with the approval deadline armed.
+    fn begin_round(&mut self, req: &InputRequest) -> R {
+        self.rec.answered_copy_streak = 0;
         self.rec.input_round += 1;
         let p = PendingInput {
             round: self.rec.input_round,
@@ -1219,6 +1269,10 @@ impl<'a> Machine<'a> {
         self.rec.answered_inputs.push(p.server_request_id.clone());
         if self.rec.answered_inputs.len() > ANSWERED_INPUTS_MAX {
             self.rec.answered_inputs.remove(0);
+        }
+        self.rec.answered_input_digests.push(p.schema_digest.clone());
+        if self.rec.answered_input_digests.len() > ANSWERED_INPUTS_MAX {
+            self.rec.answered_input_digests.remove(0);
         }
         self.rec.last_answer = Some(crate::record::LastAnswer {
             server_request_id: p.server_request_id.clone(),

@@ -355,14 +355,18 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
          reply:poll:status => INPUT_REQUIRED->WORKING [at4250:poll_due]",
     ),
     (
-        "a request like the answered one after the server moved on is another round: asked, not answered again",
+        "a request like the answered one after the server moved on: a late copy once, a new round on the next stream too; never answered again",
         |s| {
             s.working().at(1_000).timer(Timer::PollDue).reply(RequestKind::Poll, Reply::Status(view(P::InputRequired)));
             s.ev(Event::InputRequested(input(0)));
             s.ev(Event::ApprovalReplied { round: 1, schema_digest: "s-1".into(), reply: ApprovalReply::Accept { content: serde_json::json!({"ok": true}) } });
             s.at(2_000).timer(Timer::PollDue).reply(RequestKind::Poll, Reply::Status(view(P::Working)));
             s.at(5_000).timer(Timer::PollDue).reply(RequestKind::Poll, Reply::Status(view(P::InputRequired)));
-            // The same id and schema (a server that reuses ids): round 2, for the gate to decide.
+            // The same id and schema (a server that reuses ids): a late copy of round 1 as far
+            // as one stream can tell, so refused and read again on a new stream.
+            s.ev(Event::InputRequested(input(0)));
+            // The server sends it on the next stream too: it asks it again, round 2, for the gate.
+            s.at(9_000).timer(Timer::PollDue).reply(RequestKind::Poll, Reply::Status(view(P::InputRequired)));
             s.ev(Event::InputRequested(input(0)));
         },
         "start => stay [send:submit#1]
@@ -375,7 +379,98 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
          reply:poll:status => INPUT_REQUIRED->WORKING [at4250:poll_due]
          timer:poll_due => stay [send:poll#6]
          reply:poll:status => WORKING->INPUT_REQUIRED [send:fetch#7]
+         input_requested => rejected:replayed_input [at8375:poll_due]
+         timer:poll_due => stay [send:poll#8]
+         reply:poll:status => stay [send:fetch#9]
+         input_requested => stay [ask:r2 at69000:approval_deadline]",
+    ),
+    (
+        "a late copy of the answered round just before the next round, under one reused id: the copy is refused, the next round is asked",
+        |s| {
+            s.working().at(1_000).timer(Timer::PollDue).reply(RequestKind::Poll, Reply::Status(view(P::InputRequired)));
+            s.ev(Event::InputRequested(input(0)));
+            s.ev(Event::ApprovalReplied { round: 1, schema_digest: "s-1".into(), reply: ApprovalReply::Decline });
+            s.at(2_000).timer(Timer::PollDue).reply(RequestKind::Poll, Reply::Status(view(P::Working)));
+            s.at(5_000).timer(Timer::PollDue).reply(RequestKind::Poll, Reply::Status(view(P::InputRequired)));
+            // mcp_sqlite seed 69158: round 1's copy lands first, then round 2 (id 0 again, other
+            // content) on the same stream, which the refusal closed; the next stream carries it.
+            s.ev(Event::InputRequested(input(0)));
+            let mut round_2 = input(0);
+            round_2.schema_digest = "s-2".into();
+            s.ev(Event::InputRequested(round_2.clone()));
+            s.at(9_000).timer(Timer::PollDue).reply(RequestKind::Poll, Reply::Status(view(P::InputRequired)));
+            s.ev(Event::InputRequested(round_2));
+            // The person's answer to round 1's question is not round 2's.
+            s.ev(Event::ApprovalReplied { round: 2, schema_digest: "s-1".into(), reply: ApprovalReply::Accept { content: serde_json::json!({"ok": true}) } });
+        },
+        "start => stay [send:submit#1]
+         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
+         timer:poll_due => stay [send:poll#2]
+         reply:poll:status => WORKING->INPUT_REQUIRED [send:fetch#3]
+         input_requested => stay [ask:r1 at61000:approval_deadline]
+         approval_replied => stay [send:input_response#4 at2500:poll_due]
+         timer:poll_due => stay [send:poll#5]
+         reply:poll:status => INPUT_REQUIRED->WORKING [at4250:poll_due]
+         timer:poll_due => stay [send:poll#6]
+         reply:poll:status => WORKING->INPUT_REQUIRED [send:fetch#7]
+         input_requested => rejected:replayed_input [at8375:poll_due]
+         input_requested => rejected:replayed_input
+         timer:poll_due => stay [send:poll#8]
+         reply:poll:status => stay [send:fetch#9]
+         input_requested => stay [ask:r2 at69000:approval_deadline]
+         approval_replied => rejected:stale_approval",
+    ),
+    (
+        "something new under the answered id, even unsolicited, ends the last answer: a later copy of the answered request is not answered again",
+        |s| {
+            s.working().at(1_000).timer(Timer::PollDue).reply(RequestKind::Poll, Reply::Status(view(P::InputRequired)));
+            s.ev(Event::InputRequested(input(0)));
+            s.ev(Event::ApprovalReplied { round: 1, schema_digest: "s-1".into(), reply: ApprovalReply::Accept { content: serde_json::json!({"ok": true}) } });
+            // mcp_replicas seed 10151: round 2 (id 0, other content) lands with no stream open.
+            let mut round_2 = input(0);
+            round_2.schema_digest = "s-2".into();
+            s.ev(Event::InputRequested(round_2.clone()));
+            // The server still shows input_required; round 1's late copy lands on our stream.
+            s.at(2_000).timer(Timer::PollDue).reply(RequestKind::Poll, Reply::Status(view(P::InputRequired)));
+            s.ev(Event::InputRequested(input(0)));
+            s.at(5_000).timer(Timer::PollDue).reply(RequestKind::Poll, Reply::Status(view(P::InputRequired)));
+            s.ev(Event::InputRequested(round_2));
+        },
+        "start => stay [send:submit#1]
+         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
+         timer:poll_due => stay [send:poll#2]
+         reply:poll:status => WORKING->INPUT_REQUIRED [send:fetch#3]
+         input_requested => stay [ask:r1 at61000:approval_deadline]
+         approval_replied => stay [send:input_response#4 at2500:poll_due]
+         input_requested => rejected:replayed_input
+         timer:poll_due => stay [send:poll#5]
+         reply:poll:status => stay [send:fetch#6]
+         input_requested => rejected:replayed_input [at4250:poll_due]
+         timer:poll_due => stay [send:poll#7]
+         reply:poll:status => stay [send:fetch#8]
          input_requested => stay [ask:r2 at65000:approval_deadline]",
+    ),
+    (
+        "something new under the id of the open question: the server moved on, the new request is the round",
+        |s| {
+            s.working().at(1_000).timer(Timer::PollDue).reply(RequestKind::Poll, Reply::Status(view(P::InputRequired)));
+            s.ev(Event::InputRequested(input(0)));
+            // mcp_replicas seed 36439: another process answered round 1; round 2 arrives (id 0).
+            let mut round_2 = input(0);
+            round_2.schema_digest = "s-2".into();
+            s.ev(Event::InputRequested(round_2));
+            // The person's answer to round 1's question is stale; round 2's is sent.
+            s.ev(Event::ApprovalReplied { round: 1, schema_digest: "s-1".into(), reply: ApprovalReply::Decline });
+            s.ev(Event::ApprovalReplied { round: 2, schema_digest: "s-2".into(), reply: ApprovalReply::Decline });
+        },
+        "start => stay [send:submit#1]
+         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
+         timer:poll_due => stay [send:poll#2]
+         reply:poll:status => WORKING->INPUT_REQUIRED [send:fetch#3]
+         input_requested => stay [ask:r1 at61000:approval_deadline]
+         input_requested => stay [ask:r2 at61000:approval_deadline]
+         approval_replied => rejected:stale_approval
+         approval_replied => stay [send:input_response#4 at2500:poll_due]",
     ),
     (
         "unsolicited input while working, and input for another operation, are rejected",
