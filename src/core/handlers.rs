@@ -332,12 +332,15 @@ impl<'a> Machine<'a> {
             }
             // The cancel may never have left before the crash: say it again at once (cancelling
             // twice is harmless) rather than read the status first and cancel a round trip
-            // later. A best-effort cancel the server already took is only re-read.
+            // later. A best-effort cancel the server already took is only re-read. Not counted
+            // as an attempt: attempts are counted when a read shows the operation still running
+            // after one, and a crash between the commit and the send sends nothing
+            // (mcp_faults seed 39769: five restarts spent the attempts, and no cancel had ever
+            // reached the server). A crash loop is bounded by the wait budget.
             S::CancelRequested
                 if !self.rec.cancel_pending
                     && self.rec.cancel_attempts < self.cfg.max_cancel_attempts =>
             {
-                self.rec.cancel_attempts += 1;
                 self.send(Outbound::Cancel {
                     operation_id: self.op_id(),
                 });
@@ -417,7 +420,6 @@ impl<'a> Machine<'a> {
                     // ledger's own digest check has nothing to compare the next acceptance with.
                     self.rec.result_digest = None;
                 }
-                self.rec.fetch_attempts += 1;
                 self.send(Outbound::FetchResult {
                     operation_id: self.op_id(),
                 });
@@ -989,7 +991,14 @@ impl<'a> Machine<'a> {
         (rv.verified && ours) || mutated!(self, AcceptUnverifiedResult)
     }
 
+    /// A fetch came back without a usable result (lost, refused, unverified): count it, and
+    /// fetch again while attempts remain. Counted at its outcome, not at its send: a crash
+    /// between the commit and the send sends nothing, and a reply lost with its reader was no
+    /// attempt at the result (mcp_replicas seed 75111: three restarts that never sent and two
+    /// replies that died with their readers spent the attempts on what three fetches saw). A
+    /// crash loop is bounded by the wait budget.
     fn refetch(&mut self, at_least_ms: u64) -> R {
+        self.rec.fetch_attempts += 1;
         if self.rec.fetch_attempts >= self.cfg.max_fetch_attempts {
             return self.hand_over("no verified result after the allowed fetches");
         }

@@ -801,6 +801,28 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
          timer:fetch_due => rejected:already_final",
     ),
     (
+        "a fetch is counted when it comes back without a result, not when it is sent",
+        |s| {
+            s.cfg.max_fetch_attempts = 2;
+            s.working().timer(Timer::PollDue).reply(RequestKind::Poll, Reply::Status(view(P::Completed)));
+            // mcp_replicas seed 75111: restarts between the commit and the send; each fetched
+            // again, and none of those fetches left.
+            s.timer(Timer::FetchDue).timer(Timer::FetchDue).timer(Timer::FetchDue);
+            s.lost(RequestKind::Fetch);
+            s.timer(Timer::FetchDue).reply(RequestKind::Fetch, Reply::Result(result(true)));
+        },
+        "start => stay [send:submit#1]
+         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
+         timer:poll_due => stay [send:poll#2]
+         reply:poll:status => WORKING->TERMINAL_OBSERVED [at0:fetch_due]
+         timer:fetch_due => TERMINAL_OBSERVED->FETCHING_RESULT [send:fetch#3]
+         timer:fetch_due => stay [send:fetch#4]
+         timer:fetch_due => stay [send:fetch#5]
+         lost:fetch => stay [at1000:fetch_due]
+         timer:fetch_due => stay [send:fetch#6]
+         reply:fetch:result => FETCHING_RESULT->ACCEPTED [accept:completed]",
+    ),
+    (
         "failed task: the original error is the result",
         |s| {
             s.working().timer(Timer::PollDue).reply(RequestKind::Poll, Reply::Status(view(P::Failed)));
@@ -1068,18 +1090,22 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
     (
         // cargo-mutants: the resume rule for CANCEL_REQUESTED (its guard, its comparison with
         // the budget, and the count it keeps) was unpinned: no scenario restarted mid-cancel.
-        "restart while cancelling says the cancel again at once, within the cancel budget",
+        "restart while cancelling says the cancel again at once, uncounted; reads that show it still running spend the budget",
         |s| {
             s.cfg.max_cancel_attempts = 2;
+            // mcp_faults seed 39769: restarts between the commit and the send never sent one.
             s.working().ev(Event::CancelClicked).ev(Event::Resume).ev(Event::Resume);
+            s.timer(Timer::CancelRequery).reply(RequestKind::Poll, Reply::Status(view(P::Working)));
             s.timer(Timer::CancelRequery).reply(RequestKind::Poll, Reply::Status(view(P::Working)));
         },
         "start => stay [send:submit#1]
          reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
          cancel_clicked => WORKING->CANCEL_REQUESTED [send:cancel#2]
          resume => stay [send:cancel#3]
-         resume => stay [at0:cancel_requery]
-         timer:cancel_requery => stay [send:poll#4]
+         resume => stay [send:cancel#4]
+         timer:cancel_requery => stay [send:poll#5]
+         reply:poll:status => stay [send:cancel#6]
+         timer:cancel_requery => stay [send:poll#7]
          reply:poll:status => CANCEL_REQUESTED->UNKNOWN [reconcile]",
     ),
     (
