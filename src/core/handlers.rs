@@ -833,7 +833,17 @@ impl<'a> Machine<'a> {
         }
         self.rec.poll_cursor.not_found_streak += 1;
         let before_expiry = self.rec.expires_at_ms.is_none_or(|e| self.now() < e);
-        if before_expiry && self.rec.poll_cursor.not_found_streak <= self.cfg.not_found_retries {
+        // A request sent after the streak began is still unanswered (another process's on the
+        // same epoch, or one whose reply is late): its reply may show the operation alive, so
+        // read once more before concluding (mcp_faults seed 21921: a replica's poll, in flight,
+        // would have shown the task working when the third 404 arrived). At most one more per
+        // gap: the read this schedules is the newest request, answered in order.
+        let c = &self.rec.poll_cursor;
+        let unanswered_since = c.applied_seq >= c.not_found_first_seq && c.applied_seq + 1 < c.sent_seq;
+        if before_expiry
+            && (self.rec.poll_cursor.not_found_streak <= self.cfg.not_found_retries
+                || unanswered_since)
+        {
             if matches!(self.rec.local_state, S::FetchingResult) {
                 self.schedule(self.cfg.retry_interval_ms, Timer::FetchDue);
             } else {

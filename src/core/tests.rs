@@ -1358,6 +1358,33 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
          reply:fetch:not_found => rejected:not_applicable",
     ),
     (
+        "the last not-found while a request sent after the first is unanswered: read once more; its late reply shows the operation alive",
+        |s| {
+            s.cfg.not_found_retries = 1;
+            s.working().timer(Timer::PollDue).reply(RequestKind::Poll, Reply::NotFound { message: "gone".into() });
+            // mcp_faults seed 21921: another process's poll (#3) is out when ours (#4) gets the
+            // second 404; #3 is unanswered and may show the task alive.
+            s.timer(Timer::PollDue).timer(Timer::PollDue);
+            s.reply(RequestKind::Poll, Reply::NotFound { message: "gone".into() });
+            s.ev(Event::Reply { kind: RequestKind::Poll, seq: 3, epoch: s.rec.execution_epoch, reply: Reply::Status(view(P::Working)) });
+            // No gap now: a second 404 in a row to the newest request concludes.
+            s.timer(Timer::PollDue).reply(RequestKind::Poll, Reply::NotFound { message: "gone".into() });
+            s.timer(Timer::PollDue).reply(RequestKind::Poll, Reply::NotFound { message: "gone".into() });
+        },
+        "start => stay [send:submit#1]
+         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
+         timer:poll_due => stay [send:poll#2]
+         reply:poll:not_found => stay [at1500:poll_due]
+         timer:poll_due => stay [send:poll#3]
+         timer:poll_due => stay [send:poll#4]
+         reply:poll:not_found => stay [at3375:poll_due]
+         reply:poll:status => stay
+         timer:poll_due => stay [send:poll#5]
+         reply:poll:not_found => stay [at5062:poll_due]
+         timer:poll_due => stay [send:poll#6]
+         reply:poll:not_found => WORKING->UNKNOWN [reconcile]",
+    ),
+    (
         "a not-found on the input stream counts toward the not-found retries, like a poll's",
         |s| {
             s.cfg.not_found_retries = 0;
