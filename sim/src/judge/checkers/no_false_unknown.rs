@@ -66,10 +66,6 @@ pub fn undecidable(v: &View) -> u32 {
 /// (false UNKNOWN violations, excused hand-offs).
 fn judged(v: &View) -> (Vec<Violation>, u32) {
     let lost = lost_with_their_reader(v.trace);
-    let arrived: Vec<Frame> = arrivals(v.trace)
-        .into_iter()
-        .filter(|a| !lost.contains(&a.frame))
-        .collect();
     let epochs = newest_epochs(v.trace);
     let mut down: Vec<(u32, u64)> = vec![];
     // Executor processes as the world started them: (time, epoch, incarnation).
@@ -91,6 +87,17 @@ fn judged(v: &View) -> (Vec<Violation>, u32) {
             _ => {}
         }
     }
+    // A reply that reached its process after the process went down was never read: it showed
+    // nothing to anyone (mcp_replicas seed 39495: a reply showing the task alive landed 163 ms
+    // after its reader's ledger failed, and three 404s were all the surviving processes saw).
+    let read_by_nobody = |a: &Frame| {
+        let at = a.arrives_at_ms.unwrap_or(a.t_ms);
+        down.iter().any(|(i, t)| *i == a.exec.1 && *t <= at)
+    };
+    let arrived: Vec<Frame> = arrivals(v.trace)
+        .into_iter()
+        .filter(|a| !lost.contains(&a.frame) && !read_by_nobody(a))
+        .collect();
     // The process that handed over: the writer of the node's last write the world's ledger
     // saw land by then (a replica may hand over while the primary runs: `mcp_ext_faults` seed
     // 418); without ledger writes in the trace, the newest process the world had started (an
@@ -574,6 +581,44 @@ mod tests {
         assert_eq!(check(&trace), vec![]);
         assert_eq!(judge_undecidable(&trace), 1);
         // The same good read, written down: the executor had a retry left.
+        assert_eq!(check(&build(false)).len(), 1);
+    }
+
+    #[test]
+    fn a_good_read_that_landed_after_its_reader_went_down_showed_nothing() {
+        // mcp_replicas seed 39495: a good read, 404, 404, a good read that reached its process
+        // 163 ms after the process went down (its ledger failed), then a 404 to the restarted
+        // process.
+        let build = |lands_after_down: bool| {
+            let mut b = Tb::new();
+            b.unknown_path("n1", 0);
+            b.at(10)
+                .net_out("n1", ExchangeKind::Poll)
+                .net_in("n1", ExchangeKind::Poll, working());
+            lagging_404(&mut b, 5_001);
+            lagging_404(&mut b, 5_002);
+            let arrives_after_ms = if lands_after_down { 10 } else { 3 };
+            b.at(5_005).net_out("n1", ExchangeKind::Poll).net(
+                Dir::ToExecutor,
+                "n1",
+                ExchangeKind::Poll,
+                NetVerdict::Deliver,
+                Some(arrives_after_ms),
+                Some(working()),
+            );
+            b.at(5_012).push(What::World {
+                action: WorldAction::ExecutorDown {
+                    incarnation: 1,
+                    exit: "ledger failed".into(),
+                },
+            });
+            b.exec(1, 2);
+            lagging_404(&mut b, 5_020);
+            b.build(SETTLED)
+        };
+        assert_eq!(check(&build(true)), vec![]);
+        // Landed while its reader was up: the operation was shown alive, and the hand-off is
+        // false.
         assert_eq!(check(&build(false)).len(), 1);
     }
 
