@@ -80,6 +80,11 @@ pub fn violations(v: &View) -> Vec<Violation> {
             ));
         }
     }
+    // When each request left, by process and request number: a reply past its request's
+    // timeout answers a request the executor had given up on (as `no_false_unknown` judges).
+    let sent_at: BTreeMap<((u64, u32), u64), u64> = sends(v.trace)
+        .filter_map(|s| Some(((s.exec, s.request_id?), s.t_ms)))
+        .collect();
     let holds = ClickHolders::of(v.trace, &clicks);
     let epochs = newest_epochs(v.trace);
     let settled = store_facts(v.trace);
@@ -98,8 +103,15 @@ pub fn violations(v: &View) -> Vec<Violation> {
         };
         let ended_by_then = t.terminal_at_ms.is_some_and(|e| e <= at);
         // A status notification is advisory (MCP 2025-11-25 section 7): the executor keeps to
-        // its own reads, and is judged on their replies.
+        // its own reads, and is judged on their replies. A reply that came after its request's
+        // timeout was never read (mcp_sqlite seed 21982: a poll's reply held 15 s, dropped as
+        // nobody's); a submission may be given longer, so it is judged whenever it came.
+        let in_time = a.exchange == ExchangeKind::Submit
+            || a.request_id
+                .and_then(|id| sent_at.get(&(a.exec, id)))
+                .is_none_or(|sent| at < sent.saturating_add(v.config.request_timeout_ms));
         let relevant = at >= clicked
+            && in_time
             && a.exchange != ExchangeKind::Notification
             && a.intact()
             && !status.is_terminal()
@@ -379,6 +391,26 @@ mod tests {
         };
         assert_eq!(check(&build(ExchangeKind::Notification)), vec![]);
         assert_eq!(check(&build(ExchangeKind::Poll)).len(), 1);
+    }
+
+    #[test]
+    fn a_reply_past_its_requests_timeout_asks_for_nothing() {
+        // mcp_sqlite seed 21982: a poll's reply showing the task running was held past the
+        // request timeout; the executor had given the poll up and never read it. The same
+        // reply in time asks for the cancel.
+        let build = |late: bool| {
+            let mut b = Tb::new();
+            b.at(0).submit("n1").sent("n1", "submit");
+            b.at(100).caller(CallerAction::Cancel, "n1");
+            b.at(1_000).net_out("n1", ExchangeKind::Poll);
+            let timeout_ms = b.config.request_timeout_ms;
+            let at = if late { 1_000 + timeout_ms } else { 1_000 + timeout_ms - 1 };
+            b.at(at).net_in("n1", ExchangeKind::Poll, working("n1"));
+            b.task("t-n1", "n1", Some(TaskStatus::Cancelled), None, Some(90_000));
+            b.build(SETTLED)
+        };
+        assert_eq!(check(&build(true)), vec![]);
+        assert_eq!(check(&build(false)).len(), 1);
     }
 
     #[test]
