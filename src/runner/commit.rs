@@ -145,10 +145,19 @@ impl Runner {
             let until = self.now_ms().saturating_add(*ms);
             self.retry_after_until_ms.insert(node.to_string(), until);
         }
-        let mut event = event;
+        let given = event;
+        let mut event = given.clone();
         let mut name = event.name();
         let attempts = self.cfg.commit_conflict_retries.saturating_add(1);
         for attempt in 1..=attempts {
+            // A conflict re-reads the record and steps the event it was given again: whether
+            // to take the node up is decided afresh on the newer record (mcp_ext_faults seed
+            // 8164: a take-up decided on one version, re-stepped as a resume on a record whose
+            // cancel the other process had meanwhile sent, polled at once).
+            if attempt > 1 {
+                event = given.clone();
+                name = event.name();
+            }
             let Some(rec) = self.read(node) else {
                 if self.failed.is_none() {
                     self.observe(Observation::Unrouted {
@@ -211,6 +220,19 @@ impl Runner {
                 self.watch_stall(node, false, rec.version);
                 return Handled::NotApplied;
             }
+            let cancel_generation_sent = step
+                .commands
+                .iter()
+                .any(|c| {
+                    matches!(
+                        c,
+                        Command::Send {
+                            out: Outbound::Cancel { .. },
+                            ..
+                        }
+                    )
+                })
+                .then_some(step.record.cancel_generation);
             let changed = step.record != rec;
             let is_final = step.record.local_state.is_final();
             let mut write = Write {
@@ -291,6 +313,10 @@ impl Runner {
             } else {
                 rec.version
             };
+            if let Some(generation) = cancel_generation_sent {
+                self.cancel_sent_generation
+                    .insert(node.to_string(), generation);
+            }
             let refused = matches!(step.outcome, Outcome::Rejected(_));
             self.seen_version.insert(node.to_string(), version);
             self.act(node, lane, &name, step.outcome, step.commands, version);
@@ -319,9 +345,10 @@ impl Runner {
     /// wrote it since this one last saw it, the event is a timer that drives nothing from the
     /// record's state (this process's last driver for the node), and that state is one a resume
     /// drives by a send or a timer alone (an open approval round is left to its own deadline:
-    /// asking again would put a second question to the gate). A reply refused as stale is not
-    /// taken up: the process that made it stale is driving the node, and a resume would poll at
-    /// once, inside the server's suggested interval.
+    /// asking again would put a second question to the gate). A reply is not taken up: the
+    /// process that made it stale is driving the node, and a resume would poll at once, inside
+    /// the server's suggested interval; except for a cancel another process committed
+    /// ([`Runner::cancel_to_take_up`]).
     ///
     /// Nor is a node taken up that this process still drives by something else: a request in
     /// flight, a send queued, or another timer the record's state acts on. A resume would then
@@ -349,8 +376,31 @@ impl Runner {
         moved_elsewhere
             && idle(step)
             && resumable
-            && matches!(event, Event::Timer(_))
+            && (matches!(event, Event::Timer(_)) || self.cancel_to_take_up(node, rec, event, lane))
             && !self.drives_otherwise(node, rec, ctx, lane)
+    }
+
+    /// Whether a reply this process got, which does nothing on the record (a read older than
+    /// the newest request), should take up a cancel another process committed: the record asks
+    /// for a cancel of a generation this process never sent, and a resume would send it. The
+    /// process that committed it may have died between the commit and the send, and the newer
+    /// request the reply is left to is that cancel, which nobody would then ever answer
+    /// (mcp_faults seed 55633: the primary committed the click's cancel and crashed before
+    /// sending it; the replica's poll reply showed the task working and the cancel waited
+    /// 2.5 s for the restart). At most one such cancel per process and generation: cancelling
+    /// twice is harmless, a ping-pong between two live processes is not.
+    fn cancel_to_take_up(
+        &self,
+        node: &str,
+        rec: &ToolOperation,
+        event: &Event,
+        lane: usize,
+    ) -> bool {
+        matches!(event, Event::Reply { .. })
+            && rec.local_state == LocalState::CancelRequested
+            && !rec.cancel_pending
+            && rec.cancel_attempts < self.lanes[lane].core.max_cancel_attempts
+            && self.cancel_sent_generation.get(node) != Some(&rec.cancel_generation)
     }
 
     /// Whether a timer of this process would send a submission over a record another process

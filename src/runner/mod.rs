@@ -227,6 +227,9 @@ pub struct Runner {
     /// The record version this runner last read or wrote, per call node: a different version
     /// at the next read means another process (a replica on the same ledger) moved the node.
     seen_version: BTreeMap<String, u64>,
+    /// Per call node, the newest cancel generation this runner sent a cancel for: a cancel
+    /// another process committed is taken up from a reply at most once per generation.
+    cancel_sent_generation: BTreeMap<String, u32>,
     /// Per call node, until when the last Retry-After this runner was given asks it to wait: a
     /// node taken up from another process's record is not driven before then.
     retry_after_until_ms: BTreeMap<String, u64>,
@@ -281,6 +284,7 @@ impl Runner {
             fenced: BTreeSet::new(),
             settled_here: BTreeSet::new(),
             seen_version: BTreeMap::new(),
+            cancel_sent_generation: BTreeMap::new(),
             retry_after_until_ms: BTreeMap::new(),
             next_cancel_check_ms: 0,
             approvals,
