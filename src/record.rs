@@ -264,13 +264,14 @@ pub struct ToolOperation {
     /// Schema digests of the input requests already answered, newest last, bounded like
     /// `answered_inputs`. A server that reuses one request id for every request (the TS SDK's
     /// `0`) tells its rounds apart by content only, so a late copy of an answered request is
-    /// known by its id and its content together.
-    #[serde(default)]
+    /// known by its id and its content together. Left out when empty, like the streak below:
+    /// records that never answered an input read and write as before these fields.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub answered_input_digests: Vec<String>,
     /// Copies of an answered request refused in a row, each on a stream we opened. A late copy
     /// comes once; a server that asks the very same thing again under the same id sends it on
     /// every stream, so the `ANSWERED_COPY_NEW_ROUND`-th in a row is taken as a new round.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub answered_copy_streak: u32,
     /// The newest answer sent, kept so a lost answer can be sent again (tasks extension, where
     /// the answer is a request of its own that can go unacknowledged).
@@ -318,6 +319,10 @@ pub struct LastAnswer {
 
 /// Resends of one lost answer before the item is left to the wait budget.
 pub const ANSWER_RESENDS_MAX: u32 = 3;
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
 
 /// At most this many answered input ids are remembered for replay detection.
 pub const ANSWERED_INPUTS_MAX: usize = 16;

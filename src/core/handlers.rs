@@ -839,7 +839,8 @@ impl<'a> Machine<'a> {
         // would have shown the task working when the third 404 arrived). At most one more per
         // gap: the read this schedules is the newest request, answered in order.
         let c = &self.rec.poll_cursor;
-        let unanswered_since = c.applied_seq >= c.not_found_first_seq && c.applied_seq + 1 < c.sent_seq;
+        let unanswered_since =
+            c.applied_seq >= c.not_found_first_seq && c.applied_seq + 1 < c.sent_seq;
         if before_expiry
             && (self.rec.poll_cursor.not_found_streak <= self.cfg.not_found_retries
                 || unanswered_since)
@@ -1172,10 +1173,7 @@ impl<'a> Machine<'a> {
             }
             // The same request delivered again while still unanswered changes nothing.
             if p.schema_digest == req.schema_digest
-                || self
-                    .rec
-                    .answered_input_digests
-                    .contains(&req.schema_digest)
+                || self.rec.answered_input_digests.contains(&req.schema_digest)
             {
                 return STAYED;
             }
@@ -1214,10 +1212,7 @@ impl<'a> Machine<'a> {
         }
         self.rec.input_stream_open = false;
         let answered_before = self.rec.answered_inputs.contains(&req.server_request_id)
-            && self
-                .rec
-                .answered_input_digests
-                .contains(&req.schema_digest);
+            && self.rec.answered_input_digests.contains(&req.schema_digest);
         if answered_before {
             // An answered request again (same id, same content), on a stream we opened after the
             // server moved on from it: a late copy (mcp_sqlite seed 69158: round 1's copy came
@@ -1289,7 +1284,9 @@ impl<'a> Machine<'a> {
         if self.rec.answered_inputs.len() > ANSWERED_INPUTS_MAX {
             self.rec.answered_inputs.remove(0);
         }
-        self.rec.answered_input_digests.push(p.schema_digest.clone());
+        self.rec
+            .answered_input_digests
+            .push(p.schema_digest.clone());
         if self.rec.answered_input_digests.len() > ANSWERED_INPUTS_MAX {
             self.rec.answered_input_digests.remove(0);
         }

@@ -404,9 +404,19 @@ mod tests {
             b.at(100).caller(CallerAction::Cancel, "n1");
             b.at(1_000).net_out("n1", ExchangeKind::Poll);
             let timeout_ms = b.config.request_timeout_ms;
-            let at = if late { 1_000 + timeout_ms } else { 1_000 + timeout_ms - 1 };
+            let at = if late {
+                1_000 + timeout_ms
+            } else {
+                1_000 + timeout_ms - 1
+            };
             b.at(at).net_in("n1", ExchangeKind::Poll, working("n1"));
-            b.task("t-n1", "n1", Some(TaskStatus::Cancelled), None, Some(90_000));
+            b.task(
+                "t-n1",
+                "n1",
+                Some(TaskStatus::Cancelled),
+                None,
+                Some(90_000),
+            );
             b.build(SETTLED)
         };
         assert_eq!(check(&build(true)), vec![]);
