@@ -247,6 +247,12 @@ pub struct ToolOperation {
     pub shadow: bool,
     /// Submissions sent with this key (the same key every time).
     pub submit_attempts: u32,
+    /// When the newest submission was committed to be sent, by whichever process. Another
+    /// process that resumes the record while its reply may still reach the sender concludes
+    /// nothing before `CoreConfig::submission_lease_ms` has passed. Left out when unset, so
+    /// older records read and write as before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub submitted_at_ms: Option<u64>,
     /// Lookups by key sent while the submission outcome was unknown.
     pub lookup_attempts: u32,
     pub poll_cursor: PollCursor,
@@ -359,6 +365,7 @@ impl ToolOperation {
             synchronous: false,
             shadow: false,
             submit_attempts: 0,
+            submitted_at_ms: None,
             lookup_attempts: 0,
             poll_cursor: PollCursor::default(),
             last_server_status: None,

@@ -270,6 +270,7 @@ impl<'a> Machine<'a> {
 
     fn submit(&mut self) {
         self.rec.submit_attempts += 1;
+        self.rec.submitted_at_ms = Some(self.now());
         let (key, tool, arguments) = (
             self.rec.submission_key.clone(),
             self.rec.tool_name.clone(),
@@ -289,6 +290,24 @@ impl<'a> Machine<'a> {
                 ttl_ms: self.cfg.task_ttl_ms,
             });
         }
+    }
+
+    /// A submission this process resumed: while its reply may still reach the process that sent
+    /// it (a replica on the same epoch, busy or slow), wait; after that its outcome is unknown.
+    /// Concluding at once handed a node to a person whose submission another live process was
+    /// about to read (mcp_ext_faults seeds 16364 and 20268: the tasks extension has no lookup by
+    /// key, so "unknown" is a hand-off). A lone executor restarting after its own crash waits
+    /// out at most the rest of one request timeout.
+    fn submission_leased(&mut self) -> R {
+        let lease_end_ms = self
+            .rec
+            .submitted_at_ms
+            .map_or(0, |t| t.saturating_add(self.cfg.submission_lease_ms));
+        if self.now() < lease_end_ms {
+            self.schedule(lease_end_ms - self.now(), Timer::SubmissionLease);
+            return STAYED;
+        }
+        self.submission_unknown()
     }
 
     fn start(&mut self) -> R {
@@ -312,7 +331,8 @@ impl<'a> Machine<'a> {
                 STAYED
             }
             // The submission may have left before the crash: never send it blind again.
-            S::Submitting | S::SubmissionUnknown => self.submission_unknown(),
+            S::Submitting => self.submission_leased(),
+            S::SubmissionUnknown => self.submission_unknown(),
             S::NotFoundSafe => {
                 self.schedule(0, Timer::SubmitDue);
                 STAYED
@@ -426,6 +446,9 @@ impl<'a> Machine<'a> {
                 STAYED
             }
             (Timer::CancelRequery, S::CancelRequested) => self.poll(),
+            (Timer::SubmissionLease, S::Submitting) if self.rec.submit_attempts > 0 => {
+                self.submission_leased()
+            }
             (Timer::ApprovalDeadline { round }, S::InputRequired) => {
                 match &self.rec.pending_input {
                     // Nobody approved in time: decline, so the server can move on.

@@ -36,6 +36,11 @@ pub struct CoreConfig {
     pub max_cancel_attempts: u32,
     /// Not-found answers tolerated before expiry (a 404 from a lagging replica is not proof).
     pub not_found_retries: u32,
+    /// How long after a submission was committed to be sent its reply may still reach the
+    /// process that sent it: a process resuming the record waits that long before it takes
+    /// the outcome as unknown (two executors on one epoch). The runner sets it to its request
+    /// timeout.
+    pub submission_lease_ms: u64,
     /// Set by negotiation: the server answers lookups by submission key.
     pub key_lookup: bool,
     /// Set by negotiation: how long the server keeps keys answerable (`None`: while the
@@ -60,6 +65,7 @@ impl Default for CoreConfig {
             max_fetch_attempts: 8,
             max_cancel_attempts: 5,
             not_found_retries: 2,
+            submission_lease_ms: 10_000,
             key_lookup: true,
             key_retention_ms: None,
             #[cfg(feature = "mutations")]
@@ -95,7 +101,11 @@ pub enum Timer {
     PollDue,
     FetchDue,
     CancelRequery,
-    ApprovalDeadline { round: u32 },
+    ApprovalDeadline {
+        round: u32,
+    },
+    /// The lease of a submission another process sent is over: its outcome is unknown now.
+    SubmissionLease,
 }
 
 impl Timer {
@@ -107,6 +117,7 @@ impl Timer {
             Timer::FetchDue => "fetch_due",
             Timer::CancelRequery => "cancel_requery",
             Timer::ApprovalDeadline { .. } => "approval_deadline",
+            Timer::SubmissionLease => "submission_lease",
         }
     }
 }

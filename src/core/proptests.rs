@@ -129,6 +129,7 @@ fn arb_timer() -> impl Strategy<Value = Timer> {
         Just(Timer::FetchDue),
         Just(Timer::CancelRequery),
         (0u32..3).prop_map(|round| Timer::ApprovalDeadline { round }),
+        Just(Timer::SubmissionLease),
     ]
 }
 
@@ -276,6 +277,7 @@ proptest! {
                     | (Timer::LookupDue, S::SubmissionUnknown)
                     | (Timer::PollDue, S::Working | S::InputRequired)
                     | (Timer::CancelRequery, S::CancelRequested)
+                    | (Timer::SubmissionLease, S::Submitting)
                     | (Timer::FetchDue, S::TerminalObserved | S::FetchingResult)));
                 prop_assert!(outstanding || useful, "nothing armed after {event:?} in {}: the node would stall", step.record.local_state);
             }

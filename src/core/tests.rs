@@ -930,12 +930,30 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
          cancel_clicked => rejected:stale_epoch",
     ),
     (
-        "restart resumes from the record alone: a sent submission becomes unknown",
+        "restart resumes from the record alone: a sent submission becomes unknown once its reply can no longer reach its sender",
         |s| {
             s.ev(Event::Start).ev(Event::Resume);
+            s.at(10_000).timer(Timer::SubmissionLease);
+            s.at(12_000).ev(Event::Resume);
         },
         "start => stay [send:submit#1]
-         resume => SUBMITTING->SUBMISSION_UNKNOWN [at0:lookup_due]",
+         resume => stay [at10000:submission_lease]
+         timer:submission_lease => SUBMITTING->SUBMISSION_UNKNOWN [at10000:lookup_due]
+         resume => stay [at12000:lookup_due]",
+    ),
+    (
+        "a submission another process sent and read within its lease: the resumed process concludes nothing",
+        |s| {
+            // mcp_ext_faults seed 16364: a replica sent the submission and read its reply late
+            // (slow commits); the restarted primary resumed the record meanwhile.
+            s.ev(Event::Start).at(500).ev(Event::Resume);
+            s.at(900).reply(RequestKind::Submit, Reply::Submitted(view(P::Working)));
+            s.at(10_000).timer(Timer::SubmissionLease);
+        },
+        "start => stay [send:submit#1]
+         resume => stay [at10000:submission_lease]
+         reply:submit:submitted => SUBMITTING->WORKING [at1900:poll_due]
+         timer:submission_lease => stay",
     ),
     (
         "restart before the first send submits, once",

@@ -19,11 +19,21 @@ pub(super) struct Lane {
 }
 
 impl Lane {
-    pub fn new(adapter: Box<dyn Adapter + Send>, core: &CoreConfig) -> Lane {
+    /// A lane whose records a resumed submission's lease covers for `request_timeout_ms`: as
+    /// long as the process that sent it may still read its reply.
+    pub fn new(
+        adapter: Box<dyn Adapter + Send>,
+        core: &CoreConfig,
+        request_timeout_ms: u64,
+    ) -> Lane {
+        let core = CoreConfig {
+            submission_lease_ms: request_timeout_ms,
+            ..core.clone()
+        };
         Lane {
             adapter,
             caps: ServerCapabilities::default(),
-            core: core.clone(),
+            core,
             accepting_new: true,
             drained_reported: false,
         }

@@ -268,7 +268,7 @@ impl Runner {
         rpc_id_base: u64,
     ) -> Runner {
         let limiter = QpsLimiter::new(cfg.max_qps);
-        let lanes = vec![Lane::new(adapter, &cfg.core)];
+        let lanes = vec![Lane::new(adapter, &cfg.core, cfg.request_timeout_ms)];
         Runner {
             cfg,
             epoch,
@@ -319,7 +319,11 @@ impl Runner {
 
     /// Speak one more protocol version, on its own transport (see [`Runner::run_lanes`]).
     pub fn with_lane(mut self, adapter: Box<dyn Adapter + Send>) -> Self {
-        self.lanes.push(Lane::new(adapter, &self.cfg.core));
+        self.lanes.push(Lane::new(
+            adapter,
+            &self.cfg.core,
+            self.cfg.request_timeout_ms,
+        ));
         self
     }
 
