@@ -288,7 +288,8 @@ fn mcp_replicas_seed_53695_a_replica_may_decline_what_reached_it_before_the_sett
 /// under one reused request id (`input_answer_matches_round`), fetch and cancel attempts counted
 /// at their outcome, one more read while a request sent after the first not-found is
 /// unanswered (`no_false_unknown`), a cancel another process committed taken up from a reply
-/// (`clicked_cancel_is_acted_on`). Judge fixes: a reply that landed after its reader went down,
+/// (`clicked_cancel_is_acted_on`), a resumed submission leased to its sender for one request
+/// timeout (`no_false_unknown`: mcp_ext_faults 16364, 20268, 50047). Judge fixes: a reply that landed after its reader went down,
 /// or after its request's timeout, showed nothing; every process owes one answer per request
 /// that reached it (mcp_replicas 2551, found at 10,000 series on the way).
 #[test]
@@ -312,6 +313,10 @@ fn the_seeds_the_100k_gate_failed_on_are_clean() {
         ("mcp_sqlite", 21982),
         ("mcp_replicas", 97943),
         ("mcp_replicas", 2551),
+        ("mcp_ext_faults", 16364),
+        ("mcp_ext_faults", 20268),
+        ("mcp_ext_faults", 50047),
+        ("mcp_faults", 88544),
     ];
     for (name, seed) in seeds {
         clean_series_of(name, seed);
