@@ -217,7 +217,7 @@ impl Runner {
                 // Seen now; if the other process dies, the stall watch takes the node up
                 // from the record (a resume: a lookup by key before any new submission).
                 self.seen_version.insert(node.to_string(), rec.version);
-                self.watch_stall(node, false, rec.version);
+                self.watch_stall(node, false, rec.version, self.cfg.request_timeout_ms);
                 return Handled::NotApplied;
             }
             let cancel_generation_sent = step
@@ -233,6 +233,7 @@ impl Runner {
                     )
                 })
                 .then_some(step.record.cancel_generation);
+            let others_cancel = self.cancel_of_another(node, &step.record, lane);
             let changed = step.record != rec;
             let is_final = step.record.local_state.is_final();
             let mut write = Write {
@@ -320,7 +321,12 @@ impl Runner {
             let refused = matches!(step.outcome, Outcome::Rejected(_));
             self.seen_version.insert(node.to_string(), version);
             self.act(node, lane, &name, step.outcome, step.commands, version);
-            self.watch_stall(node, is_final, version);
+            let quiet_ms = if others_cancel {
+                self.cfg.cancel_take_up_ms
+            } else {
+                self.cfg.request_timeout_ms
+            };
+            self.watch_stall(node, is_final, version, quiet_ms);
             // A crash point inside `act` stopped the commands: the step is in the ledger, its
             // sends are not.
             return if self.crashed.is_some() {
@@ -347,8 +353,8 @@ impl Runner {
     /// drives by a send or a timer alone (an open approval round is left to its own deadline:
     /// asking again would put a second question to the gate). A reply is not taken up: the
     /// process that made it stale is driving the node, and a resume would poll at once, inside
-    /// the server's suggested interval; except for a cancel another process committed
-    /// ([`Runner::cancel_to_take_up`]).
+    /// the server's suggested interval (a cancel another process committed is the stall
+    /// watch's, [`Runner::cancel_of_another`]).
     ///
     /// Nor is a node taken up that this process still drives by something else: a request in
     /// flight, a send queued, or another timer the record's state acts on. A resume would then
@@ -376,28 +382,21 @@ impl Runner {
         moved_elsewhere
             && idle(step)
             && resumable
-            && (matches!(event, Event::Timer(_)) || self.cancel_to_take_up(node, rec, event, lane))
+            && matches!(event, Event::Timer(_))
             && !self.drives_otherwise(node, rec, ctx, lane)
     }
 
-    /// Whether a reply this process got, which does nothing on the record (a read older than
-    /// the newest request), should take up a cancel another process committed: the record asks
-    /// for a cancel of a generation this process never sent, and a resume would send it. The
-    /// process that committed it may have died between the commit and the send, and the newer
-    /// request the reply is left to is that cancel, which nobody would then ever answer
-    /// (mcp_faults seed 55633: the primary committed the click's cancel and crashed before
-    /// sending it; the replica's poll reply showed the task working and the cancel waited
-    /// 2.5 s for the restart). At most one such cancel per process and generation: cancelling
-    /// twice is harmless, a ping-pong between two live processes is not.
-    fn cancel_to_take_up(
-        &self,
-        node: &str,
-        rec: &ToolOperation,
-        event: &Event,
-        lane: usize,
-    ) -> bool {
-        matches!(event, Event::Reply { .. })
-            && rec.local_state == LocalState::CancelRequested
+    /// Whether `rec` asks for a cancel of a generation this process never sent, that the
+    /// server has not taken and that a resume would send: another process committed it, and
+    /// may have died between the commit and the send. The newer request a reply of ours is
+    /// then left to is that cancel, which nobody would ever answer (mcp_faults seed 55633: the
+    /// primary committed the click's cancel and crashed before sending it; the replica's poll
+    /// reply showed the task working and the cancel waited 2.5 s for the restart). The stall
+    /// watch then takes the node up after `cancel_take_up_ms` of quiet instead of a request
+    /// timeout: a live committer records the server's answer to its cancel well within that,
+    /// and the watch stands down.
+    fn cancel_of_another(&self, node: &str, rec: &ToolOperation, lane: usize) -> bool {
+        rec.local_state == LocalState::CancelRequested
             && !rec.cancel_pending
             && rec.cancel_attempts < self.lanes[lane].core.max_cancel_attempts
             && self.cancel_sent_generation.get(node) != Some(&rec.cancel_generation)
@@ -498,6 +497,14 @@ impl Runner {
         {
             self.crashed = Some(CrashPoint::AfterCommitBeforeSend);
             return;
+        }
+        if commands
+            .iter()
+            .any(|c| matches!(c, Command::Accept(_) | Command::Reconcile { .. }))
+        {
+            // Settled here: what earlier steps queued for the node is stale, and a cancel may
+            // have overtaken it in the queue (the sends of this step itself still go).
+            self.drop_queued_sends(node);
         }
         for c in commands {
             self.execute(node, lane, c);

@@ -66,6 +66,11 @@ pub struct RunnerConfig {
     pub cancel_request_check_ms: u64,
     /// The longest the runner sleeps with nothing due.
     pub idle_wake_ms: u64,
+    /// How long a record asking for a cancel another process committed (and the server has
+    /// not yet taken) must stay quiet before this process sends that cancel itself: the other
+    /// process may have died between its commit and its send. Well above a round trip and a
+    /// commit, so a live committer's record of the server's answer stands the watch down.
+    pub cancel_take_up_ms: u64,
     /// Which adapter new operations go to, and which tools run in shadow mode.
     pub launch: LaunchConfig,
 }
@@ -83,6 +88,7 @@ impl Default for RunnerConfig {
             commit_conflict_retries: 8,
             cancel_request_check_ms: 1_000,
             idle_wake_ms: 60_000,
+            cancel_take_up_ms: 500,
             launch: LaunchConfig::default(),
         }
     }
@@ -230,6 +236,7 @@ pub struct Runner {
     /// Per call node, the newest cancel generation this runner sent a cancel for: a cancel
     /// another process committed is taken up from a reply at most once per generation.
     cancel_sent_generation: BTreeMap<String, u32>,
+
     /// Per call node, until when the last Retry-After this runner was given asks it to wait: a
     /// node taken up from another process's record is not driven before then.
     retry_after_until_ms: BTreeMap<String, u64>,
@@ -471,6 +478,15 @@ impl Runner {
         if self.cfg.cancel_request_check_ms > 0 {
             wake = wake.min(self.next_cancel_check_ms);
         }
+        if let Some(at) = self
+            .stall_at
+            .values()
+            .filter(|w| w.urgent)
+            .map(|w| w.at_ms)
+            .min()
+        {
+            wake = wake.min(at);
+        }
         wake.max(now)
     }
 
@@ -601,6 +617,36 @@ impl Runner {
                 current,
             };
             self.fence(&node, e);
+        }
+    }
+
+    /// A cancel for the node is queued: its queued status reads are not sent.
+    fn drop_queued_reads(&mut self, node: &str) {
+        let (dropped, kept): (VecDeque<Queued>, VecDeque<Queued>) = self
+            .queue
+            .drain(..)
+            .partition(|q| q.node == node && matches!(q.out, Outbound::Poll { .. }));
+        self.queue = kept;
+        for q in dropped {
+            self.observe(Observation::Superseded {
+                node: q.node,
+                kind: q.out.kind().name(),
+                seq: q.seq,
+            });
+        }
+    }
+
+    /// The node settled here: its queued sends are not sent.
+    fn drop_queued_sends(&mut self, node: &str) {
+        let (dropped, kept): (VecDeque<Queued>, VecDeque<Queued>) =
+            self.queue.drain(..).partition(|q| q.node == node);
+        self.queue = kept;
+        for q in dropped {
+            self.observe(Observation::SettledElsewhere {
+                node: q.node,
+                kind: q.out.kind().name(),
+                seq: q.seq,
+            });
         }
     }
 

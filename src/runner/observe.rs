@@ -150,8 +150,16 @@ pub enum Observation {
         node: String,
         event: String,
     },
-    /// A queued send not sent: the ledger shows the node settled (by another process).
+    /// A queued send not sent: the ledger shows the node settled, by another process or by
+    /// this one after the send was queued.
     SettledElsewhere {
+        node: String,
+        kind: &'static str,
+        seq: u64,
+    },
+    /// A queued read not sent: a cancel for the same node went ahead of it, and the cancel's
+    /// answer (or the re-read after it) tells what the read would have.
+    Superseded {
         node: String,
         kind: &'static str,
         seq: u64,

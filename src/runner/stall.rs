@@ -27,22 +27,37 @@ use crate::record::ToolOperation;
 /// A watched node: when to look again, and the record version seen when the watch started.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Watch {
-    at_ms: u64,
+    pub(super) at_ms: u64,
     version: u64,
+    /// Shorter than a request timeout (a cancel another process committed): the loop wakes for
+    /// it. Only two executors on one epoch make such a watch, so a single executor's traces
+    /// keep their wake-ups.
+    pub(super) urgent: bool,
 }
 
 impl Runner {
     /// After a step on `node` that left the record at `version`: watch the node if it is not
     /// final and nothing of ours covers it.
-    pub(super) fn watch_stall(&mut self, node: &str, is_final: bool, version: u64) {
+    /// `quiet_ms` is how long the record must stay quiet: a request timeout, or less for a
+    /// cancel another process committed (`Runner::cancel_of_another`). A watch already due
+    /// sooner is kept.
+    pub(super) fn watch_stall(&mut self, node: &str, is_final: bool, version: u64, quiet_ms: u64) {
         if is_final || self.covered(node) {
             self.stall_at.remove(node);
             return;
         }
-        let at_ms = self.now_ms() + self.cfg.request_timeout_ms;
-        self.stall_at
-            .entry(node.to_string())
-            .or_insert(Watch { at_ms, version });
+        let at_ms = self.now_ms() + quiet_ms;
+        let urgent = quiet_ms < self.cfg.request_timeout_ms;
+        if self.stall_at.get(node).is_none_or(|w| w.at_ms > at_ms) {
+            self.stall_at.insert(
+                node.to_string(),
+                Watch {
+                    at_ms,
+                    version,
+                    urgent,
+                },
+            );
+        }
     }
 
     /// A pending request, a queued send or a timer of this runner for `node`.
@@ -99,7 +114,15 @@ impl Runner {
             };
             if let Some(at_ms) = again_ms {
                 let version = rec.version;
-                self.stall_at.insert(node, Watch { at_ms, version });
+                let urgent = false;
+                self.stall_at.insert(
+                    node,
+                    Watch {
+                        at_ms,
+                        version,
+                        urgent,
+                    },
+                );
                 continue;
             }
             self.observe(Observation::Stalled {

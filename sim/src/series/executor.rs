@@ -253,6 +253,7 @@ fn observed_node(obs: &Observation) -> Option<&str> {
         | Observation::CallRejected { node, .. }
         | Observation::DuplicateCallNode { node }
         | Observation::SettledElsewhere { node, .. }
+        | Observation::Superseded { node, .. }
         | Observation::SubmissionLeftToOther { node, .. }
         | Observation::CommitConflict { node, .. }
         | Observation::Fenced { node, .. }
