@@ -220,10 +220,14 @@ fn mcp_ext_faults_seed_2412_honours_the_poll_interval_after_a_replica_s_writes()
 /// submission, was stepped again on the primary's SUBMITTING record and sent a second
 /// submission 77 ms after the primary's (`no_blind_resubmit`; against a server that does not
 /// dedupe by key, a second operation). A timer that would submit over a record another process
-/// wrote since this one last saw it is now left to that process.
+/// wrote since this one last saw it is now left to that process. Since the submission lease
+/// (a resumed SUBMITTING record waits for its sender's reply), seed 918 no longer takes that
+/// path and stays clean; seed 45 (the only one of 0..1500 that does) is where the timer is left
+/// out now.
 #[test]
 fn mcp_replicas_seed_918_leaves_the_submission_to_the_process_that_made_it() {
-    let (r, replay) = clean_series_of("mcp_replicas", 918);
+    clean_series_of("mcp_replicas", 918);
+    let (r, replay) = clean_series_of("mcp_replicas", 45);
     let left = r.trace.events.iter().any(|e| {
         matches!(
             &e.what,

@@ -39,7 +39,8 @@ pub struct CoreConfig {
     /// How long after a submission was committed to be sent its reply may still reach the
     /// process that sent it: a process resuming the record waits that long before it takes
     /// the outcome as unknown (two executors on one epoch). The runner sets it to its request
-    /// timeout.
+    /// timeout (so a configuration does not name it).
+    #[serde(skip)]
     pub submission_lease_ms: u64,
     /// Set by negotiation: the server answers lookups by submission key.
     pub key_lookup: bool,

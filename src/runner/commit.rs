@@ -504,7 +504,7 @@ impl Runner {
         {
             // Settled here: what earlier steps queued for the node is stale, and a cancel may
             // have overtaken it in the queue (the sends of this step itself still go).
-            self.drop_queued_sends(node);
+            self.drop_queued(node, false);
         }
         for c in commands {
             self.execute(node, lane, c);

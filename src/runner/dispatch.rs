@@ -391,7 +391,7 @@ impl Runner {
                     // The node's queued reads are overtaken and then stale: left out, or a
                     // read would leave after the cancel and the cancel's re-read right behind
                     // it, inside the server's poll interval.
-                    self.drop_queued_reads(node);
+                    self.drop_queued(node, true);
                 }
                 let at = queue_position(self.queue.iter().map(|q| &q.out), &out);
                 self.queue.insert(

@@ -620,32 +620,21 @@ impl Runner {
         }
     }
 
-    /// A cancel for the node is queued: its queued status reads are not sent.
-    fn drop_queued_reads(&mut self, node: &str) {
-        let (dropped, kept): (VecDeque<Queued>, VecDeque<Queued>) = self
-            .queue
-            .drain(..)
-            .partition(|q| q.node == node && matches!(q.out, Outbound::Poll { .. }));
-        self.queue = kept;
-        for q in dropped {
-            self.observe(Observation::Superseded {
-                node: q.node,
-                kind: q.out.kind().name(),
-                seq: q.seq,
-            });
-        }
-    }
-
-    /// The node settled here: its queued sends are not sent.
-    fn drop_queued_sends(&mut self, node: &str) {
+    /// Leaves out the node's queued sends: its status reads only, when a cancel for it is
+    /// queued (`Observation::Superseded`); all of them, when it settled here
+    /// (`Observation::SettledElsewhere`).
+    fn drop_queued(&mut self, node: &str, reads_only: bool) {
         let (dropped, kept): (VecDeque<Queued>, VecDeque<Queued>) =
-            self.queue.drain(..).partition(|q| q.node == node);
+            self.queue.drain(..).partition(|q| {
+                q.node == node && (!reads_only || matches!(q.out, Outbound::Poll { .. }))
+            });
         self.queue = kept;
         for q in dropped {
-            self.observe(Observation::SettledElsewhere {
-                node: q.node,
-                kind: q.out.kind().name(),
-                seq: q.seq,
+            let (node, kind, seq) = (q.node, q.out.kind().name(), q.seq);
+            self.observe(if reads_only {
+                Observation::Superseded { node, kind, seq }
+            } else {
+                Observation::SettledElsewhere { node, kind, seq }
             });
         }
     }

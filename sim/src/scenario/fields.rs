@@ -203,6 +203,7 @@ pub const FIELDS: &[Field] = &[
     f("executor.commit_conflict_retries", Unit::Count, (0.0, 1000.0), "Times an event is stepped again on a re-read record after another writer's commit landed between the read and this executor's commit.").ex("8"),
     f("executor.cancel_request_check_ms", Unit::Ms, (0.0, DAY), "How often the executor looks for cancel requests other processes wrote into the ledger; 0: only when it starts.").ex("1000"),
     f("executor.idle_wake_ms", Unit::Ms, (1.0, DAY), "The longest the executor sleeps with nothing due.").ex("60000"),
+    f("executor.cancel_take_up_ms", Unit::Ms, (1.0, DAY), "How long a record asking for a cancel another executor process committed (not yet taken by the server) must stay quiet before this process sends that cancel itself: the other may have died between its commit and its send.").ex("500"),
     f("executor.no_task_support", Unit::Choice(no_task_support), ANY, "What the executor does with a tool whose descriptor forbids tasks: refuse it, or call it synchronously within its published upper bound.").only(MCP).ex("\"run_sync\""),
     f("executor.max_events", Unit::Count, (1.0, 100_000_000.0), "Loop iterations one executor process may take; a runaway loop ends instead of hanging.").ex("1000000"),
     f("executor.launch.new_adapter", Unit::Choice(adapters), ANY, "The adapter being launched: a fraction of new long tasks go to it. Must be the successor's.").optional().ex("\"aip151\""),

@@ -135,15 +135,18 @@ mod tests {
     }
 
     #[test]
-    fn the_late_copy_of_a_replayed_input_request_may_be_answered_once() {
+    fn each_copy_of_a_replayed_input_request_may_be_answered_once() {
         // Delivered before the receipt (1020 ms) and again 4500 ms later: the second copy
-        // reaches the executor after settling, and one answer to it is no violation.
+        // reaches the executor after settling, and one answer to it is no violation; nor is
+        // one to the first copy, read late.
         let mut b = happy("n1", 0);
         request(&mut b, 500, NetVerdict::Duplicated { after_ms: 4_500 });
         b.at(5_000).net_out("n1", ExchangeKind::Answer);
         assert_eq!(check(&b.build(SETTLED)), vec![]);
-        // A second answer has no request left to answer.
         b.at(5_100).net_out("n1", ExchangeKind::Answer);
+        assert_eq!(check(&b.build(SETTLED)), vec![]);
+        // A third answer has no copy left to answer.
+        b.at(5_200).net_out("n1", ExchangeKind::Answer);
         assert_eq!(check(&b.build(SETTLED)).len(), 1);
     }
 
