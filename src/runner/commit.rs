@@ -409,7 +409,10 @@ impl Runner {
     /// proved safe: against a server that does not dedupe by key, a second operation
     /// (mcp_replicas seed 918: a replica's submit timer lost its commit to the restarted
     /// primary's submission, was stepped again on the primary's SUBMITTING record, and sent
-    /// a second submission 77 ms after the primary's).
+    /// a second submission 77 ms after the primary's). Nor may such a timer conclude from
+    /// the other's SUBMITTING record (its submission may be in flight): mcp_sqlite seed 73974,
+    /// a restarted primary's submit timer found the attempts spent on the replica's record and
+    /// handed the node to a person 56 ms after the replica got 'submitted'.
     fn submission_left_to_other(
         &self,
         node: &str,
@@ -421,17 +424,23 @@ impl Runner {
             .seen_version
             .get(node)
             .is_some_and(|v| *v != rec.version);
+        let concludes_on_submitting = rec.local_state == LocalState::Submitting
+            && step
+                .commands
+                .iter()
+                .any(|c| matches!(c, Command::Reconcile { .. }));
         moved_elsewhere
             && matches!(event, Event::Timer(_))
-            && step.commands.iter().any(|c| {
-                matches!(
-                    c,
-                    Command::Send {
-                        out: Outbound::Submit { .. } | Outbound::SubmitSync { .. },
-                        ..
-                    }
-                )
-            })
+            && (concludes_on_submitting
+                || step.commands.iter().any(|c| {
+                    matches!(
+                        c,
+                        Command::Send {
+                            out: Outbound::Submit { .. } | Outbound::SubmitSync { .. },
+                            ..
+                        }
+                    )
+                }))
     }
 
     /// Whether this process holds something else that will step `node` from `rec`: a request
