@@ -372,6 +372,11 @@ pub enum FaultDetail {
         lane: u32,
         epoch: u64,
         incarnation: u32,
+        /// The frames still on their way to the connection when it dropped, lost with it: the
+        /// network's own record, exact where a frame was due in the very millisecond of the drop
+        /// (`mcp_sqlite` seed 128726: such a frame was delivered, and a view inferring the cut
+        /// from times took it as lost).
+        cut: Vec<u64>,
     },
     /// A reply from in front of the server.
     Replica {

@@ -295,7 +295,10 @@ fn mcp_replicas_seed_53695_a_replica_may_decline_what_reached_it_before_the_sett
 /// (`clicked_cancel_is_acted_on`), a resumed submission leased to its sender for one request
 /// timeout (`no_false_unknown`: mcp_ext_faults 16364, 20268, 50047), a stale submit timer that
 /// leaves another process's SUBMITTING record alone instead of concluding (mcp_sqlite 73974,
-/// 86598, found by the 100,000-series gate after the others were fixed). Judge fixes: a reply that landed after its reader went down,
+/// 86598, found by the 100,000-series gate after the others were fixed). Fake network: a
+/// connection drop names the frames it cut (mcp_sqlite 128726, seeds 100,000..199,999: a
+/// result due in the drop's millisecond had been delivered, and the view took it as cut).
+/// Judge fixes: a reply that landed after its reader went down,
 /// or after its request's timeout, showed nothing; every process owes one answer per request
 /// that reached it (mcp_replicas 2551, found at 10,000 series on the way).
 #[test]
@@ -325,6 +328,7 @@ fn the_seeds_the_100k_gate_failed_on_are_clean() {
         ("mcp_faults", 88544),
         ("mcp_sqlite", 73974),
         ("mcp_sqlite", 86598),
+        ("mcp_sqlite", 128726),
     ];
     for (name, seed) in seeds {
         clean_series_of(name, seed);

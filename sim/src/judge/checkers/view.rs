@@ -2,7 +2,7 @@
 //! and a few per-node readings of the trace that more than one checker (or a metric) needs.
 //! Everything here reads; nothing assumes the trace is well formed.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use toolop::ledger::LedgerSnapshot;
 use toolop::record::ToolOperation;
@@ -242,40 +242,33 @@ pub fn sends(trace: &Trace) -> impl Iterator<Item = Frame<'_>> {
 }
 
 /// Frames that reached an executor, in the order they arrived (ties in the order they left).
-/// A frame still on its way when the world dropped its connection never arrives; one due in the
-/// very millisecond of the drop is taken as lost too (the network may have carried it first).
+/// A frame still on its way when the world dropped its connection never arrives: the network
+/// names those frames in the drop's record ([`connection_cuts`]), exact even for one due in the
+/// very millisecond of the drop.
 pub fn arrivals(trace: &Trace) -> Vec<Frame<'_>> {
-    let cuts = connection_cuts(trace);
-    let cut = |f: &Frame| {
-        cuts.iter().any(|(t, lane, exec)| {
-            f.lane == *lane && f.exec == *exec && f.t_ms <= *t && f.arrives_at_ms >= Some(*t)
-        })
-    };
+    let cut = connection_cuts(trace);
     let mut out: Vec<Frame> = frames(trace)
-        .filter(|f| f.dir == Dir::ToExecutor && f.arrives_at_ms.is_some() && !cut(f))
+        .filter(|f| {
+            f.dir == Dir::ToExecutor && f.arrives_at_ms.is_some() && !cut.contains(&f.frame)
+        })
         .collect();
     out.sort_by_key(|f| f.arrives_at_ms);
     out
 }
 
-/// Each connection the world dropped: when, its lane and the executor process at its end.
-pub fn connection_cuts(trace: &Trace) -> Vec<(u64, u32, ExecId)> {
+/// The frames each connection drop the world recorded cut on their way.
+pub fn connection_cuts(trace: &Trace) -> BTreeSet<u64> {
     trace
         .events
         .iter()
         .filter_map(|e| match &e.what {
             What::Fault {
-                detail:
-                    FaultDetail::Connection {
-                        lane,
-                        epoch,
-                        incarnation,
-                        ..
-                    },
+                detail: FaultDetail::Connection { cut, .. },
                 ..
-            } => Some((e.t_ms, *lane, (*epoch, *incarnation))),
+            } => Some(cut.iter().copied()),
             _ => None,
         })
+        .flatten()
         .collect()
 }
 
@@ -517,10 +510,12 @@ mod tests {
         };
         let landed = reply(&mut b, 90, 5); // 95
         let on_its_way = reply(&mut b, 95, 20); // 115
-        let due_at_the_drop = reply(&mut b, 98, 2); // 100
+        let due_at_the_drop = reply(&mut b, 98, 2); // 100, and the network had carried it
         b.exec(1, 2);
         let other_process = reply(&mut b, 95, 20);
         b.exec(1, 1);
+        // The network names what it cut: the frame due in the drop's millisecond had landed
+        // (mcp_sqlite seed 128726), so it is not among them.
         b.at(100).push(What::Fault {
             decision: 0,
             fault: FaultKind::ConnectionDrop,
@@ -531,13 +526,17 @@ mod tests {
                 lane: 0,
                 epoch: 1,
                 incarnation: 1,
+                cut: vec![on_its_way],
             },
         });
         let later_connection = reply(&mut b, 101, 1);
         let trace = b.assemble(false, false, None);
         let got: Vec<u64> = arrivals(&trace).iter().map(|f| f.frame).collect();
-        assert_eq!(got, vec![landed, later_connection, other_process]);
-        assert!(!got.contains(&on_its_way) && !got.contains(&due_at_the_drop));
-        assert_eq!(connection_cuts(&trace), vec![(100, 0, (1, 1))]);
+        assert_eq!(
+            got,
+            vec![landed, due_at_the_drop, later_connection, other_process]
+        );
+        assert!(!got.contains(&on_its_way));
+        assert_eq!(connection_cuts(&trace), BTreeSet::from([on_its_way]));
     }
 }

@@ -59,6 +59,9 @@ struct Conn {
     tx: mpsc::UnboundedSender<InFrame>,
     /// Cleared when the connection drops: a delivery still on its way checks it when it lands.
     open: Arc<AtomicBool>,
+    /// Frames on their way to this connection (first deliveries, by frame number): what a drop
+    /// now cuts.
+    on_the_way: Arc<Mutex<BTreeSet<u64>>>,
     lane: usize,
     epoch: u64,
     incarnation: u32,
@@ -254,6 +257,7 @@ impl Net {
             Conn {
                 tx,
                 open: Arc::new(AtomicBool::new(true)),
+                on_the_way: Arc::new(Mutex::new(BTreeSet::new())),
                 lane,
                 epoch,
                 incarnation,
@@ -364,7 +368,7 @@ impl Net {
                 };
                 let latency = self.latency();
                 // The replica's answer is a frame to the executor like any other.
-                self.record(Leg {
+                let no = self.record(Leg {
                     dir: Dir::ToExecutor,
                     exchange,
                     node: node.as_deref(),
@@ -375,7 +379,7 @@ impl Net {
                     arrives_after_ms: Some(latency),
                     shows: Some(shows(&response, caps)),
                 });
-                self.deliver_to(conn, frame, latency);
+                self.deliver_to(conn, frame, latency, Some(no));
             }
             Verdict::Drop => {}
             Verdict::Pass => {
@@ -396,11 +400,20 @@ impl Net {
             }
         }
         let (lane_no, epoch, incarnation) = self.end_of(conn);
+        let on_the_way: Vec<u64> = self.conns.get(&conn).map_or(vec![], |c| {
+            c.on_the_way
+                .lock()
+                .expect("frames on the way")
+                .iter()
+                .copied()
+                .collect()
+        });
         let cut = FaultDetail::Connection {
             exchange,
             lane: lane_no,
             epoch,
             incarnation,
+            cut: on_the_way,
         };
         if self.fire(lane, FaultKind::ConnectionDrop, node.as_deref(), cut) {
             self.disconnect(conn);
@@ -439,7 +452,7 @@ impl Net {
         let lost = v.verdict == NetVerdict::Lost;
         // Drawn before the record so the trace can say when the frame arrives.
         let arrival = (!lost).then(|| self.latency() + v.extra_delay_ms);
-        self.record(Leg {
+        let no = self.record(Leg {
             dir: Dir::ToExecutor,
             exchange: inflight.exchange,
             node,
@@ -459,9 +472,9 @@ impl Net {
         self.note_old_epoch(lane, inflight.conn, node);
         self.copy_to_old_epoch(lane, inflight.conn, inflight.exchange, node, &frame, &shown);
         if let Some(after_ms) = v.duplicate_after_ms {
-            self.deliver_to(inflight.conn, frame.clone(), after_ms);
+            self.deliver_to(inflight.conn, frame.clone(), after_ms, None);
         }
-        self.deliver_to(inflight.conn, frame.clone(), arrival);
+        self.deliver_to(inflight.conn, frame.clone(), arrival, Some(no));
         if let Some(node) = inflight.node {
             let epoch = self.conns.get(&inflight.conn).map_or(0, |c| c.epoch);
             let past = self.history.entry(node).or_default();
@@ -508,7 +521,7 @@ impl Net {
             again = Some(after_ms);
         }
         let latency = self.latency();
-        self.record(Leg {
+        let no = self.record(Leg {
             dir: Dir::ToExecutor,
             exchange,
             node: node.as_deref(),
@@ -522,9 +535,9 @@ impl Net {
         self.note_old_epoch(lane, conn, node.as_deref());
         self.copy_to_old_epoch(lane, conn, exchange, node.as_deref(), &frame, &shown);
         if let Some(after_ms) = again {
-            self.deliver_to(conn, frame.clone(), after_ms);
+            self.deliver_to(conn, frame.clone(), after_ms, None);
         }
-        self.deliver_to(conn, frame, latency);
+        self.deliver_to(conn, frame, latency, Some(no));
     }
 
     /// A message reaching an executor of an older epoch than the newest one: the old-epoch
@@ -576,7 +589,7 @@ impl Net {
         };
         if self.fire(lane, FaultKind::OldEpochMessage, node, epochs) {
             let latency = self.latency();
-            self.record(Leg {
+            let no = self.record(Leg {
                 dir: Dir::ToExecutor,
                 exchange,
                 node,
@@ -587,20 +600,29 @@ impl Net {
                 arrives_after_ms: Some(latency),
                 shows: Some(shown.clone()),
             });
-            self.deliver_to(old.0, frame.clone(), latency);
+            self.deliver_to(old.0, frame.clone(), latency, Some(no));
         }
     }
 
-    fn deliver_to(&self, conn: u32, frame: InFrame, delay_ms: u64) {
-        let Some((tx, open)) = self
+    /// Carry `frame` to `conn` after `delay_ms`. `first` names the frame's number when this is
+    /// its first delivery (not a duplicate's copy): it is then on the way until it lands, and a
+    /// connection drop meanwhile records it as cut.
+    fn deliver_to(&self, conn: u32, frame: InFrame, delay_ms: u64, first: Option<u64>) {
+        let Some((tx, open, on_the_way)) = self
             .conns
             .get(&conn)
-            .map(|c| (c.tx.clone(), c.open.clone()))
+            .map(|c| (c.tx.clone(), c.open.clone(), c.on_the_way.clone()))
         else {
             return;
         };
+        if let Some(no) = first {
+            on_the_way.lock().expect("frames on the way").insert(no);
+        }
         tokio::spawn(async move {
             tokio::time::sleep(Duration::from_millis(delay_ms)).await;
+            if let Some(no) = first {
+                on_the_way.lock().expect("frames on the way").remove(&no);
+            }
             // A frame still on its way when its connection dropped is lost with it
             // (`mcp_ext_faults` seed 78901: a submission's reply landed 38 ms after the drop, in
             // the queue of a process already failing its requests as lost).

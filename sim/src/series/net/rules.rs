@@ -329,7 +329,7 @@ impl Net {
         }
         for conn in targets {
             let latency = self.latency();
-            self.record(super::Leg {
+            let no = self.record(super::Leg {
                 dir: crate::trace::Dir::ToExecutor,
                 exchange: past.exchange,
                 node: Some(&node),
@@ -340,7 +340,7 @@ impl Net {
                 arrives_after_ms: Some(latency),
                 shows: Some(past.shows.clone()),
             });
-            self.deliver_to(conn, past.frame.clone(), latency);
+            self.deliver_to(conn, past.frame.clone(), latency, Some(no));
         }
     }
 }
