@@ -115,10 +115,10 @@ fn judged(v: &View) -> (Vec<Violation>, u32) {
                     .map_or((1, 1), |(_, e)| *e)
             })
     };
+    // Reached a process of the newest epoch (one that went down first is out of `arrived`).
     let survived = |a: &Frame| {
         let at = a.arrives_at_ms.unwrap_or(a.t_ms);
         a.exec.0 >= newest_epoch_at(&epochs, at)
-            && !down.iter().any(|(i, t)| *i == a.exec.1 && *t <= at)
     };
     let (mut out, mut excused) = (vec![], 0);
     for (node, (at, fact)) in store_facts(v.trace) {
