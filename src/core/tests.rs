@@ -473,6 +473,29 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
          approval_replied => stay [send:input_response#4 at2500:poll_due]",
     ),
     (
+        "a request under another id does not end the last answer: its request again on our stream gets it again",
+        |s| {
+            s.working().at(1_000).timer(Timer::PollDue).reply(RequestKind::Poll, Reply::Status(view(P::InputRequired)));
+            s.ev(Event::InputRequested(input(0)));
+            s.ev(Event::ApprovalReplied { round: 1, schema_digest: "s-1".into(), reply: ApprovalReply::Decline });
+            let mut other = input(7);
+            other.schema_digest = "s-2".into();
+            s.ev(Event::InputRequested(other));
+            s.at(2_000).timer(Timer::PollDue).reply(RequestKind::Poll, Reply::Status(view(P::InputRequired)));
+            s.ev(Event::InputRequested(input(0)));
+        },
+        "start => stay [send:submit#1]
+         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
+         timer:poll_due => stay [send:poll#2]
+         reply:poll:status => WORKING->INPUT_REQUIRED [send:fetch#3]
+         input_requested => stay [ask:r1 at61000:approval_deadline]
+         approval_replied => stay [send:input_response#4 at2500:poll_due]
+         input_requested => rejected:unsolicited_input
+         timer:poll_due => stay [send:poll#5]
+         reply:poll:status => stay [send:fetch#6]
+         input_requested => stay [send:input_response#7 at4250:poll_due]",
+    ),
+    (
         "unsolicited input while working, and input for another operation, are rejected",
         |s| {
             s.working().ev(Event::InputRequested(input(7)));
@@ -1721,6 +1744,11 @@ fn the_last_answered_inputs_max_requests_are_never_asked_again() {
     }
     let remembered: Vec<_> = (2..=rounds).map(|id| serde_json::json!(id)).collect();
     assert_eq!(s.rec.answered_inputs, remembered);
+    // Their digests are remembered for exactly as many rounds.
+    assert_eq!(
+        s.rec.answered_input_digests.len(),
+        crate::record::ANSWERED_INPUTS_MAX
+    );
     // The oldest request still remembered, inlined again: no new round.
     s.timer(Timer::PollDue)
         .reply(RequestKind::Poll, Reply::InputRequests(vec![input(2)]));
