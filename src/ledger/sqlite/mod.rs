@@ -10,6 +10,7 @@
 //! use [`SqliteLedger::open_in_memory`], which touches no file and is deterministic.
 
 mod consume;
+mod decoded;
 mod rows;
 mod schema;
 mod write;
@@ -64,7 +65,12 @@ impl Default for SqliteOptions {
 
 pub struct SqliteLedger {
     conn: Connection,
+    decoded: decoded::Decoded,
 }
+
+/// Prepared statements kept per connection. The ledger has about 35 distinct ones, and at
+/// rusqlite's default of 16 a commit between reads re-prepared (re-parsed) some each time.
+const STATEMENT_CACHE_CAPACITY: usize = 64;
 
 impl std::fmt::Debug for SqliteLedger {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -142,13 +148,21 @@ impl SqliteLedger {
         conn.deserialize_read_exact(rusqlite::MAIN_DB, empty.as_slice(), empty.len(), false)?;
         // A connection setting, not stored in the database: set it as `init` does.
         conn.pragma_update(None, "foreign_keys", true)?;
-        Ok(SqliteLedger { conn })
+        Ok(SqliteLedger::over(conn))
     }
 
     fn init(mut conn: Connection) -> Result<SqliteLedger, LedgerError> {
         conn.pragma_update(None, "foreign_keys", true)?;
         schema::migrate(&mut conn)?;
-        Ok(SqliteLedger { conn })
+        Ok(SqliteLedger::over(conn))
+    }
+
+    fn over(conn: Connection) -> SqliteLedger {
+        conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE_CAPACITY);
+        SqliteLedger {
+            conn,
+            decoded: decoded::Decoded::default(),
+        }
     }
 
     /// The schema version of the open database (`PRAGMA user_version`).
@@ -159,21 +173,26 @@ impl SqliteLedger {
         Ok(v as usize)
     }
 
-    fn one_record(&self, sql: &str, key: &str) -> Result<Option<ToolOperation>, LedgerError> {
-        let row = self
-            .conn
+    /// One record by `key`; `node` says the key is the call node's id (the decode cache's key).
+    fn one_record(
+        &self,
+        sql: &str,
+        key: &str,
+        node: Option<&str>,
+    ) -> Result<Option<ToolOperation>, LedgerError> {
+        self.conn
             .prepare_cached(sql)?
-            .query_row([key], |r| Ok((r.get(0)?, r.get(1)?)))
-            .optional()?;
-        row.map(rows::record).transpose()
+            .query_row([key], |r| decoded::row(r, node, &self.decoded))
+            .optional()?
+            .transpose()
     }
 
     fn many_records(&self, sql: &str) -> Result<Vec<ToolOperation>, LedgerError> {
         let mut stmt = self.conn.prepare_cached(sql)?;
-        let raw = stmt
-            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+        let rows = stmt
+            .query_map([], |r| decoded::row(r, None, &self.decoded))?
             .collect::<Result<Vec<_>, _>>()?;
-        raw.into_iter().map(rows::record).collect()
+        rows.into_iter().collect()
     }
 
     fn all<T>(
@@ -210,25 +229,29 @@ impl Ledger for SqliteLedger {
         record: ToolOperation,
         writer_epoch: u64,
     ) -> Result<ToolOperation, LedgerError> {
-        write::insert(&mut self.conn, record, writer_epoch)
+        write::insert(&mut self.conn, &self.decoded, record, writer_epoch)
     }
 
     fn commit(&mut self, w: Write) -> Result<ToolOperation, LedgerError> {
-        write::commit(&mut self.conn, w)
+        write::commit(&mut self.conn, &self.decoded, w)
     }
 
     fn by_call_node(&self, call_node_id: &str) -> Result<Option<ToolOperation>, LedgerError> {
-        self.one_record(&format!("{RECORD} WHERE call_node_id = ?1"), call_node_id)
+        self.one_record(
+            &format!("{RECORD} WHERE call_node_id = ?1"),
+            call_node_id,
+            Some(call_node_id),
+        )
     }
 
     fn by_operation_id(&self, operation_id: &str) -> Result<Option<ToolOperation>, LedgerError> {
         let sql = "SELECT r.record_json, r.version FROM operation_ids o JOIN records r ON r.call_node_id = o.call_node_id \
                    WHERE o.operation_id = ?1";
-        self.one_record(sql, operation_id)
+        self.one_record(sql, operation_id, None)
     }
 
     fn by_submission_key(&self, key: &str) -> Result<Option<ToolOperation>, LedgerError> {
-        self.one_record(&format!("{RECORD} WHERE submission_key = ?1"), key)
+        self.one_record(&format!("{RECORD} WHERE submission_key = ?1"), key, None)
     }
 
     fn records(&self) -> Result<Vec<ToolOperation>, LedgerError> {

@@ -38,8 +38,8 @@ pub(super) fn to_json<T: serde::Serialize>(what: &str, v: &T) -> Result<String, 
 }
 
 /// A record row: its `toolOperation.v1` JSON, checked against the typed version column.
-pub(super) fn record((json, version): (String, u64)) -> Result<ToolOperation, LedgerError> {
-    let rec: ToolOperation = serde_json::from_str(&json).map_err(|e| {
+pub(super) fn record(json: &str, version: u64) -> Result<ToolOperation, LedgerError> {
+    let rec: ToolOperation = serde_json::from_str(json).map_err(|e| {
         LedgerError::Storage(format!(
             "a stored record does not decode as {RECORD_SCHEMA}: {e}"
         ))

@@ -726,3 +726,54 @@ fn a_copied_ledger_is_a_migrated_one_and_copies_share_nothing() {
     assert_eq!(other.records().unwrap(), vec![]);
     assert_eq!(copy.records().unwrap().len(), 1);
 }
+
+#[test]
+fn a_remembered_record_is_returned_only_while_the_row_holds_the_very_text_it_came_from() {
+    let mut l = SqliteLedger::open_in_memory().unwrap();
+    let r = fetching(&mut l, "a");
+    assert_eq!(l.by_call_node("a").unwrap().unwrap(), r);
+    assert_eq!(l.decoded.len(), 1, "the committed record is remembered");
+    // Another writer (or a hand edit) changes the text and keeps the version: the row wins.
+    let mut edited = r.clone();
+    edited.tool_version = "v2".into();
+    l.conn
+        .execute(
+            "UPDATE records SET record_json = ?1 WHERE call_node_id = 'a'",
+            [serde_json::to_string(&edited).unwrap()],
+        )
+        .unwrap();
+    assert_eq!(l.by_call_node("a").unwrap().unwrap().tool_version, "v2");
+    // The version column is still checked against the remembered record's.
+    l.conn
+        .execute(
+            "UPDATE records SET version = version + 7 WHERE call_node_id = 'a'",
+            [],
+        )
+        .unwrap();
+    let err = l.by_call_node("a").unwrap_err();
+    assert!(err.to_string().contains("its row says"), "{err}");
+}
+
+#[test]
+fn a_write_that_fails_after_its_update_rolls_back_whole_and_leaves_the_connection_usable() {
+    let mut l = SqliteLedger::open_in_memory().unwrap();
+    let r = fetching(&mut l, "a");
+    l.conn
+        .execute_batch(
+            "CREATE TRIGGER no_receipts BEFORE INSERT ON receipts \
+             BEGIN SELECT RAISE(ABORT, 'the disk says no'); END;",
+        )
+        .unwrap();
+    // The record's UPDATE runs before the receipt's INSERT fails.
+    let err = l.commit(accept_write(&r, Some("d1"))).unwrap_err();
+    assert!(err.to_string().contains("the disk says no"), "{err}");
+    assert_eq!(
+        l.by_call_node("a").unwrap().unwrap(),
+        r,
+        "the update was undone"
+    );
+    assert!(l.conn.is_autocommit(), "no transaction was left open");
+    l.conn.execute_batch("DROP TRIGGER no_receipts").unwrap();
+    l.commit(accept_write(&r, Some("d1"))).unwrap();
+    assert_eq!(l.receipts().unwrap().len(), 1);
+}

@@ -2,14 +2,51 @@
 //! transaction, applies the rules shared with the in-memory ledger (`checks.rs`), writes, and
 //! commits; any error drops the transaction, which rolls it back.
 
-use rusqlite::{params, Connection, OptionalExtension, Transaction, TransactionBehavior};
+use rusqlite::{params, Connection, OptionalExtension};
 
+use super::decoded::{self, Decoded};
 use super::rows;
 use crate::ledger::{checks, LedgerError, Write};
 use crate::record::ToolOperation;
 
-fn begin(conn: &mut Connection) -> Result<Transaction<'_>, LedgerError> {
-    Ok(conn.transaction_with_behavior(TransactionBehavior::Immediate)?)
+/// An open `BEGIN IMMEDIATE` transaction, rolled back when dropped uncommitted. It does what
+/// rusqlite's `Transaction` does, through cached statements: `Transaction` runs BEGIN and COMMIT
+/// with `execute_batch`, which parses the SQL anew each time (a twentieth of a simulated commit).
+/// `&mut Connection` keeps a second transaction from opening on the connection meanwhile.
+struct Tx<'c> {
+    conn: &'c mut Connection,
+    open: bool,
+}
+
+fn begin(conn: &mut Connection) -> Result<Tx<'_>, LedgerError> {
+    conn.prepare_cached("BEGIN IMMEDIATE")?.execute([])?;
+    Ok(Tx { conn, open: true })
+}
+
+impl Tx<'_> {
+    fn commit(mut self) -> Result<(), LedgerError> {
+        // A failed COMMIT (busy) leaves the transaction open: the drop rolls it back.
+        self.conn.prepare_cached("COMMIT")?.execute([])?;
+        self.open = false;
+        Ok(())
+    }
+}
+
+impl std::ops::Deref for Tx<'_> {
+    type Target = Connection;
+    fn deref(&self) -> &Connection {
+        self.conn
+    }
+}
+
+impl Drop for Tx<'_> {
+    fn drop(&mut self) {
+        // Nothing to report to: the error that dropped the transaction is on its way up, and a
+        // failed ROLLBACK leaves SQLite to roll back when the connection closes.
+        if self.open && !self.conn.is_autocommit() {
+            let _ = self.conn.execute_batch("ROLLBACK");
+        }
+    }
 }
 
 pub(super) fn epoch(conn: &Connection) -> Result<u64, LedgerError> {
@@ -37,12 +74,17 @@ fn exists(conn: &Connection, sql: &str, key: &str) -> Result<bool, LedgerError> 
         .is_some())
 }
 
-fn stored(conn: &Connection, call_node_id: &str) -> Result<Option<ToolOperation>, LedgerError> {
-    let row = conn
-        .prepare_cached("SELECT record_json, version FROM records WHERE call_node_id = ?1")?
-        .query_row([call_node_id], |r| Ok((r.get(0)?, r.get(1)?)))
-        .optional()?;
-    row.map(rows::record).transpose()
+fn stored(
+    conn: &Connection,
+    decoded: &Decoded,
+    call_node_id: &str,
+) -> Result<Option<ToolOperation>, LedgerError> {
+    conn.prepare_cached("SELECT record_json, version FROM records WHERE call_node_id = ?1")?
+        .query_row([call_node_id], |r| {
+            decoded::row(r, Some(call_node_id), decoded)
+        })
+        .optional()?
+        .transpose()
 }
 
 fn note_operation_id(tx: &Connection, rec: &ToolOperation) -> Result<(), LedgerError> {
@@ -58,6 +100,7 @@ fn note_operation_id(tx: &Connection, rec: &ToolOperation) -> Result<(), LedgerE
 
 pub(super) fn insert(
     conn: &mut Connection,
+    decoded: &Decoded,
     mut record: ToolOperation,
     writer_epoch: u64,
 ) -> Result<ToolOperation, LedgerError> {
@@ -78,6 +121,7 @@ pub(super) fn insert(
         return Err(LedgerError::DuplicateSubmissionKey(record.submission_key));
     }
     record.version = 1;
+    let json = rows::to_json("the record", &record)?;
     tx.prepare_cached(
         "INSERT INTO records (call_node_id, submission_key, operation_id, request_digest, adapter, local_state, is_final, \
          execution_epoch, cancel_generation, version, record_json) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
@@ -93,21 +137,28 @@ pub(super) fn insert(
         record.execution_epoch,
         record.cancel_generation,
         record.version,
-        rows::to_json("the record", &record)?,
+        json,
     ])?;
     note_operation_id(&tx, &record)?;
     tx.commit()?;
+    decoded.remember(&json, &record);
     Ok(record)
 }
 
-pub(super) fn commit(conn: &mut Connection, w: Write) -> Result<ToolOperation, LedgerError> {
+pub(super) fn commit(
+    conn: &mut Connection,
+    decoded: &Decoded,
+    w: Write,
+) -> Result<ToolOperation, LedgerError> {
     let tx = begin(conn)?;
     let id = w.record.call_node_id.clone();
-    let stored = stored(&tx, &id)?.ok_or_else(|| LedgerError::UnknownCallNode(id.clone()))?;
+    let stored =
+        stored(&tx, decoded, &id)?.ok_or_else(|| LedgerError::UnknownCallNode(id.clone()))?;
     let has_receipt = exists(&tx, "SELECT 1 FROM receipts WHERE call_node_id = ?1", &id)?;
     checks::check_commit(&stored, has_receipt, epoch(&tx)?, &w)?;
     let mut next = w.record;
     next.version = w.expected_version + 1;
+    let json = rows::to_json("the record", &next)?;
     // The version condition repeats the compare-and-swap in SQL: the row must still be the one read.
     let updated = tx
         .prepare_cached(
@@ -122,7 +173,7 @@ pub(super) fn commit(conn: &mut Connection, w: Write) -> Result<ToolOperation, L
             next.execution_epoch,
             next.cancel_generation,
             next.version,
-            rows::to_json("the record", &next)?,
+            json,
             w.expected_version,
         ])?;
     if updated != 1 {
@@ -177,6 +228,7 @@ pub(super) fn commit(conn: &mut Connection, w: Write) -> Result<ToolOperation, L
     }
     note_operation_id(&tx, &next)?;
     tx.commit()?;
+    decoded.remember(&json, &next);
     Ok(next)
 }
 
