@@ -177,7 +177,7 @@ fn prepare(
                 "call node {id} exists for another server ({other})"
             )));
         }
-        if rec.tool_name != w.tool || rec.request_body != w.args {
+        if rec.tool_name != w.tool || *rec.request_body != w.args {
             return Err(Failure::usage(format!(
                 "call node {id} exists with another tool or other arguments; pick another node id"
             )));

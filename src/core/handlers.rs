@@ -274,7 +274,7 @@ impl<'a> Machine<'a> {
         let (key, tool, arguments) = (
             self.rec.submission_key.clone(),
             self.rec.tool_name.clone(),
-            self.rec.request_body.clone(),
+            (*self.rec.request_body).clone(),
         );
         if self.rec.synchronous {
             self.send(Outbound::SubmitSync {
@@ -1155,7 +1155,7 @@ impl<'a> Machine<'a> {
             key = format!("{key}~retry{}", self.rec.submit_attempts);
         }
         self.rec.submit_attempts += 1;
-        let (tool, arguments) = (self.rec.tool_name.clone(), self.rec.request_body.clone());
+        let (tool, arguments) = (self.rec.tool_name.clone(), (*self.rec.request_body).clone());
         self.send(Outbound::Submit {
             key,
             tool,
