@@ -423,6 +423,9 @@ pub struct Trace {
     pub max_events: u64,
     /// The last local state the trace shows per call node (any executor).
     states: BTreeMap<String, LocalState>,
+    /// Each time a node's state became final, in trace order (a node again after it showed a
+    /// state that is not final). Read by the network's late-duplicate index through a cursor.
+    settled_log: Vec<String>,
 }
 
 impl Trace {
@@ -432,6 +435,7 @@ impl Trace {
             truncated: false,
             max_events,
             states: BTreeMap::new(),
+            settled_log: Vec::new(),
         }
     }
 
@@ -450,11 +454,15 @@ impl Trace {
         match obs {
             Observation::Moved { node, path, .. } => {
                 if let Some(&last) = path.last() {
-                    match self.states.get_mut(node) {
-                        Some(s) => *s = last,
+                    let was_final = match self.states.get_mut(node) {
+                        Some(s) => std::mem::replace(s, last).is_final(),
                         None => {
                             self.states.insert(node.clone(), last);
+                            false
                         }
+                    };
+                    if last.is_final() && !was_final {
+                        self.settled_log.push(node.clone());
                     }
                 }
             }
@@ -493,6 +501,13 @@ impl Trace {
     /// The last local state the trace shows for `node`, if it shows one.
     pub fn state_of(&self, node: &str) -> Option<LocalState> {
         self.states.get(node).copied()
+    }
+
+    /// The nodes that became final since entry `from` of the settle log, and the log's length
+    /// (the next `from`).
+    pub fn settled_since(&self, from: usize) -> (&[String], usize) {
+        let log = &self.settled_log;
+        (&log[from.min(log.len())..], log.len())
     }
 
     /// Call nodes the trace shows in a state that is not final, in id order.

@@ -114,6 +114,12 @@ pub struct Net {
     newest_epoch: u64,
     inflight: BTreeMap<(usize, CallId), Inflight>,
     history: BTreeMap<String, Vec<Past>>,
+    /// The late-duplicate index (`rules::late_duplicates`): every node of `history` that has a
+    /// reply to duplicate (it is settled, or has a reply kept from an older epoch) is here; the
+    /// set may also hold nodes that no longer have one, dropped when met.
+    eligible: BTreeSet<String>,
+    /// How much of the trace's settle log `eligible` has taken in.
+    settled_seen: usize,
     /// What each lane's protocol can express.
     expressible: Vec<BTreeSet<FaultKind>>,
     /// The last frame number handed out.
@@ -136,6 +142,8 @@ impl Net {
             newest_epoch: 0,
             inflight: BTreeMap::new(),
             history: BTreeMap::new(),
+            eligible: BTreeSet::new(),
+            settled_seen: 0,
             expressible,
             frames: 0,
         }
@@ -148,6 +156,7 @@ impl Net {
         self.conns.clear();
         self.inflight.clear();
         self.history.clear();
+        self.eligible.clear();
     }
 
     fn now_ms(&self) -> u64 {
@@ -251,7 +260,17 @@ impl Net {
     ) -> SimTransport {
         let (tx, rx) = mpsc::unbounded_channel();
         let mut n = net.lock().expect("net lock");
-        n.newest_epoch = n.newest_epoch.max(epoch);
+        if epoch > n.newest_epoch {
+            n.newest_epoch = epoch;
+            // Every kept reply of an older epoch is now a late duplicate to be.
+            let older: Vec<String> = n
+                .history
+                .iter()
+                .filter(|(_, past)| past.iter().any(|p| p.epoch < epoch))
+                .map(|(node, _)| node.clone())
+                .collect();
+            n.eligible.extend(older);
+        }
         n.conns.insert(
             conn,
             Conn {
@@ -477,7 +496,7 @@ impl Net {
         self.deliver_to(inflight.conn, frame.clone(), arrival, Some(no));
         if let Some(node) = inflight.node {
             let epoch = self.conns.get(&inflight.conn).map_or(0, |c| c.epoch);
-            let past = self.history.entry(node).or_default();
+            let past = self.history.entry(node.clone()).or_default();
             if past.len() >= HISTORY_PER_NODE {
                 past.remove(0);
             }
@@ -488,6 +507,15 @@ impl Net {
                 frame,
                 shows: shown,
             });
+            // Settled nodes are taken in from the trace's log; a node settled before it had
+            // any kept reply is taken in here.
+            let settled = || {
+                let trace = self.ctx.trace.lock().expect("trace lock");
+                trace.state_of(&node).is_some_and(|s| s.is_final())
+            };
+            if epoch < self.newest_epoch || settled() {
+                self.eligible.insert(node);
+            }
         }
         self.late_duplicates(lane);
         request_id

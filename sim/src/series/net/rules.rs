@@ -291,15 +291,40 @@ impl Net {
     /// executor older than the newest epoch, may be delivered again — to the lane's newest
     /// connection, and also to its own connection when that one (an old epoch) still lingers.
     /// Each kept reply gets one decision.
+    ///
+    /// The reply chosen is the first, in node order, of `history`; `eligible` only spares the
+    /// walk over every node per reply (quadratic in the call nodes: at 1,000 nodes it was most
+    /// of a series' time), so the choice and the trace are the same as without it.
     pub(super) fn late_duplicates(&mut self, lane: usize) {
         let newest = self.newest_epoch;
         let candidate = {
             let trace = self.ctx.trace.lock().expect("trace lock");
-            self.history.iter().find_map(|(node, past)| {
+            let (settled_now, seen) = trace.settled_since(self.settled_seen);
+            for node in settled_now {
+                if self.history.contains_key(node) {
+                    self.eligible.insert(node.clone());
+                }
+            }
+            self.settled_seen = seen;
+            let mut found = None;
+            // Bounded by the set's size: each turn finds the candidate or drops a node.
+            while let Some(node) = self.eligible.first() {
                 let settled = trace.state_of(node).is_some_and(|s| s.is_final());
-                let i = past.iter().position(|p| settled || p.epoch < newest)?;
-                Some((node.clone(), i))
-            })
+                let at = self
+                    .history
+                    .get(node)
+                    .and_then(|past| past.iter().position(|p| settled || p.epoch < newest));
+                match at {
+                    Some(i) => {
+                        found = Some((node.clone(), i));
+                        break;
+                    }
+                    None => {
+                        self.eligible.pop_first();
+                    }
+                }
+            }
+            found
         };
         let Some((node, i)) = candidate else { return };
         let past = self
