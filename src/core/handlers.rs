@@ -549,15 +549,19 @@ impl<'a> Machine<'a> {
     }
 
     /// Whether a stale reply is a view of our own operation answering a request sent after the
-    /// first not-found of the streak being counted.
+    /// first not-found of the streak being counted: a status, or a result the server tied to
+    /// our operation (a replica's fetch answered with the result while another process counted
+    /// the primary's 404s: mcp_replicas seed 35738). A result that names no operation proves
+    /// nothing of which task it came from.
     fn stale_view_shows_ours(&self, seq: u64, reply: &Reply) -> bool {
-        let view = match reply {
-            Reply::Status(v) | Reply::CancelAcknowledged(v) => v,
-            _ => return false,
+        let shown = match reply {
+            Reply::Status(v) | Reply::CancelAcknowledged(v) => Some(v.operation_id.as_str()),
+            Reply::Result(rv) => rv.related_operation_id.as_deref(),
+            _ => None,
         };
         self.rec.poll_cursor.not_found_streak > 0
             && seq > self.rec.poll_cursor.not_found_first_seq
-            && self.rec.operation_id.as_deref() == Some(view.operation_id.as_str())
+            && shown.is_some_and(|op| self.rec.operation_id.as_deref() == Some(op))
             && !mutated!(self, NotFoundStreakNeverReset)
     }
 

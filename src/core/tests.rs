@@ -1207,6 +1207,51 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
          timer:approval_deadline => stay [send:input_response#7 at62250:poll_due]",
     ),
     (
+        // mcp_replicas seed 35738: a replica's fetch was answered with the result while the
+        // other process counted the primary's 404s; read as merely stale, the result was
+        // dropped and the third 404 handed a completed task to manual reconciliation.
+        "a late result of our operation, answering a fetch sent after the first not-found, resets the count",
+        |s| {
+            s.working().at(1_000).timer(Timer::PollDue).reply(RequestKind::Poll, Reply::Status(view(P::Completed)));
+            s.timer(Timer::FetchDue).reply(RequestKind::Fetch, Reply::NotFound { message: "lagging".into() });
+            s.timer(Timer::FetchDue);
+            s.timer(Timer::FetchDue).reply(RequestKind::Fetch, Reply::NotFound { message: "lagging".into() });
+            // Fetch #4's answer, read after #5's 404: stale, but the result is ours.
+            s.ev(Event::Reply { kind: RequestKind::Fetch, seq: 4, epoch: 1, reply: Reply::Result(result(true)) });
+            s.timer(Timer::FetchDue).reply(RequestKind::Fetch, Reply::NotFound { message: "lagging".into() });
+            // A result naming no operation, or another one, proves nothing: fetch #7's
+            // answers, read after #8's 404, leave the count at two, and #9's 404 is the third.
+            s.timer(Timer::FetchDue);
+            s.timer(Timer::FetchDue).reply(RequestKind::Fetch, Reply::NotFound { message: "gone".into() });
+            let mut unnamed = result(true);
+            unnamed.related_operation_id = None;
+            s.ev(Event::Reply { kind: RequestKind::Fetch, seq: 7, epoch: 1, reply: Reply::Result(unnamed) });
+            let mut other = result(true);
+            other.related_operation_id = Some("op-other".into());
+            s.ev(Event::Reply { kind: RequestKind::Fetch, seq: 7, epoch: 1, reply: Reply::Result(other) });
+            s.timer(Timer::FetchDue).reply(RequestKind::Fetch, Reply::NotFound { message: "gone".into() });
+        },
+        "start => stay [send:submit#1]
+         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
+         timer:poll_due => stay [send:poll#2]
+         reply:poll:status => WORKING->TERMINAL_OBSERVED [at1000:fetch_due]
+         timer:fetch_due => TERMINAL_OBSERVED->FETCHING_RESULT [send:fetch#3]
+         reply:fetch:not_found => stay [at2000:fetch_due]
+         timer:fetch_due => stay [send:fetch#4]
+         timer:fetch_due => stay [send:fetch#5]
+         reply:fetch:not_found => stay [at2000:fetch_due]
+         reply:fetch:result => stay
+         timer:fetch_due => stay [send:fetch#6]
+         reply:fetch:not_found => stay [at2000:fetch_due]
+         timer:fetch_due => stay [send:fetch#7]
+         timer:fetch_due => stay [send:fetch#8]
+         reply:fetch:not_found => stay [at2000:fetch_due]
+         reply:fetch:result => rejected:stale_answer
+         reply:fetch:result => rejected:stale_answer
+         timer:fetch_due => stay [send:fetch#9]
+         reply:fetch:not_found => FETCHING_RESULT->UNKNOWN [reconcile]",
+    ),
+    (
         // cargo-mutants: `>` read as `>=` (stale_view_shows_ours) survived. A view answering the
         // very request that drew the first not-found may have been read before that 404 (two
         // replicas, one request): it proves nothing, and the streak goes on.
