@@ -323,10 +323,21 @@ pub struct LastAnswer {
     /// The answer's own request went unacknowledged.
     pub lost: bool,
     pub resends: u32,
+    /// When the answer was last sent (first send or resend); absent in records written before
+    /// it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sent_at_ms: Option<u64>,
 }
 
-/// Resends of one lost answer before the item is left to the wait budget.
+/// Resends of one lost answer in quick succession (one per poll while the server still asks).
 pub const ANSWER_RESENDS_MAX: u32 = 3;
+
+/// After the quick resends, a lost answer the server still asks for is said again once this long
+/// has passed since the last send, the pause doubling each time up to 16x: a partition or a run of
+/// lost requests can outlast the quick resends, and then a bounded count left the server asking
+/// and the executor silent until the wait budget handed a live task to a person (mcp_ext_faults
+/// seeds 45046, 92752). The wait budget bounds the whole.
+pub const ANSWER_RESEND_PAUSE_MS: u64 = 30_000;
 
 fn is_zero(n: &u32) -> bool {
     *n == 0

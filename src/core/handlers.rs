@@ -478,6 +478,7 @@ impl<'a> Machine<'a> {
         self.rec.last_answer = Some(crate::record::LastAnswer {
             lost: false,
             resends: last.resends + 1,
+            sent_at_ms: Some(self.now()),
             ..last.clone()
         });
         self.send(Outbound::InputResponse {
@@ -487,6 +488,19 @@ impl<'a> Machine<'a> {
         });
         self.schedule_poll_after(None);
         STAYED
+    }
+
+    /// Whether the last answer may be said again now: within the quick resends, or once the
+    /// pause since its last send has passed (`ANSWER_RESEND_PAUSE_MS`).
+    fn may_resend(&self, last: &crate::record::LastAnswer) -> bool {
+        use crate::record::{ANSWER_RESENDS_MAX, ANSWER_RESEND_PAUSE_MS};
+        if last.resends < ANSWER_RESENDS_MAX {
+            return true;
+        }
+        let doublings = (last.resends - ANSWER_RESENDS_MAX).min(4);
+        let pause_ms = ANSWER_RESEND_PAUSE_MS << doublings;
+        last.sent_at_ms
+            .is_none_or(|sent| self.now() >= sent.saturating_add(pause_ms))
     }
 
     fn schedule_poll_after(&mut self, at_least_ms: Option<u64>) {
@@ -914,11 +928,7 @@ impl<'a> Machine<'a> {
             let still_asked = reqs
                 .iter()
                 .any(|r| r.server_request_id == last.server_request_id);
-            if latest
-                && still_asked
-                && last.lost
-                && last.resends < crate::record::ANSWER_RESENDS_MAX
-            {
+            if latest && still_asked && last.lost && self.may_resend(&last) {
                 return self.resend_last_answer(last);
             }
         }
@@ -1220,8 +1230,7 @@ impl<'a> Machine<'a> {
             // that already has it takes the copy as stale. (With ids reused for every request,
             // as the TS SDK does, identical content is all that tells a re-delivery from a new
             // round that happens to ask the same thing; such a round gets the last answer.)
-            let again =
-                self.rec.input_stream_open && last.resends < crate::record::ANSWER_RESENDS_MAX;
+            let again = self.rec.input_stream_open && self.may_resend(&last);
             self.rec.input_stream_open = false;
             if !again {
                 return rejected(Rejection::ReplayedInput);
@@ -1323,6 +1332,7 @@ impl<'a> Machine<'a> {
             reply: reply.clone(),
             lost: false,
             resends: 0,
+            sent_at_ms: Some(self.now()),
         });
         self.send(Outbound::InputResponse {
             operation_id: self.op_id(),

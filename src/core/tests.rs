@@ -607,10 +607,13 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
          reply:fetch:no_result_stored => FETCHING_RESULT->ACCEPTED [accept:done_without_result]",
     ),
     (
-        // Said again once per loss, never without one, and at most ANSWER_RESENDS_MAX (3)
-        // times: cargo-mutants found both unpinned (a resend that kept `lost` set, and one that
-        // did not count itself; neither broke a checker).
-        "tasks extension: input requests inlined in a read, answer lost, said again once per loss, at most 3 times",
+        // Said again once per loss, never without one, 3 times (ANSWER_RESENDS_MAX) in quick
+        // succession: cargo-mutants found both unpinned (a resend that kept `lost` set, and one
+        // that did not count itself; neither broke a checker). Then once the pause since the
+        // last send has passed, 30 s, then 60 s: with a plain count the executor fell silent
+        // while the server kept asking, until the wait budget handed the task to a person
+        // (mcp_ext_faults seeds 45046, 92752).
+        "tasks extension: input requests inlined in a read, answer lost, said again once per loss, 3 times quickly, then after doubling pauses",
         |s| {
             s.working().timer(Timer::PollDue).reply(RequestKind::Poll, Reply::InputRequests(vec![input(1)]));
             s.ev(Event::ApprovalReplied { round: 1, schema_digest: "s-1".into(), reply: ApprovalReply::Decline });
@@ -619,6 +622,10 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
             for _ in 0..3 {
                 s.lost(RequestKind::InputResponse).timer(Timer::PollDue).reply(RequestKind::Poll, Reply::InputRequests(vec![input(1)]));
             }
+            s.at(29_999).timer(Timer::PollDue).reply(RequestKind::Poll, Reply::InputRequests(vec![input(1)]));
+            s.at(30_000).timer(Timer::PollDue).reply(RequestKind::Poll, Reply::InputRequests(vec![input(1)]));
+            s.lost(RequestKind::InputResponse).at(89_999).timer(Timer::PollDue).reply(RequestKind::Poll, Reply::InputRequests(vec![input(1)]));
+            s.at(90_000).timer(Timer::PollDue).reply(RequestKind::Poll, Reply::InputRequests(vec![input(1)]));
         },
         "start => stay [send:submit#1]
          reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
@@ -638,7 +645,16 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
          reply:poll:input_requests => stay [send:input_response#10 at7593:poll_due]
          lost:input_response => stay
          timer:poll_due => stay [send:poll#11]
-         reply:poll:input_requests => stay [at11390:poll_due]",
+         reply:poll:input_requests => stay [at11390:poll_due]
+         timer:poll_due => stay [send:poll#12]
+         reply:poll:input_requests => stay [at47084:poll_due]
+         timer:poll_due => stay [send:poll#13]
+         reply:poll:input_requests => stay [send:input_response#14 at50000:poll_due]
+         lost:input_response => stay
+         timer:poll_due => stay [send:poll#15]
+         reply:poll:input_requests => stay [at109999:poll_due]
+         timer:poll_due => stay [send:poll#16]
+         reply:poll:input_requests => stay [send:input_response#17 at110000:poll_due]",
     ),
     (
         "tasks extension: the server answered inline instead of making a task",
