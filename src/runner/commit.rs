@@ -233,7 +233,11 @@ impl Runner {
                     )
                 })
                 .then_some(step.record.cancel_generation);
-            let others_cancel = self.cancel_of_another(node, &step.record, lane);
+            // The record as written, kept only for the cancel take-up watch (rare: two
+            // processes on one epoch), which judges the timers it holds against it.
+            let others_cancel = self
+                .cancel_of_another(node, &step.record, lane)
+                .then(|| step.record.clone());
             let changed = step.record != rec;
             let is_final = step.record.local_state.is_final();
             let mut write = Write {
@@ -321,12 +325,10 @@ impl Runner {
             let refused = matches!(step.outcome, Outcome::Rejected(_));
             self.seen_version.insert(node.to_string(), version);
             self.act(node, lane, &name, step.outcome, step.commands, version);
-            let quiet_ms = if others_cancel {
-                self.cfg.cancel_take_up_ms
-            } else {
-                self.cfg.request_timeout_ms
-            };
-            self.watch_stall(node, is_final, version, quiet_ms);
+            match others_cancel {
+                Some(rec) => self.watch_cancel_of_another(node, &rec, &ctx, lane, version),
+                None => self.watch_stall(node, is_final, version, self.cfg.request_timeout_ms),
+            }
             // A crash point inside `act` stopped the commands: the step is in the ledger, its
             // sends are not.
             return if self.crashed.is_some() {
@@ -395,7 +397,7 @@ impl Runner {
     /// watch then takes the node up after `cancel_take_up_ms` of quiet instead of a request
     /// timeout: a live committer records the server's answer to its cancel well within that,
     /// and the watch stands down.
-    fn cancel_of_another(&self, node: &str, rec: &ToolOperation, lane: usize) -> bool {
+    pub(super) fn cancel_of_another(&self, node: &str, rec: &ToolOperation, lane: usize) -> bool {
         rec.local_state == LocalState::CancelRequested
             && !rec.cancel_pending
             && rec.cancel_attempts < self.lanes[lane].core.max_cancel_attempts
@@ -448,7 +450,13 @@ impl Runner {
     /// set that the record's state acts on. A timer is judged by stepping it on the record (the
     /// core is pure): one left from a state the record has since left drives nothing, and must
     /// not keep the node from being taken up (mcp_sqlite seed 233).
-    fn drives_otherwise(&self, node: &str, rec: &ToolOperation, ctx: &Ctx, lane: usize) -> bool {
+    pub(super) fn drives_otherwise(
+        &self,
+        node: &str,
+        rec: &ToolOperation,
+        ctx: &Ctx,
+        lane: usize,
+    ) -> bool {
         if self.pending.values().any(|p| p.node == node)
             || self.queue.iter().any(|q| q.node == node)
         {

@@ -21,7 +21,7 @@
 //! its traces change for nothing.
 
 use super::{Observation, Runner};
-use crate::core::{Event, Timer};
+use crate::core::{Ctx, Event, Timer};
 use crate::record::ToolOperation;
 
 /// A watched node: when to look again, and the record version seen when the watch started.
@@ -60,6 +60,50 @@ impl Runner {
         }
     }
 
+    /// After a step that left `rec` (at `version`) asking for a cancel another process committed
+    /// (`Runner::cancel_of_another`): watch the node for `cancel_take_up_ms`. A timer counts as
+    /// cover only if the record's state acts on it (`Runner::drives_otherwise`): in
+    /// mcp_replicas seed 18757 the approval deadline of a round answered long before, 36 s off,
+    /// covered the node, and the cancel the dead committer never sent waited 7 s for a restart.
+    pub(super) fn watch_cancel_of_another(
+        &mut self,
+        node: &str,
+        rec: &ToolOperation,
+        ctx: &Ctx,
+        lane: usize,
+        version: u64,
+    ) {
+        if self.drives_otherwise(node, rec, ctx, lane) {
+            self.stall_at.remove(node);
+            return;
+        }
+        let at_ms = self.now_ms() + self.cfg.cancel_take_up_ms;
+        if self.stall_at.get(node).is_none_or(|w| w.at_ms > at_ms) {
+            self.stall_at.insert(
+                node.to_string(),
+                Watch {
+                    at_ms,
+                    version,
+                    urgent: true,
+                },
+            );
+        }
+    }
+
+    /// Whether the urgent watch on `node` (a cancel another process committed) is covered here:
+    /// by something that will step the node from `rec`, as `watch_cancel_of_another` judged.
+    fn covered_for_cancel(&self, node: &str, rec: &ToolOperation) -> bool {
+        let Some(lane) = self.lane_of(rec.adapter) else {
+            return self.covered(node);
+        };
+        let ctx = Ctx {
+            now_ms: self.now_ms(),
+            jitter_permille: 0,
+            epoch: self.epoch,
+        };
+        self.drives_otherwise(node, rec, &ctx, lane)
+    }
+
     /// A pending request, a queued send or a timer of this runner for `node`.
     fn covered(&self, node: &str) -> bool {
         // `SubmitDue` is the smallest timer, so the range starts at the node's first timer.
@@ -95,18 +139,43 @@ impl Runner {
             .collect();
         for (node, watch) in due {
             self.stall_at.remove(&node);
-            if self.covered(&node) || self.fenced.contains(&node) {
+            if (!watch.urgent && self.covered(&node)) || self.fenced.contains(&node) {
                 continue;
             }
             let Some(rec) = self.read(&node) else {
                 continue;
             };
+            if watch.urgent && self.covered_for_cancel(&node, &rec) {
+                continue;
+            }
             // Final, or another epoch's now (this process is fenced and will learn it on its
             // next write): nothing to resume, and no reason to look again.
             if rec.local_state.is_final() || rec.execution_epoch > self.epoch {
                 continue;
             }
-            let again_ms = if rec.version != watch.version {
+            let still_cancel_of_another = watch.urgent
+                && self
+                    .lane_of(rec.adapter)
+                    .is_some_and(|lane| self.cancel_of_another(&node, &rec, lane));
+            let again_ms = if rec.version != watch.version && still_cancel_of_another {
+                // The committer wrote again and the record still asks for its cancel, unanswered
+                // (its request lost, say): keep the short watch. A committer that died right
+                // after that write leaves it quiet (mcp_replicas seed 99124: the cancel's loss
+                // written, then the connection dropped; a request-timeout watch, 10 s, outlived
+                // this process too).
+                let version = rec.version;
+                let at_ms = now + self.cfg.cancel_take_up_ms;
+                let urgent = true;
+                self.stall_at.insert(
+                    node,
+                    Watch {
+                        at_ms,
+                        version,
+                        urgent,
+                    },
+                );
+                continue;
+            } else if rec.version != watch.version {
                 // Someone wrote it meanwhile: a live process drives it. Watch from here.
                 Some(now + self.cfg.request_timeout_ms)
             } else {
