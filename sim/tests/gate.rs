@@ -342,7 +342,9 @@ fn the_seeds_the_100k_gate_failed_on_are_clean() {
 ///   (mcp_ext_faults 45046, 92752);
 /// - the cancel take-up watch counts only timers the record's state acts on as cover
 ///   (mcp_replicas 18757), and keeps watching while the committer writes but never gets its
-///   cancel answered (mcp_replicas 99124).
+///   cancel answered (mcp_replicas 99124);
+/// - a call for a node another process inserted is watched, and taken up when that process goes
+///   quiet (mcp_replicas 68025).
 #[test]
 fn the_seeds_the_per_scenario_100k_gates_failed_on_are_clean() {
     let seeds = [
@@ -351,6 +353,7 @@ fn the_seeds_the_per_scenario_100k_gates_failed_on_are_clean() {
         ("mcp_ext_faults", 92752),
         ("mcp_replicas", 18757),
         ("mcp_replicas", 99124),
+        ("mcp_replicas", 68025),
     ];
     for (name, seed) in seeds {
         clean_series_of(name, seed);

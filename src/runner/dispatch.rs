@@ -88,7 +88,10 @@ impl Runner {
             // The same call node again: the ledger already owns it; a second operation is exactly
             // what this executor exists to prevent.
             Err(LedgerError::DuplicateCallNode(_)) => {
-                return self.observe(Observation::DuplicateCallNode { node: node.id })
+                self.observe(Observation::DuplicateCallNode {
+                    node: node.id.clone(),
+                });
+                return self.watch_duplicate(&node.id);
             }
             Err(e @ LedgerError::DuplicateSubmissionKey(_)) => {
                 return self.observe(Observation::CallRejected {

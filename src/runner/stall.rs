@@ -104,6 +104,25 @@ impl Runner {
         self.drives_otherwise(node, rec, &ctx, lane)
     }
 
+    /// A call for `node` came while the ledger already held it. If another process made it (this
+    /// one never stepped it) and it is still open, watch it as one of ours: should that process
+    /// go quiet, this one takes it up. Otherwise nothing here ever acts on it (mcp_replicas seed
+    /// 68025: the restarted primary was handed two nodes a replica had just inserted; the last
+    /// replica crashed at 112 s, and both nodes sat unsettled until the series' time limit).
+    pub(super) fn watch_duplicate(&mut self, node: &str) {
+        if self.seen_version.contains_key(node) {
+            return;
+        }
+        let Some(rec) = self.read(node) else {
+            return;
+        };
+        if rec.local_state.is_final() || rec.execution_epoch > self.epoch {
+            return;
+        }
+        let quiet_ms = self.cfg.request_timeout_ms;
+        self.watch_stall(node, false, rec.version, quiet_ms);
+    }
+
     /// A pending request, a queued send or a timer of this runner for `node`.
     fn covered(&self, node: &str) -> bool {
         // `SubmitDue` is the smallest timer, so the range starts at the node's first timer.
