@@ -33,7 +33,12 @@ struct Answer {
 /// What the question names, read from its words ([`question_of`]) as a person would read them:
 /// the server's task and round, whatever number the executor gave the question.
 fn question(req: &ApprovalRequest) -> Option<Question> {
-    let words = req.requested_schema.pointer("/properties/ok/description")?;
+    question_in(&req.requested_schema)
+}
+
+/// What a question's schema names (its words, [`question_of`]).
+pub(crate) fn question_in(requested_schema: &serde_json::Value) -> Option<Question> {
+    let words = requested_schema.pointer("/properties/ok/description")?;
     let (task, round) = question_of(words.as_str()?)?;
     Some(Question { task, round })
 }

@@ -120,6 +120,10 @@ pub struct LedgerWrite {
     pub operation_id: Option<String>,
     /// The receipt an acceptance asked for.
     pub receipt: Option<TerminalState>,
+    /// The open question the record holds (its pending input), read from its words as the
+    /// approval agent reads them: judges tell from it when a question was first recorded.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub question: Option<crate::trace::Question>,
     /// Simulated time the world held this commit between the process's read and the write
     /// (`faults.ledger_commit_ms`, or a slow commit): what the process decided, it decided this
     /// long before the write's time.
@@ -202,6 +206,11 @@ impl Ledger for ProcessLedger {
             result_digest: write.record.result_digest.clone(),
             operation_id: write.record.operation_id.clone(),
             receipt: write.accept.as_ref().map(|a| a.terminal),
+            question: write
+                .record
+                .pending_input
+                .as_ref()
+                .and_then(|p| super::approval::question_in(&p.requested_schema)),
             delay_ms: std::mem::take(&mut *self.delay_ms.lock().expect("delay lock")),
             outcome: WriteOutcome::Refused {
                 error: String::new(),

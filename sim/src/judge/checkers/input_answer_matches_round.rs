@@ -9,7 +9,8 @@
 //!   round shows);
 //! - `decline`: the agent declined such a question, or the executor's approval deadline (the
 //!   scenario's `approval_timeout_ms` from the first time the agent was asked, or from the
-//!   start of the commit that recorded the question, if the world held that commit) had passed
+//!   start of the first commit whose record held the question, by whichever process, if that
+//!   was earlier: the world may have held the commit, or its writer died before asking) had passed
 //!   (the executor declines by itself then), or the world's ledger held the node final when
 //!   the answer left (a node no process drives any more is declined, fail-safe);
 //! - `cancel`: the agent cancelled such a question.
@@ -68,6 +69,9 @@ pub fn violations(v: &View) -> Vec<Violation> {
     }
     // Per node, the landed ledger writes: (time, how long the world held the commit).
     let mut commits: BTreeMap<&str, Vec<(u64, u64)>> = BTreeMap::new();
+    // Per question, the first landed write whose record held it open: (time, hold). The
+    // executor fixes the deadline when it records the question, whichever process asks later.
+    let mut first_recorded: BTreeMap<&Question, (u64, u64)> = BTreeMap::new();
     // Per node, the world's ledger over time: (time, whether it then held the node final). A
     // rollback restores an older ledger, so it ends every node's final spell.
     let mut held_final: BTreeMap<&str, Vec<(u64, bool)>> = BTreeMap::new();
@@ -78,6 +82,9 @@ pub fn violations(v: &View) -> Vec<Violation> {
                     .entry(write.node.as_str())
                     .or_default()
                     .push((e.t_ms, write.delay_ms));
+                if let Some(q) = &write.question {
+                    first_recorded.entry(q).or_insert((e.t_ms, write.delay_ms));
+                }
                 held_final
                     .entry(write.node.as_str())
                     .or_default()
@@ -173,13 +180,23 @@ pub fn violations(v: &View) -> Vec<Violation> {
                     let first_asked = before
                         .iter()
                         .find(|(_, _, a)| *a == ApprovalAction::Asked)
-                        .map(|(t, _, _)| *t);
+                        .map(|(t, q, _)| (*t, *q));
                     // The executor fixed its deadline when it decided to ask, before the commit
                     // that records the question; the world held that commit for `delay_ms`.
-                    let decided = first_asked.map(|asked| {
-                        commits
-                            .get(node)
-                            .and_then(|c| c.iter().rev().find(|(t, _)| *t <= asked))
+                    // That is the first commit whose record held this question, whoever wrote
+                    // it: a process that recorded it and died before asking leaves its deadline
+                    // to the one that asks (mcp_replicas seed 32645: recorded at 115.7 s by a
+                    // replica whose commit reply was lost, asked at 138.8 s by the primary,
+                    // declined at its deadline, 175.7 s). Without such a commit in view, the
+                    // last commit before the ask.
+                    let decided = first_asked.map(|(asked, q)| {
+                        let recorded = first_recorded.get(q).filter(|(t, _)| *t <= asked);
+                        recorded
+                            .or_else(|| {
+                                commits
+                                    .get(node)
+                                    .and_then(|c| c.iter().rev().find(|(t, _)| *t <= asked))
+                            })
                             .map_or(asked, |(t, delay)| asked.min(t.saturating_sub(*delay)))
                     });
                     let deadline = decided.map(|t| t.saturating_add(v.config.approval_timeout_ms));
@@ -483,6 +500,40 @@ mod tests {
         assert_eq!(v.len(), 1, "{v:?}");
         assert!(
             v[0].detail.contains("approval deadline is 60800 ms"),
+            "{v:?}"
+        );
+    }
+
+    #[test]
+    fn the_deadline_counts_from_the_first_commit_that_recorded_the_question_whoever_asks() {
+        // Round 3 recorded at 300 ms by a process that died before asking (its commit landed);
+        // another process wrote the node at 700 ms and asked at 800 ms. The deadline is the
+        // recorder's, 60,300 ms (mcp_replicas seed 32645): a decline at 60,500 ms is on time,
+        // one at 60,200 ms is early. Before, the deadline counted from the 700 ms write.
+        let build = |declined_at: u64| {
+            use crate::judge::checkers::ledger_writes::build::{ev, write};
+            let mut b = three_rounds();
+            let mut recorder = write("n1", 1, 1, 4);
+            recorder.question = Some(q("t-n1", 3));
+            b.at(300).push(ev(recorder));
+            b.at(700).push(ev(write("n1", 1, 1000, 5)));
+            let r3 = round(
+                &mut b,
+                "n1",
+                3,
+                declined_at,
+                declined_at + 20,
+                "decline",
+                None,
+            );
+            b.truth.tasks.get_mut("t-n1").expect("task").input_rounds[2] = r3;
+            b.build(SETTLED)
+        };
+        assert_eq!(check(&build(60_500)), vec![]);
+        let v = check(&build(60_200));
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(
+            v[0].detail.contains("approval deadline is 60300 ms"),
             "{v:?}"
         );
     }

@@ -45,6 +45,7 @@ pub(crate) mod build {
             result_digest: None,
             operation_id: None,
             receipt: None,
+            question: None,
             delay_ms: 0,
             outcome: WriteOutcome::Committed {
                 version: expected + 1,
