@@ -176,33 +176,23 @@ impl Runner {
                 && self
                     .lane_of(rec.adapter)
                     .is_some_and(|lane| self.cancel_of_another(&node, &rec, lane));
-            let again_ms = if rec.version != watch.version && still_cancel_of_another {
+            let again = if rec.version != watch.version && still_cancel_of_another {
                 // The committer wrote again and the record still asks for its cancel, unanswered
                 // (its request lost, say): keep the short watch. A committer that died right
                 // after that write leaves it quiet (mcp_replicas seed 99124: the cancel's loss
                 // written, then the connection dropped; a request-timeout watch, 10 s, outlived
                 // this process too).
-                let version = rec.version;
-                let at_ms = now + self.cfg.cancel_take_up_ms;
-                let urgent = true;
-                self.stall_at.insert(
-                    node,
-                    Watch {
-                        at_ms,
-                        version,
-                        urgent,
-                    },
-                );
-                continue;
+                Some((now + self.cfg.cancel_take_up_ms, true))
             } else if rec.version != watch.version {
                 // Someone wrote it meanwhile: a live process drives it. Watch from here.
-                Some(now + self.cfg.request_timeout_ms)
+                Some((now + self.cfg.request_timeout_ms, false))
             } else {
-                Some(self.resume_not_before_ms(&rec)).filter(|t| *t > now)
+                Some(self.resume_not_before_ms(&rec))
+                    .filter(|t| *t > now)
+                    .map(|t| (t, false))
             };
-            if let Some(at_ms) = again_ms {
+            if let Some((at_ms, urgent)) = again {
                 let version = rec.version;
-                let urgent = false;
                 self.stall_at.insert(
                     node,
                     Watch {
