@@ -673,6 +673,38 @@ fn a_node_nothing_covers_is_resumed_not_left_waiting() {
     });
 }
 
+/// A call for a node another process inserted after this one started (and then left: it
+/// stopped) is watched by the process that got the call as "duplicate", and taken up once the
+/// record stays quiet for a request timeout (mcp_replicas seed 68025: before, nothing ever acted
+/// on it again).
+#[test]
+fn a_call_for_a_node_another_process_left_is_taken_up() {
+    on_tokio(async {
+        let ledger = memory();
+        let server = Server::new(None, false);
+        // B starts first, so its start-up resume finds nothing: A inserts n1 afterwards.
+        let b = start(&ledger, &server, 1, 1_000, |r| r);
+        let a = working_n1(&ledger, &server).await;
+        a.stop().await;
+        b.inputs.send(Input::Submit(node("n1"))).unwrap();
+        until("B answered the call as a duplicate", || {
+            b.saw(|o| matches!(o, Observation::DuplicateCallNode { node } if node == "n1"))
+        })
+        .await;
+        server.complete_all();
+        until("B took the node up", || {
+            b.saw(|o| matches!(o, Observation::Stalled { node, .. } if node == "n1"))
+        })
+        .await;
+        until("a receipt", || {
+            state_of(&ledger, "n1") == Some(LocalState::Accepted)
+        })
+        .await;
+        b.stop().await;
+        assert_eq!(server.counts().0, 1, "one operation");
+    });
+}
+
 /// A timer left from a state the record has since left fires after another process wrote the
 /// record. The node is taken up from the record (mcp_sqlite seed 233) only when nothing else of
 /// this process drives it: here a cancel re-query timer still waits out a not-found's retry
