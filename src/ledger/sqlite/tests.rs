@@ -777,3 +777,30 @@ fn a_write_that_fails_after_its_update_rolls_back_whole_and_leaves_the_connectio
     l.commit(accept_write(&r, Some("d1"))).unwrap();
     assert_eq!(l.receipts().unwrap().len(), 1);
 }
+
+#[test]
+fn the_decoded_records_are_kept_per_node_and_bounded() {
+    let decoded = super::decoded::Decoded::default();
+    let json = |r: &crate::record::ToolOperation| serde_json::to_string(r).unwrap();
+    for id in ["a", "b", "c"] {
+        let r = rec(id);
+        decoded.remember(&json(&r), &r);
+    }
+    assert_eq!(
+        decoded.len(),
+        3,
+        "one entry per node, none dropped below the bound"
+    );
+    let again = rec("b");
+    decoded.remember(&json(&again), &again);
+    assert_eq!(
+        decoded.len(),
+        3,
+        "a node remembered again replaces its entry"
+    );
+    for i in 0..2_000 {
+        let r = rec(&format!("n{i}"));
+        decoded.remember(&json(&r), &r);
+        assert!(decoded.len() <= 1_024, "bounded: {}", decoded.len());
+    }
+}
