@@ -217,7 +217,7 @@ impl Runner {
                 // Seen now; if the other process dies, the stall watch takes the node up
                 // from the record (a resume: a lookup by key before any new submission).
                 self.seen_version.insert(node.to_string(), rec.version);
-                self.watch_stall(node, false, rec.version, self.cfg.request_timeout_ms);
+                self.watch_stall(node, false, rec.version);
                 return Handled::NotApplied;
             }
             let cancel_generation_sent = step
@@ -327,7 +327,7 @@ impl Runner {
             self.act(node, lane, &name, step.outcome, step.commands, version);
             match others_cancel {
                 Some(rec) => self.watch_cancel_of_another(node, &rec, &ctx, lane, version),
-                None => self.watch_stall(node, is_final, version, self.cfg.request_timeout_ms),
+                None => self.watch_stall(node, is_final, version),
             }
             // A crash point inside `act` stopped the commands: the step is in the ledger, its
             // sends are not.

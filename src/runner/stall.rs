@@ -36,18 +36,20 @@ pub(super) struct Watch {
 }
 
 impl Runner {
-    /// After a step on `node` that left the record at `version`: watch the node if it is not
-    /// final and nothing of ours covers it.
-    /// `quiet_ms` is how long the record must stay quiet: a request timeout, or less for a
-    /// cancel another process committed (`Runner::cancel_of_another`). A watch already due
+    /// After a step on `node` that left the record at `version`: watch the node for a request
+    /// timeout of quiet if it is not final and nothing of ours covers it. A watch already due
     /// sooner is kept.
-    pub(super) fn watch_stall(&mut self, node: &str, is_final: bool, version: u64, quiet_ms: u64) {
+    pub(super) fn watch_stall(&mut self, node: &str, is_final: bool, version: u64) {
         if is_final || self.covered(node) {
             self.stall_at.remove(node);
             return;
         }
-        let at_ms = self.now_ms() + quiet_ms;
-        let urgent = quiet_ms < self.cfg.request_timeout_ms;
+        let at_ms = self.now_ms() + self.cfg.request_timeout_ms;
+        self.arm(node, at_ms, version, false);
+    }
+
+    /// Watch `node` from `at_ms` unless a watch already falls due sooner.
+    fn arm(&mut self, node: &str, at_ms: u64, version: u64, urgent: bool) {
         if self.stall_at.get(node).is_none_or(|w| w.at_ms > at_ms) {
             self.stall_at.insert(
                 node.to_string(),
@@ -78,16 +80,7 @@ impl Runner {
             return;
         }
         let at_ms = self.now_ms() + self.cfg.cancel_take_up_ms;
-        if self.stall_at.get(node).is_none_or(|w| w.at_ms > at_ms) {
-            self.stall_at.insert(
-                node.to_string(),
-                Watch {
-                    at_ms,
-                    version,
-                    urgent: true,
-                },
-            );
-        }
+        self.arm(node, at_ms, version, true);
     }
 
     /// Whether the urgent watch on `node` (a cancel another process committed) is covered here:
@@ -119,8 +112,7 @@ impl Runner {
         if rec.local_state.is_final() || rec.execution_epoch > self.epoch {
             return;
         }
-        let quiet_ms = self.cfg.request_timeout_ms;
-        self.watch_stall(node, false, rec.version, quiet_ms);
+        self.watch_stall(node, false, rec.version);
     }
 
     /// A pending request, a queued send or a timer of this runner for `node`.
@@ -192,15 +184,8 @@ impl Runner {
                     .map(|t| (t, false))
             };
             if let Some((at_ms, urgent)) = again {
-                let version = rec.version;
-                self.stall_at.insert(
-                    node,
-                    Watch {
-                        at_ms,
-                        version,
-                        urgent,
-                    },
-                );
+                // The entry was removed above, so this always arms.
+                self.arm(&node, at_ms, rec.version, urgent);
                 continue;
             }
             self.observe(Observation::Stalled {
