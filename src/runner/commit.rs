@@ -10,7 +10,7 @@
 use std::future::Future;
 use std::pin::Pin;
 
-use super::{CrashPoint, Observation, Runner};
+use super::{CrashPoint, Observation, RetryAfter, Runner};
 use crate::core::{self, Command, Ctx, Event, Outcome};
 use crate::ledger::{LedgerError, Write};
 use crate::protocol::{Outbound, Reply};
@@ -132,6 +132,7 @@ impl Runner {
             return Handled::NotApplied;
         }
         if let Event::Reply {
+            kind,
             reply:
                 Reply::RateLimited {
                     retry_after_ms: Some(ms),
@@ -142,8 +143,15 @@ impl Runner {
             ..
         } = &event
         {
-            let until = self.now_ms().saturating_add(*ms);
-            self.retry_after_until_ms.insert(node.to_string(), until);
+            let until_ms = self.now_ms().saturating_add(*ms);
+            let refused = RetryAfter {
+                until_ms,
+                kind: *kind,
+            };
+            self.retry_after.insert(node.to_string(), refused);
+        } else if matches!(event, Event::Reply { .. }) {
+            // The server answered a later request: its refusal no longer holds this node back.
+            self.retry_after.remove(node);
         }
         let given = event;
         let mut event = given.clone();
@@ -183,9 +191,9 @@ impl Runner {
             let mut step = core::step(&rec, &event, &ctx, &self.lanes[lane].core);
             if self.adopt(node, &rec, &event, &step, &ctx, lane) {
                 let wait_until = self
-                    .retry_after_until_ms
+                    .retry_after
                     .get(node)
-                    .copied()
+                    .map(|r| r.until_ms)
                     .filter(|u| *u > ctx.now_ms);
                 if let (Some(at_ms), Event::Timer(timer)) = (wait_until, &event) {
                     // A Retry-After this process was given still runs: look again then.

@@ -7,12 +7,38 @@ use super::{
     APPROVAL_REASKS_MAX,
 };
 use crate::approval;
-use crate::core::{Command, Event};
+use crate::core::{Command, Event, Timer};
 use crate::ledger::LedgerError;
-use crate::protocol::{ApprovalReply, Inbound, Outbound, ServerAnswer, ServerRequest, TaskSupport};
+use crate::protocol::{
+    ApprovalReply, Inbound, Outbound, RequestKind, ServerAnswer, ServerRequest, TaskSupport,
+};
 use crate::record::ToolOperation;
 
 impl Runner {
+    /// A timer that would repeat the exchange a Retry-After refused for `node` (a poll after a
+    /// refused poll, a fetch after a refused fetch, a lookup after a refused lookup) falls due
+    /// no sooner than that Retry-After runs out, until the server answers a later request. The
+    /// core honours a Retry-After when it steps the refusal, but a later event may arm its
+    /// timer afresh: in mcp_replicas seed 198228 a replica moved the node to INPUT_REQUIRED
+    /// after the primary's poll was refused with 27.5 s to wait, and the primary, stepping a
+    /// replayed input request on that record, armed a poll 3 s out.
+    fn after_retry_after(&self, node: &str, timer: Timer, at_ms: u64) -> u64 {
+        let Some(refused) = self.retry_after.get(node) else {
+            return at_ms;
+        };
+        let repeats = matches!(
+            (timer, refused.kind),
+            (Timer::PollDue, RequestKind::Poll)
+                | (Timer::FetchDue, RequestKind::Fetch)
+                | (Timer::LookupDue, RequestKind::Lookup)
+        );
+        if repeats {
+            at_ms.max(refused.until_ms)
+        } else {
+            at_ms
+        }
+    }
+
     pub(super) async fn on_input(&mut self, input: Input) {
         match input {
             Input::Submit(node) => self.submit(node).await,
@@ -408,6 +434,7 @@ impl Runner {
                 );
             }
             Command::Schedule { at_ms, timer } => {
+                let at_ms = self.after_retry_after(node, timer, at_ms);
                 // One timer per (node, kind): a new schedule replaces the old one.
                 if let Some(old) = self.timer_at.insert((node.to_string(), timer), at_ms) {
                     self.timers.remove(&(old, node.to_string(), timer));

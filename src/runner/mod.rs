@@ -44,6 +44,13 @@ pub enum NoTaskSupport {
     RunSync,
 }
 
+/// A 429 or 503 that asked this runner to wait before repeating `kind` for a call node.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct RetryAfter {
+    pub(super) until_ms: u64,
+    pub(super) kind: RequestKind,
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RunnerConfig {
@@ -237,9 +244,10 @@ pub struct Runner {
     /// another process committed is taken up from a reply at most once per generation.
     cancel_sent_generation: BTreeMap<String, u32>,
 
-    /// Per call node, until when the last Retry-After this runner was given asks it to wait: a
-    /// node taken up from another process's record is not driven before then.
-    retry_after_until_ms: BTreeMap<String, u64>,
+    /// Per call node, the last Retry-After this runner was given, until the server answers a
+    /// later request: a node taken up from another process's record is not driven before it
+    /// runs out, nor is the refused exchange repeated (`Runner::after_retry_after`).
+    retry_after: BTreeMap<String, RetryAfter>,
     /// When to look for external cancel requests next.
     next_cancel_check_ms: u64,
     approvals: mpsc::UnboundedSender<ApprovalRequest>,
@@ -292,7 +300,7 @@ impl Runner {
             settled_here: BTreeSet::new(),
             seen_version: BTreeMap::new(),
             cancel_sent_generation: BTreeMap::new(),
-            retry_after_until_ms: BTreeMap::new(),
+            retry_after: BTreeMap::new(),
             next_cancel_check_ms: 0,
             approvals,
             jitter: Jitter::new(jitter_seed),

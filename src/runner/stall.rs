@@ -132,10 +132,9 @@ impl Runner {
     /// given for it. (The record's `poll_cursor.next_poll_at_ms` would say when its next poll
     /// is due, but the core never fills it in.)
     fn resume_not_before_ms(&self, rec: &ToolOperation) -> u64 {
-        self.retry_after_until_ms
+        self.retry_after
             .get(&rec.call_node_id)
-            .copied()
-            .unwrap_or(0)
+            .map_or(0, |r| r.until_ms)
     }
 
     /// Resume every watched node whose record stayed quiet and that is still uncovered and
