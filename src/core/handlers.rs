@@ -556,6 +556,18 @@ impl<'a> Machine<'a> {
                 rejected(Rejection::NotApplicable)
             }
         }?;
+        if matches!(outcome, Outcome::Rejected(Rejection::NotApplicable))
+            && !latest
+            && self.stale_view_shows_ours(seq, reply)
+        {
+            // Not the newest request's answer, so not acted on, but as a stale one it proves the
+            // server held our operation after the streak's first not-found (mcp_replicas seed
+            // 104378: a replica's fetch drew the result just after the primary sent its next
+            // fetch; the result was set aside, and the primary's third 404 handed a completed
+            // task to a person). Every handler refuses before it touches the record.
+            self.rec.poll_cursor.not_found_streak = 0;
+            return STAYED;
+        }
         if !matches!(outcome, Outcome::Rejected(_)) {
             self.rec.poll_cursor.applied_seq = seq;
         }

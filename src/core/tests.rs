@@ -1268,6 +1268,50 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
          reply:fetch:not_found => FETCHING_RESULT->UNKNOWN [reconcile]",
     ),
     (
+        // mcp_replicas seed 104378: the same, but the result arrived after the other process
+        // sent its next fetch and before that fetch's 404: newer than anything applied, yet not
+        // the newest request's answer, so set aside as not applicable, and the count went on.
+        "a result of our operation answering a fetch that is not the newest resets the count",
+        |s| {
+            s.working().at(1_000).timer(Timer::PollDue).reply(RequestKind::Poll, Reply::Status(view(P::Completed)));
+            s.timer(Timer::FetchDue).reply(RequestKind::Fetch, Reply::NotFound { message: "lagging".into() });
+            s.timer(Timer::FetchDue);
+            s.timer(Timer::FetchDue);
+            // Fetch #4's answer, read while #5 is out: the result is ours.
+            s.ev(Event::Reply { kind: RequestKind::Fetch, seq: 4, epoch: 1, reply: Reply::Result(result(true)) });
+            s.ev(Event::Reply { kind: RequestKind::Fetch, seq: 5, epoch: 1, reply: Reply::NotFound { message: "lagging".into() } });
+            s.timer(Timer::FetchDue).reply(RequestKind::Fetch, Reply::NotFound { message: "lagging".into() });
+            // A result of another operation, in the same place, proves nothing: #7's answer,
+            // read while #8 is out, leaves the count at two; #8's 404 is the third, read once
+            // more as #7 counts as unanswered, and #9's ends it.
+            s.timer(Timer::FetchDue);
+            s.timer(Timer::FetchDue);
+            let mut other = result(true);
+            other.related_operation_id = Some("op-other".into());
+            s.ev(Event::Reply { kind: RequestKind::Fetch, seq: 7, epoch: 1, reply: Reply::Result(other) });
+            s.ev(Event::Reply { kind: RequestKind::Fetch, seq: 8, epoch: 1, reply: Reply::NotFound { message: "gone".into() } });
+            s.timer(Timer::FetchDue).reply(RequestKind::Fetch, Reply::NotFound { message: "gone".into() });
+        },
+        "start => stay [send:submit#1]
+         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
+         timer:poll_due => stay [send:poll#2]
+         reply:poll:status => WORKING->TERMINAL_OBSERVED [at1000:fetch_due]
+         timer:fetch_due => TERMINAL_OBSERVED->FETCHING_RESULT [send:fetch#3]
+         reply:fetch:not_found => stay [at2000:fetch_due]
+         timer:fetch_due => stay [send:fetch#4]
+         timer:fetch_due => stay [send:fetch#5]
+         reply:fetch:result => stay
+         reply:fetch:not_found => stay [at2000:fetch_due]
+         timer:fetch_due => stay [send:fetch#6]
+         reply:fetch:not_found => stay [at2000:fetch_due]
+         timer:fetch_due => stay [send:fetch#7]
+         timer:fetch_due => stay [send:fetch#8]
+         reply:fetch:result => rejected:not_applicable
+         reply:fetch:not_found => stay [at2000:fetch_due]
+         timer:fetch_due => stay [send:fetch#9]
+         reply:fetch:not_found => FETCHING_RESULT->UNKNOWN [reconcile]",
+    ),
+    (
         // cargo-mutants: `>` read as `>=` (stale_view_shows_ours) survived. A view answering the
         // very request that drew the first not-found may have been read before that 404 (two
         // replicas, one request): it proves nothing, and the streak goes on.
