@@ -617,6 +617,8 @@ impl<'a> Machine<'a> {
             }
             _ => {}
         }
+        let first_terminal =
+            v.status.is_terminal() && !self.rec.last_server_status.is_some_and(|s| s.is_terminal());
         self.rec.operation_id = Some(v.operation_id.clone());
         self.rec.last_server_status = Some(v.status);
         self.rec.last_status_message = v.status_message.clone();
@@ -624,10 +626,21 @@ impl<'a> Machine<'a> {
         if let Some(i) = v.poll_interval_ms {
             self.rec.poll_cursor.server_interval_ms = Some(i);
         }
-        if let (Some(ttl), None) = (v.ttl_ms, self.rec.expires_at_ms) {
+        if let Some(ttl) = v.ttl_ms {
             // Counted from our first sight: later than the true expiry, so a not-found before it
-            // is retried a little longer, never shorter.
-            self.rec.expires_at_ms = Some(self.now().saturating_add(ttl));
+            // is retried a little longer, never shorter. Both SDK stores start the deletion timer
+            // again when the task ends (spec notes, section 10): from our first sight of the end,
+            // the same reasoning holds (mcp_replicas seed 128402: a lagging replica's 404 came
+            // 51 s after creation with a 50.8 s ttl, and the failed task, ended 7 s before, was
+            // handed to a person at once as expired).
+            let from_now = self.now().saturating_add(ttl);
+            match self.rec.expires_at_ms {
+                None => self.rec.expires_at_ms = Some(from_now),
+                Some(at) if first_terminal && at < from_now => {
+                    self.rec.expires_at_ms = Some(from_now)
+                }
+                Some(_) => {}
+            }
         }
         Ok(())
     }
