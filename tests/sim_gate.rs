@@ -11,6 +11,10 @@
 //!
 //! The gate runs with `--fail-fast`: this test needs a verdict, not a report, and a mutant that
 //! breaks a checker in series 3 should not cost the other series.
+//!
+//! Beside the gate, every seed of `sim/tests/data/regression-seeds.txt` (seeds that once failed a
+//! checker) runs alone and must pass every checker: a fix that only such a seed exercises is
+//! judged here too, where `cargo mutants` looks.
 #![cfg(not(madsim))]
 
 use std::path::PathBuf;
@@ -31,38 +35,63 @@ fn default_set() -> Vec<String> {
         .collect()
 }
 
+/// How the simulator is built here: the cargo profile and the target folder (see the module
+/// comment), and cargo itself.
+struct SimBuild {
+    cargo: String,
+    profile: String,
+    target_dir: PathBuf,
+}
+
+impl SimBuild {
+    fn from_env() -> SimBuild {
+        SimBuild {
+            cargo: std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()),
+            profile: std::env::var("TOOLOP_SIM_GATE_PROFILE").unwrap_or_else(|_| "release".into()),
+            target_dir: std::env::var_os("TOOLOP_SIM_GATE_TARGET_DIR")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| root().join("target/sim")),
+        }
+    }
+
+    /// `cargo <verb> --profile P -p toolop-sim`, built with madsim into the target folder.
+    fn cargo(&self, verb: &str) -> Command {
+        let mut cmd = Command::new(&self.cargo);
+        cmd.current_dir(root())
+            // CARGO_ENCODED_RUSTFLAGS (cargo-mutants' --cap-lints) would override RUSTFLAGS and
+            // silently build the simulator without madsim.
+            .env_remove("CARGO_ENCODED_RUSTFLAGS")
+            .env("RUSTFLAGS", "--cfg madsim")
+            .env("CARGO_TARGET_DIR", &self.target_dir)
+            .args([verb, "-q", "--profile", &self.profile, "-p", "toolop-sim"]);
+        cmd
+    }
+
+    /// The built binary (cargo puts the `dev` profile under `debug`, any other under its name).
+    fn binary(&self) -> PathBuf {
+        let dir = if self.profile == "dev" {
+            "debug"
+        } else {
+            &self.profile
+        };
+        self.target_dir.join(dir).join("toolop-sim")
+    }
+}
+
 #[test]
 fn the_simulated_gate_passes_on_this_source_tree() {
     let series = std::env::var("TOOLOP_SIM_GATE_SERIES").unwrap_or_else(|_| "500".into());
-    let profile = std::env::var("TOOLOP_SIM_GATE_PROFILE").unwrap_or_else(|_| "release".into());
+    let build = SimBuild::from_env();
+    let profile = &build.profile;
     let set = default_set();
     assert!(
         !set.is_empty(),
         "scenarios/default-set.txt lists no scenario"
     );
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let target_dir = std::env::var_os("TOOLOP_SIM_GATE_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root().join("target/sim"));
     let reports = std::env::temp_dir().join(format!("toolop-sim-gate-{}", std::process::id()));
-    let out = Command::new(cargo)
-        .current_dir(root())
-        // CARGO_ENCODED_RUSTFLAGS (cargo-mutants' --cap-lints) would override RUSTFLAGS and
-        // silently build the simulator without madsim.
-        .env_remove("CARGO_ENCODED_RUSTFLAGS")
-        .env("RUSTFLAGS", "--cfg madsim")
-        .env("CARGO_TARGET_DIR", &target_dir)
-        .args([
-            "run",
-            "-q",
-            "--profile",
-            &profile,
-            "-p",
-            "toolop-sim",
-            "--",
-            "gate",
-            "--fail-fast",
-        ])
+    let out = build
+        .cargo("run")
+        .args(["--", "gate", "--fail-fast"])
         .args(["--series", &series, "--run", "sim-gate", "--reports"])
         .arg(&reports)
         .arg("--scenario")
@@ -76,5 +105,74 @@ fn the_simulated_gate_passes_on_this_source_tree() {
         series,
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The seeds of `sim/tests/data/regression-seeds.txt`: (scenario file, seed), in file order.
+fn regression_seeds() -> Vec<(String, u64)> {
+    let list = root().join("sim/tests/data/regression-seeds.txt");
+    let text = std::fs::read_to_string(&list).unwrap_or_else(|e| panic!("{}: {e}", list.display()));
+    let mut seeds = vec![];
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let parsed = match words[..] {
+            [name, seed] => seed
+                .parse::<u64>()
+                .ok()
+                .map(|s| (format!("scenarios/{name}.toml"), s)),
+            _ => None,
+        };
+        let Some(entry) = parsed else {
+            panic!(
+                "{}:{}: want `<scenario> <seed>`, got {line:?}",
+                list.display(),
+                i + 1
+            )
+        };
+        seeds.push(entry);
+    }
+    seeds
+}
+
+#[test]
+fn every_regression_seed_passes_every_checker() {
+    let seeds = regression_seeds();
+    assert!(seeds.len() >= 40, "only {} regression seeds", seeds.len());
+    let build = SimBuild::from_env();
+    let out = build.cargo("build").output().expect("cargo runs");
+    assert!(
+        out.status.success(),
+        "building the simulator failed\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let reports = std::env::temp_dir().join(format!("toolop-sim-regress-{}", std::process::id()));
+    let mut failed = vec![];
+    for (scenario, seed) in &seeds {
+        let out = Command::new(build.binary())
+            .current_dir(root())
+            .args(["run", "--color", "never", "--scenario", scenario])
+            .args(["--seed", &seed.to_string(), "--reports"])
+            .arg(&reports)
+            .output()
+            .expect("the simulator runs");
+        if !out.status.success() {
+            failed.push(format!(
+                "toolop-sim replay --scenario {scenario} --seed {seed}\n{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+    }
+    let _ = std::fs::remove_dir_all(&reports);
+    assert!(
+        failed.is_empty(),
+        "{} of {} regression seeds failed:\n{}",
+        failed.len(),
+        seeds.len(),
+        failed.join("\n")
     );
 }

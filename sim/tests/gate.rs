@@ -206,16 +206,6 @@ fn canary_seed_481_fails_on_pacing_not_on_approvals() {
     );
 }
 
-/// mcp_ext_faults seed 2412 (10,000-series gate): a poll timer an executor set in WORKING fired
-/// in CANCEL_REQUESTED after a replica wrote the record, and the runner took the node up from
-/// the record although its cancel re-query timer still drove it: it polled 643 ms after the
-/// last, the server suggesting 1000 ms. The runner now takes a node up only when nothing else
-/// of its own drives it.
-#[test]
-fn mcp_ext_faults_seed_2412_honours_the_poll_interval_after_a_replica_s_writes() {
-    clean_series_of("mcp_ext_faults", 2412);
-}
-
 /// mcp_replicas seed 918: a replica's submit timer lost its commit to the restarted primary's
 /// submission, was stepped again on the primary's SUBMITTING record and sent a second
 /// submission 77 ms after the primary's (`no_blind_resubmit`; against a server that does not
@@ -243,123 +233,32 @@ fn mcp_replicas_seed_918_leaves_the_submission_to_the_process_that_made_it() {
     );
 }
 
-/// aip151_faults seed 13660 (100,000-series gate): two lagging 404s, a cancel the server took
-/// (AIP-151's empty answer), a third 404: the executor handed a live, cancelled operation to a
-/// person (`no_false_unknown`). The taken cancel now resets the not-found count.
+/// Every seed of `sim/tests/data/regression-seeds.txt` (seeds that once failed a checker and are
+/// fixed now; the file says what each found) passes every checker.
 #[test]
-fn aip151_faults_seed_13660_counts_not_founds_again_after_a_taken_cancel() {
-    clean_series_of("aip151_faults", 13660);
-}
-
-/// mcp_ext_faults seed 62339 (100,000-series gate): a replica crashed with two submissions'
-/// replies unread; `no_false_unknown` took the world's `ReplicaStop` for a process that lived
-/// on, and called the next process's hand-offs false. A replica's crash now loses what it read
-/// like any process's.
-#[test]
-fn mcp_ext_faults_seed_62339_a_crashed_replica_read_nothing_it_did_not_write_down() {
-    clean_series_of("mcp_ext_faults", 62339);
-}
-
-/// mcp_ext_faults seed 78901 (100,000-series gate): a submission's reply was on its way when
-/// the connection dropped, and the fake network still put it in the queue of the process, which
-/// was already failing its requests as lost; `no_false_unknown` counted it as shown. A dropped
-/// connection now takes what was on its way, in the network and in the judges' view of it.
-#[test]
-fn mcp_ext_faults_seed_78901_a_dropped_connection_takes_its_frames_in_flight() {
-    clean_series_of("mcp_ext_faults", 78901);
-}
-
-/// mcp_sqlite seed 47038 (100,000-series gate): after the server had taken round 1's answer
-/// and shown the task working, a replica got round 2's request (same id and content, as servers
-/// that reuse ids send) and said round 1's accept again without asking anyone
-/// (`input_answer_matches_round`). A round the server moved on from is no longer answered again.
-#[test]
-fn mcp_sqlite_seed_47038_never_answers_a_later_round_with_the_last_answer() {
-    clean_series_of("mcp_sqlite", 47038);
-}
-
-/// mcp_replicas seed 53695 (100,000-series gate): an input request reached a busy replica
-/// before another process settled the node; the replica declined it after, as a server request
-/// must be answered. `no_send_after_receipt` excused only requests that arrived after the
-/// settlement, which is right for the settling process and not for another one.
-#[test]
-fn mcp_replicas_seed_53695_a_replica_may_decline_what_reached_it_before_the_settlement() {
-    clean_series_of("mcp_replicas", 53695);
-}
-
-/// The seeds the 100,000-series gate failed on at session 22's end that are fixed now, each
-/// replayed and judged by every checker. Executor fixes: input rounds told apart by content
-/// under one reused request id (`input_answer_matches_round`), fetch and cancel attempts counted
-/// at their outcome, one more read while a request sent after the first not-found is
-/// unanswered (`no_false_unknown`), a cancel another process committed taken up from a reply
-/// (`clicked_cancel_is_acted_on`), a resumed submission leased to its sender for one request
-/// timeout (`no_false_unknown`: mcp_ext_faults 16364, 20268, 50047), a stale submit timer that
-/// leaves another process's SUBMITTING record alone instead of concluding (mcp_sqlite 73974,
-/// 86598, found by the 100,000-series gate after the others were fixed). Fake network: a
-/// connection drop names the frames it cut (mcp_sqlite 128726, seeds 100,000..199,999: a
-/// result due in the drop's millisecond had been delivered, and the view took it as cut).
-/// Judge fixes: a reply that landed after its reader went down,
-/// or after its request's timeout, showed nothing; every process owes one answer per request
-/// that reached it (mcp_replicas 2551, found at 10,000 series on the way).
-#[test]
-fn the_seeds_the_100k_gate_failed_on_are_clean() {
-    let seeds = [
-        ("mcp_replicas", 10151),
-        ("mcp_replicas", 36439),
-        ("mcp_replicas", 64039),
-        ("mcp_replicas", 86823),
-        ("mcp_replicas", 96783),
-        ("mcp_replicas", 97695),
-        ("mcp_sqlite", 56670),
-        ("mcp_sqlite", 69158),
-        ("mcp_replicas", 39495),
-        ("mcp_replicas", 65679),
-        ("mcp_replicas", 75111),
-        ("mcp_replicas", 81359),
-        ("mcp_faults", 21921),
-        ("mcp_faults", 39769),
-        ("mcp_faults", 55633),
-        ("mcp_sqlite", 21982),
-        ("mcp_replicas", 97943),
-        ("mcp_replicas", 2551),
-        ("mcp_ext_faults", 16364),
-        ("mcp_ext_faults", 20268),
-        ("mcp_ext_faults", 50047),
-        ("mcp_faults", 88544),
-        ("mcp_sqlite", 73974),
-        ("mcp_sqlite", 86598),
-        ("mcp_sqlite", 128726),
-    ];
-    for (name, seed) in seeds {
+fn every_regression_seed_passes_every_checker() {
+    let list = root().join("sim/tests/data/regression-seeds.txt");
+    let text = std::fs::read_to_string(&list).unwrap_or_else(|e| panic!("{}: {e}", list.display()));
+    let mut count = 0;
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let bad = || {
+            panic!(
+                "{}:{}: want `<scenario> <seed>`, got {line:?}",
+                list.display(),
+                i + 1
+            )
+        };
+        let mut words = line.split_whitespace();
+        let (Some(name), Some(seed), None) = (words.next(), words.next(), words.next()) else {
+            bad()
+        };
+        let Ok(seed) = seed.parse::<u64>() else { bad() };
         clean_series_of(name, seed);
+        count += 1;
     }
-}
-
-/// Seeds that failed when each scenario ran 100,000 series alone (seeds 0..99,999; before, the
-/// set's 100,000 gave each scenario 12,500). Executor fixes:
-/// - a stale fetch result tied to our operation ends a not-found streak (mcp_replicas 35738);
-/// - a lost answer the server still asks for is said again after doubling pauses
-///   (mcp_ext_faults 45046, 92752);
-/// - the cancel take-up watch counts only timers the record's state acts on as cover
-///   (mcp_replicas 18757), and keeps watching while the committer writes but never gets its
-///   cancel answered (mcp_replicas 99124);
-/// - a call for a node another process inserted is watched, and taken up when that process goes
-///   quiet (mcp_replicas 68025).
-///
-/// Judge fix: an approval deadline counts from the first commit that recorded the question,
-/// whoever wrote it (mcp_replicas 32645: a false alarm).
-#[test]
-fn the_seeds_the_per_scenario_100k_gates_failed_on_are_clean() {
-    let seeds = [
-        ("mcp_replicas", 35738),
-        ("mcp_ext_faults", 45046),
-        ("mcp_ext_faults", 92752),
-        ("mcp_replicas", 18757),
-        ("mcp_replicas", 99124),
-        ("mcp_replicas", 68025),
-        ("mcp_replicas", 32645),
-    ];
-    for (name, seed) in seeds {
-        clean_series_of(name, seed);
-    }
+    assert!(count >= 40, "{}: only {count} seeds", list.display());
 }
