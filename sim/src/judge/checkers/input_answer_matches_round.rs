@@ -32,7 +32,7 @@ use super::view::{judge, sends, View};
 use super::Violation;
 use crate::fake::codec::ExchangeKind;
 use crate::fake::truth::AnswerAction;
-use crate::trace::{ApprovalAction, Question, Trace, What, WorldAction, WriteOutcome};
+use crate::trace::{ApprovalAction, Question, Trace, What, WriteOutcome};
 
 pub const NAME: &str = "input_answer_matches_round";
 
@@ -73,7 +73,10 @@ pub fn violations(v: &View) -> Vec<Violation> {
     // executor fixes the deadline when it records the question, whichever process asks later.
     let mut first_recorded: BTreeMap<&Question, (u64, u64)> = BTreeMap::new();
     // Per node, the world's ledger over time: (time, whether it then held the node final). A
-    // rollback restores an older ledger, so it ends every node's final spell.
+    // rollback only moves the epoch on (design section 3: the new epoch takes over the in-flight
+    // items of the same ledger), so a final node stays final through it (mcp_faults seed
+    // 146082: a node settled at 28 s, a rollback at 33 s, and the old epoch's replica declined a
+    // replayed request of the settled task at 34 s, the fail-safe answer, judged as early).
     let mut held_final: BTreeMap<&str, Vec<(u64, bool)>> = BTreeMap::new();
     for e in &v.trace.events {
         match &e.what {
@@ -89,13 +92,6 @@ pub fn violations(v: &View) -> Vec<Violation> {
                     .entry(write.node.as_str())
                     .or_default()
                     .push((e.t_ms, write.state.is_final()));
-            }
-            What::World {
-                action: WorldAction::Rollback { .. },
-            } => {
-                for spells in held_final.values_mut() {
-                    spells.push((e.t_ms, false));
-                }
             }
             _ => {}
         }
@@ -236,6 +232,7 @@ mod tests {
     use crate::judge::checkers::ledger_writes::build;
     use crate::judge::checkers::testkit::{assert_clean, Tb, SETTLED};
     use crate::series::faults::FaultKind;
+    use crate::trace::WorldAction;
     use toolop::record::LocalState::*;
     use toolop::runner::Observation;
 
@@ -352,7 +349,8 @@ mod tests {
         // mcp_faults seed 6119: false 404s send n1 to manual reconciliation at 1_000 (the
         // world's ledger holds it final); its task then asks round 3, which nobody can be
         // asked about, and the executor declines it at once. Before the ledger held the node
-        // final, or after a rollback restored it, the same decline is the executor's own.
+        // final, the same decline is the executor's own. A rollback between (mcp_faults seed
+        // 146082) keeps the ledger: the node is still final.
         // Round 3 answered `action` at 2_000 ms; n1 held final from `final_at`.
         let build = |final_at: u64, rollback: bool, action: &str| {
             let mut b = three_rounds();
@@ -374,7 +372,8 @@ mod tests {
         };
         assert_eq!(check(&build(1_000, false, "decline")), vec![]);
         assert_eq!(check(&build(3_000, false, "decline")).len(), 1);
-        assert_eq!(check(&build(1_000, true, "decline")).len(), 1);
+        assert_eq!(check(&build(1_000, true, "decline")), vec![]);
+        assert_eq!(check(&build(3_000, true, "decline")).len(), 1);
         // An accept is never excused so.
         assert_eq!(check(&build(1_000, false, "accept")).len(), 1);
     }
