@@ -840,6 +840,22 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
          reply:fetch:not_found => FETCHING_RESULT->UNKNOWN [reconcile]",
     ),
     (
+        // cargo-mutants: only the first sight of the end moves the expiry. A task still
+        // working at 30 s leaves it at 60 s (first sight plus the ttl): a 404 at 65 s is
+        // after expiry, handed over at once.
+        "a view of a task still running does not move its expiry",
+        |s| {
+            s.working().at(30_000).timer(Timer::PollDue).reply(RequestKind::Poll, Reply::Status(view(P::Working)));
+            s.at(65_000).timer(Timer::PollDue).reply(RequestKind::Poll, Reply::NotFound { message: "expired".into() });
+        },
+        "start => stay [send:submit#1]
+         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
+         timer:poll_due => stay [send:poll#2]
+         reply:poll:status => stay [at31500:poll_due]
+         timer:poll_due => stay [send:poll#3]
+         reply:poll:not_found => WORKING->UNKNOWN [reconcile]",
+    ),
+    (
         "truncated result refetched until verified",
         |s| {
             s.cfg.max_fetch_attempts = 2;
