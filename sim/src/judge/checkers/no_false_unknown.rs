@@ -24,8 +24,9 @@
 //!   between two lagging 404s, then one more).
 //!
 //! Expiry is counted from the first reply that showed the operation in any shape (a lookup's
-//! list included: the executor counts from there; `mcp_faults` seed 6121), with the ttl the
-//! server advertised on any view of it.
+//! list included: the executor counts from there; `mcp_faults` seed 6121), or from the first
+//! that showed it ended, if later (both SDK stores restart the deletion timer then, and so does
+//! the executor's reckoning), with the ttl the server advertised on any view of it.
 //!
 //! Anything else is false: the executor dropped what it knew (seeds of the planted
 //! `not_found_streak_never_reset`: one lagging 404 among good reads sends a live task away).
@@ -379,7 +380,32 @@ fn excusable(v: &View, arrived: &[Frame], node: &str, task: &str, exec: ExecId, 
             }) if shown == task => Some(*ttl),
             _ => None,
         });
-    let first_seen = first_sight.zip(ttl).map(|(at, ttl)| at.saturating_add(ttl));
+    // Both SDK stores start the deletion timer again when a task ends, and the executor counts
+    // the ttl again from its first sight of the end (mcp_replicas seed 128402): a 404 before
+    // that is no longer what expiry looks like. Seen in a reply to one of the node's requests
+    // that came in time: status notifications are advisory (spec section 7) and the executor
+    // reads none, and a reply past its request's timeout reaches nobody (mcp_replicas seed
+    // 6639: a completed status held 11.8 s).
+    let first_end = sends(v.trace)
+        .filter(|r| r.is(node) && r.request_id.is_some())
+        .filter_map(|r| {
+            arrived
+                .iter()
+                .find(|a| {
+                    a.exec == r.exec
+                        && a.request_id == r.request_id
+                        && a.intact()
+                        && matches!(a.shows, Some(Shows::Task { task: shown, status, .. })
+                            if shown == task && status.is_terminal())
+                })
+                .and_then(|a| a.arrives_at_ms)
+                .filter(|arr| *arr < r.t_ms.saturating_add(v.config.request_timeout_ms))
+        })
+        .min();
+    let first_seen = first_sight
+        .max(first_end)
+        .zip(ttl)
+        .map(|(at, ttl)| at.saturating_add(ttl));
     let latest = arrived.iter().rev().find(|a| {
         a.is(node)
             && a.exec == exec
@@ -647,6 +673,46 @@ mod tests {
             Shows::NotFound { expired: false },
         );
         let trace = b.build(SETTLED);
+        assert_eq!(check(&trace), vec![]);
+        assert_eq!(judge_undecidable(&trace), 1);
+    }
+
+    #[test]
+    fn retention_counts_again_from_the_first_sight_of_the_end() {
+        // mcp_replicas seed 128402: a 5 s ttl, the task seen working at 10 ms and completed at
+        // `end_at`; one 404 at `not_found_at` (a lagging replica: the server still held the
+        // task); the hand-off at 5,030 ms. Past creation's retention (5,010 ms) but within the
+        // end's, it is no expiry: the executor had retries left. Past the end's, it is what
+        // expiry looks like: excused.
+        let build = |end_at: u64, not_found_at: u64| {
+            let with_ttl = |status: TaskStatus| Shows::Task {
+                task: "t-n1".into(),
+                status,
+                poll_interval_ms: None,
+                input_round: None,
+                ttl_ms: Some(5_000),
+                result: false,
+            };
+            let mut b = Tb::new();
+            b.unknown_path("n1", 0);
+            b.at(10)
+                .net_in("n1", ExchangeKind::Poll, with_ttl(TaskStatus::Working));
+            b.at(end_at).net_out("n1", ExchangeKind::Poll).net_in(
+                "n1",
+                ExchangeKind::Poll,
+                with_ttl(TaskStatus::Completed),
+            );
+            b.at(not_found_at)
+                .net_out("n1", ExchangeKind::Fetch)
+                .net_in(
+                    "n1",
+                    ExchangeKind::Fetch,
+                    Shows::NotFound { expired: false },
+                );
+            b.build(SETTLED)
+        };
+        assert_eq!(check(&build(1_500, 5_020)).len(), 1);
+        let trace = build(20, 5_025);
         assert_eq!(check(&trace), vec![]);
         assert_eq!(judge_undecidable(&trace), 1);
     }
