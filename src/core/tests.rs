@@ -821,25 +821,6 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
          reply:poll:not_found => WORKING->UNKNOWN [reconcile]",
     ),
     (
-        // mcp_replicas seed 128402: both SDK stores restart the deletion timer when a task ends,
-        // so a 404 past creation's ttl, from a lagging replica, was no proof of expiry.
-        "a task seen ending restarts the expiry: a 404 past creation's ttl but within the ttl of the end is retried",
-        |s| {
-            s.working().at(50_000).timer(Timer::PollDue).reply(RequestKind::Poll, Reply::Status(view(P::Completed)));
-            s.at(70_000).timer(Timer::FetchDue).reply(RequestKind::Fetch, Reply::NotFound { message: "lagging".into() });
-            // The end was first seen at 50 s: with a 60 s ttl, gone after 110 s.
-            s.at(110_000).timer(Timer::FetchDue).reply(RequestKind::Fetch, Reply::NotFound { message: "expired".into() });
-        },
-        "start => stay [send:submit#1]
-         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
-         timer:poll_due => stay [send:poll#2]
-         reply:poll:status => WORKING->TERMINAL_OBSERVED [at50000:fetch_due]
-         timer:fetch_due => TERMINAL_OBSERVED->FETCHING_RESULT [send:fetch#3]
-         reply:fetch:not_found => stay [at71000:fetch_due]
-         timer:fetch_due => stay [send:fetch#4]
-         reply:fetch:not_found => FETCHING_RESULT->UNKNOWN [reconcile]",
-    ),
-    (
         // cargo-mutants: only the first sight of the end moves the expiry. A task still
         // working at 30 s leaves it at 60 s (first sight plus the ttl): a 404 at 65 s is
         // after expiry, handed over at once.
@@ -1579,8 +1560,10 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
          reply:fetch:not_found => INPUT_REQUIRED->UNKNOWN [reconcile]",
     ),
     (
-        // Seen ended at 70 s, past creation's ttl (60 s): the server kept it, so its ttl runs
-        // from the end (130 s). A 404 just after is read again; one after 130 s is not.
+        // mcp_replicas seed 128402: both SDK stores restart the deletion timer when a task
+        // ends, so a 404 past creation's ttl, from a lagging replica, was no proof of expiry.
+        // Seen ended at 70 s, past creation's ttl (60 s): its ttl runs from the end (130 s). A
+        // 404 just after is read again; one at 130 s is not.
         "a result gone after the task's ttl is handed over at once, counted from the end the executor saw",
         |s| {
             s.working().at(70_000).timer(Timer::PollDue).reply(RequestKind::Poll, Reply::Status(view(P::Completed)));
