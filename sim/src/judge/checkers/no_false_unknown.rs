@@ -381,13 +381,15 @@ fn excusable(v: &View, arrived: &[Frame], node: &str, task: &str, exec: ExecId, 
             _ => None,
         });
     // Both SDK stores start the deletion timer again when a task ends, and the executor counts
-    // the ttl again from its first sight of the end (mcp_replicas seed 128402): a 404 before
-    // that is no longer what expiry looks like. Seen in a reply to one of the node's requests
+    // the ttl again from its first sight of the end (mcp_replicas seed 128402), a late view
+    // included (seeds 128469, 163771, 173230): a 404 before that is no longer what expiry
+    // looks like. Seen by the process that handed over (another one's sight reaches it only if
+    // that process lived to write it down), in a reply to one of its requests for the node
     // that came in time: status notifications are advisory (spec section 7) and the executor
     // reads none, and a reply past its request's timeout reaches nobody (mcp_replicas seed
     // 6639: a completed status held 11.8 s).
     let first_end = sends(v.trace)
-        .filter(|r| r.is(node) && r.request_id.is_some())
+        .filter(|r| r.is(node) && r.exec == exec && r.request_id.is_some())
         .filter_map(|r| {
             arrived
                 .iter()
