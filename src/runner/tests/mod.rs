@@ -37,6 +37,8 @@ struct Tasks {
     /// Before the first reply to `tasks/get`, a cut message that names no request (a server
     /// message, as an elicitation pushed on a stream).
     junk_before_poll: bool,
+    /// The first reply to `tasks/get` is a 503 asking to wait this long.
+    unavailable_first_poll_ms: Option<u64>,
 }
 
 struct Server {
@@ -141,11 +143,29 @@ async fn serve(
                 body.truncate(body.len() / 2);
             }
         }
-        let _ = tx.send(InFrame {
-            request_id: frame.request_id,
-            http_status: 200,
-            retry_after_ms: None,
-            body,
+        let refused = (method == "tasks/get")
+            .then(|| {
+                server
+                    .tasks
+                    .lock()
+                    .unwrap()
+                    .unavailable_first_poll_ms
+                    .take()
+            })
+            .flatten();
+        let _ = tx.send(match refused {
+            Some(wait_ms) => InFrame {
+                request_id: frame.request_id,
+                http_status: 503,
+                retry_after_ms: Some(wait_ms),
+                body: vec![],
+            },
+            None => InFrame {
+                request_id: frame.request_id,
+                http_status: 200,
+                retry_after_ms: None,
+                body,
+            },
         });
     }
 }
@@ -675,6 +695,45 @@ fn a_node_nothing_covers_is_resumed_not_left_waiting() {
         assert_eq!(stalled, 1, "resumed once, then covered again");
         assert_eq!(server.counts().0, 1, "one operation");
         assert_eq!(ledger.lock().unwrap().receipts().unwrap().len(), 1);
+    });
+}
+
+/// A node the stall watch takes up is not driven before a Retry-After this process was given
+/// for it runs out (cargo-mutants: `resume_not_before_ms` returning 0 survived). B's first poll
+/// is answered 503 with 4 s to wait; while B commits that, A sends the next poll and dies, so
+/// B's refused poll is not the newest and nothing of B covers the node. The watch looks after a
+/// request timeout (2 s), finds the Retry-After still running, and resumes only after it.
+#[test]
+fn a_stalled_node_is_resumed_only_after_its_retry_after() {
+    on_tokio(async {
+        let ledger = memory();
+        let server = Server::new(None, false);
+        server.tasks.lock().unwrap().unavailable_first_poll_ms = Some(4_000);
+        let (pause, paused_rx, release_tx) = PauseOnce::on("reply:poll");
+        let b = start(&ledger, &server, 1, 0, |r| {
+            r.with_commit_delay(Box::new(pause))
+        });
+        b.inputs.send(Input::Submit(node("n1"))).unwrap();
+        tokio::time::timeout(Duration::from_secs(4), paused_rx)
+            .await
+            .expect("B reached the 503's commit")
+            .unwrap();
+        let refused_at = tokio::time::Instant::now();
+        write_as(&ledger, "n1", 1, |r| r.poll_cursor.sent_seq += 1);
+        release_tx.send(()).unwrap();
+        // Past the watch's first look (2 s), inside the Retry-After: nothing sent yet.
+        tokio::time::sleep_until(refused_at + Duration::from_millis(3_500)).await;
+        assert_eq!(server.counts().1, 1, "a poll inside the Retry-After");
+        until_within("B resumed the uncovered node", 30, || {
+            b.saw(|o| matches!(o, Observation::Stalled { node, .. } if node == "n1"))
+        })
+        .await;
+        let waited = refused_at.elapsed();
+        assert!(
+            waited >= Duration::from_millis(3_900),
+            "resumed {waited:?} after the 503, inside its 4 s Retry-After"
+        );
+        let (_, _) = b.stop().await;
     });
 }
 
