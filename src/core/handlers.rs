@@ -528,7 +528,6 @@ impl<'a> Machine<'a> {
         let applied = self.rec.poll_cursor.applied_seq;
         let overwrite = mutated!(self, LateAnswerOverwrites);
         if seq <= applied && !overwrite {
-            let end_noted = self.late_view_shows_end(reply);
             if self.stale_view_shows_ours(seq, reply) {
                 // A late view of our own operation, answering a request sent after the streak's
                 // first not-found, proves the server held it after that 404: the streak was a
@@ -537,9 +536,6 @@ impl<'a> Machine<'a> {
                 // primary's 404s (mcp_sqlite seed 560). Nothing else of a stale view is applied,
                 // and a view older than the streak proves nothing (it may predate a deletion).
                 self.rec.poll_cursor.not_found_streak = 0;
-                return STAYED;
-            }
-            if end_noted {
                 return STAYED;
             }
             return rejected(Rejection::StaleAnswer {
@@ -560,21 +556,17 @@ impl<'a> Machine<'a> {
                 rejected(Rejection::NotApplicable)
             }
         }?;
-        if matches!(outcome, Outcome::Rejected(Rejection::NotApplicable)) && !latest {
-            // Not the newest request's answer, so not acted on, but as a stale one it may prove
-            // the server held our operation after the streak's first not-found (mcp_replicas
-            // seed 104378: a replica's fetch drew the result just after the primary sent its
-            // next fetch; the result was set aside, and the primary's third 404 handed a
-            // completed task to a person), or show it ended. Every handler refuses before it
-            // touches the record.
-            let end_noted = self.late_view_shows_end(reply);
-            if self.stale_view_shows_ours(seq, reply) {
-                self.rec.poll_cursor.not_found_streak = 0;
-                return STAYED;
-            }
-            if end_noted {
-                return STAYED;
-            }
+        if matches!(outcome, Outcome::Rejected(Rejection::NotApplicable))
+            && !latest
+            && self.stale_view_shows_ours(seq, reply)
+        {
+            // Not the newest request's answer, so not acted on, but as a stale one it proves the
+            // server held our operation after the streak's first not-found (mcp_replicas seed
+            // 104378: a replica's fetch drew the result just after the primary sent its next
+            // fetch; the result was set aside, and the primary's third 404 handed a completed
+            // task to a person). Every handler refuses before it touches the record.
+            self.rec.poll_cursor.not_found_streak = 0;
+            return STAYED;
         }
         if !matches!(outcome, Outcome::Rejected(_)) {
             self.rec.poll_cursor.applied_seq = seq;
@@ -597,36 +589,6 @@ impl<'a> Machine<'a> {
             && seq > self.rec.poll_cursor.not_found_first_seq
             && shown.is_some_and(|op| self.rec.operation_id.as_deref() == Some(op))
             && !mutated!(self, NotFoundStreakNeverReset)
-    }
-
-    /// A late view (stale, or answering a request that is not the newest) showing our operation
-    /// ended, while the record has not seen the end: only the expiry is taken from it, reckoned
-    /// from now as for a fresh view (`absorb`). An ended task stays ended, so the view is true
-    /// whatever its age (mcp_replicas seeds 128469, 163771, 173230: a cancel refused as the task
-    /// had ended, the poll sent before it answered "completed" after it and was set aside, and a
-    /// lagging replica's 404 past creation's ttl handed the task to a person as expired).
-    /// Whether it moved the expiry (the step must then be committed).
-    fn late_view_shows_end(&mut self, reply: &Reply) -> bool {
-        let (Reply::Status(v) | Reply::CancelAcknowledged(v)) = reply else {
-            return false;
-        };
-        let ours = self.rec.operation_id.as_deref() == Some(v.operation_id.as_str());
-        let unseen = !self.rec.last_server_status.is_some_and(|s| s.is_terminal());
-        let (Some(ttl), Some(at), true, true, true) = (
-            v.ttl_ms,
-            self.rec.expires_at_ms,
-            ours,
-            unseen,
-            v.status.is_terminal(),
-        ) else {
-            return false;
-        };
-        let from_now = self.now().saturating_add(ttl);
-        if at >= from_now {
-            return false;
-        }
-        self.rec.expires_at_ms = Some(from_now);
-        true
     }
 
     /// The server just showed the operation alive (a view of it, an input request, a cancel it

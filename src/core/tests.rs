@@ -821,45 +821,6 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
          reply:poll:not_found => WORKING->UNKNOWN [reconcile]",
     ),
     (
-        // mcp_replicas seeds 128469, 163771, 173230: a cancel refused as the task had ended;
-        // the poll sent before it then answered "completed", stale, set aside; a lagging
-        // replica's 404 past creation's ttl handed the task to a person as expired. The stale
-        // view still shows the end: the expiry moves to its sight plus the ttl (121 s).
-        "a stale view showing the task ended moves the expiry like a fresh one",
-        |s| {
-            s.working().at(50_000).timer(Timer::PollDue);
-            s.ev(Event::CancelClicked).reply(RequestKind::Cancel, Reply::CancelRejectedTerminal { message: "already completed".into() });
-            s.at(61_000).ev(Event::Reply { kind: RequestKind::Poll, seq: 2, epoch: 1, reply: Reply::Status(view(P::Completed)) });
-            s.at(62_000).timer(Timer::CancelRequery).reply(RequestKind::Poll, Reply::NotFound { message: "lagging".into() });
-        },
-        "start => stay [send:submit#1]
-         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
-         timer:poll_due => stay [send:poll#2]
-         cancel_clicked => WORKING->CANCEL_REQUESTED [send:cancel#3]
-         reply:cancel:cancel_rejected_terminal => stay [at50000:cancel_requery]
-         reply:poll:status => stay
-         timer:cancel_requery => stay [send:poll#4]
-         reply:poll:not_found => stay [at64000:cancel_requery]",
-    ),
-    (
-        // The same late view once the record has seen the end (the expiry counted from then)
-        // is set aside as stale; and one showing the task still running moves nothing.
-        "a stale view of an end already seen, or of a task running, is set aside",
-        |s| {
-            s.working().at(50_000).timer(Timer::PollDue).timer(Timer::PollDue);
-            s.ev(Event::Reply { kind: RequestKind::Poll, seq: 3, epoch: 1, reply: Reply::Status(view(P::Completed)) });
-            s.at(61_000).ev(Event::Reply { kind: RequestKind::Poll, seq: 2, epoch: 1, reply: Reply::Status(view(P::Completed)) });
-            s.ev(Event::Reply { kind: RequestKind::Poll, seq: 2, epoch: 1, reply: Reply::Status(view(P::Working)) });
-        },
-        "start => stay [send:submit#1]
-         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
-         timer:poll_due => stay [send:poll#2]
-         timer:poll_due => stay [send:poll#3]
-         reply:poll:status => WORKING->TERMINAL_OBSERVED [at50000:fetch_due]
-         reply:poll:status => rejected:stale_answer
-         reply:poll:status => rejected:stale_answer",
-    ),
-    (
         // cargo-mutants: only the first sight of the end moves the expiry. A task still
         // working at 30 s leaves it at 60 s (first sight plus the ttl): a 404 at 65 s is
         // after expiry, handed over at once.
