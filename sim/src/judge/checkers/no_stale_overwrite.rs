@@ -12,15 +12,8 @@
 //! world's fact: a frame the network carried to an executor showing the operation not found
 //! (mcp_replicas seeds 4119 and 5823: a replica's 404, then a poll answer that arrived after a
 //! newer cancel's).
-//!
-//! And a second, for the expiry: a late status view may be kept, never moved on, when the frame
-//! that carried it showed the operation ended. An ended task stays ended, so the core takes the
-//! view's sight of the end for its expiry reckoning and nothing else (`late_view_shows_end`;
-//! mcp_replicas seeds 128469, 163771, 173230). The frame is the world's: the reply to the
-//! request the executor numbered `seq` (its `Sent` report names the request id the network
-//! carried), intact, showing the node's task in a terminal status.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use toolop::record::LocalState;
 use toolop::runner::Observation;
@@ -51,7 +44,6 @@ pub fn violations(v: &View) -> Vec<Violation> {
     // The node's local state as the last move left it (any executor).
     let mut state: BTreeMap<&str, LocalState> = BTreeMap::new();
     let not_found_at = first_not_found_delivered(v.trace);
-    let ended = replies_showing_an_end(v);
     for (t, exec, obs) in observations(v.trace) {
         match obs {
             Observation::Received {
@@ -90,11 +82,8 @@ pub fn violations(v: &View) -> Vec<Violation> {
                     && not_found_at
                         .get(node.as_str())
                         .is_some_and(|&nf| nf <= a.at_ms);
-                let sight_of_end = !moved
-                    && STATUS_VIEWS.contains(&a.event.as_str())
-                    && ended.contains(&(exec, node.as_str(), a.seq));
                 match a.stale_behind {
-                    Some(_) if proof_of_life || sight_of_end => {}
+                    Some(_) if proof_of_life => {}
                     Some(newer) if moved || !was_final => out.push(Violation {
                         checker: NAME,
                         node: Some(node.clone()),
@@ -128,41 +117,6 @@ pub fn violations(v: &View) -> Vec<Violation> {
 /// The replies that carry a view of the operation's status.
 const STATUS_VIEWS: [&str; 2] = ["reply:poll:status", "reply:cancel:cancel_ack"];
 
-/// The answers that showed their node's operation ended, as (executor, node, the executor's
-/// sequence number of the request): intact frames to the executor showing a terminal status,
-/// tied to the request by the id the executor's `Sent` report gave it.
-fn replies_showing_an_end<'a>(v: &View<'a>) -> BTreeSet<(ExecId, &'a str, u64)> {
-    let mut seq_of: BTreeMap<(ExecId, u64), (&str, u64)> = BTreeMap::new();
-    for (_, exec, obs) in observations(v.trace) {
-        if let Observation::Sent {
-            node,
-            seq,
-            rpc_id: Some(id),
-            ..
-        } = obs
-        {
-            seq_of.insert((exec, *id), (node.as_str(), *seq));
-        }
-    }
-    let mut out = BTreeSet::new();
-    for f in frames(v.trace) {
-        let (Dir::ToExecutor, Some(id), Some(Shows::Task { status, .. })) =
-            (f.dir, f.request_id, f.shows)
-        else {
-            continue;
-        };
-        if !f.intact() || !status.is_terminal() {
-            continue;
-        }
-        if let Some(&(node, seq)) = seq_of.get(&(f.exec, id)) {
-            if f.node == Some(node) {
-                out.insert((f.exec, node, seq));
-            }
-        }
-    }
-    out
-}
-
 /// Per call node, when a frame showing its operation not found first left for an executor
 /// (and was not lost on the way).
 fn first_not_found_delivered(trace: &Trace) -> BTreeMap<&str, u64> {
@@ -182,8 +136,6 @@ fn first_not_found_delivered(trace: &Trace) -> BTreeMap<&str, u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fake::codec::ExchangeKind;
-    use crate::fake::truth::TaskStatus;
     use crate::judge::checkers::testkit::{assert_clean, Tb, SETTLED};
     use toolop::record::LocalState::*;
 
@@ -317,41 +269,5 @@ mod tests {
         let mut b = with_not_found_at(5_500);
         kept(&mut b);
         assert_eq!(check(&sorted(&b)).len(), 1);
-    }
-
-    #[test]
-    fn a_late_status_kept_when_it_showed_the_end_is_the_cores_expiry_note() {
-        // Poll 3's late answer is kept (Stayed). The world says what its frame showed: the task
-        // ended (the core took the sight of the end for its expiry: clean), or still running
-        // (kept for nothing: an overwrite).
-        let build = |status: TaskStatus| {
-            let mut b = reordered();
-            b.at(3_000).net_out("n1", ExchangeKind::Poll);
-            let id = b.last_frame();
-            b.obs(Observation::Sent {
-                node: "n1".into(),
-                kind: "poll",
-                seq: 3,
-                rpc_id: Some(id),
-            });
-            let shows = Shows::Task {
-                task: "t-n1".into(),
-                status,
-                poll_interval_ms: None,
-                input_round: None,
-                ttl_ms: Some(60_000),
-                result: false,
-            };
-            b.at(5_005).net_in("n1", ExchangeKind::Poll, shows);
-            b.at(5_010).obs(Observation::Stayed {
-                node: "n1".into(),
-                event: "reply:poll:status".into(),
-            });
-            let mut t = b.build(SETTLED);
-            t.events.sort_by_key(|e| e.t_ms);
-            t
-        };
-        assert_eq!(check(&build(TaskStatus::Completed)), vec![]);
-        assert_eq!(check(&build(TaskStatus::Working)).len(), 1);
     }
 }
