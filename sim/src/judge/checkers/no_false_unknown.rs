@@ -381,17 +381,24 @@ fn excusable(v: &View, arrived: &[Frame], node: &str, task: &str, exec: ExecId, 
             _ => None,
         });
     // Both SDK stores start the deletion timer again when a task ends, and the executor counts
-    // the ttl again from its first sight of the end (mcp_replicas seed 128402), a late view
-    // included (seeds 128469, 163771, 173230): a 404 before that is no longer what expiry
-    // looks like. Seen by the process that handed over (another one's sight reaches it only if
-    // that process lived to write it down), in a reply to one of its requests for the node
-    // that came in time: status notifications are advisory (spec section 7) and the executor
-    // reads none, and a reply past its request's timeout reaches nobody (mcp_replicas seed
-    // 6639: a completed status held 11.8 s).
-    let first_end = sends(v.trace)
-        .filter(|r| r.is(node) && r.exec == exec && r.request_id.is_some())
-        .filter_map(|r| {
-            arrived
+    // the ttl again from its first sight of the end (mcp_replicas seed 128402): a 404 before
+    // that is no longer what expiry looks like. Seen by the process that handed over (another
+    // one's sight reaches it only if that process lived to write it down), in the reply to its
+    // newest request for the node, within the request timeout: status notifications are
+    // advisory (spec section 7) and the executor reads none; a reply past its request's
+    // timeout reaches nobody (mcp_replicas seed 6639: a completed status held 11.8 s); and an
+    // answer to a request older than one the process sent since is set aside unread
+    // (mcp_replicas seeds 128469, 163771, 173230: a cancel refused as the task had ended, then
+    // the poll sent before it answered "completed").
+    let own: Vec<Frame> = sends(v.trace)
+        .filter(|r| r.is(node) && r.exec == exec && r.exchange != ExchangeKind::Answer)
+        .collect();
+    let first_end = own
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| r.request_id.is_some())
+        .filter_map(|(i, r)| {
+            let arr = arrived
                 .iter()
                 .find(|a| {
                     a.exec == r.exec
@@ -400,8 +407,10 @@ fn excusable(v: &View, arrived: &[Frame], node: &str, task: &str, exec: ExecId, 
                         && matches!(a.shows, Some(Shows::Task { task: shown, status, .. })
                             if shown == task && status.is_terminal())
                 })
-                .and_then(|a| a.arrives_at_ms)
-                .filter(|arr| *arr < r.t_ms.saturating_add(v.config.request_timeout_ms))
+                .and_then(|a| a.arrives_at_ms)?;
+            let in_time = arr < r.t_ms.saturating_add(v.config.request_timeout_ms);
+            let newest = own.get(i + 1).is_none_or(|next| next.t_ms > arr);
+            (in_time && newest).then_some(arr)
         })
         .min();
     let first_seen = first_sight
@@ -685,8 +694,10 @@ mod tests {
         // `end_at`; one 404 at `not_found_at` (a lagging replica: the server still held the
         // task); the hand-off at 5,030 ms. Past creation's retention (5,010 ms) but within the
         // end's, it is no expiry: the executor had retries left. Past the end's, it is what
-        // expiry looks like: excused.
-        let build = |end_at: u64, not_found_at: u64| {
+        // expiry looks like: excused. `overtaken`: the process sent a cancel after that poll
+        // and before its answer came, which then answers a request older than the newest and
+        // is set aside unread: no sight of the end (mcp_replicas seed 128469).
+        let build_with = |end_at: u64, not_found_at: u64, overtaken: bool| {
             let with_ttl = |status: TaskStatus| Shows::Task {
                 task: "t-n1".into(),
                 status,
@@ -699,11 +710,25 @@ mod tests {
             b.unknown_path("n1", 0);
             b.at(10)
                 .net_in("n1", ExchangeKind::Poll, with_ttl(TaskStatus::Working));
-            b.at(end_at).net_out("n1", ExchangeKind::Poll).net_in(
-                "n1",
-                ExchangeKind::Poll,
-                with_ttl(TaskStatus::Completed),
-            );
+            b.at(end_at).net_out("n1", ExchangeKind::Poll);
+            let poll = b.last_frame();
+            if overtaken {
+                b.net_out("n1", ExchangeKind::Cancel);
+            }
+            b.push(What::Net {
+                dir: Dir::ToExecutor,
+                exchange: ExchangeKind::Poll,
+                node: Some("n1".into()),
+                lane: 0,
+                epoch: 1,
+                incarnation: 1,
+                frame: poll + 100,
+                request_id: Some(poll),
+                bytes: 1,
+                verdict: NetVerdict::Deliver,
+                arrives_after_ms: Some(0),
+                shows: Some(with_ttl(TaskStatus::Completed)),
+            });
             b.at(not_found_at)
                 .net_out("n1", ExchangeKind::Fetch)
                 .net_in(
@@ -713,7 +738,11 @@ mod tests {
                 );
             b.build(SETTLED)
         };
+        let build = |end_at, not_found_at| build_with(end_at, not_found_at, false);
         assert_eq!(check(&build(1_500, 5_020)).len(), 1);
+        let trace = build_with(1_500, 5_020, true);
+        assert_eq!(check(&trace), vec![]);
+        assert_eq!(judge_undecidable(&trace), 1);
         let trace = build(20, 5_025);
         assert_eq!(check(&trace), vec![]);
         assert_eq!(judge_undecidable(&trace), 1);
