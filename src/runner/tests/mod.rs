@@ -656,6 +656,24 @@ fn cancel_requests_in_the_ledger_are_picked_up_and_taken_after_the_commit() {
 // Server requests and the approval gate: `requests.rs`.
 mod requests;
 
+/// B (epoch 1) submits n1 and is paused at the commit of its first poll's answer; meanwhile A,
+/// on the same epoch, sends the next poll and dies before its reply; then B goes on. B's answer
+/// is no longer the newest, and nothing of B covers the node.
+async fn overtaken_at_a_poll_answer(ledger: &SharedLedger, server: &Arc<Server>) -> Running {
+    let (pause, paused_rx, release_tx) = PauseOnce::on("reply:poll");
+    let b = start(ledger, server, 1, 0, |r| {
+        r.with_commit_delay(Box::new(pause))
+    });
+    b.inputs.send(Input::Submit(node("n1"))).unwrap();
+    tokio::time::timeout(Duration::from_secs(4), paused_rx)
+        .await
+        .expect("B reached a poll answer's commit")
+        .unwrap();
+    write_as(ledger, "n1", 1, |r| r.poll_cursor.sent_seq += 1);
+    release_tx.send(()).unwrap();
+    b
+}
+
 /// Two executors on one epoch (a `toolop resume` started while a `toolop call` still runs): A
 /// sends a poll (commits `sent_seq` one higher) and dies before its reply, while B's own poll
 /// is answered. B's answer is then not the latest, B holds nothing for the node (no request,
@@ -666,18 +684,7 @@ fn a_node_nothing_covers_is_resumed_not_left_waiting() {
     on_tokio(async {
         let ledger = memory();
         let server = Server::new(None, false);
-        let (pause, paused_rx, release_tx) = PauseOnce::on("reply:poll");
-        let b = start(&ledger, &server, 1, 0, |r| {
-            r.with_commit_delay(Box::new(pause))
-        });
-        b.inputs.send(Input::Submit(node("n1"))).unwrap();
-        tokio::time::timeout(Duration::from_secs(4), paused_rx)
-            .await
-            .expect("B reached a poll answer's commit")
-            .unwrap();
-        // A, on the same epoch, sends the next poll and dies before its reply.
-        write_as(&ledger, "n1", 1, |r| r.poll_cursor.sent_seq += 1);
-        release_tx.send(()).unwrap();
+        let b = overtaken_at_a_poll_answer(&ledger, &server).await;
         until("B resumed the uncovered node", || {
             b.saw(|o| matches!(o, Observation::Stalled { node, .. } if node == "n1"))
         })
@@ -709,18 +716,9 @@ fn a_stalled_node_is_resumed_only_after_its_retry_after() {
         let ledger = memory();
         let server = Server::new(None, false);
         server.tasks.lock().unwrap().unavailable_first_poll_ms = Some(4_000);
-        let (pause, paused_rx, release_tx) = PauseOnce::on("reply:poll");
-        let b = start(&ledger, &server, 1, 0, |r| {
-            r.with_commit_delay(Box::new(pause))
-        });
-        b.inputs.send(Input::Submit(node("n1"))).unwrap();
-        tokio::time::timeout(Duration::from_secs(4), paused_rx)
-            .await
-            .expect("B reached the 503's commit")
-            .unwrap();
+        let b = overtaken_at_a_poll_answer(&ledger, &server).await;
+        // The 503 reached B just before (the pause held only its commit).
         let refused_at = tokio::time::Instant::now();
-        write_as(&ledger, "n1", 1, |r| r.poll_cursor.sent_seq += 1);
-        release_tx.send(()).unwrap();
         // Past the watch's first look (2 s), inside the Retry-After: nothing sent yet.
         tokio::time::sleep_until(refused_at + Duration::from_millis(3_500)).await;
         assert_eq!(server.counts().1, 1, "a poll inside the Retry-After");
