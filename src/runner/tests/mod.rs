@@ -153,19 +153,11 @@ async fn serve(
                     .take()
             })
             .flatten();
-        let _ = tx.send(match refused {
-            Some(wait_ms) => InFrame {
-                request_id: frame.request_id,
-                http_status: 503,
-                retry_after_ms: Some(wait_ms),
-                body: vec![],
-            },
-            None => InFrame {
-                request_id: frame.request_id,
-                http_status: 200,
-                retry_after_ms: None,
-                body,
-            },
+        let _ = tx.send(InFrame {
+            request_id: frame.request_id,
+            http_status: if refused.is_some() { 503 } else { 200 },
+            retry_after_ms: refused,
+            body: if refused.is_some() { vec![] } else { body },
         });
     }
 }

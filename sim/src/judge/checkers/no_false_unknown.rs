@@ -396,16 +396,11 @@ fn excusable(v: &View, arrived: &[Frame], node: &str, task: &str, exec: ExecId, 
     let first_end = own
         .iter()
         .enumerate()
-        .filter(|(_, r)| r.request_id.is_some())
         .filter_map(|(i, r)| {
-            let arr = arrived
-                .iter()
+            let arr = answers(arrived, r)
                 .find(|a| {
-                    a.exec == r.exec
-                        && a.request_id == r.request_id
-                        && a.intact()
-                        && matches!(a.shows, Some(Shows::Task { task: shown, status, .. })
-                            if shown == task && status.is_terminal())
+                    matches!(a.shows, Some(Shows::Task { task: shown, status, .. })
+                        if shown == task && status.is_terminal())
                 })
                 .and_then(|a| a.arrives_at_ms)?;
             let in_time = arr < r.t_ms.saturating_add(v.config.request_timeout_ms);
@@ -454,15 +449,17 @@ fn nothing_alive_lately(v: &View, arrived: &[Frame], node: &str, task: &str, at:
             r.exchange == ExchangeKind::Submit
                 || arr < r.t_ms.saturating_add(v.config.request_timeout_ms)
         };
-        !arrived.iter().any(|a| {
-            a.exec == r.exec
-                && a.request_id.is_some()
-                && a.request_id == r.request_id
-                && a.intact()
-                && a.arrives_at_ms.is_some_and(|arr| arr <= at && in_time(arr))
-                && alive(a, task)
-        })
+        !answers(arrived, r)
+            .any(|a| a.arrives_at_ms.is_some_and(|arr| arr <= at && in_time(arr)) && alive(a, task))
     })
+}
+
+/// The replies that reached `r`'s executor intact, answering `r` (by its request id).
+fn answers<'f>(arrived: &'f [Frame<'f>], r: &Frame) -> impl Iterator<Item = &'f Frame<'f>> {
+    let (exec, id) = (r.exec, r.request_id);
+    arrived
+        .iter()
+        .filter(move |a| a.exec == exec && id.is_some() && a.request_id == id && a.intact())
 }
 
 #[cfg(test)]
