@@ -987,6 +987,15 @@ impl<'a> Machine<'a> {
         }
         match self.rec.local_state {
             S::FetchingResult if latest => self.on_result(reply),
+            // An ended task's result does not change, so a verified result of our operation
+            // answers every fetch alike, whichever of ours drew it. Setting it aside for not
+            // answering the newest fetch lost it when the newest reply was lost too
+            // (mcp_ext_faults seed 223900: a replica's fetch went out 2 ms before this one's
+            // verified result came back, its reply was lost, and the fetch budget handed a
+            // completed task to a person). Anything else a superseded fetch says is left unread.
+            S::FetchingResult if matches!(reply, Reply::Result(rv) if self.result_usable(rv)) => {
+                self.on_result(reply)
+            }
             // The input stream ended (the task finished, or the server dropped it): read status.
             S::InputRequired if latest && self.rec.pending_input.is_none() => {
                 self.rec.input_stream_open = false;

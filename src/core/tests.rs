@@ -1287,14 +1287,16 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
         // mcp_replicas seed 104378: the same, but the result arrived after the other process
         // sent its next fetch and before that fetch's 404: newer than anything applied, yet not
         // the newest request's answer, so set aside as not applicable, and the count went on.
+        // (A verified one is now accepted outright: the next case. An unverified one, say
+        // truncated, still names our operation, so it still proves the server held it.)
         "a result of our operation answering a fetch that is not the newest resets the count",
         |s| {
             s.working().at(1_000).timer(Timer::PollDue).reply(RequestKind::Poll, Reply::Status(view(P::Completed)));
             s.timer(Timer::FetchDue).reply(RequestKind::Fetch, Reply::NotFound { message: "lagging".into() });
             s.timer(Timer::FetchDue);
             s.timer(Timer::FetchDue);
-            // Fetch #4's answer, read while #5 is out: the result is ours.
-            s.ev(Event::Reply { kind: RequestKind::Fetch, seq: 4, epoch: 1, reply: Reply::Result(result(true)) });
+            // Fetch #4's answer, read while #5 is out: the result is ours, but unverified.
+            s.ev(Event::Reply { kind: RequestKind::Fetch, seq: 4, epoch: 1, reply: Reply::Result(result(false)) });
             s.ev(Event::Reply { kind: RequestKind::Fetch, seq: 5, epoch: 1, reply: Reply::NotFound { message: "lagging".into() } });
             s.timer(Timer::FetchDue).reply(RequestKind::Fetch, Reply::NotFound { message: "lagging".into() });
             // A result of another operation, in the same place, proves nothing: #7's answer,
@@ -1326,6 +1328,34 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
          reply:fetch:not_found => stay [at2000:fetch_due]
          timer:fetch_due => stay [send:fetch#9]
          reply:fetch:not_found => FETCHING_RESULT->UNKNOWN [reconcile]",
+    ),
+    (
+        // mcp_ext_faults seed 223900: a replica sent fetch #5 just before #4's verified result
+        // came back; #5's reply was lost. The result of an ended task does not change, so the
+        // verified result is accepted whichever of our fetches drew it. A superseded fetch's
+        // refusal or 404 is still left unread, and so is a verified result of another operation.
+        "a verified result answering a fetch that is not the newest is accepted",
+        |s| {
+            s.working().at(1_000).timer(Timer::PollDue).reply(RequestKind::Poll, Reply::Status(view(P::Completed)));
+            s.timer(Timer::FetchDue);
+            s.timer(Timer::FetchDue);
+            s.ev(Event::Reply { kind: RequestKind::Fetch, seq: 3, epoch: 1, reply: Reply::Unavailable { retry_after_ms: None } });
+            s.ev(Event::Reply { kind: RequestKind::Fetch, seq: 3, epoch: 1, reply: Reply::NotFound { message: "lagging".into() } });
+            let mut other = result(true);
+            other.related_operation_id = Some("op-other".into());
+            s.ev(Event::Reply { kind: RequestKind::Fetch, seq: 3, epoch: 1, reply: Reply::Result(other) });
+            s.ev(Event::Reply { kind: RequestKind::Fetch, seq: 3, epoch: 1, reply: Reply::Result(result(true)) });
+        },
+        "start => stay [send:submit#1]
+         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
+         timer:poll_due => stay [send:poll#2]
+         reply:poll:status => WORKING->TERMINAL_OBSERVED [at1000:fetch_due]
+         timer:fetch_due => TERMINAL_OBSERVED->FETCHING_RESULT [send:fetch#3]
+         timer:fetch_due => stay [send:fetch#4]
+         reply:fetch:unavailable => rejected:not_applicable
+         reply:fetch:not_found => rejected:not_applicable
+         reply:fetch:result => rejected:not_applicable
+         reply:fetch:result => FETCHING_RESULT->ACCEPTED [accept:completed]",
     ),
     (
         // cargo-mutants: `>` read as `>=` (stale_view_shows_ours) survived. A view answering the
