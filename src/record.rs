@@ -267,6 +267,10 @@ pub struct ToolOperation {
     pub pending_input: Option<PendingInput>,
     /// A fetch was opened to receive the server's input request; only then is one expected.
     pub input_stream_open: bool,
+    /// The process that opened that stream (`Ctx::process`). Only its own connection carries
+    /// the stream: a request reaching another process did not come on it. Left out when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_stream_owner: Option<u64>,
     /// Server request ids of input requests already answered, newest last, bounded.
     pub answered_inputs: Vec<serde_json::Value>,
     /// Schema digests of the input requests already answered, newest last, bounded like
@@ -386,6 +390,7 @@ impl ToolOperation {
             input_round: 0,
             pending_input: None,
             input_stream_open: false,
+            input_stream_owner: None,
             answered_inputs: Vec::new(),
             answered_input_digests: Vec::new(),
             answered_copy_streak: 0,

@@ -372,7 +372,9 @@ async fn drive(
             approvals_tx,
             unix_ms(),
             rpc_id_base,
-        );
+        )
+        // Two processes started in the same second share an id base; the pid tells them apart.
+        .with_process_id((u64::from(std::process::id()) << 32) ^ unix_ms());
         if let Some(hook) = crash_hook::from_env().map_err(Failure::usage)? {
             runner = runner.with_crash_points(Box::new(hook));
         }

@@ -738,6 +738,7 @@ impl<'a> Machine<'a> {
     /// MCP delivers input requests on a result stream: open one and expect exactly one request.
     fn open_input_stream(&mut self) {
         self.rec.input_stream_open = true;
+        self.rec.input_stream_owner = Some(self.ctx.process);
         self.send(Outbound::FetchResult {
             operation_id: self.op_id(),
         });
@@ -960,6 +961,7 @@ impl<'a> Machine<'a> {
         match fresh {
             Some(req) => {
                 self.rec.input_stream_open = true;
+                self.rec.input_stream_owner = Some(self.ctx.process);
                 let taken = self.input_requested(req)?;
                 if self.rec.pending_input.is_none() {
                     // Refused (e.g. it named another task): no round began, so keep reading.
@@ -1264,6 +1266,16 @@ impl<'a> Machine<'a> {
             // that already has it takes the copy as stale. (With ids reused for every request,
             // as the TS SDK does, identical content is all that tells a re-delivery from a new
             // round that happens to ask the same thing; such a round gets the last answer.)
+            // Only a stream this process opened: a copy reaching this process while another
+            // one's stream is open came on an old stream of ours, and the server may be asking
+            // the next round under the same id on that other stream (mcp_replicas seed 275211:
+            // the primary said round 1's accept again on a copy of round 1, as a replica's
+            // stream carried round 2 under the TS SDK's id 0, and the server took it as round
+            // 2's; the replica then refused round 2 as answered).
+            // That other stream stays open: its process reads what comes on it.
+            if self.rec.input_stream_open && self.rec.input_stream_owner != Some(self.ctx.process) {
+                return rejected(Rejection::ReplayedInput);
+            }
             let again = self.rec.input_stream_open && self.may_resend(&last);
             self.rec.input_stream_open = false;
             if !again {

@@ -92,6 +92,9 @@ pub struct Ctx {
     pub jitter_permille: u32,
     /// The epoch of the executor processing this event.
     pub epoch: u64,
+    /// Which executor process steps this event: distinct for every process on one ledger at a
+    /// time (processes on one epoch share the record, not their connections).
+    pub process: u64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]

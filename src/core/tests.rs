@@ -71,6 +71,8 @@ struct Sim {
     cfg: CoreConfig,
     now_ms: u64,
     epoch: u64,
+    /// The executor process stepping the events (`Ctx::process`).
+    process: u64,
     log: Vec<String>,
     hops: Vec<(S, S)>,
 }
@@ -82,6 +84,7 @@ impl Sim {
             cfg: cfg(),
             now_ms: 0,
             epoch: 1,
+            process: 1,
             log: vec![],
             hops: vec![],
         }
@@ -97,6 +100,7 @@ impl Sim {
             now_ms: self.now_ms,
             jitter_permille: 0,
             epoch: self.epoch,
+            process: self.process,
         };
         let s = step(&self.rec, &e, &ctx, &self.cfg);
         if let Outcome::Moved(path) = &s.outcome {
@@ -353,6 +357,35 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
          approval_replied => rejected:stale_approval
          timer:poll_due => stay [send:poll#5]
          reply:poll:status => INPUT_REQUIRED->WORKING [at4250:poll_due]",
+    ),
+    (
+        // mcp_replicas seed 275211: process 1 answered round 1; process 2 read input_required
+        // and opened its stream, which carries round 2 under the same id (the TS SDK's 0). A
+        // copy of round 1 reaching process 1 came on an old stream of its own: not answered
+        // again, or the server takes round 1's answer as round 2's. The same copy on process
+        // 2's stream is the server asking again (the answer was lost): said again there.
+        "a copy of the answered request reaching a process whose stream is not the open one is not answered again",
+        |s| {
+            s.working().at(1_000).timer(Timer::PollDue).reply(RequestKind::Poll, Reply::Status(view(P::InputRequired)));
+            s.ev(Event::InputRequested(input(0)));
+            s.ev(Event::ApprovalReplied { round: 1, schema_digest: "s-1".into(), reply: ApprovalReply::Accept { content: serde_json::json!({"ok": true}) } });
+            s.process = 2;
+            s.at(2_000).timer(Timer::PollDue).reply(RequestKind::Poll, Reply::Status(view(P::InputRequired)));
+            s.process = 1;
+            s.ev(Event::InputRequested(input(0)));
+            s.process = 2;
+            s.ev(Event::InputRequested(input(0)));
+        },
+        "start => stay [send:submit#1]
+         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
+         timer:poll_due => stay [send:poll#2]
+         reply:poll:status => WORKING->INPUT_REQUIRED [send:fetch#3]
+         input_requested => stay [ask:r1 at61000:approval_deadline]
+         approval_replied => stay [send:input_response#4 at2500:poll_due]
+         timer:poll_due => stay [send:poll#5]
+         reply:poll:status => stay [send:fetch#6]
+         input_requested => rejected:replayed_input
+         input_requested => stay [send:input_response#7 at4250:poll_due]",
     ),
     (
         "a request like the answered one after the server moved on: a late copy once, a new round on the next stream too; never answered again",
@@ -1799,6 +1832,7 @@ fn every_transition_outside_the_table_is_refused() {
         now_ms: 0,
         jitter_permille: 0,
         epoch: 1,
+        process: 1,
     };
     let cfg = cfg();
     let mut refused = 0;
@@ -1840,6 +1874,7 @@ fn a_failed_task_without_a_result_hands_its_status_message_downstream() {
             now_ms: s.now_ms,
             jitter_permille: 0,
             epoch: s.epoch,
+            process: s.process,
         };
         let seq = s.rec.poll_cursor.sent_seq;
         let reply = Reply::NoResultStored {

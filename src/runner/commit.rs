@@ -187,6 +187,7 @@ impl Runner {
                 now_ms: self.now_ms(),
                 jitter_permille: self.jitter.permille(),
                 epoch: self.epoch,
+                process: self.process,
             };
             let mut step = core::step(&rec, &event, &ctx, &self.lanes[lane].core);
             if self.adopt(node, &rec, &event, &step, &ctx, lane) {

@@ -253,6 +253,8 @@ pub struct Runner {
     approvals: mpsc::UnboundedSender<ApprovalRequest>,
     jitter: Jitter,
     next_rpc_id: u64,
+    /// This process's identity among those sharing the ledger (`Ctx::process`).
+    process: u64,
     pending: BTreeMap<u64, Pending>,
     timers: BTreeSet<(u64, String, Timer)>,
     timer_at: BTreeMap<(String, Timer), u64>,
@@ -269,7 +271,8 @@ pub struct Runner {
 
 impl Runner {
     /// `origin` is time zero for every `*_ms` value; `rpc_id_base` keeps ids of successive
-    /// incarnations apart so a late reply can never match a new request.
+    /// incarnations apart so a late reply can never match a new request. It is also this
+    /// process's identity in the core (`Ctx::process`) until `with_process_id` says otherwise.
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         cfg: RunnerConfig,
@@ -305,6 +308,7 @@ impl Runner {
             approvals,
             jitter: Jitter::new(jitter_seed),
             next_rpc_id: rpc_id_base,
+            process: rpc_id_base,
             pending: BTreeMap::new(),
             timers: BTreeSet::new(),
             timer_at: BTreeMap::new(),
@@ -318,6 +322,12 @@ impl Runner {
 
     pub fn with_output_hook(mut self, hook: Box<dyn OutputHook + Send>) -> Self {
         self.hook = hook;
+        self
+    }
+
+    /// This process's identity among the processes sharing the ledger (`Ctx::process`).
+    pub fn with_process_id(mut self, process: u64) -> Self {
+        self.process = process;
         self
     }
 

@@ -93,6 +93,7 @@ impl Runner {
             now_ms: self.now_ms(),
             jitter_permille: 0,
             epoch: self.epoch,
+            process: self.process,
         };
         self.drives_otherwise(node, rec, &ctx, lane)
     }
