@@ -824,6 +824,72 @@ fn a_stale_timer_does_not_take_up_a_node_another_timer_still_drives() {
     });
 }
 
+/// The short watch on a cancel another process committed is let go when it falls due if a
+/// timer of this process would step the node then (here the cancel re-query): taking the node
+/// up as well would send a second cancel beside the one that timer sends.
+#[test]
+fn a_cancel_watch_that_falls_due_while_a_timer_drives_the_node_takes_nothing_up() {
+    on_tokio(async {
+        let ledger = memory();
+        let server = Server::new(None, false);
+        working_n1(&ledger, &server).await.stop().await;
+        // Another process on the same epoch committed a cancel it has not sent yet.
+        write_as(&ledger, "n1", 1, |r| {
+            r.local_state = LocalState::CancelRequested;
+            r.cancel_generation = 1;
+        });
+        let rec = ledger.lock().unwrap().by_call_node("n1").unwrap().unwrap();
+        for driven in [true, false] {
+            let (approvals, _) = mpsc::unbounded_channel();
+            let mut cfg = config();
+            cfg.cancel_take_up_ms = 0;
+            let mut r = Runner::new(
+                cfg,
+                1,
+                tokio::time::Instant::now(),
+                Box::new(Mcp20251125Adapter::new()),
+                ledger.clone(),
+                Box::new(NullObserver),
+                approvals,
+                7,
+                5_000_000,
+            );
+            let ctx = crate::core::Ctx {
+                now_ms: r.now_ms(),
+                jitter_permille: 0,
+                epoch: 1,
+                process: 5_000_000,
+            };
+            // Nothing of this process covers the node yet: the short watch is armed, due now.
+            r.watch_cancel_of_another("n1", &rec, &ctx, 0, rec.version);
+            assert!(r.stall_at.contains_key("n1"), "the cancel watch is armed");
+            let requery = ("n1".to_string(), Timer::CancelRequery);
+            let later_ms = r.now_ms() + 60_000;
+            if driven {
+                let schedule = crate::core::Command::Schedule {
+                    at_ms: later_ms,
+                    timer: Timer::CancelRequery,
+                };
+                r.execute("n1", 0, schedule);
+            }
+            r.fire_stalls().await;
+            if driven {
+                assert!(
+                    r.queue.is_empty(),
+                    "nothing sent: the re-query will send the cancel"
+                );
+                assert_eq!(r.timer_at.get(&requery).copied(), Some(later_ms));
+            } else {
+                // Nothing drives it: taken up at once, and the cancel goes out.
+                assert!(
+                    r.queue.iter().any(|q| q.node == "n1"),
+                    "taken up: the cancel is queued"
+                );
+            }
+        }
+    });
+}
+
 /// A single executor always covers its nodes: through a whole call with polls, a result and a
 /// receipt, the stall watch never fires.
 #[test]
