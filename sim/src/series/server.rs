@@ -287,7 +287,12 @@ fn flip_after_cancel(
     send_out(world, lane, server, marked, out);
 }
 
-/// Whether an executor applied the step for one of the replies carried under `request_ids`.
+/// Whether an executor moved on one of the replies carried under `request_ids`: took the
+/// cancelled status in. A step that stayed set the reply aside (an answer to a request older
+/// than the newest, read only to end a not-found streak): the executor does not know the task
+/// was cancelled, and flipping then leaves it no way to learn it (mcp_replicas seed 482459:
+/// a poll sent before the cancel answered 'cancelled', was set aside, the status flipped to
+/// 'failed', and the executor's next poll read 'failed').
 fn taken_in(trace: &Trace, request_ids: &[u64]) -> bool {
     // (exec, node, kind, seq) of the requests those replies answered.
     let mut sent: Vec<((u64, u32), &str, &str, u64)> = vec![];
@@ -319,12 +324,19 @@ fn taken_in(trace: &Trace, request_ids: &[u64]) -> bool {
             } if sent.contains(&(exec, node.as_str(), *kind, *seq)) => {
                 waiting.insert((exec, node.as_str()), reply_event(kind, reply));
             }
-            Observation::Moved { node, event, .. } | Observation::Stayed { node, event }
+            Observation::Moved { node, event, .. }
                 if waiting
                     .remove(&(exec, node.as_str()))
                     .is_some_and(|w| w == *event) =>
             {
                 return true;
+            }
+            Observation::Stayed { node, event }
+                if waiting
+                    .get(&(exec, node.as_str()))
+                    .is_some_and(|w| w == event) =>
+            {
+                waiting.remove(&(exec, node.as_str()));
             }
             Observation::Rejected { node, .. }
             | Observation::Refused { node, .. }
@@ -335,4 +347,92 @@ fn taken_in(trace: &Trace, request_ids: &[u64]) -> bool {
         }
     }
     false
+}
+
+#[cfg(test)]
+mod tests {
+    use toolop::record::LocalState;
+
+    use super::*;
+
+    fn exec(trace: &mut Trace, t_ms: u64, obs: Observation) {
+        trace.push(
+            t_ms,
+            What::Exec {
+                epoch: 1,
+                incarnation: 2,
+                obs,
+            },
+        );
+    }
+
+    /// A poll whose reply showed the task cancelled (`rpc_id` 7), read by the executor.
+    fn poll_answered(trace: &mut Trace) {
+        exec(
+            trace,
+            1,
+            Observation::Sent {
+                node: "n1".into(),
+                kind: "poll",
+                seq: 3,
+                rpc_id: Some(7),
+            },
+        );
+        exec(
+            trace,
+            2,
+            Observation::Received {
+                node: "n1".into(),
+                kind: "poll",
+                seq: 3,
+                reply: "status",
+                retry_after_ms: None,
+            },
+        );
+    }
+
+    #[test]
+    fn only_a_step_that_moved_on_the_reply_takes_the_cancel_in() {
+        // Set aside (stayed): not taken in, so the status must not flip yet.
+        let mut set_aside = Trace::new(100);
+        poll_answered(&mut set_aside);
+        exec(
+            &mut set_aside,
+            3,
+            Observation::Stayed {
+                node: "n1".into(),
+                event: "reply:poll:status".into(),
+            },
+        );
+        assert!(!taken_in(&set_aside, &[7]));
+        // A later step of the same node on another event does not count either.
+        exec(
+            &mut set_aside,
+            4,
+            Observation::Moved {
+                node: "n1".into(),
+                event: "timer:cancel_requery".into(),
+                path: vec![LocalState::CancelRequested, LocalState::CancelRequested],
+                version: 9,
+            },
+        );
+        assert!(!taken_in(&set_aside, &[7]));
+
+        // Acted on (moved): taken in.
+        let mut acted = Trace::new(100);
+        poll_answered(&mut acted);
+        exec(
+            &mut acted,
+            3,
+            Observation::Moved {
+                node: "n1".into(),
+                event: "reply:poll:status".into(),
+                path: vec![LocalState::CancelRequested, LocalState::TerminalObserved],
+                version: 9,
+            },
+        );
+        assert!(taken_in(&acted, &[7]));
+        // A reply under another request id is not one of the confirmations.
+        assert!(!taken_in(&acted, &[8]));
+    }
 }
