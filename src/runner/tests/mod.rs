@@ -766,6 +766,23 @@ fn a_call_for_a_node_another_process_left_is_taken_up() {
 /// this process drives it: here a cancel re-query timer still waits out a not-found's retry
 /// and the server's interval, and a resume would have replaced it with a read at once
 /// (mcp_ext_faults seed 2412: a poll 643 ms after the last, the server suggesting 1000 ms).
+/// A runner on epoch 1 (process 5,000,000) that is not serving: a test drives its steps and
+/// reads its timers and queue directly.
+fn bare_runner(ledger: &SharedLedger, cfg: RunnerConfig) -> Runner {
+    let (approvals, _) = mpsc::unbounded_channel();
+    Runner::new(
+        cfg,
+        1,
+        tokio::time::Instant::now(),
+        Box::new(Mcp20251125Adapter::new()),
+        ledger.clone(),
+        Box::new(NullObserver),
+        approvals,
+        7,
+        5_000_000,
+    )
+}
+
 #[test]
 fn a_stale_timer_does_not_take_up_a_node_another_timer_still_drives() {
     on_tokio(async {
@@ -784,18 +801,7 @@ fn a_stale_timer_does_not_take_up_a_node_another_timer_still_drives() {
             r.local_state = LocalState::CancelRequested;
             r.cancel_pending = true;
         });
-        let (approvals, _) = mpsc::unbounded_channel();
-        let mut r = Runner::new(
-            config(),
-            1,
-            tokio::time::Instant::now(),
-            Box::new(Mcp20251125Adapter::new()),
-            ledger.clone(),
-            Box::new(NullObserver),
-            approvals,
-            7,
-            5_000_000,
-        );
+        let mut r = bare_runner(&ledger, config());
         let requery = ("n1".to_string(), Timer::CancelRequery);
         let later_ms = r.now_ms() + 60_000;
         for driven in [true, false] {
@@ -840,20 +846,9 @@ fn a_cancel_watch_that_falls_due_while_a_timer_drives_the_node_takes_nothing_up(
         });
         let rec = ledger.lock().unwrap().by_call_node("n1").unwrap().unwrap();
         for driven in [true, false] {
-            let (approvals, _) = mpsc::unbounded_channel();
             let mut cfg = config();
             cfg.cancel_take_up_ms = 0;
-            let mut r = Runner::new(
-                cfg,
-                1,
-                tokio::time::Instant::now(),
-                Box::new(Mcp20251125Adapter::new()),
-                ledger.clone(),
-                Box::new(NullObserver),
-                approvals,
-                7,
-                5_000_000,
-            );
+            let mut r = bare_runner(&ledger, cfg);
             let ctx = crate::core::Ctx {
                 now_ms: r.now_ms(),
                 jitter_permille: 0,
