@@ -174,6 +174,13 @@ impl Runner {
                 }
                 return Handled::NotApplied;
             };
+            if self
+                .seen_version
+                .get(node)
+                .is_some_and(|v| *v != rec.version)
+            {
+                self.submit_timer_outdated.insert(node.to_string());
+            }
             let Some(lane) = self.lane_of(rec.adapter) else {
                 self.observe(Observation::Unrouted {
                     what: format!(
@@ -434,7 +441,9 @@ impl Runner {
         let moved_elsewhere = self
             .seen_version
             .get(node)
-            .is_some_and(|v| *v != rec.version);
+            .is_some_and(|v| *v != rec.version)
+            || (matches!(event, Event::Timer(crate::core::Timer::SubmitDue))
+                && self.submit_timer_outdated.contains(node));
         let concludes_on_submitting = rec.local_state == LocalState::Submitting
             && step
                 .commands
@@ -533,6 +542,15 @@ impl Runner {
             self.drop_queued(node, false);
         }
         for c in commands {
+            if matches!(
+                c,
+                Command::Schedule {
+                    timer: crate::core::Timer::SubmitDue,
+                    ..
+                }
+            ) {
+                self.submit_timer_outdated.remove(node);
+            }
             self.execute(node, lane, c);
         }
         self.check_drained();

@@ -240,6 +240,11 @@ pub struct Runner {
     /// The record version this runner last read or wrote, per call node: a different version
     /// at the next read means another process (a replica on the same ledger) moved the node.
     seen_version: BTreeMap<String, u64>,
+    /// Nodes whose submit timer was armed before another process's write this process has
+    /// read since: a step that only read that write (a cancel click that changed nothing)
+    /// must not hide it from the submission guard (mcp_replicas seed 574077). Cleared when
+    /// a step of this process arms the submit timer again.
+    submit_timer_outdated: BTreeSet<String>,
     /// Per call node, the newest cancel generation this runner sent a cancel for: a cancel
     /// another process committed is taken up from a reply at most once per generation.
     cancel_sent_generation: BTreeMap<String, u32>,
@@ -302,6 +307,7 @@ impl Runner {
             fenced: BTreeSet::new(),
             settled_here: BTreeSet::new(),
             seen_version: BTreeMap::new(),
+            submit_timer_outdated: BTreeSet::new(),
             cancel_sent_generation: BTreeMap::new(),
             retry_after: BTreeMap::new(),
             next_cancel_check_ms: 0,

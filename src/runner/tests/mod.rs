@@ -885,6 +885,54 @@ fn a_cancel_watch_that_falls_due_while_a_timer_drives_the_node_takes_nothing_up(
     });
 }
 
+/// A submit timer armed on one version, fired after another process submitted, leaves the
+/// submission to that process even when a step of this one read the newer version in between
+/// without changing it (mcp_replicas seed 574077: a cancel click that changed nothing hid the
+/// replica's write, and the timer sent a second submission 70 ms after the replica's).
+#[test]
+fn a_submit_timer_armed_before_another_process_submitted_sends_nothing() {
+    on_tokio(async {
+        let ledger = memory();
+        let server = Server::new(None, false);
+        working_n1(&ledger, &server).await.stop().await;
+        // Proven never created: a resume arms the submit timer on this version.
+        write_as(&ledger, "n1", 1, |r| {
+            r.local_state = LocalState::NotFoundSafe;
+            r.operation_id = None;
+        });
+        for read_between in [false, true] {
+            let mut r = bare_runner(&ledger, config());
+            r.handle("n1", Event::Resume).await;
+            let submit_due = ("n1".to_string(), Timer::SubmitDue);
+            assert!(
+                r.timer_at.contains_key(&submit_due),
+                "the submit timer is armed"
+            );
+            // Another process on the same epoch submits.
+            write_as(&ledger, "n1", 1, |rec| {
+                rec.local_state = LocalState::Submitting;
+                rec.submit_attempts = 1;
+            });
+            if read_between {
+                // A step that reads the newer record and changes nothing.
+                r.handle("n1", Event::Timer(Timer::PollDue)).await;
+            }
+            r.handle("n1", Event::Timer(Timer::SubmitDue)).await;
+            assert!(
+                !r.queue
+                    .iter()
+                    .any(|q| matches!(q.out, crate::protocol::Outbound::Submit { .. })),
+                "no second submission (read between: {read_between})"
+            );
+            // Put the record back for the next round.
+            write_as(&ledger, "n1", 1, |rec| {
+                rec.local_state = LocalState::NotFoundSafe;
+                rec.submit_attempts = 0;
+            });
+        }
+    });
+}
+
 /// A single executor always covers its nodes: through a whole call with polls, a result and a
 /// receipt, the stall watch never fires.
 #[test]
