@@ -735,10 +735,15 @@ impl<'a> Machine<'a> {
         }
     }
 
-    /// MCP delivers input requests on a result stream: open one and expect exactly one request.
-    fn open_input_stream(&mut self) {
+    /// An input stream is open, opened by this process (only its connection carries it).
+    fn stream_opened(&mut self) {
         self.rec.input_stream_open = true;
         self.rec.input_stream_owner = Some(self.ctx.process);
+    }
+
+    /// MCP delivers input requests on a result stream: open one and expect exactly one request.
+    fn open_input_stream(&mut self) {
+        self.stream_opened();
         self.send(Outbound::FetchResult {
             operation_id: self.op_id(),
         });
@@ -960,8 +965,7 @@ impl<'a> Machine<'a> {
         }
         match fresh {
             Some(req) => {
-                self.rec.input_stream_open = true;
-                self.rec.input_stream_owner = Some(self.ctx.process);
+                self.stream_opened();
                 let taken = self.input_requested(req)?;
                 if self.rec.pending_input.is_none() {
                     // Refused (e.g. it named another task): no round began, so keep reading.

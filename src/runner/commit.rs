@@ -190,12 +190,8 @@ impl Runner {
                 });
                 return Handled::NotApplied;
             };
-            let ctx = Ctx {
-                now_ms: self.now_ms(),
-                jitter_permille: self.jitter.permille(),
-                epoch: self.epoch,
-                process: self.process,
-            };
+            let jitter_permille = self.jitter.permille();
+            let ctx = self.ctx(jitter_permille);
             let mut step = core::step(&rec, &event, &ctx, &self.lanes[lane].core);
             if self.adopt(node, &rec, &event, &step, &ctx, lane) {
                 let wait_until = self

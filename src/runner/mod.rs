@@ -362,6 +362,16 @@ impl Runner {
         Instant::now().duration_since(self.origin).as_millis() as u64
     }
 
+    /// What the core is told about this process and now, for a step with `jitter_permille`.
+    fn ctx(&self, jitter_permille: u32) -> crate::core::Ctx {
+        crate::core::Ctx {
+            now_ms: self.now_ms(),
+            jitter_permille,
+            epoch: self.epoch,
+            process: self.process,
+        }
+    }
+
     fn observe(&mut self, obs: Observation) {
         let now = self.now_ms();
         self.observer.observe(now, obs);

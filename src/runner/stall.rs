@@ -89,13 +89,8 @@ impl Runner {
         let Some(lane) = self.lane_of(rec.adapter) else {
             return self.covered(node);
         };
-        let ctx = Ctx {
-            now_ms: self.now_ms(),
-            jitter_permille: 0,
-            epoch: self.epoch,
-            process: self.process,
-        };
-        self.drives_otherwise(node, rec, &ctx, lane)
+        // Judging timers draws no jitter: the draw would shift the seeded sequence.
+        self.drives_otherwise(node, rec, &self.ctx(0), lane)
     }
 
     /// A call for `node` came while the ledger already held it. If another process made it (this
