@@ -527,6 +527,15 @@ impl<'a> Machine<'a> {
     fn reply(&mut self, kind: RequestKind, seq: u64, reply: &Reply) -> R {
         let applied = self.rec.poll_cursor.applied_seq;
         let overwrite = mutated!(self, LateAnswerOverwrites);
+        if seq <= applied && !overwrite && self.late_result_of_ours(kind, reply) {
+            // An ended task's result does not change, so a late one is no older than what was
+            // applied since: it answers every fetch alike (mcp_replicas seed 501214: this
+            // process's verified result lost its commit to a replica's write, and stepped again
+            // it was "stale"; the replica's next fetch drew a 503 and the fetch budget handed a
+            // completed task to a person). Only a result naming our operation: an unnamed one
+            // sent before a resubmission could be the earlier operation's.
+            return self.on_result(reply);
+        }
         if seq <= applied && !overwrite {
             if self.stale_view_shows_ours(seq, reply) {
                 // A late view of our own operation, answering a request sent after the streak's
@@ -572,6 +581,18 @@ impl<'a> Machine<'a> {
             self.rec.poll_cursor.applied_seq = seq;
         }
         Ok(outcome)
+    }
+
+    /// Whether a late reply is a verified result, named for our operation, read while fetching.
+    fn late_result_of_ours(&self, kind: RequestKind, reply: &Reply) -> bool {
+        let Reply::Result(rv) = reply else {
+            return false;
+        };
+        kind == RequestKind::Fetch
+            && self.rec.local_state == S::FetchingResult
+            && rv.verified
+            && rv.related_operation_id.is_some()
+            && rv.related_operation_id == self.rec.operation_id
     }
 
     /// Whether a stale reply is a view of our own operation answering a request sent after the

@@ -1281,8 +1281,9 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
             s.timer(Timer::FetchDue).reply(RequestKind::Fetch, Reply::NotFound { message: "lagging".into() });
             s.timer(Timer::FetchDue);
             s.timer(Timer::FetchDue).reply(RequestKind::Fetch, Reply::NotFound { message: "lagging".into() });
-            // Fetch #4's answer, read after #5's 404: stale, but the result is ours.
-            s.ev(Event::Reply { kind: RequestKind::Fetch, seq: 4, epoch: 1, reply: Reply::Result(result(true)) });
+            // Fetch #4's answer, read after #5's 404: stale, but the result is ours (unverified:
+            // a verified one is now accepted outright, the 501214 case).
+            s.ev(Event::Reply { kind: RequestKind::Fetch, seq: 4, epoch: 1, reply: Reply::Result(result(false)) });
             s.timer(Timer::FetchDue).reply(RequestKind::Fetch, Reply::NotFound { message: "lagging".into() });
             // A result naming no operation, or another one, proves nothing: fetch #7's
             // answers, read after #8's 404, leave the count at two, and #9's 404 is the third.
@@ -1388,6 +1389,34 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
          reply:fetch:unavailable => rejected:not_applicable
          reply:fetch:not_found => rejected:not_applicable
          reply:fetch:result => rejected:not_applicable
+         reply:fetch:result => FETCHING_RESULT->ACCEPTED [accept:completed]",
+    ),
+    (
+        // mcp_replicas seed 501214: the verified result of fetch #3 lost its commit to another
+        // process's write (fetch #4's 503, applied), so stepped again it was stale. An ended
+        // task's result does not change: a late one naming our operation is accepted. One that
+        // names no operation could be an earlier operation's, so it stays stale.
+        "a late verified result naming our operation is accepted while fetching",
+        |s| {
+            s.working().at(1_000).timer(Timer::PollDue).reply(RequestKind::Poll, Reply::Status(view(P::Completed)));
+            s.timer(Timer::FetchDue);
+            s.timer(Timer::FetchDue);
+            s.ev(Event::Reply { kind: RequestKind::Fetch, seq: 4, epoch: 1, reply: Reply::Unavailable { retry_after_ms: None } });
+            let mut unnamed = result(true);
+            unnamed.related_operation_id = None;
+            s.ev(Event::Reply { kind: RequestKind::Fetch, seq: 3, epoch: 1, reply: Reply::Result(unnamed) });
+            s.ev(Event::Reply { kind: RequestKind::Fetch, seq: 3, epoch: 1, reply: Reply::Result(result(false)) });
+            s.ev(Event::Reply { kind: RequestKind::Fetch, seq: 3, epoch: 1, reply: Reply::Result(result(true)) });
+        },
+        "start => stay [send:submit#1]
+         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
+         timer:poll_due => stay [send:poll#2]
+         reply:poll:status => WORKING->TERMINAL_OBSERVED [at1000:fetch_due]
+         timer:fetch_due => TERMINAL_OBSERVED->FETCHING_RESULT [send:fetch#3]
+         timer:fetch_due => stay [send:fetch#4]
+         reply:fetch:unavailable => stay [at2000:fetch_due]
+         reply:fetch:result => rejected:stale_answer
+         reply:fetch:result => rejected:stale_answer
          reply:fetch:result => FETCHING_RESULT->ACCEPTED [accept:completed]",
     ),
     (

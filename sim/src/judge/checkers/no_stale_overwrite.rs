@@ -12,13 +12,21 @@
 //! world's fact: a frame the network carried to an executor showing the operation not found
 //! (mcp_replicas seeds 4119 and 5823: a replica's 404, then a poll answer that arrived after a
 //! newer cancel's).
+//!
+//! And one the world grants: a late result read that moves the record from FETCHING_RESULT to
+//! ACCEPTED, when the network had carried an intact result of the node to that executor by the
+//! time the answer was received. An ended task's stored result does not change, so a late
+//! copy is no older than anything applied since (mcp_replicas seed 501214: a verified result
+//! lost its commit to a replica's fetch, and was stale when stepped again). Whether it was the
+//! right result is `completed_needs_verified_result`'s and `no_divergence`'s to judge.
 
 use std::collections::BTreeMap;
 
 use toolop::record::LocalState;
 use toolop::runner::Observation;
 
-use super::view::{frames, judge, observations, reply_event, ExecId, View};
+use super::completed_needs_verified_result::carries_result;
+use super::view::{arrivals, frames, judge, observations, reply_event, ExecId, View};
 use super::Violation;
 use crate::trace::{Dir, NetVerdict, Shows, Trace};
 
@@ -44,6 +52,7 @@ pub fn violations(v: &View) -> Vec<Violation> {
     // The node's local state as the last move left it (any executor).
     let mut state: BTreeMap<&str, LocalState> = BTreeMap::new();
     let not_found_at = first_not_found_delivered(v.trace);
+    let results_in = intact_results_delivered(v.trace);
     for (t, exec, obs) in observations(v.trace) {
         match obs {
             Observation::Received {
@@ -82,8 +91,19 @@ pub fn violations(v: &View) -> Vec<Violation> {
                     && not_found_at
                         .get(node.as_str())
                         .is_some_and(|&nf| nf <= a.at_ms);
+                let ended_result = match obs {
+                    Observation::Moved { path, .. } => {
+                        a.event == "reply:fetch:result"
+                            && path.first() == Some(&LocalState::FetchingResult)
+                            && path.last() == Some(&LocalState::Accepted)
+                            && results_in
+                                .get(&(node.as_str(), exec))
+                                .is_some_and(|&at| at <= a.at_ms)
+                    }
+                    _ => false,
+                };
                 match a.stale_behind {
-                    Some(_) if proof_of_life => {}
+                    Some(_) if proof_of_life || ended_result => {}
                     Some(newer) if moved || !was_final => out.push(Violation {
                         checker: NAME,
                         node: Some(node.clone()),
@@ -116,6 +136,20 @@ pub fn violations(v: &View) -> Vec<Violation> {
 
 /// The replies that carry a view of the operation's status.
 const STATUS_VIEWS: [&str; 2] = ["reply:poll:status", "reply:cancel:cancel_ack"];
+
+/// Per call node and executor, when the network first carried an intact result of the node to
+/// that executor.
+fn intact_results_delivered(trace: &Trace) -> BTreeMap<(&str, ExecId), u64> {
+    let mut out = BTreeMap::new();
+    for f in arrivals(trace) {
+        if let (Some(node), Some(at), true) = (f.node, f.arrives_at_ms, f.intact()) {
+            if carries_result(&f) {
+                out.entry((node, f.exec)).or_insert(at);
+            }
+        }
+    }
+    out
+}
 
 /// Per call node, when a frame showing its operation not found first left for an executor
 /// (and was not lost on the way).
@@ -269,5 +303,60 @@ mod tests {
         let mut b = with_not_found_at(5_500);
         kept(&mut b);
         assert_eq!(check(&sorted(&b)).len(), 1);
+    }
+
+    /// n1 fetching: fetch 5's 503 is applied, then fetch 4's late result moves the record along
+    /// `path`; the network carried fetch 4's result to the executor only if `intact`.
+    fn late_result(intact: bool, path: &[LocalState]) -> Trace {
+        let mut b = Tb::new();
+        b.at(1_000);
+        recv(&mut b, 1_000, "fetch", 5, "unavailable");
+        b.obs(Observation::Stayed {
+            node: "n1".into(),
+            event: "reply:fetch:unavailable".into(),
+        });
+        b.at(2_000);
+        if intact {
+            b.net_in(
+                "n1",
+                crate::fake::codec::ExchangeKind::Fetch,
+                Shows::Outcome,
+            );
+        } else {
+            b.net(
+                Dir::ToExecutor,
+                "n1",
+                crate::fake::codec::ExchangeKind::Fetch,
+                NetVerdict::Truncated { to_bytes: 10 },
+                Some(0),
+                Some(Shows::Outcome),
+            );
+        }
+        recv(&mut b, 2_000, "fetch", 4, "result");
+        b.obs(Observation::Moved {
+            node: "n1".into(),
+            event: "reply:fetch:result".into(),
+            path: path.to_vec(),
+            version: 0,
+        });
+        b.build(SETTLED)
+    }
+
+    #[test]
+    fn a_late_intact_result_accepted_while_fetching_is_no_overwrite() {
+        assert_eq!(
+            check(&late_result(true, &[FetchingResult, Accepted])),
+            vec![]
+        );
+        // Not carried intact: the executor took in what the server never said.
+        assert_eq!(
+            check(&late_result(false, &[FetchingResult, Accepted])).len(),
+            1
+        );
+        // A late result that moves the record anywhere else is an overwrite.
+        assert_eq!(
+            check(&late_result(true, &[Working, TerminalObserved])).len(),
+            1
+        );
     }
 }
