@@ -11,7 +11,7 @@ use std::future::Future;
 use std::pin::Pin;
 
 use super::{CrashPoint, Observation, RetryAfter, Runner};
-use crate::core::{self, Command, Ctx, Event, Outcome};
+use crate::core::{self, Command, Ctx, Event, Outcome, Timer};
 use crate::ledger::{LedgerError, Write};
 use crate::protocol::{Outbound, Reply};
 use crate::record::{LocalState, ToolOperation};
@@ -194,13 +194,17 @@ impl Runner {
             let ctx = self.ctx(jitter_permille);
             let mut step = core::step(&rec, &event, &ctx, &self.lanes[lane].core);
             if self.adopt(node, &rec, &event, &step, &ctx, lane) {
+                let resumed = core::step(&rec, &Event::Resume, &ctx, &self.lanes[lane].core);
                 let wait_until = self
                     .retry_after
                     .get(node)
                     .map(|r| r.until_ms)
+                    .max(self.own_read_not_before(node, &rec, &resumed, &ctx, lane))
                     .filter(|u| *u > ctx.now_ms);
                 if let (Some(at_ms), Event::Timer(timer)) = (wait_until, &event) {
-                    // A Retry-After this process was given still runs: look again then.
+                    // A Retry-After this process was given still runs, or the resume would read
+                    // the status sooner after this process's own last read than the polling
+                    // policy allows: look again then.
                     self.execute(
                         node,
                         lane,
@@ -219,7 +223,7 @@ impl Runner {
                 // dropped and the cancel waited 70 s for another replica).
                 event = Event::Resume;
                 name = event.name();
-                step = core::step(&rec, &event, &ctx, &self.lanes[lane].core);
+                step = resumed;
             }
             if self.submission_left_to_other(node, &rec, &event, &step) {
                 self.observe(Observation::SubmissionLeftToOther {
@@ -398,6 +402,40 @@ impl Runner {
             && resumable
             && matches!(event, Event::Timer(_))
             && !self.drives_otherwise(node, rec, ctx, lane)
+    }
+
+    /// When a status read the `resumed` step schedules may leave at the earliest: the polling
+    /// policy's delay (the server's interval, the backoff) after this process's own last read of
+    /// the node. Another process's reads set the record's schedule, not this one's: a take-up
+    /// that read at once polled 472 ms after this process's own poll, inside the server's
+    /// 1000 ms (mcp_ext_faults seed 428000: a replica wrote the record, and a timer of this
+    /// process that drove nothing from it was taken up as a resume). None when the step reads
+    /// nothing or this process has not read the node.
+    fn own_read_not_before(
+        &self,
+        node: &str,
+        rec: &ToolOperation,
+        resumed: &core::Step,
+        ctx: &Ctx,
+        lane: usize,
+    ) -> Option<u64> {
+        let reads = resumed.commands.iter().any(|c| {
+            matches!(
+                c,
+                Command::Schedule {
+                    timer: Timer::PollDue | Timer::CancelRequery,
+                    ..
+                }
+            )
+        });
+        let last_ms = *self.last_read_sent_ms.get(node).filter(|_| reads)?;
+        let c = &rec.poll_cursor;
+        let delay_ms = self.lanes[lane].core.poll.next_delay_ms(
+            c.polls,
+            c.server_interval_ms,
+            ctx.jitter_permille,
+        );
+        Some(last_ms.saturating_add(delay_ms))
     }
 
     /// Whether `rec` asks for a cancel of a generation this process never sent, that the

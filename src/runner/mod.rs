@@ -253,6 +253,9 @@ pub struct Runner {
     /// later request: a node taken up from another process's record is not driven before it
     /// runs out, nor is the refused exchange repeated (`Runner::after_retry_after`).
     retry_after: BTreeMap<String, RetryAfter>,
+    /// Per call node, when this runner last sent a status read of it: a take-up from another
+    /// process's record reads no sooner after it than the polling policy allows.
+    last_read_sent_ms: BTreeMap<String, u64>,
     /// When to look for external cancel requests next.
     next_cancel_check_ms: u64,
     approvals: mpsc::UnboundedSender<ApprovalRequest>,
@@ -310,6 +313,7 @@ impl Runner {
             submit_timer_outdated: BTreeSet::new(),
             cancel_sent_generation: BTreeMap::new(),
             retry_after: BTreeMap::new(),
+            last_read_sent_ms: BTreeMap::new(),
             next_cancel_check_ms: 0,
             approvals,
             jitter: Jitter::new(jitter_seed),
@@ -610,6 +614,9 @@ impl Runner {
                         deadline_ms: now + timeout_ms,
                     },
                 );
+            }
+            if kind == RequestKind::Poll {
+                self.last_read_sent_ms.insert(q.node.clone(), now);
             }
             self.observe(Observation::Sent {
                 node: q.node.clone(),

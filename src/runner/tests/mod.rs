@@ -933,6 +933,50 @@ fn a_submit_timer_armed_before_another_process_submitted_sends_nothing() {
     });
 }
 
+/// A timer taken up as a resume on another process's record reads no sooner after this
+/// process's own last read than the polling policy allows (mcp_ext_faults seed 428000: the
+/// take-up polled 472 ms after this process's poll, inside the server's 1000 ms). A process that
+/// has not read the node takes it up at once.
+#[test]
+fn a_take_up_reads_no_sooner_after_this_process_own_read_than_the_interval() {
+    on_tokio(async {
+        let ledger = memory();
+        let server = Server::new(None, false);
+        working_n1(&ledger, &server).await.stop().await;
+        for own_read in [false, true] {
+            let mut r = bare_runner(&ledger, config());
+            // A timer that drives nothing in WORKING: this process has now seen the record.
+            r.handle("n1", Event::Timer(Timer::FetchDue)).await;
+            let read_at_ms = r.now_ms();
+            if own_read {
+                r.last_read_sent_ms.insert("n1".into(), read_at_ms);
+            }
+            // Another process writes the record; the server asks for 60 s between reads.
+            write_as(&ledger, "n1", 1, |rec| {
+                rec.poll_cursor.server_interval_ms = Some(60_000);
+            });
+            r.handle("n1", Event::Timer(Timer::FetchDue)).await;
+            let poll_due = r.timer_at.get(&("n1".to_string(), Timer::PollDue)).copied();
+            let fetch_due = r
+                .timer_at
+                .get(&("n1".to_string(), Timer::FetchDue))
+                .copied();
+            if own_read {
+                assert_eq!(poll_due, None, "no read scheduled inside the interval");
+                assert!(
+                    fetch_due.is_some_and(|at| at >= read_at_ms + 60_000),
+                    "the timer looks again once the interval ran out: {fetch_due:?}"
+                );
+            } else {
+                assert!(
+                    poll_due.is_some_and(|at| at < read_at_ms + 60_000),
+                    "taken up at once: {poll_due:?}"
+                );
+            }
+        }
+    });
+}
+
 /// A single executor always covers its nodes: through a whole call with polls, a result and a
 /// receipt, the stall watch never fires.
 #[test]
