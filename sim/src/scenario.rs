@@ -118,7 +118,7 @@ impl ServerProfile {
     pub fn summary(self) -> &'static str {
         match self {
             ServerProfile::SpecStrict => "the protocol text read strictly",
-            ServerProfile::TsSdk => "`@modelcontextprotocol/sdk@1.32.2` (ids, error texts, ttl quirks, pushed elicitations), but harsher on elicitation ids: every round of every task is asked with id `0`, and an answer is paired by that id alone. The SDK numbers a session's requests 0, 1, 2, ... (the peer in `tests/peers/ts`, two tasks in one session: ids 0 and 1) and pairs an answer by id within the session that receives it; the profile also stands for servers that reuse ids",
+            ServerProfile::TsSdk => "`@modelcontextprotocol/sdk@1.32.2` (ids, error texts, ttl quirks, pushed elicitations). Elicitations are numbered 0, 1, 2, ... per server, as the SDK numbers a session's requests (the peer in `tests/peers/ts`, two tasks in one session: ids 0 and 1; every executor process shares the node's session), and an answer is paired by its id alone, whatever task its related-task `_meta` names. Until session 27 the profile asked every round with id `0`, which MCP forbids within a session",
             ServerProfile::PythonSdk => "`mcp==1.30.0` (ids, error texts, status messages, ttl quirks)",
             ServerProfile::CancelDoneOk => "CancelOperation on a done operation answers `200 {}`",
             ServerProfile::CancelDoneFailedPrecondition => {

@@ -1295,8 +1295,8 @@ impl<'a> Machine<'a> {
             // one's stream is open came on an old stream of ours, and the server may be asking
             // the next round under the same id on that other stream (mcp_replicas seed 275211:
             // the primary said round 1's accept again on a copy of round 1, as a replica's
-            // stream carried round 2 under the TS SDK's id 0, and the server took it as round
-            // 2's; the replica then refused round 2 as answered).
+            // stream carried round 2 under the id 0 the ts-sdk profile then reused, and the
+            // server took it as round 2's; the replica then refused round 2 as answered).
             // That other stream stays open: its process reads what comes on it.
             if self.rec.input_stream_open && self.rec.input_stream_owner != Some(self.ctx.process) {
                 return rejected(Rejection::ReplayedInput);
@@ -1323,11 +1323,11 @@ impl<'a> Machine<'a> {
         if answered_before {
             // An answered request again (same id, same content), on a stream we opened after the
             // server moved on from it: a late copy (mcp_sqlite seed 69158: round 1's copy came
-            // just before round 2, under the TS SDK's reused id, and the person was asked about
-            // round 1 for an answer the server took as round 2's). Refused, and the stream is
-            // left closed so the next read opens another one, which carries what the server asks
-            // now. The same request on `ANSWERED_COPY_NEW_ROUND` streams in a row is the server
-            // asking it again: a new round.
+            // just before round 2, under the id the ts-sdk profile then reused, and the person
+            // was asked about round 1 for an answer the server took as round 2's). Refused, and
+            // the stream is left closed so the next read opens another one, which carries what
+            // the server asks now. The same request on `ANSWERED_COPY_NEW_ROUND` streams in a
+            // row is the server asking it again: a new round.
             self.rec.answered_copy_streak += 1;
             if self.rec.answered_copy_streak < crate::record::ANSWERED_COPY_NEW_ROUND {
                 self.schedule_poll_after(None);

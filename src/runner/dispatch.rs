@@ -319,10 +319,11 @@ impl Runner {
     /// the executor opens then; declining it here would answer a round the gate never saw (the
     /// simulator's `input_answer_matches_round` catches exactly that).
     ///
-    /// Servers may reuse request ids (the TS SDK sends every elicitation as id `0`), and a
-    /// server may route an answer by id alone, whatever task its `_meta` names: while another
-    /// call node has a round open under the same id, any answer here could be taken as that
-    /// round's. Then nothing is sent.
+    /// A server may reuse request ids (MCP forbids it within a session, but a server that
+    /// starts a new session or restarts numbers from 0 again, as the TS SDK does), and may
+    /// route an answer by id alone, whatever task its `_meta` names: while another call node
+    /// has a round open under the same id, any answer here could be taken as that round's.
+    /// Then nothing is sent.
     fn answer_refused_input(
         &mut self,
         lane: usize,

@@ -214,8 +214,8 @@ pub struct InputRoundTruth {
     /// The `content` of the answer (accepted answers carry one), as the server received it.
     pub content: Option<Value>,
     /// The task the answer named, when that is another task: a server that pairs answers with
-    /// rounds by request id alone (the TS SDK, which always uses id `0`) can land an answer meant
-    /// for one task on another task's round. `None`: it named this task, or none.
+    /// rounds by request id alone (the TS SDK) lands an answer on the round its id asks, even
+    /// when its related-task `_meta` names another task. `None`: it named this task, or none.
     pub answer_meant_for: Option<String>,
     /// Set when a cancel or deletion left the round unanswerable.
     pub abandoned_at_ms: Option<u64>,

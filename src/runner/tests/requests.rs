@@ -9,7 +9,8 @@ use super::*;
 struct Answers(Vec<Value>);
 
 /// A server whose task asks one question (`{"ok": boolean}`, required) on the `tasks/result`
-/// stream, like the TS SDK (id 0, related-task `_meta`), and completes once answered.
+/// stream, like the TS SDK (its first request of the session: id 0, related-task `_meta`), and
+/// completes once answered.
 async fn input_server(
     mut rx: mpsc::UnboundedReceiver<crate::transport::OutFrame>,
     tx: mpsc::UnboundedSender<InFrame>,

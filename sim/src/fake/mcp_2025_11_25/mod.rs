@@ -16,9 +16,10 @@
 //! - cancel: immediate everywhere; Python lets running work finish (its side effect happens).
 //! - ttl: the SDK stores restart it when a task becomes terminal; strict counts from creation.
 //!   Python omits a `null` ttl. Status notifications: both SDKs, not strict.
-//! - input requests: `elicitation/create` sent while a `tasks/result` is held; ids: TS always
-//!   `0` (answers are then paired with rounds by related-task metadata, else the round
-//!   delivered last), Python `task-<id>-<n>`, strict a counter.
+//! - input requests: `elicitation/create` sent while a `tasks/result` is held; ids: TS a
+//!   counter from `0` (the SDK's per-session request counter; one session is shared by every
+//!   executor process), Python `task-<id>-<n>`, strict a counter from `1`. No profile reuses an
+//!   id: MCP forbids reusing a request id within a session.
 //! - `tasks/list`: TS pages by 10 with the last task id as cursor; strict refuses any cursor;
 //!   Python returns everything.
 //! - Tools: a task-augmented call of a tool that forbids tasks runs anyway on TS (then fails
@@ -392,7 +393,13 @@ impl McpCodec {
             return id.clone();
         }
         let id = match self.profile() {
-            Profile::TsSdk => json!(0),
+            // The SDK numbers the requests it sends from 0, one counter per server session,
+            // and every executor process shares the node's session.
+            Profile::TsSdk => {
+                let id = self.elicit_counter;
+                self.elicit_counter += 1;
+                json!(id)
+            }
             Profile::PythonSdk => json!(format!("task-{task}-{round}")),
             Profile::SpecStrict => {
                 self.elicit_counter += 1;

@@ -178,7 +178,7 @@ fn input_round_flow_with_redelivery() {
         let e3 = elicitations(&out);
         assert_eq!(e3.len(), 1, "one delivery for the held calls");
         let expected_id2 = match profile {
-            Profile::TsSdk => json!(0),
+            Profile::TsSdk => json!(1),
             Profile::PythonSdk => json!(format!("task-{id}-2")),
             Profile::SpecStrict => json!(2),
         };
@@ -225,8 +225,11 @@ fn input_round_flow_with_redelivery() {
     }
 }
 
+/// TS numbers the elicitations of one session 0, 1, ... (probed on the SDK 1.32.2 peer: two
+/// tasks, ids 0 and 1), and pairs an answer by its id alone: related-task metadata naming the
+/// other task does not move it.
 #[test]
-fn ts_elicitation_id_zero_collision_resolved_by_meta_then_last_delivery() {
+fn ts_elicitation_ids_count_per_server_and_answers_pair_by_id() {
     let mut d = Drv::new(Profile::TsSdk, false);
     let mut s = script("a", 2_000, ScriptOutcome::Completed);
     s.input_at_ms = vec![0];
@@ -236,21 +239,36 @@ fn ts_elicitation_id_zero_collision_resolved_by_meta_then_last_delivery() {
     d.req("tasks/result", json!({ "taskId": a }));
     d.req("tasks/result", json!({ "taskId": b }));
     let e = elicitations(&d.to(0));
-    assert_eq!(
-        e.iter().map(|m| m["id"].clone()).collect::<Vec<_>>(),
-        vec![json!(0), json!(0)]
-    );
-    // With related-task meta the named task gets it.
-    d.send(json!({"jsonrpc": "2.0", "id": 0, "result": {"action": "accept", "content": {"ok": true}, "_meta": {RELATED: {"taskId": a}}}}));
-    assert_eq!(d.status(&a), "working");
-    assert_eq!(d.status(&b), "input_required");
-    // Without it, the last delivered pending round gets it.
-    d.send(json!({"jsonrpc": "2.0", "id": 0, "result": {"action": "cancel"}}));
+    let ids: Vec<(Value, Value)> = e
+        .iter()
+        .map(|m| {
+            (
+                m["params"]["_meta"][RELATED]["taskId"].clone(),
+                m["id"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(ids, vec![(json!(a), json!(0)), (json!(b), json!(1))]);
+    // b's id with metadata naming a: b's round takes it, marked as meant for a.
+    d.send(json!({"jsonrpc": "2.0", "id": 1, "result": {"action": "accept", "content": {"ok": true}, "_meta": {RELATED: {"taskId": a}}}}));
     assert_eq!(d.status(&b), "working");
+    assert_eq!(d.status(&a), "input_required");
     assert_eq!(
-        d.truth(&b).input_rounds[0].action,
+        d.truth(&b).input_rounds[0].answer_meant_for,
+        Some(a.clone())
+    );
+    // a's id, no metadata: a's round.
+    d.send(json!({"jsonrpc": "2.0", "id": 0, "result": {"action": "cancel"}}));
+    assert_eq!(d.status(&a), "working");
+    assert_eq!(
+        d.truth(&a).input_rounds[0].action,
         Some(AnswerAction::Cancel)
     );
+    // Both rounds answered: a second answer under either id is stale.
+    d.send(
+        json!({"jsonrpc": "2.0", "id": 0, "result": {"action": "accept", "content": {"ok": true}}}),
+    );
+    assert_eq!(d.s.truth().stale_input_responses.len(), 1);
 }
 
 #[test]

@@ -141,9 +141,10 @@ fn answered_rounds_keep_their_content() {
     );
 }
 
+/// An answer whose related-task metadata names another task than the round its id asks is
+/// marked as meant for that task (the judge reads the mark): TS pairs by id alone.
 #[test]
 fn a_ts_answer_meant_for_another_task_is_marked_as_such() {
-    // TS asks every round with id 0; an answer for a task whose round is gone lands on another.
     let mut d = Drv::new(Profile::TsSdk, true);
     let mut s = script("n1", 2_000, ScriptOutcome::Completed);
     s.input_at_ms = vec![100];
@@ -152,10 +153,18 @@ fn a_ts_answer_meant_for_another_task_is_marked_as_such() {
     let b = d.submit("req", &s, json!({}));
     d.req("tasks/result", json!({ "taskId": a }));
     d.req("tasks/result", json!({ "taskId": b }));
-    assert_eq!(super::tests::elicitations(&d.to(100)).len(), 2);
+    let e = super::tests::elicitations(&d.to(100));
+    assert_eq!(e.len(), 2);
+    let b_id = e
+        .iter()
+        .find(|m| {
+            m["params"]["_meta"]["io.modelcontextprotocol/related-task"]["taskId"] == json!(b)
+        })
+        .map(|m| m["id"].clone())
+        .expect("b's round asked");
     d.call("tasks/cancel", json!({ "taskId": a }));
     let related = json!({"io.modelcontextprotocol/related-task": {"taskId": a}});
-    d.send(json!({"jsonrpc": "2.0", "id": 0, "result": {"action": "accept", "content": {"ok": true}, "_meta": related}}));
+    d.send(json!({"jsonrpc": "2.0", "id": b_id, "result": {"action": "accept", "content": {"ok": true}, "_meta": related}}));
     let r = &d.truth(&b).input_rounds[0];
     assert_eq!(
         (r.action, r.answer_meant_for.clone()),
