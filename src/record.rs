@@ -207,6 +207,12 @@ pub struct PollCursor {
     /// operation answering a later request proves that streak a lagging replica's.
     #[serde(default)]
     pub not_found_first_seq: u64,
+    /// When that first not-found was taken in (the ledger's clock): a view of the operation
+    /// whose request left after it is newer than that 404, whatever its number. Requests are
+    /// numbered when committed and may leave later, after other processes' requests
+    /// (mcp_ext_faults seed 462185).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_found_first_at_ms: Option<u64>,
     /// Consecutive requests that went unanswered (lost or timed out).
     pub lost_streak: u32,
 }

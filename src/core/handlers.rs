@@ -218,8 +218,12 @@ impl<'a> Machine<'a> {
             Event::Resume => self.resume(),
             Event::Timer(t) => self.timer(*t),
             Event::Reply {
-                kind, seq, reply, ..
-            } => self.reply(*kind, *seq, reply),
+                kind,
+                seq,
+                sent_ms,
+                reply,
+                ..
+            } => self.reply(*kind, *seq, *sent_ms, reply),
             Event::Lost { kind, seq, .. } => self.lost(*kind, *seq),
             Event::InputRequested(req) => self.input_requested(req),
             Event::ApprovalReplied {
@@ -524,7 +528,7 @@ impl<'a> Machine<'a> {
         }
     }
 
-    fn reply(&mut self, kind: RequestKind, seq: u64, reply: &Reply) -> R {
+    fn reply(&mut self, kind: RequestKind, seq: u64, sent_ms: Option<u64>, reply: &Reply) -> R {
         let applied = self.rec.poll_cursor.applied_seq;
         let overwrite = mutated!(self, LateAnswerOverwrites);
         if seq <= applied && !overwrite && self.late_result_of_ours(kind, reply) {
@@ -537,7 +541,7 @@ impl<'a> Machine<'a> {
             return self.on_result(reply);
         }
         if seq <= applied && !overwrite {
-            if self.stale_view_shows_ours(seq, reply) {
+            if self.stale_view_shows_ours(seq, sent_ms, reply) {
                 // A late view of our own operation, answering a request sent after the streak's
                 // first not-found, proves the server held it after that 404: the streak was a
                 // lagging replica's, whoever read it. Executors sharing the ledger interleave
@@ -567,7 +571,7 @@ impl<'a> Machine<'a> {
         }?;
         if matches!(outcome, Outcome::Rejected(Rejection::NotApplicable))
             && !latest
-            && self.stale_view_shows_ours(seq, reply)
+            && self.stale_view_shows_ours(seq, sent_ms, reply)
         {
             // Not the newest request's answer, so not acted on, but as a stale one it proves the
             // server held our operation after the streak's first not-found (mcp_replicas seed
@@ -599,15 +603,22 @@ impl<'a> Machine<'a> {
     /// first not-found of the streak being counted: a status, or a result the server tied to
     /// our operation (a replica's fetch answered with the result while another process counted
     /// the primary's 404s: mcp_replicas seed 35738). A result that names no operation proves
-    /// nothing of which task it came from.
-    fn stale_view_shows_ours(&self, seq: u64, reply: &Reply) -> bool {
+    /// nothing of which task it came from. "Sent after": numbered after it, or known to have
+    /// left once it was taken in (mcp_ext_faults seed 462185: a replica's poll, numbered before
+    /// the primary's 404s, left 4 s later behind slow commits and showed the task completed).
+    fn stale_view_shows_ours(&self, seq: u64, sent_ms: Option<u64>, reply: &Reply) -> bool {
         let shown = match reply {
             Reply::Status(v) | Reply::CancelAcknowledged(v) => Some(v.operation_id.as_str()),
             Reply::Result(rv) => rv.related_operation_id.as_deref(),
             _ => None,
         };
-        self.rec.poll_cursor.not_found_streak > 0
-            && seq > self.rec.poll_cursor.not_found_first_seq
+        let c = &self.rec.poll_cursor;
+        let left_after = match (sent_ms, c.not_found_first_at_ms) {
+            (Some(sent), Some(first)) => sent >= first,
+            _ => false,
+        };
+        c.not_found_streak > 0
+            && (seq > c.not_found_first_seq || left_after)
             && shown.is_some_and(|op| self.rec.operation_id.as_deref() == Some(op))
             && !mutated!(self, NotFoundStreakNeverReset)
     }
@@ -923,6 +934,7 @@ impl<'a> Machine<'a> {
         if self.rec.poll_cursor.not_found_streak == 0 {
             // Not-founds are acted on only as answers to the newest request.
             self.rec.poll_cursor.not_found_first_seq = self.rec.poll_cursor.sent_seq;
+            self.rec.poll_cursor.not_found_first_at_ms = Some(self.now());
         }
         self.rec.poll_cursor.not_found_streak += 1;
         let before_expiry = self.rec.expires_at_ms.is_none_or(|e| self.now() < e);

@@ -137,11 +137,14 @@ pub enum Event {
     /// The executor restarted (or took over after a rollback) and found this record in flight.
     Resume,
     Timer(Timer),
-    /// A decoded reply to request `seq`, sent by an executor of epoch `epoch`.
+    /// A decoded reply to request `seq`, sent by an executor of epoch `epoch`, at `sent_ms`
+    /// when the sender knows (the ledger's clock): requests are numbered when committed and may
+    /// leave later, so a number alone does not say what left first.
     Reply {
         kind: RequestKind,
         seq: u64,
         epoch: u64,
+        sent_ms: Option<u64>,
         reply: Reply,
     },
     /// Request `seq` got no reply in time, or the connection dropped under it.

@@ -216,10 +216,10 @@ proptest! {
             let event = match ev {
                 Ev::Plain(e) => e,
                 Ev::Reply { kind, seq_back, old_epoch, reply } => Event::Reply {
-                    kind, seq: sent.saturating_sub(seq_back), epoch: if old_epoch { 0 } else { rec.execution_epoch }, reply,
+                    kind, seq: sent.saturating_sub(seq_back), epoch: if old_epoch { 0 } else { rec.execution_epoch }, sent_ms: None, reply,
                 },
                 Ev::Lost { kind, seq_back } => Event::Lost { kind, seq: sent.saturating_sub(seq_back), epoch: rec.execution_epoch },
-                Ev::ReplyToLast { reply } => Event::Reply { kind: last_sent.unwrap_or(RequestKind::Poll), seq: sent, epoch: rec.execution_epoch, reply },
+                Ev::ReplyToLast { reply } => Event::Reply { kind: last_sent.unwrap_or(RequestKind::Poll), seq: sent, epoch: rec.execution_epoch, sent_ms: None, reply },
             };
             let ctx = Ctx { now_ms, jitter_permille: jitter, epoch: 1, process: 1 };
             let step = step(&rec, &event, &ctx, &cfg);

@@ -119,6 +119,7 @@ impl Sim {
             kind,
             seq,
             epoch: self.rec.execution_epoch,
+            sent_ms: None,
             reply,
         })
     }
@@ -285,7 +286,7 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
         |s| {
             s.ev(Event::Start).lost(RequestKind::Submit);
             s.timer(Timer::LookupDue);
-            s.ev(Event::Reply { kind: RequestKind::Submit, seq: 1, epoch: 1, reply: Reply::SubmitOutcomeUnknown { reason: "-32603: boom".into() } });
+            s.ev(Event::Reply { sent_ms: None, kind: RequestKind::Submit, seq: 1, epoch: 1, reply: Reply::SubmitOutcomeUnknown { reason: "-32603: boom".into() } });
             s.reply(RequestKind::Lookup, Reply::LookupNotFound);
         },
         "start => stay [send:submit#1]
@@ -738,7 +739,7 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
         |s| {
             s.working().timer(Timer::PollDue).lost(RequestKind::Poll).timer(Timer::PollDue);
             s.reply(RequestKind::Poll, Reply::Status(view(P::Completed)));
-            s.ev(Event::Reply { kind: RequestKind::Poll, seq: 2, epoch: 1, reply: Reply::Status(view(P::Working)) });
+            s.ev(Event::Reply { sent_ms: None, kind: RequestKind::Poll, seq: 2, epoch: 1, reply: Reply::Status(view(P::Working)) });
         },
         "start => stay [send:submit#1]
          reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
@@ -795,14 +796,14 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
             s.timer(Timer::PollDue).lost(RequestKind::Poll);
             s.timer(Timer::PollDue).reply(RequestKind::Poll, Reply::NotFound { message: "lagging".into() });
             // The reply to poll #3, read late (a replica on the same ledger, or a held reply).
-            s.ev(Event::Reply { kind: RequestKind::Poll, seq: 3, epoch: 1, reply: Reply::Status(view(P::Working)) });
+            s.ev(Event::Reply { sent_ms: None, kind: RequestKind::Poll, seq: 3, epoch: 1, reply: Reply::Status(view(P::Working)) });
             s.timer(Timer::PollDue).reply(RequestKind::Poll, Reply::NotFound { message: "lagging".into() });
             // A late view of another operation proves nothing; nor does one older than the
             // streak's first not-found (poll #5's): it may predate a deletion.
             let mut other = view(P::Working);
             other.operation_id = "op-other".into();
-            s.ev(Event::Reply { kind: RequestKind::Poll, seq: 3, epoch: 1, reply: Reply::Status(other) });
-            s.ev(Event::Reply { kind: RequestKind::Poll, seq: 4, epoch: 1, reply: Reply::Status(view(P::Working)) });
+            s.ev(Event::Reply { sent_ms: None, kind: RequestKind::Poll, seq: 3, epoch: 1, reply: Reply::Status(other) });
+            s.ev(Event::Reply { sent_ms: None, kind: RequestKind::Poll, seq: 4, epoch: 1, reply: Reply::Status(view(P::Working)) });
         },
         "start => stay [send:submit#1]
          reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
@@ -1002,10 +1003,10 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
         "answers from an older execution epoch are rejected",
         |s| {
             s.working().timer(Timer::PollDue);
-            s.ev(Event::Reply { kind: RequestKind::Poll, seq: 2, epoch: 0, reply: Reply::Status(view(P::Completed)) });
+            s.ev(Event::Reply { sent_ms: None, kind: RequestKind::Poll, seq: 2, epoch: 0, reply: Reply::Status(view(P::Completed)) });
             s.epoch = 2;
             s.ev(Event::Resume);
-            s.ev(Event::Reply { kind: RequestKind::Poll, seq: 2, epoch: 1, reply: Reply::Status(view(P::Completed)) });
+            s.ev(Event::Reply { sent_ms: None, kind: RequestKind::Poll, seq: 2, epoch: 1, reply: Reply::Status(view(P::Completed)) });
             s.epoch = 1;
             s.ev(Event::CancelClicked);
         },
@@ -1183,7 +1184,7 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
         |s| {
             s.working().timer(Timer::PollDue).reply(RequestKind::Poll, Reply::Status(view(P::Completed)));
             s.timer(Timer::FetchDue).reply(RequestKind::Fetch, Reply::Result(result(true)));
-            s.ev(Event::Reply { kind: RequestKind::Poll, seq: 2, epoch: 1, reply: Reply::Status(view(P::Completed)) });
+            s.ev(Event::Reply { sent_ms: None, kind: RequestKind::Poll, seq: 2, epoch: 1, reply: Reply::Status(view(P::Completed)) });
         },
         "start => stay [send:submit#1]
          reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
@@ -1283,7 +1284,7 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
             s.timer(Timer::FetchDue).reply(RequestKind::Fetch, Reply::NotFound { message: "lagging".into() });
             // Fetch #4's answer, read after #5's 404: stale, but the result is ours (unverified:
             // a verified one is now accepted outright, the 501214 case).
-            s.ev(Event::Reply { kind: RequestKind::Fetch, seq: 4, epoch: 1, reply: Reply::Result(result(false)) });
+            s.ev(Event::Reply { sent_ms: None, kind: RequestKind::Fetch, seq: 4, epoch: 1, reply: Reply::Result(result(false)) });
             s.timer(Timer::FetchDue).reply(RequestKind::Fetch, Reply::NotFound { message: "lagging".into() });
             // A result naming no operation, or another one, proves nothing: fetch #7's
             // answers, read after #8's 404, leave the count at two, and #9's 404 is the third.
@@ -1291,10 +1292,10 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
             s.timer(Timer::FetchDue).reply(RequestKind::Fetch, Reply::NotFound { message: "gone".into() });
             let mut unnamed = result(true);
             unnamed.related_operation_id = None;
-            s.ev(Event::Reply { kind: RequestKind::Fetch, seq: 7, epoch: 1, reply: Reply::Result(unnamed) });
+            s.ev(Event::Reply { sent_ms: None, kind: RequestKind::Fetch, seq: 7, epoch: 1, reply: Reply::Result(unnamed) });
             let mut other = result(true);
             other.related_operation_id = Some("op-other".into());
-            s.ev(Event::Reply { kind: RequestKind::Fetch, seq: 7, epoch: 1, reply: Reply::Result(other) });
+            s.ev(Event::Reply { sent_ms: None, kind: RequestKind::Fetch, seq: 7, epoch: 1, reply: Reply::Result(other) });
             s.timer(Timer::FetchDue).reply(RequestKind::Fetch, Reply::NotFound { message: "gone".into() });
         },
         "start => stay [send:submit#1]
@@ -1330,8 +1331,8 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
             s.timer(Timer::FetchDue);
             s.timer(Timer::FetchDue);
             // Fetch #4's answer, read while #5 is out: the result is ours, but unverified.
-            s.ev(Event::Reply { kind: RequestKind::Fetch, seq: 4, epoch: 1, reply: Reply::Result(result(false)) });
-            s.ev(Event::Reply { kind: RequestKind::Fetch, seq: 5, epoch: 1, reply: Reply::NotFound { message: "lagging".into() } });
+            s.ev(Event::Reply { sent_ms: None, kind: RequestKind::Fetch, seq: 4, epoch: 1, reply: Reply::Result(result(false)) });
+            s.ev(Event::Reply { sent_ms: None, kind: RequestKind::Fetch, seq: 5, epoch: 1, reply: Reply::NotFound { message: "lagging".into() } });
             s.timer(Timer::FetchDue).reply(RequestKind::Fetch, Reply::NotFound { message: "lagging".into() });
             // A result of another operation, in the same place, proves nothing: #7's answer,
             // read while #8 is out, leaves the count at two; #8's 404 is the third, read once
@@ -1340,8 +1341,8 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
             s.timer(Timer::FetchDue);
             let mut other = result(true);
             other.related_operation_id = Some("op-other".into());
-            s.ev(Event::Reply { kind: RequestKind::Fetch, seq: 7, epoch: 1, reply: Reply::Result(other) });
-            s.ev(Event::Reply { kind: RequestKind::Fetch, seq: 8, epoch: 1, reply: Reply::NotFound { message: "gone".into() } });
+            s.ev(Event::Reply { sent_ms: None, kind: RequestKind::Fetch, seq: 7, epoch: 1, reply: Reply::Result(other) });
+            s.ev(Event::Reply { sent_ms: None, kind: RequestKind::Fetch, seq: 8, epoch: 1, reply: Reply::NotFound { message: "gone".into() } });
             s.timer(Timer::FetchDue).reply(RequestKind::Fetch, Reply::NotFound { message: "gone".into() });
         },
         "start => stay [send:submit#1]
@@ -1373,12 +1374,12 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
             s.working().at(1_000).timer(Timer::PollDue).reply(RequestKind::Poll, Reply::Status(view(P::Completed)));
             s.timer(Timer::FetchDue);
             s.timer(Timer::FetchDue);
-            s.ev(Event::Reply { kind: RequestKind::Fetch, seq: 3, epoch: 1, reply: Reply::Unavailable { retry_after_ms: None } });
-            s.ev(Event::Reply { kind: RequestKind::Fetch, seq: 3, epoch: 1, reply: Reply::NotFound { message: "lagging".into() } });
+            s.ev(Event::Reply { sent_ms: None, kind: RequestKind::Fetch, seq: 3, epoch: 1, reply: Reply::Unavailable { retry_after_ms: None } });
+            s.ev(Event::Reply { sent_ms: None, kind: RequestKind::Fetch, seq: 3, epoch: 1, reply: Reply::NotFound { message: "lagging".into() } });
             let mut other = result(true);
             other.related_operation_id = Some("op-other".into());
-            s.ev(Event::Reply { kind: RequestKind::Fetch, seq: 3, epoch: 1, reply: Reply::Result(other) });
-            s.ev(Event::Reply { kind: RequestKind::Fetch, seq: 3, epoch: 1, reply: Reply::Result(result(true)) });
+            s.ev(Event::Reply { sent_ms: None, kind: RequestKind::Fetch, seq: 3, epoch: 1, reply: Reply::Result(other) });
+            s.ev(Event::Reply { sent_ms: None, kind: RequestKind::Fetch, seq: 3, epoch: 1, reply: Reply::Result(result(true)) });
         },
         "start => stay [send:submit#1]
          reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
@@ -1392,6 +1393,36 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
          reply:fetch:result => FETCHING_RESULT->ACCEPTED [accept:completed]",
     ),
     (
+        // mcp_ext_faults seed 462185: a replica's poll, numbered before the primary's first 404,
+        // left 4 s later behind slow commits and showed the task alive. Its number says it is
+        // older than the streak; when it left says it is newer than the 404, so it resets the
+        // count. One that left before the 404 was taken in still proves nothing.
+        "a late view whose request left after the streak's first not-found resets the count",
+        |s| {
+            s.working().at(1_000).timer(Timer::PollDue);
+            s.timer(Timer::PollDue).reply(RequestKind::Poll, Reply::NotFound { message: "lagging".into() });
+            s.at(2_000);
+            s.ev(Event::Reply { sent_ms: Some(900), kind: RequestKind::Poll, seq: 2, epoch: 1, reply: Reply::Status(view(P::Working)) });
+            s.ev(Event::Reply { sent_ms: None, kind: RequestKind::Poll, seq: 2, epoch: 1, reply: Reply::Status(view(P::Working)) });
+            s.ev(Event::Reply { sent_ms: Some(1_500), kind: RequestKind::Poll, seq: 2, epoch: 1, reply: Reply::Status(view(P::Working)) });
+            // The count starts again: two more 404s are not three in a row.
+            s.at(3_250).timer(Timer::PollDue).reply(RequestKind::Poll, Reply::NotFound { message: "lagging".into() });
+            s.at(5_500).timer(Timer::PollDue).reply(RequestKind::Poll, Reply::NotFound { message: "lagging".into() });
+        },
+        "start => stay [send:submit#1]
+         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
+         timer:poll_due => stay [send:poll#2]
+         timer:poll_due => stay [send:poll#3]
+         reply:poll:not_found => stay [at3250:poll_due]
+         reply:poll:status => rejected:stale_answer
+         reply:poll:status => rejected:stale_answer
+         reply:poll:status => stay
+         timer:poll_due => stay [send:poll#4]
+         reply:poll:not_found => stay [at6625:poll_due]
+         timer:poll_due => stay [send:poll#5]
+         reply:poll:not_found => stay [at10562:poll_due]",
+    ),
+    (
         // mcp_replicas seed 501214: the verified result of fetch #3 lost its commit to another
         // process's write (fetch #4's 503, applied), so stepped again it was stale. An ended
         // task's result does not change: a late one naming our operation is accepted. One that
@@ -1401,12 +1432,12 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
             s.working().at(1_000).timer(Timer::PollDue).reply(RequestKind::Poll, Reply::Status(view(P::Completed)));
             s.timer(Timer::FetchDue);
             s.timer(Timer::FetchDue);
-            s.ev(Event::Reply { kind: RequestKind::Fetch, seq: 4, epoch: 1, reply: Reply::Unavailable { retry_after_ms: None } });
+            s.ev(Event::Reply { sent_ms: None, kind: RequestKind::Fetch, seq: 4, epoch: 1, reply: Reply::Unavailable { retry_after_ms: None } });
             let mut unnamed = result(true);
             unnamed.related_operation_id = None;
-            s.ev(Event::Reply { kind: RequestKind::Fetch, seq: 3, epoch: 1, reply: Reply::Result(unnamed) });
-            s.ev(Event::Reply { kind: RequestKind::Fetch, seq: 3, epoch: 1, reply: Reply::Result(result(false)) });
-            s.ev(Event::Reply { kind: RequestKind::Fetch, seq: 3, epoch: 1, reply: Reply::Result(result(true)) });
+            s.ev(Event::Reply { sent_ms: None, kind: RequestKind::Fetch, seq: 3, epoch: 1, reply: Reply::Result(unnamed) });
+            s.ev(Event::Reply { sent_ms: None, kind: RequestKind::Fetch, seq: 3, epoch: 1, reply: Reply::Result(result(false)) });
+            s.ev(Event::Reply { sent_ms: None, kind: RequestKind::Fetch, seq: 3, epoch: 1, reply: Reply::Result(result(true)) });
         },
         "start => stay [send:submit#1]
          reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
@@ -1426,7 +1457,7 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
         "a late view answering the request that drew the first not-found does not reset the count",
         |s| {
             s.working().timer(Timer::PollDue).reply(RequestKind::Poll, Reply::NotFound { message: "gone".into() });
-            s.ev(Event::Reply { kind: RequestKind::Poll, seq: 2, epoch: 1, reply: Reply::Status(view(P::Working)) });
+            s.ev(Event::Reply { sent_ms: None, kind: RequestKind::Poll, seq: 2, epoch: 1, reply: Reply::Status(view(P::Working)) });
             for _ in 0..2 {
                 s.timer(Timer::PollDue).reply(RequestKind::Poll, Reply::NotFound { message: "gone".into() });
             }
@@ -1465,7 +1496,7 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
             let mut nameless = view(P::Working);
             nameless.operation_id = String::new();
             s.ev(Event::Start).lost(RequestKind::Submit);
-            s.ev(Event::Reply { kind: RequestKind::Submit, seq: 1, epoch: 1, reply: Reply::Submitted(nameless) });
+            s.ev(Event::Reply { sent_ms: None, kind: RequestKind::Submit, seq: 1, epoch: 1, reply: Reply::Submitted(nameless) });
         },
         "start => stay [send:submit#1]
          lost:submit => SUBMITTING->SUBMISSION_UNKNOWN [at0:lookup_due]
@@ -1516,8 +1547,8 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
         |s| {
             s.ev(Event::Start).lost(RequestKind::Submit);
             s.timer(Timer::LookupDue).lost(RequestKind::Lookup).timer(Timer::LookupDue).lost(RequestKind::Lookup).timer(Timer::LookupDue);
-            s.ev(Event::Reply { kind: RequestKind::Lookup, seq: 2, epoch: 1, reply: Reply::Unavailable { retry_after_ms: None } });
-            s.ev(Event::Reply { kind: RequestKind::Lookup, seq: 3, epoch: 1, reply: Reply::LookupNotFound });
+            s.ev(Event::Reply { sent_ms: None, kind: RequestKind::Lookup, seq: 2, epoch: 1, reply: Reply::Unavailable { retry_after_ms: None } });
+            s.ev(Event::Reply { sent_ms: None, kind: RequestKind::Lookup, seq: 3, epoch: 1, reply: Reply::LookupNotFound });
             s.reply(RequestKind::Lookup, Reply::LookupFound(view(P::Working)));
         },
         "start => stay [send:submit#1]
@@ -1560,7 +1591,7 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
         |s| {
             s.ev(Event::Start).lost(RequestKind::Submit);
             s.timer(Timer::LookupDue);
-            s.ev(Event::Reply { kind: RequestKind::Submit, seq: 1, epoch: 1, reply: Reply::SyncResult(result(true)) });
+            s.ev(Event::Reply { sent_ms: None, kind: RequestKind::Submit, seq: 1, epoch: 1, reply: Reply::SyncResult(result(true)) });
             s.reply(RequestKind::Lookup, Reply::LookupNotFound).timer(Timer::SubmitDue);
         },
         "start => stay [send:submit#1]
@@ -1586,7 +1617,7 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
         "a late not-found for a poll already counted lost is not counted against the operation",
         |s| {
             s.working().timer(Timer::PollDue).lost(RequestKind::Poll).timer(Timer::PollDue);
-            s.ev(Event::Reply { kind: RequestKind::Poll, seq: 2, epoch: 1, reply: Reply::NotFound { message: "lagging".into() } });
+            s.ev(Event::Reply { sent_ms: None, kind: RequestKind::Poll, seq: 2, epoch: 1, reply: Reply::NotFound { message: "lagging".into() } });
         },
         "start => stay [send:submit#1]
          reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
@@ -1600,7 +1631,7 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
         |s| {
             s.working().timer(Timer::PollDue).reply(RequestKind::Poll, Reply::Status(view(P::Completed)));
             s.timer(Timer::FetchDue).lost(RequestKind::Fetch).timer(Timer::FetchDue);
-            s.ev(Event::Reply { kind: RequestKind::Fetch, seq: 3, epoch: 1, reply: Reply::NotFound { message: "lagging".into() } });
+            s.ev(Event::Reply { sent_ms: None, kind: RequestKind::Fetch, seq: 3, epoch: 1, reply: Reply::NotFound { message: "lagging".into() } });
         },
         "start => stay [send:submit#1]
          reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
@@ -1620,7 +1651,7 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
             // second 404; #3 is unanswered and may show the task alive.
             s.timer(Timer::PollDue).timer(Timer::PollDue);
             s.reply(RequestKind::Poll, Reply::NotFound { message: "gone".into() });
-            s.ev(Event::Reply { kind: RequestKind::Poll, seq: 3, epoch: s.rec.execution_epoch, reply: Reply::Status(view(P::Working)) });
+            s.ev(Event::Reply { sent_ms: None, kind: RequestKind::Poll, seq: 3, epoch: s.rec.execution_epoch, reply: Reply::Status(view(P::Working)) });
             // No gap now: a second 404 in a row to the newest request concludes.
             s.timer(Timer::PollDue).reply(RequestKind::Poll, Reply::NotFound { message: "gone".into() });
             s.timer(Timer::PollDue).reply(RequestKind::Poll, Reply::NotFound { message: "gone".into() });
@@ -1676,7 +1707,7 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
         |s| {
             s.working().ev(Event::CancelClicked).lost(RequestKind::Cancel);
             s.at(2_000).timer(Timer::CancelRequery);
-            s.ev(Event::Reply { kind: RequestKind::Cancel, seq: 2, epoch: 1, reply: Reply::NotFound { message: "lagging".into() } });
+            s.ev(Event::Reply { sent_ms: None, kind: RequestKind::Cancel, seq: 2, epoch: 1, reply: Reply::NotFound { message: "lagging".into() } });
         },
         "start => stay [send:submit#1]
          reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
@@ -1801,7 +1832,7 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
             // (tasks extension: requests inlined) starts a round: the poll's answer is the latest.
             s.working().timer(Timer::PollDue).reply(RequestKind::Poll, Reply::Status(view(P::InputRequired)));
             s.lost(RequestKind::Fetch).timer(Timer::PollDue);
-            s.ev(Event::Reply { kind: RequestKind::Fetch, seq: 3, epoch: 1, reply: Reply::InputRequests(vec![input(1)]) });
+            s.ev(Event::Reply { sent_ms: None, kind: RequestKind::Fetch, seq: 3, epoch: 1, reply: Reply::InputRequests(vec![input(1)]) });
             s.reply(RequestKind::Poll, Reply::Status(view(P::InputRequired)));
         },
         "start => stay [send:submit#1]
@@ -1913,6 +1944,7 @@ fn a_failed_task_without_a_result_hands_its_status_message_downstream() {
             kind: RequestKind::Fetch,
             seq,
             epoch: s.rec.execution_epoch,
+            sent_ms: None,
             reply,
         };
         let step = step(&s.rec, &e, &ctx, &s.cfg);

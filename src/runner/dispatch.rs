@@ -301,6 +301,7 @@ impl Runner {
                 kind: p.kind,
                 seq: p.seq,
                 epoch: p.epoch,
+                sent_ms: Some(p.sent_ms),
                 reply,
             },
         )

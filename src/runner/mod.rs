@@ -208,6 +208,7 @@ struct Pending {
     kind: RequestKind,
     seq: u64,
     epoch: u64,
+    sent_ms: u64,
     deadline_ms: u64,
 }
 
@@ -611,6 +612,7 @@ impl Runner {
                         kind,
                         seq: q.seq,
                         epoch: self.epoch,
+                        sent_ms: now,
                         deadline_ms: now + timeout_ms,
                     },
                 );

@@ -397,6 +397,7 @@ mod tests {
             kind: RequestKind::Poll,
             seq: 1,
             epoch: 1,
+            sent_ms: None,
             reply: reply.clone(),
         };
         assert_eq!(
