@@ -202,6 +202,25 @@ pub enum Exit {
     LedgerFailed(String),
 }
 
+/// What an exit is called in observations, traces and timelines (never the `Debug` text).
+impl std::fmt::Display for Exit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Exit::Crashed(CrashPoint::AfterCommitBeforeSend) => {
+                f.write_str("crashed after a commit, before its sends")
+            }
+            Exit::Crashed(CrashPoint::AfterReplyBeforeCommit) => {
+                f.write_str("crashed after a reply, before its commit")
+            }
+            Exit::Shutdown => f.write_str("shut down"),
+            Exit::Disconnected => f.write_str("disconnected"),
+            Exit::HandshakeFailed(reason) => write!(f, "handshake failed: {reason}"),
+            Exit::EventLimit => f.write_str("event limit reached"),
+            Exit::LedgerFailed(error) => write!(f, "ledger failed: {error}"),
+        }
+    }
+}
+
 struct Pending {
     lane: usize,
     node: String,
@@ -446,7 +465,7 @@ impl Runner {
         }
         let exit = self.serve(&mut transports, &mut inputs).await;
         self.observe(Observation::Exit {
-            reason: format!("{exit:?}"),
+            reason: exit.to_string(),
         });
         exit
     }

@@ -482,7 +482,7 @@ pub fn merge(mut shards: Vec<ShardDir>, build: &str) -> Result<Merged, String> {
             match histograms.iter_mut().find(|(f, _)| *f == file) {
                 Some((_, sum)) => sum.add(&h).map_err(|e| {
                     format!(
-                        "{}: cannot add it to the other shards' ({e:?})",
+                        "{}: cannot add it to the other shards' ({e})",
                         s.dir.join(hdr::hdr_file(file)).display()
                     )
                 })?,

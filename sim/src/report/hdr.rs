@@ -81,7 +81,7 @@ pub fn from_v2(bytes: &[u8]) -> Result<Histogram<u64>, String> {
     let mut reader = bytes;
     let mut h: Histogram<u64> = hdrhistogram::serialization::Deserializer::new()
         .deserialize(&mut reader)
-        .map_err(|e| format!("not an HdrHistogram V2 serialization ({e:?})"))?;
+        .map_err(|e| format!("not an HdrHistogram V2 serialization ({e})"))?;
     // Serialized bounded by its own maximum; it grows again when another part is added to it.
     h.auto(true);
     if !reader.is_empty() {

@@ -166,8 +166,8 @@ fn digest_mismatch(v: &View, r: &Receipt) -> Option<String> {
             r.receipt_id
         )),
         (Some(ours), Some(theirs)) if ours != theirs => Some(format!(
-            "receipt digest {ours} differs from the server's {theirs} (operation {:?})",
-            r.operation_id
+            "receipt digest {ours} differs from the server's {theirs} (operation {})",
+            r.operation_id.as_deref().unwrap_or("none")
         )),
         _ => None,
     }
