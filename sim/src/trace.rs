@@ -185,9 +185,13 @@ pub enum Shows {
         /// of the tasks extension with its result inlined).
         result: bool,
     },
-    /// A lookup by key or a list: the tasks found (none: nothing by that key).
+    /// A lookup by key or a list: the tasks found (none: nothing by that key), and the
+    /// retention each entry advertises, by task (a list of full task objects carries their
+    /// ttl: MCP's `tasks/list`).
     Tasks {
         tasks: Vec<String>,
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        ttl_ms: BTreeMap<String, u64>,
     },
     /// A terminal task's stored outcome (a result read, an inline run's end).
     Outcome,

@@ -28,7 +28,7 @@ pub fn violations(v: &View) -> Vec<Violation> {
     let mut proofs: BTreeMap<&str, Vec<u64>> = BTreeMap::new();
     for a in arrivals(v.trace) {
         let proof = match (a.exchange, a.shows) {
-            (ExchangeKind::Lookup, Some(Shows::Tasks { tasks })) => tasks.is_empty(),
+            (ExchangeKind::Lookup, Some(Shows::Tasks { tasks, .. })) => tasks.is_empty(),
             (ExchangeKind::Submit, Some(Shows::Throttled { status: 429, .. })) => true,
             _ => false,
         };
@@ -131,6 +131,7 @@ mod tests {
             "lookup_not_found",
             Shows::Tasks {
                 tasks: vec!["t-n1".into()],
+                ttl_ms: BTreeMap::new(),
             },
         );
         b.at(10_040).sent("n1", "submit");
@@ -143,7 +144,10 @@ mod tests {
             ExchangeKind::Lookup,
             NetVerdict::Lost,
             None,
-            Some(Shows::Tasks { tasks: vec![] }),
+            Some(Shows::Tasks {
+                tasks: vec![],
+                ttl_ms: Default::default(),
+            }),
         );
         b.at(10_040).sent("n1", "submit");
         assert_eq!(check(&b.build(SETTLED)).len(), 1);

@@ -340,7 +340,7 @@ fn unwritten(
 fn alive(a: &Frame, task: &str) -> bool {
     match a.shows {
         Some(Shows::Task { task: shown, .. }) => shown == task,
-        Some(Shows::Tasks { tasks }) => tasks.iter().any(|t| t == task),
+        Some(Shows::Tasks { tasks, .. }) => tasks.iter().any(|t| t == task),
         Some(Shows::Input { task: shown, .. }) => shown == task,
         // The answer to a request that named the node's operation (a codec's own answer, such
         // as "no such method" to a lookup, names nothing).
@@ -363,8 +363,9 @@ fn alive(a: &Frame, task: &str) -> bool {
 /// docs): the operation's advertised retention had run out and the last reply about it said
 /// "not found", or the world spoiled each of the executor's last requests for the node.
 fn excusable(v: &View, arrived: &[Frame], node: &str, task: &str, exec: ExecId, at: u64) -> bool {
-    // First sight in any shape (a lookup's list shows no ttl, but the executor counts from
-    // it), the ttl from the first view that carries one.
+    // First sight in any shape (a lookup's list included: the executor counts from it), the
+    // ttl from the first view that carries one (a list entry too: mcp_replicas seed 675834, a
+    // ts-sdk list advertised the ttl the executor counted with, and no status read followed).
     let first_sight = arrived
         .iter()
         .filter(|a| a.is(node) && a.intact() && alive(a, task))
@@ -378,6 +379,7 @@ fn excusable(v: &View, arrived: &[Frame], node: &str, task: &str, exec: ExecId, 
                 ttl_ms: Some(ttl),
                 ..
             }) if shown == task => Some(*ttl),
+            Some(Shows::Tasks { ttl_ms, .. }) => ttl_ms.get(task).copied(),
             _ => None,
         });
     // Both SDK stores start the deletion timer again when a task ends, and the executor counts
@@ -672,6 +674,7 @@ mod tests {
             ExchangeKind::Lookup,
             Shows::Tasks {
                 tasks: vec!["t-n1".into()],
+                ttl_ms: BTreeMap::new(),
             },
         );
         b.at(1_000).net_in("n1", ExchangeKind::Poll, shown);
@@ -683,6 +686,47 @@ mod tests {
         let trace = b.build(SETTLED);
         assert_eq!(check(&trace), vec![]);
         assert_eq!(judge_undecidable(&trace), 1);
+    }
+
+    #[test]
+    fn a_ttl_a_list_entry_advertises_counts() {
+        // mcp_replicas seed 675834: found by key at 10 ms, the list entry advertising a 2 s
+        // ttl, and no status read after it; one not-found at 2,500 ms is what expiry looks
+        // like. Without a ttl on the entry nothing had run out, and the hand-off is false.
+        let build = |ttl: Option<u64>| {
+            let mut b = Tb::new();
+            b.unknown_path("n1", 0);
+            b.at(10).net_in(
+                "n1",
+                ExchangeKind::Lookup,
+                Shows::Tasks {
+                    tasks: vec!["t-n1".into()],
+                    ttl_ms: ttl.map(|t| ("t-n1".to_string(), t)).into_iter().collect(),
+                },
+            );
+            b.at(2_500).net_out("n1", ExchangeKind::Poll).net_in(
+                "n1",
+                ExchangeKind::Poll,
+                Shows::NotFound { expired: false },
+            );
+            b.build(SETTLED)
+        };
+        let trace = build(Some(2_000));
+        assert_eq!(check(&trace), vec![]);
+        assert_eq!(judge_undecidable(&trace), 1);
+        assert_eq!(check(&build(None)).len(), 1);
+        // Another task's ttl on the list is not this one's.
+        let mut other = build(Some(2_000));
+        for e in &mut other.events {
+            if let What::Net {
+                shows: Some(Shows::Tasks { ttl_ms, .. }),
+                ..
+            } = &mut e.what
+            {
+                *ttl_ms = [("t-other".to_string(), 2_000)].into_iter().collect();
+            }
+        }
+        assert_eq!(check(&other).len(), 1);
     }
 
     #[test]
@@ -981,6 +1025,7 @@ mod tests {
             ExchangeKind::Lookup,
             Shows::Tasks {
                 tasks: vec!["t-n1".into()],
+                ttl_ms: BTreeMap::new(),
             },
         );
         assert_eq!(check(&b.build(SETTLED)).len(), 1);

@@ -589,7 +589,10 @@ pub fn shows_of(node: &str, reply: &str) -> Shows {
         "status" => task(TaskStatus::Completed),
         "cancel_ack" => task(TaskStatus::Cancelled),
         "result" | "sync_result" => Shows::Outcome,
-        "lookup_not_found" => Shows::Tasks { tasks: vec![] },
+        "lookup_not_found" => Shows::Tasks {
+            tasks: vec![],
+            ttl_ms: Default::default(),
+        },
         "rate_limited" => Shows::Throttled {
             status: 429,
             retry_after_ms: 0,

@@ -697,6 +697,10 @@ pub fn shows(response: &Response, caps: CodecCaps) -> Shows {
         Response::CancelRejected { status } => Shows::CancelRejected { status: *status },
         Response::Tasks(ts) => Shows::Tasks {
             tasks: ts.iter().map(|t| t.id.clone()).collect(),
+            ttl_ms: ts
+                .iter()
+                .filter_map(|t| Some((t.id.clone(), t.ttl_ms?)))
+                .collect(),
         },
         Response::Ack => Shows::Ack,
         Response::Throttled {
