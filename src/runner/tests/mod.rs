@@ -1027,3 +1027,32 @@ fn frames_delivered_before_a_drop_are_read() {
     }
     assert_eq!(already_received(&mut t, 3).len(), 3);
 }
+
+/// Exit reasons reach traces and timelines as words, never as `Debug` text.
+#[test]
+fn exit_reasons_read_as_words() {
+    let cases = [
+        (
+            Exit::Crashed(CrashPoint::AfterCommitBeforeSend),
+            "crashed after a commit, before its sends",
+        ),
+        (
+            Exit::Crashed(CrashPoint::AfterReplyBeforeCommit),
+            "crashed after a reply, before its commit",
+        ),
+        (Exit::Shutdown, "shut down"),
+        (Exit::Disconnected, "disconnected"),
+        (
+            Exit::HandshakeFailed("no tasks capability".into()),
+            "handshake failed: no tasks capability",
+        ),
+        (Exit::EventLimit, "event limit reached"),
+        (
+            Exit::LedgerFailed("disk full".into()),
+            "ledger failed: disk full",
+        ),
+    ];
+    for (exit, words) in cases {
+        assert_eq!(exit.to_string(), words);
+    }
+}
