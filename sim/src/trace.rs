@@ -185,11 +185,13 @@ pub enum Shows {
         /// of the tasks extension with its result inlined).
         result: bool,
     },
-    /// A lookup by key or a list: the tasks found (none: nothing by that key), and the
-    /// retention each entry advertises, by task (a list of full task objects carries their
-    /// ttl: MCP's `tasks/list`).
+    /// A lookup by key or a list: the tasks found (none: nothing by that key), and what each
+    /// entry shows, by task: its status and the retention it advertises (a list of full task
+    /// objects carries both: MCP's `tasks/list`, AIP-151's `ListOperations`).
     Tasks {
         tasks: Vec<String>,
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        status: BTreeMap<String, TaskStatus>,
         #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
         ttl_ms: BTreeMap<String, u64>,
     },

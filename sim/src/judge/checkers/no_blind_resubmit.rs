@@ -131,6 +131,7 @@ mod tests {
             "lookup_not_found",
             Shows::Tasks {
                 tasks: vec!["t-n1".into()],
+                status: BTreeMap::new(),
                 ttl_ms: BTreeMap::new(),
             },
         );
@@ -146,6 +147,7 @@ mod tests {
             None,
             Some(Shows::Tasks {
                 tasks: vec![],
+                status: Default::default(),
                 ttl_ms: Default::default(),
             }),
         );

@@ -400,9 +400,17 @@ fn excusable(v: &View, arrived: &[Frame], node: &str, task: &str, exec: ExecId, 
         .enumerate()
         .filter_map(|(i, r)| {
             let arr = answers(arrived, r)
-                .find(|a| {
-                    matches!(a.shows, Some(Shows::Task { task: shown, status, .. })
-                        if shown == task && status.is_terminal())
+                .find(|a| match a.shows {
+                    Some(Shows::Task {
+                        task: shown,
+                        status,
+                        ..
+                    }) => shown == task && status.is_terminal(),
+                    // A list entry is a view too: the executor reads its status and ttl.
+                    Some(Shows::Tasks { status, .. }) => {
+                        status.get(task).is_some_and(|s| s.is_terminal())
+                    }
+                    _ => false,
                 })
                 .and_then(|a| a.arrives_at_ms)?;
             let in_time = arr < r.t_ms.saturating_add(v.config.request_timeout_ms);
@@ -674,6 +682,7 @@ mod tests {
             ExchangeKind::Lookup,
             Shows::Tasks {
                 tasks: vec!["t-n1".into()],
+                status: BTreeMap::new(),
                 ttl_ms: BTreeMap::new(),
             },
         );
@@ -701,6 +710,7 @@ mod tests {
                 ExchangeKind::Lookup,
                 Shows::Tasks {
                     tasks: vec!["t-n1".into()],
+                    status: BTreeMap::new(),
                     ttl_ms: ttl.map(|t| ("t-n1".to_string(), t)).into_iter().collect(),
                 },
             );
@@ -727,6 +737,55 @@ mod tests {
             }
         }
         assert_eq!(check(&other).len(), 1);
+    }
+
+    #[test]
+    fn a_list_entry_showing_the_end_restarts_retention() {
+        // As the next test, the end seen on a list entry (a lookup by key) instead of a status
+        // read: the executor reads a list entry's status and ttl like any view. A 5 s ttl, first
+        // sight at 10 ms, the end on the list at 3,000 ms, one 404 at 5,020 ms and the hand-off
+        // at 5,030 ms: within the end's retention, no expiry, and the hand-off is false. If the
+        // list showed the task still working, the 404 came past the retention: excused.
+        let build = |ended: bool| {
+            let listed = |status: TaskStatus| Shows::Tasks {
+                tasks: vec!["t-n1".into()],
+                status: [("t-n1".to_string(), status)].into_iter().collect(),
+                ttl_ms: [("t-n1".to_string(), 5_000)].into_iter().collect(),
+            };
+            let mut b = Tb::new();
+            b.unknown_path("n1", 0);
+            b.at(10)
+                .net_in("n1", ExchangeKind::Lookup, listed(TaskStatus::Working));
+            b.at(3_000).net_out("n1", ExchangeKind::Lookup);
+            let lookup = b.last_frame();
+            let shown = if ended {
+                TaskStatus::Completed
+            } else {
+                TaskStatus::Working
+            };
+            b.push(What::Net {
+                dir: Dir::ToExecutor,
+                exchange: ExchangeKind::Lookup,
+                node: Some("n1".into()),
+                lane: 0,
+                epoch: 1,
+                incarnation: 1,
+                frame: lookup + 100,
+                request_id: Some(lookup),
+                bytes: 1,
+                verdict: NetVerdict::Deliver,
+                arrives_after_ms: Some(0),
+                shows: Some(listed(shown)),
+            });
+            b.at(5_020).net_out("n1", ExchangeKind::Poll).net_in(
+                "n1",
+                ExchangeKind::Poll,
+                Shows::NotFound { expired: false },
+            );
+            b.build(SETTLED)
+        };
+        assert_eq!(check(&build(true)).len(), 1);
+        assert_eq!(check(&build(false)), vec![]);
     }
 
     #[test]
@@ -1025,6 +1084,7 @@ mod tests {
             ExchangeKind::Lookup,
             Shows::Tasks {
                 tasks: vec!["t-n1".into()],
+                status: BTreeMap::new(),
                 ttl_ms: BTreeMap::new(),
             },
         );

@@ -591,6 +591,7 @@ pub fn shows_of(node: &str, reply: &str) -> Shows {
         "result" | "sync_result" => Shows::Outcome,
         "lookup_not_found" => Shows::Tasks {
             tasks: vec![],
+            status: Default::default(),
             ttl_ms: Default::default(),
         },
         "rate_limited" => Shows::Throttled {

@@ -697,6 +697,7 @@ pub fn shows(response: &Response, caps: CodecCaps) -> Shows {
         Response::CancelRejected { status } => Shows::CancelRejected { status: *status },
         Response::Tasks(ts) => Shows::Tasks {
             tasks: ts.iter().map(|t| t.id.clone()).collect(),
+            status: ts.iter().map(|t| (t.id.clone(), t.status)).collect(),
             ttl_ms: ts
                 .iter()
                 .filter_map(|t| Some((t.id.clone(), t.ttl_ms?)))
