@@ -213,6 +213,10 @@ pub struct PollCursor {
     /// (mcp_ext_faults seed 462185).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub not_found_first_at_ms: Option<u64>,
+    /// The latest time a request left whose answer showed the operation alive (the ledger's
+    /// clock): a not-found answering a request that left before it is older than that sight.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alive_sent_at_ms: Option<u64>,
     /// Consecutive requests that went unanswered (lost or timed out).
     pub lost_streak: u32,
 }

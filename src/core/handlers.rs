@@ -44,6 +44,8 @@ pub(super) struct Machine<'a> {
     cmds: Vec<Command>,
     ctx: &'a Ctx,
     cfg: &'a CoreConfig,
+    /// When the request the event answers left, if the event is a reply and its sender knows.
+    reply_sent_ms: Option<u64>,
 }
 
 const STAYED: R = Ok(Outcome::Stayed);
@@ -61,6 +63,7 @@ impl<'a> Machine<'a> {
             cmds: vec![],
             ctx,
             cfg,
+            reply_sent_ms: None,
         }
     }
 
@@ -529,6 +532,7 @@ impl<'a> Machine<'a> {
     }
 
     fn reply(&mut self, kind: RequestKind, seq: u64, sent_ms: Option<u64>, reply: &Reply) -> R {
+        self.reply_sent_ms = sent_ms;
         let applied = self.rec.poll_cursor.applied_seq;
         let overwrite = mutated!(self, LateAnswerOverwrites);
         if seq <= applied && !overwrite && self.late_result_of_ours(kind, reply) {
@@ -549,6 +553,7 @@ impl<'a> Machine<'a> {
                 // primary's 404s (mcp_sqlite seed 560). Nothing else of a stale view is applied,
                 // and a view older than the streak proves nothing (it may predate a deletion).
                 self.rec.poll_cursor.not_found_streak = 0;
+                self.alive_when_sent();
                 return STAYED;
             }
             return rejected(Rejection::StaleAnswer {
@@ -579,6 +584,7 @@ impl<'a> Machine<'a> {
             // fetch; the result was set aside, and the primary's third 404 handed a completed
             // task to a person). Every handler refuses before it touches the record.
             self.rec.poll_cursor.not_found_streak = 0;
+            self.alive_when_sent();
             return STAYED;
         }
         if !matches!(outcome, Outcome::Rejected(_)) {
@@ -630,6 +636,28 @@ impl<'a> Machine<'a> {
             self.rec.poll_cursor.not_found_streak = 0;
         }
         self.rec.poll_cursor.lost_streak = 0;
+        self.alive_when_sent();
+    }
+
+    /// Note when the request whose answer showed the operation alive left: a not-found
+    /// answering a request that left before it is older than that sight.
+    fn alive_when_sent(&mut self) {
+        let c = &mut self.rec.poll_cursor;
+        if let Some(sent) = self.reply_sent_ms {
+            c.alive_sent_at_ms = Some(c.alive_sent_at_ms.map_or(sent, |a| a.max(sent)));
+        }
+    }
+
+    /// Whether the not-found being read answers a request that left before one whose answer
+    /// already showed the operation alive: the server held it after that 404 was written, so
+    /// the 404 was a lagging replica's (aip151_faults seed 282576: a replica's poll, sent 24 ms
+    /// after the primary's, showed the task working and was applied first; the primary's 404,
+    /// applied after it, began the streak that handed a completed task to a person).
+    fn not_found_predates_a_sight(&self) -> bool {
+        matches!(
+            (self.reply_sent_ms, self.rec.poll_cursor.alive_sent_at_ms),
+            (Some(sent), Some(alive)) if sent < alive
+        ) && !mutated!(self, NotFoundStreakNeverReset)
     }
 
     /// Record what a server view says, after checking it is about our operation.
@@ -929,6 +957,15 @@ impl<'a> Machine<'a> {
             self.rec.operation_id = None;
             self.rec.expires_at_ms = None;
             self.schedule(0, Timer::SubmitDue);
+            return STAYED;
+        }
+        if self.not_found_predates_a_sight() {
+            // Read again as after any not-found the streak allows; this one is not counted.
+            if matches!(self.rec.local_state, S::FetchingResult) {
+                self.schedule(self.cfg.retry_interval_ms, Timer::FetchDue);
+            } else {
+                self.schedule_poll_after(Some(self.cfg.retry_interval_ms));
+            }
             return STAYED;
         }
         if self.rec.poll_cursor.not_found_streak == 0 {

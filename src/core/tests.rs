@@ -1393,6 +1393,34 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
          reply:fetch:result => FETCHING_RESULT->ACCEPTED [accept:completed]",
     ),
     (
+        // aip151_faults seed 282576: a replica's poll (#2 here) left 50 ms after the primary's
+        // (#3), showed the task working, and was applied first; the primary's 404 to #3,
+        // applied after it, is older than that sight and is not counted. Two more 404s are
+        // then two, not three.
+        "a not-found answering a request that left before a read that showed the operation alive is not counted",
+        |s| {
+            s.working().at(1_000).timer(Timer::PollDue);
+            s.timer(Timer::PollDue);
+            s.at(1_200);
+            s.ev(Event::Reply { sent_ms: Some(1_050), kind: RequestKind::Poll, seq: 2, epoch: 1, reply: Reply::Status(view(P::Working)) });
+            s.ev(Event::Reply { sent_ms: Some(1_000), kind: RequestKind::Poll, seq: 3, epoch: 1, reply: Reply::NotFound { message: "lagging".into() } });
+            s.at(3_500).timer(Timer::PollDue);
+            s.ev(Event::Reply { sent_ms: Some(3_500), kind: RequestKind::Poll, seq: 4, epoch: 1, reply: Reply::NotFound { message: "lagging".into() } });
+            s.at(6_000).timer(Timer::PollDue);
+            s.ev(Event::Reply { sent_ms: Some(6_000), kind: RequestKind::Poll, seq: 5, epoch: 1, reply: Reply::NotFound { message: "lagging".into() } });
+        },
+        "start => stay [send:submit#1]
+         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
+         timer:poll_due => stay [send:poll#2]
+         timer:poll_due => stay [send:poll#3]
+         reply:poll:status => stay
+         reply:poll:not_found => stay [at3450:poll_due]
+         timer:poll_due => stay [send:poll#4]
+         reply:poll:not_found => stay [at6875:poll_due]
+         timer:poll_due => stay [send:poll#5]
+         reply:poll:not_found => stay [at11062:poll_due]",
+    ),
+    (
         // mcp_ext_faults seed 462185: a replica's poll, numbered before the primary's first 404,
         // left 4 s later behind slow commits and showed the task alive. Its number says it is
         // older than the streak; when it left says it is newer than the 404, so it resets the
