@@ -666,6 +666,21 @@ mod tests {
         assert_eq!(check(&build(false)).len(), 1);
     }
 
+    /// A lookup's list with task t-n1 in it, its entry showing `status` and `ttl_ms` if given.
+    fn listed(status: Option<TaskStatus>, ttl_ms: Option<u64>) -> Shows {
+        Shows::Tasks {
+            tasks: vec!["t-n1".into()],
+            status: status
+                .map(|s| ("t-n1".to_string(), s))
+                .into_iter()
+                .collect(),
+            ttl_ms: ttl_ms
+                .map(|t| ("t-n1".to_string(), t))
+                .into_iter()
+                .collect(),
+        }
+    }
+
     #[test]
     fn expiry_counts_from_the_first_sight_in_any_shape() {
         // mcp_faults seed 6121: found by key at 10 ms (a list, no ttl), then a view advertising
@@ -677,15 +692,8 @@ mod tests {
         }
         let mut b = Tb::new();
         b.unknown_path("n1", 0);
-        b.at(10).net_in(
-            "n1",
-            ExchangeKind::Lookup,
-            Shows::Tasks {
-                tasks: vec!["t-n1".into()],
-                status: BTreeMap::new(),
-                ttl_ms: BTreeMap::new(),
-            },
-        );
+        b.at(10)
+            .net_in("n1", ExchangeKind::Lookup, listed(None, None));
         b.at(1_000).net_in("n1", ExchangeKind::Poll, shown);
         b.at(2_500).net_out("n1", ExchangeKind::Poll).net_in(
             "n1",
@@ -705,15 +713,8 @@ mod tests {
         let build = |ttl: Option<u64>| {
             let mut b = Tb::new();
             b.unknown_path("n1", 0);
-            b.at(10).net_in(
-                "n1",
-                ExchangeKind::Lookup,
-                Shows::Tasks {
-                    tasks: vec!["t-n1".into()],
-                    status: BTreeMap::new(),
-                    ttl_ms: ttl.map(|t| ("t-n1".to_string(), t)).into_iter().collect(),
-                },
-            );
+            b.at(10)
+                .net_in("n1", ExchangeKind::Lookup, listed(None, ttl));
             b.at(2_500).net_out("n1", ExchangeKind::Poll).net_in(
                 "n1",
                 ExchangeKind::Poll,
@@ -747,15 +748,13 @@ mod tests {
         // at 5,030 ms: within the end's retention, no expiry, and the hand-off is false. If the
         // list showed the task still working, the 404 came past the retention: excused.
         let build = |ended: bool| {
-            let listed = |status: TaskStatus| Shows::Tasks {
-                tasks: vec!["t-n1".into()],
-                status: [("t-n1".to_string(), status)].into_iter().collect(),
-                ttl_ms: [("t-n1".to_string(), 5_000)].into_iter().collect(),
-            };
             let mut b = Tb::new();
             b.unknown_path("n1", 0);
-            b.at(10)
-                .net_in("n1", ExchangeKind::Lookup, listed(TaskStatus::Working));
+            b.at(10).net_in(
+                "n1",
+                ExchangeKind::Lookup,
+                listed(Some(TaskStatus::Working), Some(5_000)),
+            );
             b.at(3_000).net_out("n1", ExchangeKind::Lookup);
             let lookup = b.last_frame();
             let shown = if ended {
@@ -775,7 +774,7 @@ mod tests {
                 bytes: 1,
                 verdict: NetVerdict::Deliver,
                 arrives_after_ms: Some(0),
-                shows: Some(listed(shown)),
+                shows: Some(listed(Some(shown), Some(5_000))),
             });
             b.at(5_020).net_out("n1", ExchangeKind::Poll).net_in(
                 "n1",
