@@ -226,7 +226,10 @@ impl<'a> Machine<'a> {
                 sent_ms,
                 reply,
                 ..
-            } => self.reply(*kind, *seq, *sent_ms, reply),
+            } => {
+                self.reply_sent_ms = *sent_ms;
+                self.reply(*kind, *seq, reply)
+            }
             Event::Lost { kind, seq, .. } => self.lost(*kind, *seq),
             Event::InputRequested(req) => self.input_requested(req),
             Event::ApprovalReplied {
@@ -531,8 +534,7 @@ impl<'a> Machine<'a> {
         }
     }
 
-    fn reply(&mut self, kind: RequestKind, seq: u64, sent_ms: Option<u64>, reply: &Reply) -> R {
-        self.reply_sent_ms = sent_ms;
+    fn reply(&mut self, kind: RequestKind, seq: u64, reply: &Reply) -> R {
         let applied = self.rec.poll_cursor.applied_seq;
         let overwrite = mutated!(self, LateAnswerOverwrites);
         if seq <= applied && !overwrite && self.late_result_of_ours(kind, reply) {
@@ -545,7 +547,7 @@ impl<'a> Machine<'a> {
             return self.on_result(reply);
         }
         if seq <= applied && !overwrite {
-            if self.stale_view_shows_ours(seq, sent_ms, reply) {
+            if self.stale_view_shows_ours(seq, reply) {
                 // A late view of our own operation, answering a request sent after the streak's
                 // first not-found, proves the server held it after that 404: the streak was a
                 // lagging replica's, whoever read it. Executors sharing the ledger interleave
@@ -576,7 +578,7 @@ impl<'a> Machine<'a> {
         }?;
         if matches!(outcome, Outcome::Rejected(Rejection::NotApplicable))
             && !latest
-            && self.stale_view_shows_ours(seq, sent_ms, reply)
+            && self.stale_view_shows_ours(seq, reply)
         {
             // Not the newest request's answer, so not acted on, but as a stale one it proves the
             // server held our operation after the streak's first not-found (mcp_replicas seed
@@ -612,14 +614,14 @@ impl<'a> Machine<'a> {
     /// nothing of which task it came from. "Sent after": numbered after it, or known to have
     /// left once it was taken in (mcp_ext_faults seed 462185: a replica's poll, numbered before
     /// the primary's 404s, left 4 s later behind slow commits and showed the task completed).
-    fn stale_view_shows_ours(&self, seq: u64, sent_ms: Option<u64>, reply: &Reply) -> bool {
+    fn stale_view_shows_ours(&self, seq: u64, reply: &Reply) -> bool {
         let shown = match reply {
             Reply::Status(v) | Reply::CancelAcknowledged(v) => Some(v.operation_id.as_str()),
             Reply::Result(rv) => rv.related_operation_id.as_deref(),
             _ => None,
         };
         let c = &self.rec.poll_cursor;
-        let left_after = match (sent_ms, c.not_found_first_at_ms) {
+        let left_after = match (self.reply_sent_ms, c.not_found_first_at_ms) {
             (Some(sent), Some(first)) => sent >= first,
             _ => false,
         };
@@ -949,6 +951,17 @@ impl<'a> Machine<'a> {
 
     /// A not-found before expiry may be a lagging replica: retry a bounded number of times.
     /// After that, or after expiry, nothing can be proved: manual reconciliation.
+    /// After a not-found the streak allows (or one it does not count): read again, the same
+    /// read, after the retry interval.
+    fn read_again_after_not_found(&mut self) -> R {
+        if matches!(self.rec.local_state, S::FetchingResult) {
+            self.schedule(self.cfg.retry_interval_ms, Timer::FetchDue);
+        } else {
+            self.schedule_poll_after(Some(self.cfg.retry_interval_ms));
+        }
+        STAYED
+    }
+
     fn not_found(&mut self, why: &str) -> R {
         if mutated!(self, NotFoundMeansNeverCreated, when self.rec.submit_attempts < self.cfg.max_submit_attempts)
         {
@@ -961,12 +974,7 @@ impl<'a> Machine<'a> {
         }
         if self.not_found_predates_a_sight() {
             // Read again as after any not-found the streak allows; this one is not counted.
-            if matches!(self.rec.local_state, S::FetchingResult) {
-                self.schedule(self.cfg.retry_interval_ms, Timer::FetchDue);
-            } else {
-                self.schedule_poll_after(Some(self.cfg.retry_interval_ms));
-            }
-            return STAYED;
+            return self.read_again_after_not_found();
         }
         if self.rec.poll_cursor.not_found_streak == 0 {
             // Not-founds are acted on only as answers to the newest request.
@@ -987,12 +995,7 @@ impl<'a> Machine<'a> {
             && (self.rec.poll_cursor.not_found_streak <= self.cfg.not_found_retries
                 || unanswered_since)
         {
-            if matches!(self.rec.local_state, S::FetchingResult) {
-                self.schedule(self.cfg.retry_interval_ms, Timer::FetchDue);
-            } else {
-                self.schedule_poll_after(Some(self.cfg.retry_interval_ms));
-            }
-            return STAYED;
+            return self.read_again_after_not_found();
         }
         let when = if before_expiry {
             "before expiry"

@@ -637,7 +637,13 @@ impl Runner {
                 );
             }
             if kind == RequestKind::Poll {
-                self.last_read_sent_ms.insert(q.node.clone(), now);
+                // On every poll sent: no new key (and no clone of it) once the node has one.
+                match self.last_read_sent_ms.get_mut(&q.node) {
+                    Some(at) => *at = now,
+                    None => {
+                        self.last_read_sent_ms.insert(q.node.clone(), now);
+                    }
+                }
             }
             self.observe(Observation::Sent {
                 node: q.node.clone(),
