@@ -345,6 +345,9 @@ impl Runner {
                 Some(rec) => self.watch_cancel_of_another(node, &rec, &ctx, lane, version),
                 None => self.watch_stall(node, is_final, version),
             }
+            if is_final {
+                self.forget_if_settled(node);
+            }
             // A crash point inside `act` stopped the commands: the step is in the ledger, its
             // sends are not.
             return if self.crashed.is_some() {

@@ -158,7 +158,7 @@ impl Runner {
     /// refusal is observed and the gate is asked again with the reason (a bounded number of
     /// times); the round stays open until a conforming answer or its deadline. An answer for
     /// another round or schema goes to the core, which refuses it as stale.
-    async fn approval(
+    pub(super) async fn approval(
         &mut self,
         node: String,
         round: u32,
@@ -170,8 +170,12 @@ impl Runner {
             Ok(rec) => rec,
             Err(e) => return self.ledger_failed(e),
         };
-        let current =
-            rec.and_then(|r| Some((r.operation_id.unwrap_or_default(), r.pending_input?)));
+        // A final record may still hold the round it was asked (a task that completed while a
+        // person was deciding): nobody is asked again about a settled node, and the core
+        // refuses the answer as late.
+        let current = rec
+            .filter(|r| !r.local_state.is_final())
+            .and_then(|r| Some((r.operation_id.unwrap_or_default(), r.pending_input?)));
         if let Some((operation_id, p)) =
             current.filter(|(_, p)| p.round == round && p.schema_digest == schema_digest)
         {

@@ -720,6 +720,34 @@ impl Runner {
         matches!(state, Ok(Some(s)) if s.is_final())
     }
 
+    /// After a step that left `node`'s record final: once nothing of this runner's covers the
+    /// node (no request in flight, no send queued, no timer), forget what it kept about it. A
+    /// live executor runs for weeks, and these maps would otherwise hold every node it ever
+    /// touched. Nothing is lost: a final record has no way out (`core::transitions`), the core
+    /// refuses or only annotates every later event on it and sends nothing, and each map below
+    /// is read only to decide a send, a take-up or a resume of a node that is not final. The
+    /// fenced set stays: a fenced runner never steps the node, so it never gets here for one.
+    fn forget_if_settled(&mut self, node: &str) {
+        if self.covered(node) {
+            return;
+        }
+        self.settled_here.remove(node);
+        self.seen_version.remove(node);
+        self.submit_timer_outdated.remove(node);
+        self.cancel_sent_generation.remove(node);
+        self.retry_after.remove(node);
+        self.last_read_sent_ms.remove(node);
+        self.stall_at.remove(node);
+        let rounds: Vec<(String, u32)> = self
+            .approval_refusals
+            .range((node.to_string(), 0)..=(node.to_string(), u32::MAX))
+            .map(|(key, _)| key.clone())
+            .collect();
+        for key in rounds {
+            self.approval_refusals.remove(&key);
+        }
+    }
+
     fn timeout_for(&self, q: &Queued) -> u64 {
         match &q.out {
             Outbound::SubmitSync { tool, .. } => self.lanes[q.lane]

@@ -112,7 +112,7 @@ impl Runner {
     }
 
     /// A pending request, a queued send or a timer of this runner for `node`.
-    fn covered(&self, node: &str) -> bool {
+    pub(super) fn covered(&self, node: &str) -> bool {
         // `SubmitDue` is the smallest timer, so the range starts at the node's first timer.
         let timer = self
             .timer_at

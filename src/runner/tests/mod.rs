@@ -1056,3 +1056,159 @@ fn exit_reasons_read_as_words() {
         assert_eq!(exit.to_string(), words);
     }
 }
+
+/// What the runner keeps about `node` in its per-node maps, as (map, present) pairs.
+fn kept_about(r: &Runner, node: &str) -> Vec<(&'static str, bool)> {
+    let n = node.to_string();
+    vec![
+        ("settled_here", r.settled_here.contains(node)),
+        ("seen_version", r.seen_version.contains_key(node)),
+        (
+            "submit_timer_outdated",
+            r.submit_timer_outdated.contains(node),
+        ),
+        (
+            "cancel_sent_generation",
+            r.cancel_sent_generation.contains_key(node),
+        ),
+        ("retry_after", r.retry_after.contains_key(node)),
+        ("last_read_sent_ms", r.last_read_sent_ms.contains_key(node)),
+        ("stall_at", r.stall_at.contains_key(node)),
+        (
+            "approval_refusals",
+            r.approval_refusals.contains_key(&(n, 2)),
+        ),
+    ]
+}
+
+/// A settled node is forgotten once nothing of the runner's covers it: a live executor's
+/// per-node maps hold the nodes in flight, not every node it ever touched. While a timer of its
+/// own still covers the node, what it knows stays; the timer's firing on the final record then
+/// lets it go.
+#[test]
+fn a_settled_node_is_forgotten_once_nothing_covers_it() {
+    on_tokio(async {
+        let ledger = memory();
+        let server = Server::new(None, false);
+        working_n1(&ledger, &server).await.stop().await;
+        let mut r = bare_runner(&ledger, config());
+        r.handle("n1", Event::Timer(Timer::FetchDue)).await;
+        // Everything a long call can leave behind.
+        r.settled_here.insert("n1".into());
+        r.submit_timer_outdated.insert("n1".into());
+        r.cancel_sent_generation.insert("n1".into(), 1);
+        let until_ms = r.now_ms() + 1;
+        r.retry_after.insert(
+            "n1".into(),
+            RetryAfter {
+                until_ms,
+                kind: RequestKind::Poll,
+            },
+        );
+        r.last_read_sent_ms.insert("n1".into(), 0);
+        r.approval_refusals.insert(("n1".into(), 2), 1);
+        let kept = kept_about(&r, "n1");
+        assert!(kept.iter().all(|(_, k)| *k), "all set up: {kept:?}");
+        // Another process hands the node to a person: the record is final.
+        hand_over_as_another(&ledger, "n1", |_| {});
+        // A timer of this runner still covers the node: an event on it forgets nothing.
+        let far_ms = r.now_ms() + 60_000;
+        r.execute(
+            "n1",
+            0,
+            crate::core::Command::Schedule {
+                at_ms: far_ms,
+                timer: Timer::PollDue,
+            },
+        );
+        r.handle("n1", Event::Timer(Timer::FetchDue)).await;
+        let kept = kept_about(&r, "n1");
+        assert!(
+            kept.iter()
+                .filter(|(m, _)| *m != "stall_at")
+                .all(|(_, k)| *k),
+            "covered by a timer, nothing is forgotten: {kept:?}"
+        );
+        // The timer fires on the final record: nothing covers the node any more.
+        r.timers.remove(&(far_ms, "n1".to_string(), Timer::PollDue));
+        r.timer_at.remove(&("n1".to_string(), Timer::PollDue));
+        r.handle("n1", Event::Timer(Timer::PollDue)).await;
+        let kept = kept_about(&r, "n1");
+        assert!(
+            kept.iter().all(|(_, k)| !*k),
+            "settled and uncovered, everything is forgotten: {kept:?}"
+        );
+        assert_eq!(state_of(&ledger, "n1"), Some(LocalState::Unknown));
+    });
+}
+
+/// Another process (epoch 1) hands `node` to a person: the record goes to UNKNOWN, final, with
+/// whatever `change` adds.
+fn hand_over_as_another(
+    ledger: &SharedLedger,
+    node: &str,
+    change: impl FnOnce(&mut crate::record::ToolOperation),
+) {
+    let mut l = ledger.lock().unwrap();
+    let record = l.by_call_node(node).unwrap().expect("the record");
+    let mut next = record.clone();
+    next.local_state = LocalState::Unknown;
+    change(&mut next);
+    l.commit(crate::ledger::Write {
+        expected_version: record.version,
+        writer_epoch: 1,
+        record: next,
+        accept: None,
+        reconcile: Some("handed over".into()),
+        effect: None,
+        now_ms: 0,
+    })
+    .unwrap();
+}
+
+/// A final record may still name the round a person was asked (the task ended while they were
+/// deciding). A refused answer for it asks nobody again: the node is settled, and the core
+/// refuses the answer as late. Before, the gate was asked again, and once the runner forgot
+/// the settled node, it would have been asked without end.
+#[test]
+fn a_refused_answer_for_a_settled_node_asks_nobody_again() {
+    on_tokio(async {
+        let ledger = memory();
+        let server = Server::new(None, false);
+        working_n1(&ledger, &server).await.stop().await;
+        let asked = crate::record::PendingInput {
+            round: 2,
+            server_request_id: json!(7),
+            schema_digest: "d".into(),
+            deadline_ms: 60_000,
+            request: json!({}),
+            requested_schema: json!({"type": "object", "required": ["ok"]}),
+        };
+        for settled in [false, true] {
+            let (approvals, mut gate) = mpsc::unbounded_channel();
+            let mut r = bare_runner(&ledger, config());
+            r.approvals = approvals;
+            let round = asked.clone();
+            if settled {
+                hand_over_as_another(&ledger, "n1", |rec| rec.pending_input = Some(round));
+            } else {
+                write_as(&ledger, "n1", 1, |rec| {
+                    rec.local_state = LocalState::InputRequired;
+                    rec.pending_input = Some(round);
+                });
+            }
+            r.approval(
+                "n1".into(),
+                2,
+                "d".into(),
+                ApprovalReply::Accept { content: json!({}) },
+            )
+            .await;
+            assert_eq!(
+                gate.try_recv().is_ok(),
+                !settled,
+                "asked again only while the node is open (settled: {settled})"
+            );
+        }
+    });
+}
