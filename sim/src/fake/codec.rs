@@ -16,6 +16,7 @@ use toolop::transport::{InFrame, OutFrame};
 use super::script::TaskScript;
 use super::service::Policy;
 use super::truth::{AnswerAction, TaskStatus};
+use crate::trace::Shows;
 
 /// The words of an input round's question, as every codec prints them in the round's requested
 /// schema (the description of its one property, `ok`): the approval agent reads them to know
@@ -363,6 +364,52 @@ pub trait Codec: ResultShape + Send {
     fn encode_reply(&mut self, call: CallId, response: &Response, shape: &Shape) -> InFrame;
     /// A frame for a push, or `None` when this protocol does not send it.
     fn encode_push(&mut self, push: &Push) -> Option<InFrame>;
+    /// What this codec's reply to an `exchange` shows the executor, read off the wire it writes
+    /// rather than the service's neutral response: the checkers credit an executor with what
+    /// reached it, no more and no less (a cancel's plain ack shows an accepted cancel whatever
+    /// the service did; a read that inlines nothing carries no result). Fault rewrites are not
+    /// applied: the trace marks those frames apart.
+    fn shows(&self, exchange: ExchangeKind, response: &Response) -> Shows {
+        let _ = exchange;
+        neutral_shows(response, self.caps())
+    }
+}
+
+/// What a response shows the executor, in the trace's neutral terms, for a codec whose wire
+/// carries each response as the service gave it.
+pub fn neutral_shows(response: &Response, caps: CodecCaps) -> Shows {
+    match response {
+        Response::Task(v) => Shows::Task {
+            task: v.id.clone(),
+            status: v.status,
+            poll_interval_ms: caps.poll_interval_ms,
+            input_round: v.pending_round.filter(|_| caps.poll_shows_input),
+            ttl_ms: v.ttl_ms,
+            result: caps.poll_shows_result && v.status.is_terminal() && v.outcome.is_some(),
+        },
+        Response::Outcome(_) => Shows::Outcome,
+        Response::NoResult { .. } => Shows::NoResult,
+        Response::InlineRefused => Shows::InlineRefused,
+        Response::NotFound { expired } => Shows::NotFound { expired: *expired },
+        Response::CancelAccepted => Shows::CancelAccepted,
+        Response::CancelRejected { status } => Shows::CancelRejected { status: *status },
+        Response::Tasks(ts) => Shows::Tasks {
+            tasks: ts.iter().map(|t| t.id.clone()).collect(),
+            status: ts.iter().map(|t| (t.id.clone(), t.status)).collect(),
+            ttl_ms: ts
+                .iter()
+                .filter_map(|t| Some((t.id.clone(), t.ttl_ms?)))
+                .collect(),
+        },
+        Response::Ack => Shows::Ack,
+        Response::Throttled {
+            throttle,
+            retry_after_ms,
+        } => Shows::Throttled {
+            status: throttle.http_status(),
+            retry_after_ms: *retry_after_ms,
+        },
+    }
 }
 
 /// The requests a codec is waiting to answer, with what it needs to encode each answer.

@@ -106,6 +106,11 @@ impl FakeServer {
         self.codec.encode_push(push)
     }
 
+    /// What the codec's reply to `exchange` shows the executor ([`Codec::shows`]).
+    pub fn shows(&self, exchange: codec::ExchangeKind, response: &Response) -> crate::trace::Shows {
+        self.codec.shows(exchange, response)
+    }
+
     pub fn truth(&self) -> &GroundTruth {
         self.service.truth()
     }

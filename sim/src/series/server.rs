@@ -21,7 +21,7 @@ use tokio::sync::mpsc;
 use tokio::time::Duration;
 use toolop::runner::Observation;
 
-use super::net::{shows, Delivery, SharedServer};
+use super::net::{Delivery, SharedServer};
 use super::World;
 use crate::fake::codec::{Ask, ExchangeKind, Push, Request, Response};
 use crate::fake::service::{CancelFaults, Out};
@@ -199,22 +199,24 @@ fn send_out(world: &World, lane: usize, server: &SharedServer, marked: &mut Mark
         match o {
             Out::Reply(r) => carry(world, lane, marked, r.call, r.response),
             Out::Push(p) => {
-                let (frame, node, caps) = {
+                let (frame, node, exchange, shown) = {
                     let mut s = server.lock().expect("server lock");
                     let task = match &p {
                         Push::Input { task, .. } => task,
                         Push::Status(v) => &v.id,
                     };
                     let node = s.service().node_of_task(task).map(str::to_string);
-                    (s.encode_push(&p), node, s.caps())
-                };
-                let (exchange, shown) = match p {
-                    Push::Input { task, round, .. } => {
-                        (ExchangeKind::ServerRequest, Shows::Input { task, round })
-                    }
-                    Push::Status(v) => {
-                        (ExchangeKind::Notification, shows(&Response::Task(v), caps))
-                    }
+                    let frame = s.encode_push(&p);
+                    let (exchange, shown) = match p {
+                        Push::Input { task, round, .. } => {
+                            (ExchangeKind::ServerRequest, Shows::Input { task, round })
+                        }
+                        Push::Status(v) => {
+                            let n = ExchangeKind::Notification;
+                            (n, s.shows(n, &Response::Task(v)))
+                        }
+                    };
+                    (frame, node, exchange, shown)
                 };
                 if let Some(frame) = frame {
                     world

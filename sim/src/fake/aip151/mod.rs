@@ -33,12 +33,13 @@ use serde_json::{json, Map, Value};
 use toolop::transport::{InFrame, OutFrame};
 
 use crate::fake::codec::{
-    Ask, CallBook, CallId, Codec, CodecCaps, Decoded, ExchangeKind, Outcome, Push, Request,
-    Response, ResultBody, ResultShape, RunAs, Shape, Stop, Submit, TaskView,
+    neutral_shows, Ask, CallBook, CallId, Codec, CodecCaps, Decoded, ExchangeKind, Outcome, Push,
+    Request, Response, ResultBody, ResultShape, RunAs, Shape, Stop, Submit, TaskView,
 };
 use crate::fake::script::TaskScript;
 use crate::fake::service::{AtTerminal, CancelRule, Dedupe, InputDelivery, Policy};
 use crate::fake::truth::{payload_digest, TaskStatus};
+use crate::trace::Shows;
 
 #[cfg(test)]
 mod tests;
@@ -653,6 +654,42 @@ impl Codec for AipCodec {
     /// AIP-151 has no server push.
     fn encode_push(&mut self, _push: &Push) -> Option<InFrame> {
         None
+    }
+
+    /// As `answer` writes it: a cancel of a done operation is answered the way the profile
+    /// says (`200 {}`, like an accepted cancel; FAILED_PRECONDITION; or NOT_FOUND), and a done
+    /// operation carries a result only when it has a `response` or an `error` (done without a
+    /// result carries neither).
+    fn shows(&self, exchange: ExchangeKind, response: &Response) -> Shows {
+        match (exchange, response) {
+            (ExchangeKind::Cancel, Response::CancelRejected { status }) => {
+                match self.cfg.cancel_on_done {
+                    CancelOnDone::Ok => Shows::CancelAccepted,
+                    CancelOnDone::FailedPrecondition => Shows::CancelRejected { status: *status },
+                    CancelOnDone::NotFound => Shows::NotFound { expired: false },
+                }
+            }
+            (_, Response::Task(v)) => match neutral_shows(response, self.caps()) {
+                Shows::Task {
+                    task,
+                    status,
+                    poll_interval_ms,
+                    input_round,
+                    ttl_ms,
+                    ..
+                } => Shows::Task {
+                    task,
+                    status,
+                    poll_interval_ms,
+                    input_round,
+                    ttl_ms,
+                    result: v.status.is_terminal()
+                        && !matches!(v.outcome, None | Some(Outcome::Nothing)),
+                },
+                other => other,
+            },
+            _ => neutral_shows(response, self.caps()),
+        }
     }
 }
 

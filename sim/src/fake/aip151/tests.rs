@@ -972,3 +972,103 @@ fn the_adapter_and_the_fake_agree_end_to_end() {
         "{r:?}"
     );
 }
+
+fn task_view(status: TaskStatus, outcome: Option<Outcome>) -> TaskView {
+    TaskView {
+        id: "op-1".into(),
+        call_node: "n1".into(),
+        tool: "report".into(),
+        status,
+        created_at_ms: 0,
+        updated_at_ms: 0,
+        ttl_ms: None,
+        text: "t".into(),
+        notes: vec![],
+        outcome,
+        pending_round: None,
+        deleted: false,
+    }
+}
+
+fn codec_with(cancel_on_done: CancelOnDone) -> AipCodec {
+    let a = api();
+    let mut c = AipConfig::new(
+        &a.submit_path,
+        &a.operation_path,
+        &a.operations_collection,
+        a.tools.clone(),
+    );
+    c.cancel_on_done = cancel_on_done;
+    AipCodec::new(c)
+}
+
+/// What the trace says a reply showed is what the wire carries: a done operation carries a
+/// result exactly when its JSON has a `response` or an `error` (done without a result has
+/// neither), and a cancel of a done operation shows what the profile answers (`200 {}` is an
+/// accepted cancel to the client; NOT_FOUND a not-found). The checkers credit an executor with
+/// these facts.
+#[test]
+fn what_a_reply_shows_is_what_its_wire_carries() {
+    let codec = codec_with(CancelOnDone::Ok);
+    let result = Outcome::Result(ResultBody {
+        text: "r".into(),
+        blocks: 1,
+        is_error: false,
+    });
+    for (status, outcome) in [
+        (TaskStatus::Completed, Some(result)),
+        (
+            TaskStatus::Failed,
+            Some(Outcome::ToolError {
+                message: "no".into(),
+            }),
+        ),
+        (
+            TaskStatus::Cancelled,
+            Some(Outcome::Stopped(Stop::Cancelled)),
+        ),
+        (TaskStatus::Completed, Some(Outcome::Nothing)),
+        (TaskStatus::Working, None),
+    ] {
+        let v = task_view(status, outcome);
+        let wire = codec.op_json(&v, "op-1", false);
+        let on_wire = wire.get("response").is_some() || wire.get("error").is_some();
+        for exchange in [ExchangeKind::Poll, ExchangeKind::Submit] {
+            match codec.shows(exchange, &Response::Task(v.clone())) {
+                Shows::Task { result, .. } => {
+                    assert_eq!(result, on_wire, "{status:?} {:?}: {wire}", v.outcome)
+                }
+                other => panic!("a task shows a task: {other:?}"),
+            }
+        }
+    }
+    let done = Response::CancelRejected {
+        status: TaskStatus::Completed,
+    };
+    for (profile, expected) in [
+        (CancelOnDone::Ok, Shows::CancelAccepted),
+        (
+            CancelOnDone::FailedPrecondition,
+            Shows::CancelRejected {
+                status: TaskStatus::Completed,
+            },
+        ),
+        (CancelOnDone::NotFound, Shows::NotFound { expired: false }),
+    ] {
+        let codec = codec_with(profile);
+        assert_eq!(codec.shows(ExchangeKind::Cancel, &done), expected);
+        let ctx = Ctx {
+            request_id: None,
+            what: What::Cancel {
+                name: "op-1".into(),
+            },
+        };
+        let (status, _) = codec.answer(&ctx, &done, &Shape::default());
+        let want = match expected {
+            Shows::CancelAccepted => 200,
+            Shows::NotFound { .. } => 404,
+            _ => 400,
+        };
+        assert_eq!(status, want, "{profile:?}");
+    }
+}

@@ -320,7 +320,10 @@ fn ttl_deletes_running_task_ts_vs_strict_timing() {
         assert_eq!(r["error"]["code"], -32602, "{profile:?}");
         assert_eq!(d.truth(&id).deleted_at_ms, Some(deleted_at));
         if profile == Profile::SpecStrict {
-            assert_eq!(r["error"]["message"], "Task has expired");
+            assert_eq!(
+                r["error"]["message"],
+                "Failed to retrieve task: Task has expired"
+            );
         }
         assert_eq!(d.s.next_event_at_ms(), None);
     }

@@ -29,7 +29,8 @@ pub fn not_found(profile: Profile, method: TasksMethod, task_id: &str, expired: 
             }
         },
         Profile::PythonSdk => format!("Task not found: {task_id}"),
-        Profile::SpecStrict if expired => "Task has expired".to_string(),
+        // The spec's own example (basic/utilities/tasks.mdx, "Task expired").
+        Profile::SpecStrict if expired => "Failed to retrieve task: Task has expired".to_string(),
         Profile::SpecStrict => format!("Task not found: {task_id}"),
     }
 }

@@ -22,7 +22,7 @@
 //!   a cancelled task may still end `completed` or `failed`).
 //! - `isError` results end `completed`; `tool_error` ends `failed` with the error inlined.
 //! - ttl (`ttlMs`) counts from creation and starts again at terminal; a deleted task answers
-//!   `-32602` "Task has expired".
+//!   `-32602` "unknown task: <id>", as rmcp words an unknown task (it says nothing of expiry).
 //! - `tasks/list` and `tasks/result` do not exist: `-32601`, like any unknown method.
 //! - The toolop extensions: submissions deduplicated by `_meta["io.toolop/idempotency-key"]`,
 //!   results carry `_meta["io.toolop/result-digest"]` (over the result without `_meta` and
@@ -33,8 +33,8 @@ use toolop::protocol::TaskSupport;
 use toolop::transport::{InFrame, OutFrame};
 
 use crate::fake::codec::{
-    AnswerItem, CallId, Codec, CodecCaps, Decoded, ExchangeKind, FakeTool, Note, Outcome, Push,
-    Request, Response, ResultBody, ResultShape, RunAs, Shape, Submit, TaskView,
+    neutral_shows, AnswerItem, CallId, Codec, CodecCaps, Decoded, ExchangeKind, FakeTool, Note,
+    Outcome, Push, Request, Response, ResultBody, ResultShape, RunAs, Shape, Submit, TaskView,
 };
 use crate::fake::jsonrpc::{
     self, Direct, Incoming, RpcCalls, INVALID_PARAMS, METHOD_NOT_FOUND, TOOL_ERROR,
@@ -44,6 +44,7 @@ use crate::fake::script::ScriptOutcome;
 use crate::fake::script::TaskScript;
 use crate::fake::service::{AtTerminal, CancelRule, Dedupe, InputDelivery, Policy};
 use crate::fake::truth::{payload_digest, AnswerAction, TaskStatus};
+use crate::trace::Shows;
 
 #[cfg(test)]
 mod tests;
@@ -360,16 +361,10 @@ impl jsonrpc::RpcCodec for ExtCodec {
             (_, Response::Outcome(Outcome::ToolError { message })) => {
                 Direct::Error(TOOL_ERROR, message.clone())
             }
-            (What::Get { task } | What::Ack { task }, Response::NotFound { expired }) => {
+            // rmcp's words for an unknown and a deleted task alike (rmcp-3.11.0 seq 113, 116).
+            (What::Get { task } | What::Ack { task }, Response::NotFound { .. }) => {
                 let task = shape.task_id.as_deref().unwrap_or(task);
-                Direct::Error(
-                    INVALID_PARAMS,
-                    if *expired {
-                        "Task has expired".into()
-                    } else {
-                        format!("Task not found: {task}")
-                    },
-                )
+                Direct::Error(INVALID_PARAMS, format!("unknown task: {task}"))
             }
             (What::Get { task }, Response::Task(v)) => Direct::Result(self.get_task_result(
                 v,
@@ -497,5 +492,49 @@ impl Codec for ExtCodec {
     /// status notifications.
     fn encode_push(&mut self, _push: &Push) -> Option<InFrame> {
         None
+    }
+
+    /// As `answer` writes it: `tasks/cancel` and `tasks/update` answer the plain ack whatever the
+    /// service did (a cancel of an ended task included); only `tasks/get` inlines anything, and
+    /// only a completed task's result, a failed task's error or the pending round's requests.
+    /// A submission's reply is the flat CreateTaskResult, with nothing inlined.
+    fn shows(&self, exchange: ExchangeKind, response: &Response) -> Shows {
+        let acked = matches!(
+            response,
+            Response::Task(_) | Response::CancelAccepted | Response::CancelRejected { .. }
+        );
+        match (exchange, response) {
+            (ExchangeKind::Cancel, _) if acked => Shows::CancelAccepted,
+            (ExchangeKind::Answer, _) if acked => Shows::Ack,
+            (_, Response::Task(v)) => {
+                let read = exchange == ExchangeKind::Poll;
+                let inlined = matches!(
+                    (v.status, &v.outcome),
+                    (TaskStatus::Completed, Some(Outcome::Result(_)))
+                        | (TaskStatus::Failed, Some(Outcome::ToolError { .. }))
+                );
+                let round = v
+                    .pending_round
+                    .filter(|_| read && v.status == TaskStatus::InputRequired);
+                match neutral_shows(response, self.caps()) {
+                    Shows::Task {
+                        task,
+                        status,
+                        poll_interval_ms,
+                        ttl_ms,
+                        ..
+                    } => Shows::Task {
+                        task,
+                        status,
+                        poll_interval_ms,
+                        input_round: round,
+                        ttl_ms,
+                        result: read && inlined,
+                    },
+                    other => other,
+                }
+            }
+            _ => neutral_shows(response, self.caps()),
+        }
     }
 }

@@ -10,6 +10,7 @@ use toolop::record::ProtocolStatus;
 use toolop::transport::OutFrame;
 
 use super::*;
+use crate::fake::codec::Stop;
 use crate::fake::jsonrpc::{
     EXT_IDEMPOTENCY, META_IDEMPOTENCY_KEY, META_RESULT_DIGEST, META_SYNC_UPPER_BOUND_MS,
 };
@@ -1005,4 +1006,90 @@ fn the_adapter_and_the_fake_agree() {
         one(exchange(&a, &mut s, 4_000, 15, &gone)).name(),
         "not_found"
     );
+}
+
+fn task_view(status: TaskStatus, outcome: Option<Outcome>, round: Option<u32>) -> TaskView {
+    TaskView {
+        id: "t1".into(),
+        call_node: "n1".into(),
+        tool: "report".into(),
+        status,
+        created_at_ms: 0,
+        updated_at_ms: 0,
+        ttl_ms: Some(60_000),
+        text: "t".into(),
+        notes: vec![],
+        outcome,
+        pending_round: round,
+        deleted: false,
+    }
+}
+
+/// What the trace says a reply showed is what the wire carries: only `tasks/get` inlines
+/// anything (a completed task's result, a failed task's error, the pending round), a
+/// submission's reply inlines nothing, and `tasks/cancel` and `tasks/update` answer the plain
+/// ack whatever the service did, a cancel of an ended task included. Before, a cancelled task's
+/// read and a deduplicated submission's reply were credited with a result, and a cancel's ack
+/// of an ended task was recorded as a refusal the client never saw.
+#[test]
+fn what_a_reply_shows_is_what_its_wire_carries() {
+    let codec = ExtCodec::new(cfg());
+    let result = Outcome::Result(ResultBody {
+        text: "r".into(),
+        blocks: 1,
+        is_error: false,
+    });
+    for (status, outcome, round) in [
+        (TaskStatus::Completed, Some(result), None),
+        (
+            TaskStatus::Failed,
+            Some(Outcome::ToolError {
+                message: "no".into(),
+            }),
+            None,
+        ),
+        (
+            TaskStatus::Cancelled,
+            Some(Outcome::Stopped(Stop::Cancelled)),
+            None,
+        ),
+        (TaskStatus::InputRequired, None, Some(2)),
+        (TaskStatus::Working, None, None),
+    ] {
+        let v = task_view(status, outcome, round);
+        let wire = codec.get_task_result(&v, "t1", false);
+        let inlined = wire.get("result").is_some() || wire.get("error").is_some();
+        let asks = wire.get("inputRequests").is_some();
+        match codec.shows(ExchangeKind::Poll, &Response::Task(v.clone())) {
+            Shows::Task {
+                result,
+                input_round,
+                ..
+            } => {
+                assert_eq!(result, inlined, "{status:?}: {wire}");
+                assert_eq!(input_round.is_some(), asks, "{status:?}: {wire}");
+            }
+            other => panic!("a read shows a task: {other:?}"),
+        }
+        match codec.shows(ExchangeKind::Submit, &Response::Task(v.clone())) {
+            Shows::Task {
+                result,
+                input_round,
+                ..
+            } => assert!(!result && input_round.is_none(), "{status:?}"),
+            other => panic!("a submission's reply shows a task: {other:?}"),
+        }
+        assert_eq!(
+            codec.shows(ExchangeKind::Cancel, &Response::Task(v.clone())),
+            Shows::CancelAccepted
+        );
+    }
+    let ended = Response::CancelRejected {
+        status: TaskStatus::Completed,
+    };
+    assert_eq!(
+        codec.shows(ExchangeKind::Cancel, &ended),
+        Shows::CancelAccepted
+    );
+    assert_eq!(codec.shows(ExchangeKind::Answer, &ended), Shows::Ack);
 }

@@ -16,7 +16,7 @@ use tokio::sync::mpsc;
 use tokio::time::{Duration, Instant};
 use toolop::transport::{InFrame, OutFrame, Transport, TransportError};
 
-use crate::fake::codec::{Ask, CallId, CodecCaps, Decoded, ExchangeKind, Response};
+use crate::fake::codec::{Ask, CallId, Decoded, ExchangeKind, Response};
 use crate::fake::FakeServer;
 use crate::scenario::Protocol;
 use crate::series::faults::{catalogue, FaultKind, SharedPlan};
@@ -380,10 +380,10 @@ impl Net {
                     .call
                     .expect("only requests awaiting a reply get one from a replica");
                 self.inflight.remove(&(lane, call));
-                let (frame, caps) = {
+                let (frame, shown) = {
                     let mut server = self.ctx.servers[lane].lock().expect("server lock");
                     let frame = server.encode_reply(call, &response, &Default::default());
-                    (frame, server.caps())
+                    (frame, server.shows(exchange, &response))
                 };
                 let latency = self.latency();
                 // The replica's answer is a frame to the executor like any other.
@@ -396,7 +396,7 @@ impl Net {
                     bytes: frame.body.len(),
                     verdict: NetVerdict::Deliver,
                     arrives_after_ms: Some(latency),
-                    shows: Some(shows(&response, caps)),
+                    shows: Some(shown),
                 });
                 self.deliver_to(conn, frame, latency, Some(no));
             }
@@ -453,8 +453,11 @@ impl Net {
                 .encode_reply(call, &response, &Default::default());
             return None;
         };
-        let caps = self.ctx.servers[lane].lock().expect("server lock").caps();
-        let info = rules::ReplyInfo::of(inflight.exchange, &response, caps);
+        let (caps, shown) = {
+            let server = self.ctx.servers[lane].lock().expect("server lock");
+            (server.caps(), server.shows(inflight.exchange, &response))
+        };
+        let info = rules::ReplyInfo::of(inflight.exchange, &response, caps, &shown);
         let v = self.reply_verdict(lane, call, &inflight, &info);
         let mut v = v;
         let mut frame = self.ctx.servers[lane]
@@ -467,7 +470,6 @@ impl Net {
             v.verdict = NetVerdict::Truncated { to_bytes };
         }
         let node = inflight.node.as_deref();
-        let shown = shows(&response, caps);
         let lost = v.verdict == NetVerdict::Lost;
         // Drawn before the record so the trace can say when the frame arrives.
         let arrival = (!lost).then(|| self.latency() + v.extra_delay_ms);
@@ -675,41 +677,5 @@ impl Transport for SimTransport {
 
     async fn recv(&mut self) -> Option<InFrame> {
         self.rx.recv().await
-    }
-}
-
-/// What a response shows the executor, in the trace's neutral terms.
-pub fn shows(response: &Response, caps: CodecCaps) -> Shows {
-    match response {
-        Response::Task(v) => Shows::Task {
-            task: v.id.clone(),
-            status: v.status,
-            poll_interval_ms: caps.poll_interval_ms,
-            input_round: v.pending_round.filter(|_| caps.poll_shows_input),
-            ttl_ms: v.ttl_ms,
-            result: caps.poll_shows_result && v.status.is_terminal() && v.outcome.is_some(),
-        },
-        Response::Outcome(_) => Shows::Outcome,
-        Response::NoResult { .. } => Shows::NoResult,
-        Response::InlineRefused => Shows::InlineRefused,
-        Response::NotFound { expired } => Shows::NotFound { expired: *expired },
-        Response::CancelAccepted => Shows::CancelAccepted,
-        Response::CancelRejected { status } => Shows::CancelRejected { status: *status },
-        Response::Tasks(ts) => Shows::Tasks {
-            tasks: ts.iter().map(|t| t.id.clone()).collect(),
-            status: ts.iter().map(|t| (t.id.clone(), t.status)).collect(),
-            ttl_ms: ts
-                .iter()
-                .filter_map(|t| Some((t.id.clone(), t.ttl_ms?)))
-                .collect(),
-        },
-        Response::Ack => Shows::Ack,
-        Response::Throttled {
-            throttle,
-            retry_after_ms,
-        } => Shows::Throttled {
-            status: throttle.http_status(),
-            retry_after_ms: *retry_after_ms,
-        },
     }
 }

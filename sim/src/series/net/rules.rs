@@ -17,7 +17,7 @@ use crate::fake::codec::{
     CallId, CodecCaps, Decoded, ExchangeKind, Outcome, Request, Response, Shape, Throttle,
 };
 use crate::series::faults::FaultKind;
-use crate::trace::{FaultDetail, NetVerdict};
+use crate::trace::{FaultDetail, NetVerdict, Shows};
 
 use super::{Inflight, Net};
 
@@ -79,7 +79,15 @@ pub struct ReplyInfo {
 }
 
 impl ReplyInfo {
-    pub fn of(exchange: ExchangeKind, response: &Response, caps: CodecCaps) -> ReplyInfo {
+    /// `shown`: what the codec's reply shows the executor ([`crate::fake::codec::Codec::shows`]),
+    /// so that a fault aimed at a result or an input request only fires on a frame that carries
+    /// one on the wire.
+    pub fn of(
+        exchange: ExchangeKind,
+        response: &Response,
+        caps: CodecCaps,
+        shown: &Shows,
+    ) -> ReplyInfo {
         let error = matches!(
             response,
             Response::NotFound { .. }
@@ -93,9 +101,9 @@ impl ReplyInfo {
             (ExchangeKind::Fetch, Response::Outcome(o)) => (true, Some(o)),
             (ExchangeKind::Fetch, Response::NoResult { .. }) => (true, None),
             (ExchangeKind::Poll, Response::Task(v))
-                if caps.poll_shows_result && v.status.is_terminal() =>
+                if matches!(shown, Shows::Task { result: true, .. }) =>
             {
-                (v.outcome.is_some(), v.outcome.as_ref())
+                (true, v.outcome.as_ref())
             }
             _ => (false, None),
         };
@@ -105,8 +113,13 @@ impl ReplyInfo {
             created: exchange == ExchangeKind::Submit && matches!(response, Response::Task(_)),
             carries_result,
             block_cut_detectable: blocks && caps.result_digest,
-            shows_input: caps.poll_shows_input
-                && matches!(response, Response::Task(v) if v.pending_round.is_some()),
+            shows_input: matches!(
+                shown,
+                Shows::Task {
+                    input_round: Some(_),
+                    ..
+                }
+            ),
         }
     }
 }
@@ -393,6 +406,12 @@ mod tests {
         }
     }
 
+    /// The facts for a codec whose wire carries each response as the service gave it.
+    fn info_of(exchange: ExchangeKind, response: &Response, caps: CodecCaps) -> ReplyInfo {
+        let shown = crate::fake::codec::neutral_shows(response, caps);
+        ReplyInfo::of(exchange, response, caps, &shown)
+    }
+
     const MCP: CodecCaps = CodecCaps {
         body_ids: true,
         poll_shows_result: false,
@@ -425,23 +444,19 @@ mod tests {
         let done = Response::Task(view(TaskStatus::Completed, Some(result.clone()), None));
         // A result read carries a result everywhere; a status read only where it shows one.
         assert!(
-            ReplyInfo::of(ExchangeKind::Fetch, &Response::Outcome(result.clone()), MCP)
-                .carries_result
+            info_of(ExchangeKind::Fetch, &Response::Outcome(result.clone()), MCP).carries_result
         );
-        assert!(!ReplyInfo::of(ExchangeKind::Poll, &done, MCP).carries_result);
-        assert!(ReplyInfo::of(ExchangeKind::Poll, &done, AIP).carries_result);
+        assert!(!info_of(ExchangeKind::Poll, &done, MCP).carries_result);
+        assert!(info_of(ExchangeKind::Poll, &done, AIP).carries_result);
         // Dropping the last block is only a detectable cut where the server claims a digest.
-        assert!(
-            ReplyInfo::of(ExchangeKind::Fetch, &Response::Outcome(result), MCP)
-                .block_cut_detectable
-        );
-        assert!(!ReplyInfo::of(ExchangeKind::Poll, &done, AIP).block_cut_detectable);
+        assert!(info_of(ExchangeKind::Fetch, &Response::Outcome(result), MCP).block_cut_detectable);
+        assert!(!info_of(ExchangeKind::Poll, &done, AIP).block_cut_detectable);
         // A submission's reply that names a task is a creation; an input request shows only
         // where reads show them.
         let working = Response::Task(view(TaskStatus::InputRequired, None, Some(1)));
-        assert!(ReplyInfo::of(ExchangeKind::Submit, &working, AIP).created);
-        assert!(ReplyInfo::of(ExchangeKind::Poll, &working, EXT).shows_input);
-        assert!(!ReplyInfo::of(ExchangeKind::Poll, &working, MCP).shows_input);
+        assert!(info_of(ExchangeKind::Submit, &working, AIP).created);
+        assert!(info_of(ExchangeKind::Poll, &working, EXT).shows_input);
+        assert!(!info_of(ExchangeKind::Poll, &working, MCP).shows_input);
         // Refusals are errors.
         for r in [
             Response::NotFound { expired: true },
@@ -450,8 +465,8 @@ mod tests {
             },
             Response::NoResult { cancelled: true },
         ] {
-            assert!(ReplyInfo::of(ExchangeKind::Fetch, &r, MCP).error, "{r:?}");
+            assert!(info_of(ExchangeKind::Fetch, &r, MCP).error, "{r:?}");
         }
-        assert!(!ReplyInfo::of(ExchangeKind::Poll, &done, MCP).error);
+        assert!(!info_of(ExchangeKind::Poll, &done, MCP).error);
     }
 }
