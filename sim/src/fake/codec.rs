@@ -350,6 +350,16 @@ pub struct CodecCaps {
 /// error result as an `error` status only).
 pub trait ResultShape {
     fn payload(&self, body: &ResultBody) -> Option<Value>;
+    /// The error message the server shows for a failed `outcome`, where it shows one in place
+    /// of a payload (what the truth's `error_message` holds, and a failed entry downstream must
+    /// carry). By default a tool error's own message; AIP-151 also shows an error result and a
+    /// pre-emption as an `error` status.
+    fn error_message(&self, outcome: &Outcome) -> Option<String> {
+        match outcome {
+            Outcome::ToolError { message } => Some(message.clone()),
+            _ => None,
+        }
+    }
 }
 
 /// One protocol's wire format. See the module docs.

@@ -149,8 +149,9 @@ pub struct TaskTruth {
     /// Digest of the stored result as the server puts it on the wire (without metadata); `None`
     /// without a stored result.
     pub result_digest: Option<String>,
-    /// The tool's error, when the work ended in one instead of a result (the message as the
-    /// service stored it; each protocol puts it in its own error shape).
+    /// The error the server shows for a failed outcome in place of a payload: a tool error's
+    /// message (each protocol puts it in its own error shape); on AIP-151 also an error
+    /// result's and a pre-emption's (`ResultShape::error_message`).
     pub error_message: Option<String>,
     /// Side effects applied by the work (0 or 1).
     pub side_effects: u32,

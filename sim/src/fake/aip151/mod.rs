@@ -457,10 +457,7 @@ impl AipCodec {
                     m.insert("error".into(), error(CANCELLED, "CANCELLED"));
                 }
                 Outcome::Stopped(Stop::Preempted) => {
-                    m.insert(
-                        "error".into(),
-                        error(ABORTED, "ABORTED: pre-empted by a newer operation"),
-                    );
+                    m.insert("error".into(), error(ABORTED, PREEMPTED_MESSAGE));
                 }
                 Outcome::Nothing => {}
             }
@@ -564,7 +561,20 @@ impl ResultShape for AipCodec {
     fn payload(&self, body: &ResultBody) -> Option<Value> {
         (!body.is_error).then(|| response_payload(body, false))
     }
+
+    /// The `error.message` of a done operation that failed, as `op_json` writes it.
+    fn error_message(&self, outcome: &Outcome) -> Option<String> {
+        match outcome {
+            Outcome::Result(b) if b.is_error => Some(b.text.clone()),
+            Outcome::ToolError { message } => Some(message.clone()),
+            Outcome::Stopped(Stop::Preempted) => Some(PREEMPTED_MESSAGE.into()),
+            _ => None,
+        }
+    }
 }
+
+/// The message of a pre-empted operation's ABORTED error.
+const PREEMPTED_MESSAGE: &str = "ABORTED: pre-empted by a newer operation";
 
 impl Codec for AipCodec {
     /// A done operation is its own result; a reply is its HTTP response, with no id of its own.

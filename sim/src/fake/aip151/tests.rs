@@ -289,6 +289,14 @@ fn each_script_outcome_ends_the_operation_its_own_way() {
             (Some(status), effects, None),
             "{outcome:?}"
         );
+        // The truth keeps the message the wire shows: what a failed entry downstream must
+        // carry (outbox_payload_matches_truth; before, an error result's left it empty, and
+        // any failed payload passed).
+        assert_eq!(
+            t.error_message.as_deref(),
+            op["error"]["message"].as_str(),
+            "{outcome:?}"
+        );
     }
 }
 
@@ -577,6 +585,7 @@ fn preemption_ends_the_configured_fraction_aborted() {
         (t.terminal_status, t.side_effects),
         (Some(TaskStatus::Failed), 0)
     );
+    assert_eq!(t.error_message.as_deref(), op["error"]["message"].as_str());
     assert_eq!(d.s.next_event_at_ms(), None);
 }
 

@@ -22,7 +22,7 @@ impl TaskService {
                 }
                 Ev::Preempt(seq) => {
                     self.task_mut(seq).sched[1] = None;
-                    self.preempt(seq, t);
+                    self.preempt(seq, t, shape);
                 }
                 Ev::Inline(seq) => self.finish_inline(seq, t, shape),
                 Ev::Cancel(seq) => {
@@ -216,8 +216,8 @@ impl TaskService {
         } {
             self.tt(seq).result_digest = Some(payload_digest(&payload));
         }
-        if let Outcome::ToolError { message } = &outcome {
-            self.tt(seq).error_message = Some(message.clone());
+        if let Some(message) = shape.error_message(&outcome) {
+            self.tt(seq).error_message = Some(message);
         }
         self.task_mut(seq).outcome = Some(outcome);
         self.set_status(seq, status, t, note);
@@ -271,7 +271,7 @@ impl TaskService {
     }
 
     /// The service stops the work itself at `t` (pre-emption): no side effect, status failed.
-    fn preempt(&mut self, seq: u64, t: u64) {
+    fn preempt(&mut self, seq: u64, t: u64, shape: &dyn ResultShape) {
         if self.task(seq).work.state == WorkState::Ended {
             return;
         }
@@ -282,7 +282,11 @@ impl TaskService {
             return;
         }
         self.abandon_round(seq, t);
-        self.task_mut(seq).outcome = Some(Outcome::Stopped(Stop::Preempted));
+        let outcome = Outcome::Stopped(Stop::Preempted);
+        if let Some(message) = shape.error_message(&outcome) {
+            self.tt(seq).error_message = Some(message);
+        }
+        self.task_mut(seq).outcome = Some(outcome);
         self.set_status(seq, TaskStatus::Failed, t, Note::Preempted);
         self.settle_held(seq, t);
     }
