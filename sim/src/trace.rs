@@ -248,6 +248,9 @@ pub struct BeginConfig {
     /// How many not-found replies in a row, before the operation's advertised expiry, the
     /// executor is configured to retry before it gives up (it hands over on the next).
     pub not_found_retries: u32,
+    /// How many cancels the executor sends for a node, none of them taken, before it hands a
+    /// still running operation to a person.
+    pub max_cancel_attempts: u32,
     /// Tools the executor runs in shadow mode.
     pub shadow_tools: Vec<String>,
     /// Every call node the caller will submit.

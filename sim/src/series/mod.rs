@@ -319,6 +319,7 @@ pub async fn world_main_with(sc: Scenario, params: Params, mode: PlanMode) -> Se
                 approval_timeout_ms: sc.executor.core.approval_timeout_ms,
                 request_timeout_ms: sc.executor.request_timeout_ms,
                 not_found_retries: sc.executor.core.not_found_retries,
+                max_cancel_attempts: sc.executor.core.max_cancel_attempts,
                 shadow_tools: sc.executor.launch.shadow_tools.clone(),
                 nodes: params
                     .nodes

@@ -431,7 +431,9 @@ fn excusable(v: &View, arrived: &[Frame], node: &str, task: &str, exec: ExecId, 
     });
     let expired = first_seen.is_some_and(|expiry| at >= expiry)
         && latest.is_some_and(|a| matches!(a.shows, Some(Shows::NotFound { .. })));
-    expired || nothing_alive_lately(v, arrived, node, task, at)
+    expired
+        || nothing_alive_lately(v, arrived, node, task, at)
+        || no_cancel_taken(v, arrived, node, task, at)
 }
 
 /// Whether none of the last `not_found_retries + 1` requests sent for `node` before `at` (by any
@@ -459,6 +461,32 @@ fn nothing_alive_lately(v: &View, arrived: &[Frame], node: &str, task: &str, at:
             r.exchange == ExchangeKind::Submit
                 || arr < r.t_ms.saturating_add(v.config.request_timeout_ms)
         };
+        !answers(arrived, r)
+            .any(|a| a.arrives_at_ms.is_some_and(|arr| arr <= at && in_time(arr)) && alive(a, task))
+    })
+}
+
+/// Whether each of the last `max_cancel_attempts` cancels sent for `node` before `at` (by any
+/// executor: the count of attempts lives in the record) went untaken: lost on the way, answered
+/// by a replica, or answered by nothing that showed `task` alive (an acknowledgement, the task
+/// itself) in time. The executor is cancelling a running operation at a person's request, and a
+/// status read cannot settle that; a bounded executor stops sending cancels somewhere, and then
+/// a person must stop the operation (`mcp_ext_faults` seed 977025: five cancels in a row lost on
+/// the way, each followed by a read showing the task working). One cancel taken is a cancel the
+/// executor had to wait out, not give up on: no excuse then.
+fn no_cancel_taken(v: &View, arrived: &[Frame], node: &str, task: &str, at: u64) -> bool {
+    let want = v.config.max_cancel_attempts as usize;
+    let cancels: Vec<Frame> = sends(v.trace)
+        .filter(|s| s.is(node) && s.t_ms <= at && s.exchange == ExchangeKind::Cancel)
+        .collect();
+    if want == 0 || cancels.len() < want {
+        return false;
+    }
+    cancels[cancels.len() - want..].iter().all(|r| {
+        if matches!(r.verdict, NetVerdict::Lost | NetVerdict::Replica { .. }) {
+            return true;
+        }
+        let in_time = |arr: u64| arr < r.t_ms.saturating_add(v.config.request_timeout_ms);
         !answers(arrived, r)
             .any(|a| a.arrives_at_ms.is_some_and(|arr| arr <= at && in_time(arr)) && alive(a, task))
     })
@@ -1099,5 +1127,47 @@ mod tests {
             Some(working()),
         );
         assert_eq!(check(&b.build(SETTLED)), vec![]);
+    }
+
+    /// A person asked for a cancel and the executor sent `max_cancel_attempts` (3 here) of them,
+    /// each lost on the way, each followed by a read showing the task working: handing the
+    /// running task to a person is what a bounded executor must do (mcp_ext_faults seed
+    /// 977025), counted as undecidable. One cancel that came back acknowledged, or fewer cancels
+    /// than the bound, leaves no excuse.
+    #[test]
+    fn cancels_none_of_which_was_taken_excuse_handing_a_running_task_over() {
+        let build = |verdicts: &[NetVerdict]| {
+            let mut b = Tb::new();
+            b.unknown_path("n1", 0);
+            b.at(10).net_in("n1", ExchangeKind::Poll, working());
+            let mut t = 1_000;
+            for verdict in verdicts {
+                b.at(t).net(
+                    Dir::ToServer,
+                    "n1",
+                    ExchangeKind::Cancel,
+                    verdict.clone(),
+                    None,
+                    None,
+                );
+                if *verdict == NetVerdict::Deliver {
+                    b.net_in("n1", ExchangeKind::Cancel, Shows::CancelAccepted);
+                }
+                b.at(t + 500).net_out("n1", ExchangeKind::Poll).net_in(
+                    "n1",
+                    ExchangeKind::Poll,
+                    working(),
+                );
+                t += 1_000;
+            }
+            b.build(SETTLED)
+        };
+        let lost = NetVerdict::Lost;
+        let all_lost = build(&[lost.clone(), lost.clone(), lost.clone()]);
+        assert_eq!(check(&all_lost), vec![]);
+        assert_eq!(judge_undecidable(&all_lost), 1);
+        let one_taken = build(&[lost.clone(), NetVerdict::Deliver, lost.clone()]);
+        assert_eq!(check(&one_taken).len(), 1);
+        assert_eq!(check(&build(&[lost.clone(), lost])).len(), 1);
     }
 }

@@ -52,6 +52,7 @@ impl Tb {
                 approval_timeout_ms: 60_000,
                 request_timeout_ms: 10_000,
                 not_found_retries: 2,
+                max_cancel_attempts: 3,
                 shadow_tools: vec![],
                 nodes: vec![],
                 lanes: vec![crate::scenario::Protocol::Mcp20251125],
