@@ -7,8 +7,9 @@
 //! needless: it costs a human's time and trains people to ignore the queue.
 //!
 //! The items judged are the ledger's effect-reconciliation records (the executor's act, which
-//! is what is judged). A frame counts if it could reach an executor: not lost, not answered by
-//! a replica instead of the server, not rewritten to name another task.
+//! is what is judged). A frame counts if it could reach an executor readable: not lost, not
+//! answered by a replica instead of the server, not rewritten to name another task, not cut
+//! short (a truncated frame is a malformed one to the executor: it shows no status).
 
 use std::collections::BTreeSet;
 
@@ -61,7 +62,10 @@ fn nodes_shown_completing_after_cancel<'a>(v: &View<'a>) -> BTreeSet<&'a str> {
         };
         let reaches = !matches!(
             verdict,
-            NetVerdict::Lost | NetVerdict::Replica { .. } | NetVerdict::TaskIdRewritten { .. }
+            NetVerdict::Lost
+                | NetVerdict::Replica { .. }
+                | NetVerdict::TaskIdRewritten { .. }
+                | NetVerdict::Truncated { .. }
         );
         let late_end = matches!(status, TaskStatus::Completed | TaskStatus::Failed);
         let was_cancelled = v
@@ -155,6 +159,20 @@ mod tests {
         effect(&mut b, "n1", 4_000);
         effect(&mut b, "n1", 4_001);
         // Reported once per node.
+        assert_eq!(check(&b.build(SETTLED)).len(), 1);
+        // Nor one cut short on the way: the executor could not read a status from it.
+        let mut b = Tb::new();
+        b.cancel_path("n1", 0);
+        b.truth.tasks.get_mut("t-n1").unwrap().status = TaskStatus::Completed;
+        b.at(4_000).net(
+            Dir::ToExecutor,
+            "n1",
+            ExchangeKind::Poll,
+            NetVerdict::Truncated { to_bytes: 12 },
+            Some(20),
+            Some(shows("t-n1", TaskStatus::Completed)),
+        );
+        effect(&mut b, "n1", 4_100);
         assert_eq!(check(&b.build(SETTLED)).len(), 1);
     }
 
