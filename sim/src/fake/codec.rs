@@ -238,6 +238,32 @@ pub struct TaskView {
     pub deleted: bool,
 }
 
+#[cfg(test)]
+impl TaskView {
+    /// A view for tests: task `id` of node `n1`, tool `report`, created at 0, no ttl.
+    pub fn for_test(
+        id: &str,
+        status: TaskStatus,
+        outcome: Option<Outcome>,
+        pending_round: Option<u32>,
+    ) -> TaskView {
+        TaskView {
+            id: id.into(),
+            call_node: "n1".into(),
+            tool: "report".into(),
+            status,
+            created_at_ms: 0,
+            updated_at_ms: 0,
+            ttl_ms: None,
+            text: "t".into(),
+            notes: vec![],
+            outcome,
+            pending_round,
+            deleted: false,
+        }
+    }
+}
+
 /// A 429/503 from something in front of the server.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]

@@ -983,20 +983,7 @@ fn the_adapter_and_the_fake_agree_end_to_end() {
 }
 
 fn task_view(status: TaskStatus, outcome: Option<Outcome>) -> TaskView {
-    TaskView {
-        id: "op-1".into(),
-        call_node: "n1".into(),
-        tool: "report".into(),
-        status,
-        created_at_ms: 0,
-        updated_at_ms: 0,
-        ttl_ms: None,
-        text: "t".into(),
-        notes: vec![],
-        outcome,
-        pending_round: None,
-        deleted: false,
-    }
+    TaskView::for_test("op-1", status, outcome, None)
 }
 
 fn codec_with(cancel_on_done: CancelOnDone) -> AipCodec {

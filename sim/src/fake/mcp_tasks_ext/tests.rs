@@ -1010,18 +1010,8 @@ fn the_adapter_and_the_fake_agree() {
 
 fn task_view(status: TaskStatus, outcome: Option<Outcome>, round: Option<u32>) -> TaskView {
     TaskView {
-        id: "t1".into(),
-        call_node: "n1".into(),
-        tool: "report".into(),
-        status,
-        created_at_ms: 0,
-        updated_at_ms: 0,
         ttl_ms: Some(60_000),
-        text: "t".into(),
-        notes: vec![],
-        outcome,
-        pending_round: round,
-        deleted: false,
+        ..TaskView::for_test("t1", status, outcome, round)
     }
 }
 

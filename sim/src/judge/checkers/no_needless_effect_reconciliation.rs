@@ -107,6 +107,14 @@ mod tests {
         });
     }
 
+    /// n1's task was cancelled, and the server then flipped its word: it now shows completed.
+    fn flipped() -> Tb {
+        let mut b = Tb::new();
+        b.cancel_path("n1", 0);
+        b.truth.tasks.get_mut("t-n1").unwrap().status = TaskStatus::Completed;
+        b
+    }
+
     #[test]
     fn clean_traces_pass() {
         assert_clean(check);
@@ -114,10 +122,7 @@ mod tests {
 
     #[test]
     fn a_completion_shown_after_a_confirmed_cancel_justifies_it() {
-        let mut b = Tb::new();
-        b.cancel_path("n1", 0);
-        // The server flipped its word: the cancelled task now shows completed.
-        b.truth.tasks.get_mut("t-n1").unwrap().status = TaskStatus::Completed;
+        let mut b = flipped();
         b.at(4_000).net_in(
             "n1",
             ExchangeKind::Poll,
@@ -145,9 +150,7 @@ mod tests {
 
     #[test]
     fn a_flip_shown_only_on_a_frame_that_never_arrives_is_no_evidence() {
-        let mut b = Tb::new();
-        b.cancel_path("n1", 0);
-        b.truth.tasks.get_mut("t-n1").unwrap().status = TaskStatus::Completed;
+        let mut b = flipped();
         b.at(4_000).net(
             Dir::ToExecutor,
             "n1",
@@ -161,9 +164,7 @@ mod tests {
         // Reported once per node.
         assert_eq!(check(&b.build(SETTLED)).len(), 1);
         // Nor one cut short on the way: the executor could not read a status from it.
-        let mut b = Tb::new();
-        b.cancel_path("n1", 0);
-        b.truth.tasks.get_mut("t-n1").unwrap().status = TaskStatus::Completed;
+        let mut b = flipped();
         b.at(4_000).net(
             Dir::ToExecutor,
             "n1",

@@ -390,20 +390,7 @@ mod tests {
     use crate::fake::truth::TaskStatus;
 
     fn view(status: TaskStatus, outcome: Option<Outcome>, pending_round: Option<u32>) -> TaskView {
-        TaskView {
-            id: "t".into(),
-            call_node: "n".into(),
-            tool: "x".into(),
-            status,
-            created_at_ms: 0,
-            updated_at_ms: 0,
-            ttl_ms: None,
-            text: "t".into(),
-            notes: vec![],
-            outcome,
-            pending_round,
-            deleted: false,
-        }
+        TaskView::for_test("t", status, outcome, pending_round)
     }
 
     /// The facts for a codec whose wire carries each response as the service gave it.
