@@ -444,8 +444,42 @@ fn excusable(v: &View, arrived: &[Frame], node: &str, task: &str, exec: ExecId, 
 /// row that said nothing else is what a deleted operation looks like.
 fn nothing_alive_lately(v: &View, arrived: &[Frame], node: &str, task: &str, at: u64) -> bool {
     let want = v.config.not_found_retries as usize + 1;
+    last_said_nothing_alive(v, arrived, node, task, at, want, |s| {
+        s.exchange != ExchangeKind::Answer
+    })
+}
+
+/// Whether each of the last `max_cancel_attempts` cancels sent for `node` before `at` (by any
+/// executor: the count of attempts lives in the record) went untaken: lost on the way, answered
+/// by a replica, or answered by nothing that showed `task` alive (an acknowledgement, the task
+/// itself) in time. The executor is cancelling a running operation at a person's request, and a
+/// status read cannot settle that; a bounded executor stops sending cancels somewhere, and then
+/// a person must stop the operation (`mcp_ext_faults` seed 977025: five cancels in a row lost on
+/// the way, each followed by a read showing the task working). One cancel taken is a cancel the
+/// executor had to wait out, not give up on: no excuse then.
+fn no_cancel_taken(v: &View, arrived: &[Frame], node: &str, task: &str, at: u64) -> bool {
+    let want = v.config.max_cancel_attempts as usize;
+    want > 0
+        && last_said_nothing_alive(v, arrived, node, task, at, want, |s| {
+            s.exchange == ExchangeKind::Cancel
+        })
+}
+
+/// Whether there were at least `want` requests for `node` sent before `at` that `counts`, and
+/// none of the last `want` of them got back anything showing `task` alive: each was lost on the
+/// way, answered by a replica in front of the server, or answered by nothing alive that arrived
+/// by `at` within the executor's request timeout.
+fn last_said_nothing_alive(
+    v: &View,
+    arrived: &[Frame],
+    node: &str,
+    task: &str,
+    at: u64,
+    want: usize,
+    counts: impl Fn(&Frame) -> bool,
+) -> bool {
     let requests: Vec<Frame> = sends(v.trace)
-        .filter(|s| s.is(node) && s.t_ms <= at && s.exchange != ExchangeKind::Answer)
+        .filter(|s| s.is(node) && s.t_ms <= at && counts(s))
         .collect();
     if requests.len() < want {
         return false;
@@ -461,32 +495,6 @@ fn nothing_alive_lately(v: &View, arrived: &[Frame], node: &str, task: &str, at:
             r.exchange == ExchangeKind::Submit
                 || arr < r.t_ms.saturating_add(v.config.request_timeout_ms)
         };
-        !answers(arrived, r)
-            .any(|a| a.arrives_at_ms.is_some_and(|arr| arr <= at && in_time(arr)) && alive(a, task))
-    })
-}
-
-/// Whether each of the last `max_cancel_attempts` cancels sent for `node` before `at` (by any
-/// executor: the count of attempts lives in the record) went untaken: lost on the way, answered
-/// by a replica, or answered by nothing that showed `task` alive (an acknowledgement, the task
-/// itself) in time. The executor is cancelling a running operation at a person's request, and a
-/// status read cannot settle that; a bounded executor stops sending cancels somewhere, and then
-/// a person must stop the operation (`mcp_ext_faults` seed 977025: five cancels in a row lost on
-/// the way, each followed by a read showing the task working). One cancel taken is a cancel the
-/// executor had to wait out, not give up on: no excuse then.
-fn no_cancel_taken(v: &View, arrived: &[Frame], node: &str, task: &str, at: u64) -> bool {
-    let want = v.config.max_cancel_attempts as usize;
-    let cancels: Vec<Frame> = sends(v.trace)
-        .filter(|s| s.is(node) && s.t_ms <= at && s.exchange == ExchangeKind::Cancel)
-        .collect();
-    if want == 0 || cancels.len() < want {
-        return false;
-    }
-    cancels[cancels.len() - want..].iter().all(|r| {
-        if matches!(r.verdict, NetVerdict::Lost | NetVerdict::Replica { .. }) {
-            return true;
-        }
-        let in_time = |arr: u64| arr < r.t_ms.saturating_add(v.config.request_timeout_ms);
         !answers(arrived, r)
             .any(|a| a.arrives_at_ms.is_some_and(|arr| arr <= at && in_time(arr)) && alive(a, task))
     })
