@@ -492,7 +492,16 @@ impl Runner {
             tokio::select! {
                 biased;
                 input = inputs.recv() => match input {
-                    Some(Input::Shutdown) | None => return Exit::Shutdown,
+                    Some(Input::Shutdown) | None => {
+                        // Replies already received are answers: write them down before going
+                        // (mcp_ext_faults seed 1044363: a replica told to stop while its Start
+                        // commits ran had three submissions' replies queued, each naming a
+                        // created task; dropped, the ids were lost, and on a server without key
+                        // lookups three live tasks went to a person). Sends they cause stay in
+                        // the ledger for the next process, as after a crash.
+                        self.read_received(transports).await;
+                        return self.stopped().unwrap_or(Exit::Shutdown);
+                    }
                     Some(input) => self.on_input(input).await,
                 },
                 (lane, frame) = next_frame(transports) => match frame {
@@ -765,15 +774,25 @@ impl Runner {
         self.next_rpc_id
     }
 
-    /// The connection is gone: first apply what it had already delivered, then fail what is
-    /// still pending. A response fully received before the drop is the server's answer, as an
-    /// HTTP client keeps a body it read in full; declaring its request lost instead sends a
-    /// created submission to manual reconciliation (a runner held up by slow commits had not
-    /// read it yet: mcp_ext_faults seed 2349).
+    /// The connection is gone, or the runner was told to stop: first apply what had already
+    /// been delivered (then fail what is still pending, on a drop). A response fully received is
+    /// the server's answer, as an HTTP client keeps a body it read in full; declaring its request
+    /// lost instead sends a created submission to manual reconciliation (a runner held up by
+    /// slow commits had not read it yet: mcp_ext_faults seed 2349). Reading takes commits, and
+    /// what arrives meanwhile is read too, until a look finds nothing (mcp_ext_faults seed
+    /// 1044363: a reply landed while the stopping runner wrote down the ones before it).
     async fn read_received<T: Transport>(&mut self, transports: &mut [T]) {
-        for (lane, transport) in transports.iter_mut().enumerate() {
-            for frame in already_received(transport, RECEIVED_READ_MAX) {
-                self.on_frame(lane, &frame).await;
+        let mut read = 0;
+        while read < RECEIVED_READ_MAX && self.stopped().is_none() {
+            let before = read;
+            for (lane, transport) in transports.iter_mut().enumerate() {
+                for frame in already_received(transport, RECEIVED_READ_MAX - read) {
+                    self.on_frame(lane, &frame).await;
+                    read += 1;
+                }
+            }
+            if read == before {
+                break;
             }
         }
     }
@@ -802,7 +821,8 @@ impl Runner {
     }
 }
 
-/// At most this many frames are read from one connection after it dropped (a bound on a loop).
+/// At most this many frames are read after a connection dropped or the runner was told to stop
+/// (a bound on a loop).
 const RECEIVED_READ_MAX: usize = 4096;
 
 /// The frames a connection has already delivered, without waiting for more (up to `max`).

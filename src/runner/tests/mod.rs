@@ -1212,3 +1212,57 @@ fn a_refused_answer_for_a_settled_node_asks_nobody_again() {
         }
     });
 }
+
+/// Holds the commit of `node`'s Start until the test lets it go.
+struct PauseStart {
+    node: &'static str,
+    inner: PauseOnce,
+}
+
+impl CommitDelay for PauseStart {
+    fn before_commit(
+        &mut self,
+        node: &str,
+        event: &str,
+    ) -> Option<std::pin::Pin<Box<dyn Future<Output = ()> + Send + 'static>>> {
+        (node == self.node)
+            .then(|| self.inner.before_commit(node, event))
+            .flatten()
+    }
+}
+
+/// Told to stop, a runner first writes down the replies it has already received: a submission's
+/// reply names the task it created, and dropped, the id is lost (mcp_ext_faults seed 1044363: a
+/// replica stopped while its Start commits ran, three replies queued; on a server without key
+/// lookups three live tasks went to a person). Here n1's reply lands while n2's Start commit is
+/// held, and the stop comes before the runner reads it.
+#[test]
+fn a_runner_told_to_stop_writes_down_the_replies_it_already_received() {
+    on_tokio(async {
+        let ledger = memory();
+        let server = Server::new(None, false);
+        let (inner, paused_rx, release_tx) = PauseOnce::on("start");
+        let pause = PauseStart { node: "n2", inner };
+        let r = start(&ledger, &server, 1, 0, |r| {
+            r.with_commit_delay(Box::new(pause))
+        });
+        r.inputs.send(Input::Submit(node("n1"))).unwrap();
+        r.inputs.send(Input::Submit(node("n2"))).unwrap();
+        paused_rx.await.expect("n2's start is held");
+        until("the server created n1's task", || server.counts().0 >= 1).await;
+        // Time for the reply to reach the runner's connection (real time, a local channel).
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(state_of(&ledger, "n1"), Some(LocalState::Submitting));
+        r.inputs.send(Input::Shutdown).unwrap();
+        release_tx.send(()).unwrap();
+        let (exit, _) = r.stop().await;
+        assert_eq!(exit, Exit::Shutdown);
+        let l = ledger.lock().unwrap();
+        let n1 = l.by_call_node("n1").unwrap().expect("n1's record");
+        assert!(
+            n1.operation_id.is_some(),
+            "the received reply was written down: {:?} without an operation id",
+            n1.local_state
+        );
+    });
+}
