@@ -1266,3 +1266,24 @@ fn a_runner_told_to_stop_writes_down_the_replies_it_already_received() {
         );
     });
 }
+
+/// Reading what was received (on a stop or a drop) is bounded: at most `RECEIVED_READ_MAX`
+/// frames, however many are queued and however many passes it takes.
+#[test]
+fn reading_what_was_received_stops_at_its_bound() {
+    on_tokio(async {
+        let ledger = memory();
+        let mut r = bare_runner(&ledger, config());
+        let (mut t, _out, in_tx) = ChannelTransport::pair();
+        let queued = RECEIVED_READ_MAX + 100;
+        for _ in 0..queued {
+            in_tx.send(InFrame::message(b"{}".to_vec())).unwrap();
+        }
+        // Unconstrained: tokio's cooperative budget would otherwise make a receive look empty
+        // after 128 frames in one poll (see the note on `read_received`).
+        tokio::task::unconstrained(r.read_received(std::slice::from_mut(&mut t))).await;
+        let left =
+            tokio::task::unconstrained(async { already_received(&mut t, queued).len() }).await;
+        assert_eq!(left, queued - RECEIVED_READ_MAX);
+    });
+}
