@@ -736,8 +736,14 @@ fn a_call_for_a_node_another_process_left_is_taken_up() {
     on_tokio(async {
         let ledger = memory();
         let server = Server::new(None, false);
-        // B starts first, so its start-up resume finds nothing: A inserts n1 afterwards.
+        // B starts first, so its start-up resume finds nothing: A inserts n1 afterwards. Waiting
+        // for B's start matters: on a loaded machine A inserted n1 before B read what was in
+        // flight, B then drove n1 as its own and never stalled (CI, session 28).
         let b = start(&ledger, &server, 1, 1_000, |r| r);
+        until("B started", || {
+            b.saw(|o| matches!(o, Observation::Started { .. }))
+        })
+        .await;
         let a = working_n1(&ledger, &server).await;
         a.stop().await;
         b.inputs.send(Input::Submit(node("n1"))).unwrap();
