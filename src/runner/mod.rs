@@ -747,14 +747,7 @@ impl Runner {
         self.retry_after.remove(node);
         self.last_read_sent_ms.remove(node);
         self.stall_at.remove(node);
-        let rounds: Vec<(String, u32)> = self
-            .approval_refusals
-            .range((node.to_string(), 0)..=(node.to_string(), u32::MAX))
-            .map(|(key, _)| key.clone())
-            .collect();
-        for key in rounds {
-            self.approval_refusals.remove(&key);
-        }
+        self.approval_refusals.retain(|(n, _), _| n != node);
     }
 
     fn timeout_for(&self, q: &Queued) -> u64 {

@@ -679,25 +679,14 @@ impl Codec for AipCodec {
                     CancelOnDone::NotFound => Shows::NotFound { expired: false },
                 }
             }
-            (_, Response::Task(v)) => match neutral_shows(response, self.caps()) {
-                Shows::Task {
-                    task,
-                    status,
-                    poll_interval_ms,
-                    input_round,
-                    ttl_ms,
-                    ..
-                } => Shows::Task {
-                    task,
-                    status,
-                    poll_interval_ms,
-                    input_round,
-                    ttl_ms,
-                    result: v.status.is_terminal()
-                        && !matches!(v.outcome, None | Some(Outcome::Nothing)),
-                },
-                other => other,
-            },
+            (_, Response::Task(v)) => {
+                let mut shown = neutral_shows(response, self.caps());
+                if let Shows::Task { result, .. } = &mut shown {
+                    *result = v.status.is_terminal()
+                        && !matches!(v.outcome, None | Some(Outcome::Nothing));
+                }
+                shown
+            }
             _ => neutral_shows(response, self.caps()),
         }
     }

@@ -513,26 +513,19 @@ impl Codec for ExtCodec {
                     (TaskStatus::Completed, Some(Outcome::Result(_)))
                         | (TaskStatus::Failed, Some(Outcome::ToolError { .. }))
                 );
-                let round = v
-                    .pending_round
-                    .filter(|_| read && v.status == TaskStatus::InputRequired);
-                match neutral_shows(response, self.caps()) {
-                    Shows::Task {
-                        task,
-                        status,
-                        poll_interval_ms,
-                        ttl_ms,
-                        ..
-                    } => Shows::Task {
-                        task,
-                        status,
-                        poll_interval_ms,
-                        input_round: round,
-                        ttl_ms,
-                        result: read && inlined,
-                    },
-                    other => other,
+                let mut shown = neutral_shows(response, self.caps());
+                if let Shows::Task {
+                    result,
+                    input_round,
+                    ..
+                } = &mut shown
+                {
+                    *result = read && inlined;
+                    *input_round = v
+                        .pending_round
+                        .filter(|_| read && v.status == TaskStatus::InputRequired);
                 }
+                shown
             }
             _ => neutral_shows(response, self.caps()),
         }
