@@ -774,9 +774,8 @@ impl Runner {
     /// slow commits had not read it yet: mcp_ext_faults seed 2349). Reading takes commits, and
     /// what arrives meanwhile is read too, until a look finds nothing (mcp_ext_faults seed
     /// 1044363: a reply landed while the stopping runner wrote down the ones before it).
-    /// On real tokio a receive polled this way also looks empty once the task has spent its
-    /// cooperative budget (128 ready polls) without yielding, so a drain of more frames than
-    /// that can stop early; the simulator has no such budget. Not yet handled (session 28).
+    /// Frames are taken with `Transport::received`, which tokio's cooperative budget does not
+    /// cut short (a receive polled once did, after 128 frames).
     async fn read_received<T: Transport>(&mut self, transports: &mut [T]) {
         let mut read = 0;
         while read < RECEIVED_READ_MAX && self.stopped().is_none() {
@@ -823,16 +822,7 @@ const RECEIVED_READ_MAX: usize = 4096;
 
 /// The frames a connection has already delivered, without waiting for more (up to `max`).
 fn already_received<T: Transport>(t: &mut T, max: usize) -> Vec<crate::transport::InFrame> {
-    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
-    let mut out = Vec::new();
-    while out.len() < max {
-        let fut = std::pin::pin!(t.recv());
-        match fut.poll(&mut cx) {
-            std::task::Poll::Ready(Some(f)) => out.push(f),
-            std::task::Poll::Ready(None) | std::task::Poll::Pending => break,
-        }
-    }
-    out
+    std::iter::from_fn(|| t.received()).take(max).collect()
 }
 
 /// The next frame from any lane, lanes polled in order (deterministic, like `biased;`).

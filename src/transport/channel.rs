@@ -42,4 +42,8 @@ impl Transport for ChannelTransport {
     async fn recv(&mut self) -> Option<InFrame> {
         self.rx.recv().await
     }
+
+    fn received(&mut self) -> Option<InFrame> {
+        self.rx.try_recv().ok()
+    }
 }

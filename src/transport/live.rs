@@ -134,4 +134,8 @@ impl Transport for LiveTransport {
     async fn recv(&mut self) -> Option<InFrame> {
         self.rx.recv().await
     }
+
+    fn received(&mut self) -> Option<InFrame> {
+        self.rx.try_recv().ok()
+    }
 }

@@ -79,4 +79,8 @@ pub trait Transport {
     fn send(&mut self, frame: OutFrame) -> Result<(), TransportError>;
     /// Next inbound frame; `None` when the connection is closed for good.
     async fn recv(&mut self) -> Option<InFrame>;
+    /// A frame already delivered, without waiting; `None` when none is queued (open or closed).
+    /// Not `recv` polled once: on real tokio that looks empty after the task's cooperative
+    /// budget (128 ready polls) is spent, which cut a drain of more frames short.
+    fn received(&mut self) -> Option<InFrame>;
 }

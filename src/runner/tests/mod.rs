@@ -1273,11 +1273,29 @@ fn a_runner_told_to_stop_writes_down_the_replies_it_already_received() {
     });
 }
 
+/// A drain reads every frame already delivered, however many: on real tokio a receive polled
+/// without waiting looks empty once the task has spent its cooperative budget (128 ready polls
+/// without yielding), and a drain built on it stopped there, leaving replies unread at a stop.
+#[test]
+fn a_drain_reads_past_the_cooperative_budget() {
+    on_tokio(async {
+        let ledger = memory();
+        let mut r = bare_runner(&ledger, config());
+        let (mut t, _out, in_tx) = ChannelTransport::pair();
+        let queued = 300;
+        for _ in 0..queued {
+            in_tx.send(InFrame::message(b"{}".to_vec())).unwrap();
+        }
+        r.read_received(std::slice::from_mut(&mut t)).await;
+        assert!(
+            t.rx.try_recv().is_err(),
+            "frames were left unread after the drain"
+        );
+    });
+}
+
 /// Reading what was received (on a stop or a drop) is bounded: at most `RECEIVED_READ_MAX`
-/// frames, however many are queued and however many passes it takes. Real tokio only: it needs
-/// `tokio::task::unconstrained`, which the madsim shim (the simulator's build of these tests)
-/// does not have.
-#[cfg(not(madsim))]
+/// frames, however many are queued and however many passes it takes.
 #[test]
 fn reading_what_was_received_stops_at_its_bound() {
     on_tokio(async {
@@ -1288,11 +1306,10 @@ fn reading_what_was_received_stops_at_its_bound() {
         for _ in 0..queued {
             in_tx.send(InFrame::message(b"{}".to_vec())).unwrap();
         }
-        // Unconstrained: tokio's cooperative budget would otherwise make a receive look empty
-        // after 128 frames in one poll (see the note on `read_received`).
-        tokio::task::unconstrained(r.read_received(std::slice::from_mut(&mut t))).await;
-        let left =
-            tokio::task::unconstrained(async { already_received(&mut t, queued).len() }).await;
-        assert_eq!(left, queued - RECEIVED_READ_MAX);
+        r.read_received(std::slice::from_mut(&mut t)).await;
+        assert_eq!(
+            already_received(&mut t, queued).len(),
+            queued - RECEIVED_READ_MAX
+        );
     });
 }

@@ -678,4 +678,8 @@ impl Transport for SimTransport {
     async fn recv(&mut self) -> Option<InFrame> {
         self.rx.recv().await
     }
+
+    fn received(&mut self) -> Option<InFrame> {
+        self.rx.try_recv().ok()
+    }
 }
