@@ -304,17 +304,17 @@ impl ExtCodec {
     fn get_task_result(&self, v: &TaskView, id: &str, cut: bool) -> Value {
         let mut m = self.task_fields(v, id);
         m.insert("resultType".into(), json!("complete"));
-        match (v.status, &v.outcome, v.pending_round) {
-            (TaskStatus::Completed, Some(Outcome::Result(b)), _) => {
+        match inlined(v) {
+            Inlined::Result(b) => {
                 m.insert("result".into(), self.with_meta(b, cut));
             }
-            (TaskStatus::Failed, Some(Outcome::ToolError { message }), _) => {
+            Inlined::Error(message) => {
                 m.insert(
                     "error".into(),
                     json!({"code": TOOL_ERROR, "message": message}),
                 );
             }
-            (TaskStatus::InputRequired, _, Some(n)) => {
+            Inlined::Input(n) => {
                 let text = if v.call_node.is_empty() {
                     format!("Input round {n}: approve continuing task {id}?")
                 } else {
@@ -332,9 +332,27 @@ impl ExtCodec {
                 reqs.insert(format!("input-{n}"), request);
                 m.insert("inputRequests".into(), Value::Object(reqs));
             }
-            _ => {}
+            Inlined::Nothing => {}
         }
         Value::Object(m)
+    }
+}
+
+/// What a `tasks/get` reply inlines for a task: one rule, read by the encoder
+/// (`get_task_result`) and by what the trace says the reply showed (`shows`).
+enum Inlined<'a> {
+    Result(&'a ResultBody),
+    Error(&'a str),
+    Input(u32),
+    Nothing,
+}
+
+fn inlined(v: &TaskView) -> Inlined<'_> {
+    match (v.status, &v.outcome, v.pending_round) {
+        (TaskStatus::Completed, Some(Outcome::Result(b)), _) => Inlined::Result(b),
+        (TaskStatus::Failed, Some(Outcome::ToolError { message }), _) => Inlined::Error(message),
+        (TaskStatus::InputRequired, _, Some(n)) => Inlined::Input(n),
+        _ => Inlined::Nothing,
     }
 }
 
@@ -508,11 +526,7 @@ impl Codec for ExtCodec {
             (ExchangeKind::Answer, _) if acked => Shows::Ack,
             (_, Response::Task(v)) => {
                 let read = exchange == ExchangeKind::Poll;
-                let inlined = matches!(
-                    (v.status, &v.outcome),
-                    (TaskStatus::Completed, Some(Outcome::Result(_)))
-                        | (TaskStatus::Failed, Some(Outcome::ToolError { .. }))
-                );
+                let inline = inlined(v);
                 let mut shown = neutral_shows(response, self.caps());
                 if let Shows::Task {
                     result,
@@ -520,10 +534,11 @@ impl Codec for ExtCodec {
                     ..
                 } = &mut shown
                 {
-                    *result = read && inlined;
-                    *input_round = v
-                        .pending_round
-                        .filter(|_| read && v.status == TaskStatus::InputRequired);
+                    *result = read && matches!(inline, Inlined::Result(_) | Inlined::Error(_));
+                    *input_round = match inline {
+                        Inlined::Input(n) if read => Some(n),
+                        _ => None,
+                    };
                 }
                 shown
             }
