@@ -68,3 +68,44 @@ fn every_expressible_fault_fires_in_every_protocol_and_no_other_does() {
         }
     }
 }
+
+/// Where a status read carries the end with its result (the tasks extension, AIP-151), such a
+/// read is held out of order too: a late end after the executor settled from a newer read is
+/// what `no_needless_effect_reconciliation` and `no_stale_overwrite` judge, and before this
+/// neither protocol ever produced one (the held read carried no result by rule).
+#[test]
+fn a_held_read_can_carry_the_end_with_its_result() {
+    use toolop_sim::fake::codec::ExchangeKind;
+    use toolop_sim::trace::{NetVerdict, Shows};
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    for file in [
+        "scenarios/mcp_ext_faults.toml",
+        "scenarios/aip151_faults.toml",
+    ] {
+        let sc = Scenario::load(&root.join(file)).unwrap();
+        let held_ends: usize = (0..SERIES)
+            .map(|seed| {
+                let r = run_series(&sc, seed).unwrap();
+                r.trace
+                    .events
+                    .iter()
+                    .filter(|e| {
+                        matches!(
+                            &e.what,
+                            What::Net {
+                                exchange: ExchangeKind::Poll,
+                                verdict: NetVerdict::Held { .. },
+                                shows: Some(Shows::Task { result: true, .. }),
+                                ..
+                            }
+                        )
+                    })
+                    .count()
+            })
+            .sum();
+        assert!(
+            held_ends > 0,
+            "{file}: no held read carried a result in {SERIES} series"
+        );
+    }
+}

@@ -227,11 +227,11 @@ impl Net {
                 };
             }
         }
-        if exchange == ExchangeKind::Poll
-            && !info.error
-            && !info.carries_result
-            && fire(self, FaultKind::PollsOutOfOrder)
-        {
+        // A read that shows the end with its result is held too (one the result faults spared):
+        // networks reorder any reply, and a late end after the executor settled from a newer
+        // read is what an effect reconciliation must not be raised for (before, the extension
+        // and AIP-151, whose reads carry results, never saw one).
+        if exchange == ExchangeKind::Poll && !info.error && fire(self, FaultKind::PollsOutOfOrder) {
             let extra_ms = self.ctx.request_timeout_ms + self.draw(1, 5_000);
             return ReplyVerdict {
                 extra_delay_ms: extra_ms,
