@@ -320,6 +320,23 @@ impl<'a> Machine<'a> {
         self.submission_unknown()
     }
 
+    /// A sent submission this process takes up (a restart, or another process's): the lease
+    /// runs from now at the earliest. `submitted_at_ms` is when the sender stepped the commit,
+    /// and the send can leave seconds later behind slow commits, its reply read later still
+    /// (mcp_ext_faults seed 1183230: a replica took the node up 9 s after that step, concluded
+    /// 1 s later, and the sender, whose request had left 6 s after the step, read the reply
+    /// naming the task 1 ms after the hand-off). Watching a full lease itself, as the stall
+    /// watch does, this process sees the sender's write instead.
+    fn submission_taken_up(&mut self) -> R {
+        let lease_end_ms = self
+            .rec
+            .submitted_at_ms
+            .map_or(0, |t| t.saturating_add(self.cfg.submission_lease_ms))
+            .max(self.now().saturating_add(self.cfg.submission_lease_ms));
+        self.schedule(lease_end_ms - self.now(), Timer::SubmissionLease);
+        STAYED
+    }
+
     fn start(&mut self) -> R {
         if self.rec.local_state != S::Submitting || self.rec.submit_attempts != 0 {
             return rejected(Rejection::NotApplicable);
@@ -341,7 +358,7 @@ impl<'a> Machine<'a> {
                 STAYED
             }
             // The submission may have left before the crash: never send it blind again.
-            S::Submitting => self.submission_leased(),
+            S::Submitting => self.submission_taken_up(),
             S::SubmissionUnknown => self.submission_unknown(),
             S::NotFoundSafe => {
                 self.schedule(0, Timer::SubmitDue);

@@ -1040,9 +1040,22 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
             s.at(10_000).timer(Timer::SubmissionLease);
         },
         "start => stay [send:submit#1]
-         resume => stay [at10000:submission_lease]
+         resume => stay [at10500:submission_lease]
          reply:submit:submitted => SUBMITTING->WORKING [at1900:poll_due]
          timer:submission_lease => stay",
+    ),
+    (
+        "a submission taken up late waits a full lease from the take-up, not from the sender's step",
+        |s| {
+            // mcp_ext_faults seed 1183230: the sender stepped the commit at 0 and its request
+            // left 6 s later behind slow commits; a replica took the node up at 9 s. Its lease
+            // runs to 19 s, not 10 s: a sender that reads the reply before then is heard.
+            s.ev(Event::Start).at(9_000).ev(Event::Resume);
+            s.at(19_000).timer(Timer::SubmissionLease);
+        },
+        "start => stay [send:submit#1]
+         resume => stay [at19000:submission_lease]
+         timer:submission_lease => SUBMITTING->SUBMISSION_UNKNOWN [at19000:lookup_due]",
     ),
     (
         "restart before the first send submits, once",
