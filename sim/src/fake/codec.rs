@@ -409,6 +409,12 @@ pub trait Codec: ResultShape + Send {
         let _ = exchange;
         neutral_shows(response, self.caps())
     }
+    /// `d`, a task-augmented submission, as a server redeployed since the executor listed its
+    /// tools answers it when the tool no longer supports tasks (the `tool_redeployed` fault).
+    /// Only codecs whose protocol expresses the fault change it.
+    fn without_task_support(&mut self, d: Decoded) -> Decoded {
+        d
+    }
 }
 
 /// What a response shows the executor, in the trace's neutral terms, for a codec whose wire

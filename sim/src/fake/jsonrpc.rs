@@ -194,6 +194,11 @@ impl<W> RpcCalls<W> {
         }
     }
 
+    /// Forget an open request, keeping what identifies it (to decode it again another way).
+    pub fn close(&mut self, call: CallId) -> Option<RpcCtx<W>> {
+        self.book.close(call)
+    }
+
     /// A request the codec answers itself with `d`.
     pub fn direct(
         &mut self,

@@ -63,6 +63,12 @@ impl FakeServer {
         self.codec.decode(frame)
     }
 
+    /// A task-augmented submission as a server redeployed without task support for its tool
+    /// answers it (`Codec::without_task_support`).
+    pub fn without_task_support(&mut self, d: Decoded) -> Decoded {
+        self.codec.without_task_support(d)
+    }
+
     /// Serve a decoded request at `now_ms`: the replies due at once. A request the codec answers
     /// itself gets its reply here too. `frame`: the network's number for the frame that carried
     /// it (the truth names the frame that carried each answer to an input round).

@@ -272,6 +272,10 @@ impl Codec for McpCodec {
         self.decode_frame(frame)
     }
 
+    fn without_task_support(&mut self, d: Decoded) -> Decoded {
+        self.redeployed_without_tasks(d)
+    }
+
     fn encode_reply(&mut self, call: CallId, response: &Response, shape: &Shape) -> InFrame {
         jsonrpc::encode_reply(self, call, response, shape)
     }

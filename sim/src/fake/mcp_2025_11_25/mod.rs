@@ -35,7 +35,9 @@ use serde_json::{json, Value};
 use toolop::protocol::TaskSupport;
 use toolop::transport::OutFrame;
 
-use crate::fake::codec::{AnswerItem, Decoded, ExchangeKind, FakeTool, Request, RunAs, Submit};
+use crate::fake::codec::{
+    AnswerItem, Ask, Decoded, ExchangeKind, FakeTool, Request, RunAs, Submit,
+};
 use crate::fake::jsonrpc::{self, Direct, Incoming, RpcCalls, INVALID_PARAMS, METHOD_NOT_FOUND};
 use crate::fake::truth::AnswerAction;
 
@@ -312,27 +314,9 @@ impl McpCodec {
                     }
                 },
             },
-            (Some(_), false) => match profile {
-                Profile::TsSdk => (RunAs::InlineThenRefuse, None),
-                Profile::PythonSdk => {
-                    return refuse(
-                        self,
-                        id,
-                        Direct::Result(texts::error_result(
-                            "This tool does not support task-augmented invocation",
-                        )),
-                    )
-                }
-                Profile::SpecStrict => {
-                    return refuse(
-                        self,
-                        id,
-                        Direct::Error(
-                            METHOD_NOT_FOUND,
-                            format!("Tool {name} does not support task-augmented invocation"),
-                        ),
-                    )
-                }
+            (Some(_), false) => match forbidden_with_task(profile, &name) {
+                None => (RunAs::InlineThenRefuse, None),
+                Some(d) => return refuse(self, id, d),
             },
             (None, _) if support == TaskSupport::Required => {
                 let d = match profile {
@@ -355,6 +339,37 @@ impl McpCodec {
             },
             request,
         )
+    }
+
+    /// A task-augmented submission, answered as if its tool forbade tasks (the
+    /// `tool_redeployed` fault): decoded again the way `tools_call` decodes such a call.
+    pub(super) fn redeployed_without_tasks(&mut self, d: Decoded) -> Decoded {
+        let (Some(call), Ask::Service(Request::Submit(s))) = (d.call, &d.ask) else {
+            return d;
+        };
+        if s.run != RunAs::Task {
+            return d;
+        }
+        let mut submit = s.clone();
+        let Some(ctx) = self.calls.close(call) else {
+            return d;
+        };
+        match forbidden_with_task(self.profile(), &submit.tool) {
+            None => {
+                submit.run = RunAs::InlineThenRefuse;
+                submit.requested_ttl_ms = None;
+                self.calls.service(
+                    ExchangeKind::Submit,
+                    ctx.id,
+                    What::Call { task: false },
+                    Request::Submit(submit),
+                )
+            }
+            Some(refusal) => {
+                self.calls
+                    .direct(ExchangeKind::Submit, ctx.id, ctx.request_id, refusal)
+            }
+        }
     }
 
     /// The client answered one of our requests (an `elicitation/create`).
@@ -424,5 +439,21 @@ impl McpCodec {
                 jsonrpc::client_answer(self.on_client_response(&id, &body))
             }
         }
+    }
+}
+
+/// How each profile answers a task-augmented call of a tool that forbids tasks
+/// (spec/mcp-tasks.md section 14): `None` for the TS SDK, which runs the tool first and then
+/// fails the reply (`RunAs::InlineThenRefuse`); the refusal the others send unrun.
+fn forbidden_with_task(profile: Profile, name: &str) -> Option<Direct> {
+    match profile {
+        Profile::TsSdk => None,
+        Profile::PythonSdk => Some(Direct::Result(texts::error_result(
+            "This tool does not support task-augmented invocation",
+        ))),
+        Profile::SpecStrict => Some(Direct::Error(
+            METHOD_NOT_FOUND,
+            format!("Tool {name} does not support task-augmented invocation"),
+        )),
     }
 }

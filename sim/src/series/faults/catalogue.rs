@@ -77,10 +77,16 @@ pub enum FaultKind {
     /// A commit lands in the ledger and its reply is lost: the executor stops before learning
     /// it, and its restart resumes from the ledger.
     LedgerCommitLostReply,
+    /// A task-augmented call reaches a server redeployed since the executor listed its tools,
+    /// where the tool no longer supports tasks (a rolling deploy: the listing came from an old
+    /// instance). Each SDK answers as it does a task-augmented call of a tool that forbids
+    /// tasks (spec/mcp-tasks.md section 14): the TS SDK runs the tool, then answers `-32602`
+    /// "Invalid task creation result"; the Python SDK and a strict server refuse it unrun.
+    ToolRedeployed,
 }
 
 impl FaultKind {
-    pub const ALL: [FaultKind; 25] = [
+    pub const ALL: [FaultKind; 26] = [
         FaultKind::LostResponseAfterCreation,
         FaultKind::LostRequest,
         FaultKind::PollsOutOfOrder,
@@ -106,6 +112,7 @@ impl FaultKind {
         FaultKind::LedgerSlowCommit,
         FaultKind::SecondExecutor,
         FaultKind::LedgerCommitLostReply,
+        FaultKind::ToolRedeployed,
     ];
 
     pub fn name(self) -> String {
@@ -163,6 +170,9 @@ impl FaultKind {
             }
             F::LedgerCommitLostReply => {
                 "a commit lands in the ledger; the executor stops before learning it and restarts"
+            }
+            F::ToolRedeployed => {
+                "a task-augmented call reaches a redeployed server whose tool no longer supports tasks"
             }
         }
     }
@@ -237,10 +247,13 @@ const MCP_2025_11_25: &[Cell] = &[
     c(F::LedgerSlowCommit, LEDGER_STATES),
     c(F::SecondExecutor, LEDGER_STATES),
     c(F::LedgerCommitLostReply, LEDGER_STATES),
+    c(F::ToolRedeployed, &[Submitting]),
 ];
 
 /// The tasks extension: input requests ride on status reads (a replay is a read showing one
-/// delivered again); the body carries the JSON-RPC id.
+/// delivered again); the body carries the JSON-RPC id. No `tool_redeployed`: the server chooses
+/// task or inline per call, and a tool that no longer supports tasks runs inline, as every short
+/// call already does.
 const MCP_TASKS_EXT: &[Cell] = &[
     c(F::LostResponseAfterCreation, &[Submitting]),
     c(F::LostRequest, &[Submitting, Working]),
@@ -270,7 +283,8 @@ const MCP_TASKS_EXT: &[Cell] = &[
 ];
 
 /// AIP-151: no input requests (no replay of them, no approvals), and the body carries no
-/// request id (a reply is its HTTP response), so it cannot name another request. A done
+/// request id (a reply is its HTTP response), so it cannot name another request. No tools to
+/// list, so no `tool_redeployed`. A done
 /// operation is its own result, so result faults meet status reads too.
 const AIP_151: &[Cell] = &[
     c(F::LostResponseAfterCreation, &[Submitting]),
