@@ -17,7 +17,11 @@ use crate::record::{AdapterId, ProtocolStatus};
 use crate::transport::InFrame;
 
 /// `_meta` key under which toolop sends the submission idempotency key. A server that advertises
-/// [`EXT_IDEMPOTENCY`] deduplicates submissions by it and answers lookups by it.
+/// [`EXT_IDEMPOTENCY`] deduplicates submissions by it and answers lookups by it. The key names the
+/// submission, task or not: a call the server ran inline (a task-augmented call of a tool that
+/// no longer supports tasks, which the TS SDK runs anyway) answers a later submission with the
+/// key as it answered the first. The executor relies on it: after a lookup by key finds no task,
+/// it submits again (`NOT_FOUND_SAFE`), which must not run the tool a second time.
 pub const META_IDEMPOTENCY_KEY: &str = "io.toolop/idempotency-key";
 /// Capability (under `capabilities.experimental`) for the idempotency extension.
 pub const EXT_IDEMPOTENCY: &str = "io.toolop/idempotency";

@@ -248,6 +248,18 @@ struct InlineRun {
     script: TaskScript,
     kind: SyncRunKind,
     truth_idx: usize,
+    /// The idempotency key it ran under, where the server deduplicates by key.
+    key: Option<String>,
+}
+
+/// A call run inline under an idempotency key the server deduplicates by: a later submission
+/// with the key gets the first answer again rather than a second run.
+#[derive(Default)]
+struct KeyedInline {
+    /// The answer, once the run ended.
+    answer: Option<Response>,
+    /// Submissions with the key that arrived while it ran: answered when it ends.
+    waiting: Vec<CallId>,
 }
 
 /// Scheduled internal events, in the order they run at equal times.
@@ -275,6 +287,8 @@ pub struct TaskService {
     next_seq: u64,
     delivery_counter: u64,
     inline: BTreeMap<u64, InlineRun>,
+    /// Key -> the inline run made with it (only where the server deduplicates by key).
+    inline_by_key: BTreeMap<String, KeyedInline>,
     schedule: BTreeSet<(u64, Ev)>,
     /// What events and requests caused, with the time, for the next `advance`.
     out: Vec<(u64, Out)>,
@@ -300,6 +314,7 @@ impl TaskService {
             next_seq: 1,
             delivery_counter: 0,
             inline: BTreeMap::new(),
+            inline_by_key: BTreeMap::new(),
             schedule: BTreeSet::new(),
             out: Vec::new(),
             truth: GroundTruth::default(),

@@ -83,6 +83,22 @@ impl TaskService {
         s: Submit,
         shape: &dyn ResultShape,
     ) -> Option<Response> {
+        // A server that deduplicates by key does so for a call it ran inline too (a task-augmented
+        // call of a tool that forbids tasks included): the key names the submission, task or
+        // not. Without this, a lookup by key finds no task for a call that ran, and the
+        // executor's "never created" submitted it again (the `tool_redeployed` fault).
+        if let (true, Some(key)) = (s.dedupe, &s.key) {
+            if let Some(first) = self.inline_by_key.get_mut(key) {
+                self.truth.duplicate_submits_deduped += 1;
+                return match &first.answer {
+                    Some(answer) => Some(answer.clone()),
+                    None => {
+                        first.waiting.extend(call);
+                        None
+                    }
+                };
+            }
+        }
         match s.run {
             RunAs::Task => Some(self.create_or_find(now, s, shape)),
             RunAs::Inline | RunAs::InlineThenRefuse => {
@@ -191,6 +207,10 @@ impl TaskService {
         let seq = self.next_seq;
         self.next_seq += 1;
         let truth_idx = self.truth.sync_runs.len();
+        let key = s.key.clone().filter(|_| s.dedupe);
+        if let Some(k) = &key {
+            self.inline_by_key.insert(k.clone(), Default::default());
+        }
         self.truth.sync_runs.push(SyncRunTruth {
             call_node: s.script.call_node.clone(),
             tool: s.tool,
@@ -212,6 +232,7 @@ impl TaskService {
                 script: s.script,
                 kind,
                 truth_idx,
+                key,
             },
         );
     }

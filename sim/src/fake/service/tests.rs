@@ -344,3 +344,53 @@ fn lookups_find_live_tasks_by_key_and_nodes_are_known_by_task_and_key() {
         (Some("n1"), Some("n1"), None)
     );
 }
+
+/// A call run inline under a key the server deduplicates by (a task-augmented call of a tool
+/// that forbids tasks, run anyway: the TS SDK) answers every later submission with the key as
+/// it answered the first, whether they come while it runs or after, and runs once: a lookup by
+/// key finds no task, so without this an executor's "never created" ran the tool again.
+#[test]
+fn an_inline_run_under_a_key_answers_later_submissions_with_the_key_and_runs_once() {
+    let mut s = service(policy());
+    let inline = |r: Request| match r {
+        Request::Submit(mut sub) => {
+            sub.run = RunAs::InlineThenRefuse;
+            Request::Submit(sub)
+        }
+        other => other,
+    };
+    let first = inline(submit("n1", "k1", 3_000, ScriptOutcome::Completed));
+    let call = |n| Some(CallId(n));
+    let nothing = CancelFaults::default();
+    assert!(s
+        .handle(0, call(1), first, nothing, None, &Plain)
+        .is_empty());
+    // While it runs, the same key (now as a task) waits for the first answer.
+    let again = submit("n1", "k1", 3_000, ScriptOutcome::Completed);
+    assert!(s
+        .handle(1_000, call(2), again, nothing, None, &Plain)
+        .is_empty());
+    let replies: Vec<(CallId, Response)> = s
+        .advance(3_000, &Plain)
+        .into_iter()
+        .filter_map(|o| match o {
+            Out::Reply(r) => Some((r.call, r.response)),
+            Out::Push(_) => None,
+        })
+        .collect();
+    assert_eq!(
+        replies,
+        vec![
+            (CallId(1), Response::InlineRefused),
+            (CallId(2), Response::InlineRefused)
+        ]
+    );
+    // After it ended, at once.
+    let late = submit("n1", "k1", 3_000, ScriptOutcome::Completed);
+    assert_eq!(ask(&mut s, 5_000, late), Response::InlineRefused);
+    assert_eq!(s.truth().sync_runs.len(), 1, "one run");
+    assert!(s.truth().tasks.is_empty(), "no task");
+    assert!(
+        matches!(ask(&mut s, 6_000, Request::Lookup { key: "k1".into() }), Response::Tasks(v) if v.is_empty())
+    );
+}

@@ -421,13 +421,22 @@ impl TaskService {
                 .entry(run.script.call_node.clone())
                 .or_insert(0) += 1;
         }
-        self.out.push((
-            t,
-            Out::Reply(Reply {
-                call: run.call,
-                response,
-            }),
-        ));
+        let waiting = match run.key.and_then(|k| self.inline_by_key.get_mut(&k)) {
+            Some(keyed) => {
+                keyed.answer = Some(response.clone());
+                std::mem::take(&mut keyed.waiting)
+            }
+            None => Vec::new(),
+        };
+        for call in std::iter::once(run.call).chain(waiting) {
+            self.out.push((
+                t,
+                Out::Reply(Reply {
+                    call,
+                    response: response.clone(),
+                }),
+            ));
+        }
     }
 
     /// Marked tasks whose work ended while they were cancelled, since the last call.
