@@ -310,6 +310,11 @@ pub struct ToolOperation {
     pub created_at_ms: u64,
     /// Server-reported retention end, if the server reported a ttl.
     pub expires_at_ms: Option<u64>,
+    /// The retention the server reported (its ttl), kept to push `expires_at_ms` on to a later
+    /// possible end than one a read showed: an acknowledged cancel. Left out when unset, so
+    /// older records read and write as before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl_ms: Option<u64>,
     /// Total wait budget end: past it the executor stops waiting and hands the item over.
     pub wait_deadline_ms: u64,
     pub result_digest: Option<String>,
@@ -412,6 +417,7 @@ impl ToolOperation {
             execution_epoch,
             created_at_ms: now_ms,
             expires_at_ms: None,
+            ttl_ms: None,
             wait_deadline_ms: now_ms.saturating_add(wait_budget_ms),
             result_digest: None,
             fetch_attempts: 0,

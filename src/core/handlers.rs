@@ -712,6 +712,7 @@ impl<'a> Machine<'a> {
             // the same reasoning holds (mcp_replicas seed 128402: a lagging replica's 404 came
             // 51 s after creation with a 50.8 s ttl, and the failed task, ended 7 s before, was
             // handed to a person at once as expired).
+            self.rec.ttl_ms = Some(ttl);
             let from_now = self.now().saturating_add(ttl);
             match self.rec.expires_at_ms {
                 None => self.rec.expires_at_ms = Some(from_now),
@@ -1206,6 +1207,14 @@ impl<'a> Machine<'a> {
                 // (aip151_faults seed 13660: two lagging 404s, this ack, a third 404, and a live
                 // cancelled operation handed to a person).
                 self.shown_alive();
+                // The cancel may have ended the task by now, and both SDK stores start the
+                // deletion timer again at an end: the reckoned expiry moves to now plus the ttl,
+                // as for an end a read showed (mcp_ext_faults seed 1380165: an acknowledged
+                // cancel, no read of the end, and a lagging replica's 404 past creation's ttl
+                // handed the cancelled task to a person at once).
+                if let (Some(ttl), Some(at)) = (self.rec.ttl_ms, self.rec.expires_at_ms) {
+                    self.rec.expires_at_ms = Some(at.max(self.now().saturating_add(ttl)));
+                }
                 self.rec.cancel_pending = true;
                 self.schedule(self.cfg.cancel_requery_interval_ms, Timer::CancelRequery);
                 STAYED
