@@ -306,13 +306,9 @@ impl<'a> Machine<'a> {
     /// it (a replica on the same epoch, busy or slow), wait; after that its outcome is unknown.
     /// Concluding at once handed a node to a person whose submission another live process was
     /// about to read (mcp_ext_faults seeds 16364 and 20268: the tasks extension has no lookup by
-    /// key, so "unknown" is a hand-off). A lone executor restarting after its own crash waits
-    /// out at most the rest of one request timeout.
+    /// key, so "unknown" is a hand-off).
     fn submission_leased(&mut self) -> R {
-        let lease_end_ms = self
-            .rec
-            .submitted_at_ms
-            .map_or(0, |t| t.saturating_add(self.cfg.submission_lease_ms));
+        let lease_end_ms = self.lease_end_from(self.rec.submitted_at_ms);
         if self.now() < lease_end_ms {
             self.schedule(lease_end_ms - self.now(), Timer::SubmissionLease);
             return STAYED;
@@ -327,14 +323,18 @@ impl<'a> Machine<'a> {
     /// 1 s later, and the sender, whose request had left 6 s after the step, read the reply
     /// naming the task 1 ms after the hand-off). Watching a full lease itself, as the stall
     /// watch does, this process sees the sender's write instead.
+    /// A lone executor restarting after its own crash waits one full lease too.
     fn submission_taken_up(&mut self) -> R {
         let lease_end_ms = self
-            .rec
-            .submitted_at_ms
-            .map_or(0, |t| t.saturating_add(self.cfg.submission_lease_ms))
-            .max(self.now().saturating_add(self.cfg.submission_lease_ms));
+            .lease_end_from(self.rec.submitted_at_ms)
+            .max(self.lease_end_from(Some(self.now())));
         self.schedule(lease_end_ms - self.now(), Timer::SubmissionLease);
         STAYED
+    }
+
+    /// When a submission lease that began at `start_ms` ends (at once when nothing began one).
+    fn lease_end_from(&self, start_ms: Option<u64>) -> u64 {
+        start_ms.map_or(0, |t| t.saturating_add(self.cfg.submission_lease_ms))
     }
 
     fn start(&mut self) -> R {
