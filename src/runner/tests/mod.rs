@@ -1273,6 +1273,21 @@ fn a_runner_told_to_stop_writes_down_the_replies_it_already_received() {
     });
 }
 
+/// A transport with `n` frames already delivered to the executor, and the sender (kept, so the
+/// connection stays open).
+fn delivered(
+    n: usize,
+) -> (
+    ChannelTransport,
+    tokio::sync::mpsc::UnboundedSender<InFrame>,
+) {
+    let (t, _out, in_tx) = ChannelTransport::pair();
+    for _ in 0..n {
+        in_tx.send(InFrame::message(b"{}".to_vec())).unwrap();
+    }
+    (t, in_tx)
+}
+
 /// A drain reads every frame already delivered, however many: on real tokio a receive polled
 /// without waiting looks empty once the task has spent its cooperative budget (128 ready polls
 /// without yielding), and a drain built on it stopped there, leaving replies unread at a stop.
@@ -1281,11 +1296,8 @@ fn a_drain_reads_past_the_cooperative_budget() {
     on_tokio(async {
         let ledger = memory();
         let mut r = bare_runner(&ledger, config());
-        let (mut t, _out, in_tx) = ChannelTransport::pair();
         let queued = 300;
-        for _ in 0..queued {
-            in_tx.send(InFrame::message(b"{}".to_vec())).unwrap();
-        }
+        let (mut t, _in_tx) = delivered(queued);
         r.read_received(std::slice::from_mut(&mut t)).await;
         assert!(
             t.rx.try_recv().is_err(),
@@ -1301,11 +1313,8 @@ fn reading_what_was_received_stops_at_its_bound() {
     on_tokio(async {
         let ledger = memory();
         let mut r = bare_runner(&ledger, config());
-        let (mut t, _out, in_tx) = ChannelTransport::pair();
         let queued = RECEIVED_READ_MAX + 100;
-        for _ in 0..queued {
-            in_tx.send(InFrame::message(b"{}".to_vec())).unwrap();
-        }
+        let (mut t, _in_tx) = delivered(queued);
         r.read_received(std::slice::from_mut(&mut t)).await;
         assert_eq!(
             already_received(&mut t, queued).len(),
