@@ -6,6 +6,9 @@
 //! - not-found after expiry, and a running task deleted at its ttl: noted when the service
 //!   answers a read of a task it deleted (they follow from a short server ttl).
 //!
+//! One exception: `tool_redeployed` is decided in the network's request leg (`Net::send`), as
+//! the codec decodes the call again and the network tracks the call it names.
+//!
 //! The status-after-cancel flip happens once the executor has taken in a reply showing the task
 //! `cancelled`: that confirmation is what makes a later outcome a lie, and an executor that never
 //! saw it (the reply was lost, or it crashed before writing it down) may take the task's word.
