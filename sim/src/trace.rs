@@ -387,6 +387,12 @@ pub enum FaultDetail {
         /// from times took it as lost).
         cut: Vec<u64>,
     },
+    /// A request the server met with a fault as it arrived: its exchange, and the network's
+    /// number for the frame that carried it (a request the network lost never arrives).
+    Request {
+        exchange: ExchangeKind,
+        frame: u64,
+    },
     /// A reply from in front of the server.
     Replica {
         exchange: ExchangeKind,

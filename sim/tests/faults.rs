@@ -109,3 +109,62 @@ fn a_held_read_can_carry_the_end_with_its_result() {
         );
     }
 }
+
+/// `tool_redeployed` is the server's answer to a submission, so it counts only for a submission
+/// the server received: each firing names the request's frame, and the network carried that
+/// frame to the server (not lost, not answered by a replica in front of it), for the same node.
+/// Decided in the network's request leg, the fault was counted for requests that never arrived.
+#[test]
+fn a_redeploy_counts_only_for_a_submission_the_server_received() {
+    use toolop_sim::fake::codec::ExchangeKind;
+    use toolop_sim::trace::{Dir, FaultDetail, NetVerdict};
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let file = "scenarios/mcp_faults.toml";
+    let sc = Scenario::load(&root.join(file)).unwrap();
+    let mut fired = 0;
+    for seed in 0..SERIES {
+        let r = run_series(&sc, seed).unwrap();
+        let mut legs = BTreeMap::new();
+        for e in &r.trace.events {
+            match &e.what {
+                What::Net {
+                    dir: Dir::ToServer,
+                    exchange,
+                    node,
+                    frame,
+                    verdict,
+                    ..
+                } => {
+                    legs.insert(*frame, (*exchange, node.clone(), verdict.clone()));
+                }
+                What::Fault {
+                    fault: FaultKind::ToolRedeployed,
+                    node,
+                    detail,
+                    ..
+                } => {
+                    fired += 1;
+                    let replay = format!("toolop-sim replay --scenario {file} --seed {seed}");
+                    let FaultDetail::Request { exchange, frame } = detail else {
+                        panic!("tool_redeployed names no request frame: {replay}");
+                    };
+                    assert_eq!(*exchange, ExchangeKind::Submit, "{replay}");
+                    let leg = legs.get(frame);
+                    assert!(
+                        matches!(
+                            leg,
+                            Some((ExchangeKind::Submit, n, NetVerdict::Deliver)) if n == node
+                        ),
+                        "tool_redeployed on frame {frame}, which the server never received: \
+                         {replay}"
+                    );
+                }
+                _ => {}
+            }
+        }
+    }
+    assert!(
+        fired > 0,
+        "{file}: tool_redeployed never fired in {SERIES} series"
+    );
+}

@@ -486,4 +486,10 @@ impl<C> CallBook<C> {
     pub fn get(&self, call: CallId) -> Option<&C> {
         self.open.get(&call)
     }
+
+    /// Give the open `call` another context under the same id: a request decoded again after
+    /// the network registered it (whatever tracks the call by its id keeps tracking it).
+    pub fn replace(&mut self, call: CallId, ctx: C) -> Option<C> {
+        self.open.get_mut(&call).map(|c| std::mem::replace(c, ctx))
+    }
 }

@@ -194,9 +194,30 @@ impl<W> RpcCalls<W> {
         }
     }
 
-    /// Forget an open request, keeping what identifies it (to decode it again another way).
-    pub fn close(&mut self, call: CallId) -> Option<RpcCtx<W>> {
-        self.book.close(call)
+    /// Decode the open `call` again another way, under the same id (the network and the server
+    /// room track it by that id): `what` is how its reply is now worked out, `ask` what the
+    /// server is asked. `None` when `call` is not open.
+    pub fn redecode(
+        &mut self,
+        call: CallId,
+        exchange: ExchangeKind,
+        what: Result<W, Direct>,
+        ask: Ask,
+    ) -> Option<Decoded> {
+        let (id, request_id) = self.book.get(call).map(|c| (c.id.clone(), c.request_id))?;
+        self.book.replace(
+            call,
+            RpcCtx {
+                id,
+                request_id,
+                what,
+            },
+        );
+        Some(Decoded {
+            exchange,
+            call: Some(call),
+            ask,
+        })
     }
 
     /// A request the codec answers itself with `d`.

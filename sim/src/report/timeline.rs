@@ -197,6 +197,9 @@ fn fault_detail(d: &FaultDetail) -> String {
         FaultDetail::Exchange { exchange } | FaultDetail::Connection { exchange, .. } => {
             format!(": {}", exchange.name())
         }
+        FaultDetail::Request { exchange, frame } => {
+            format!(": {} (frame {frame})", exchange.name())
+        }
         FaultDetail::Replica {
             exchange,
             status,

@@ -6,8 +6,9 @@
 //! - not-found after expiry, and a running task deleted at its ttl: noted when the service
 //!   answers a read of a task it deleted (they follow from a short server ttl).
 //!
-//! One exception: `tool_redeployed` is decided in the network's request leg (`Net::send`), as
-//! the codec decodes the call again and the network tracks the call it names.
+//! - a task-augmented submission meeting an instance redeployed without task support for its
+//!   tool (`tool_redeployed`): asked when the submission arrives, so a request the network lost
+//!   or a replica answered never counts; the codec decodes the call again under the same id.
 //!
 //! The status-after-cancel flip happens once the executor has taken in a reply showing the task
 //! `cancelled`: that confirmation is what makes a later outcome a lie, and an executor that never
@@ -26,7 +27,7 @@ use toolop::runner::Observation;
 
 use super::net::{Delivery, SharedServer};
 use super::World;
-use crate::fake::codec::{Ask, ExchangeKind, Push, Request, Response};
+use crate::fake::codec::{Ask, Decoded, ExchangeKind, Push, Request, Response, RunAs};
 use crate::fake::service::{CancelFaults, Out};
 use crate::fake::truth::TaskStatus;
 use crate::judge::checkers::view::reply_event;
@@ -114,16 +115,49 @@ fn serve_one(world: &World, lane: usize, server: &SharedServer, marked: &mut Mar
             }
         }
     }
-    let exchange = d.decoded.exchange;
+    let decoded = redeployed(world, lane, server, d.decoded, d.frame, node);
+    let exchange = decoded.exchange;
     let replies = server
         .lock()
         .expect("server lock")
-        .serve(now, d.decoded, faults, Some(d.frame));
+        .serve(now, decoded, faults, Some(d.frame));
     for r in replies {
         if let (Response::NotFound { expired: true }, Some(t)) = (&r.response, &task) {
             note_expiry(world, lane, server, exchange, t, node);
         }
         carry(world, lane, marked, r.call, r.response);
+    }
+}
+
+/// The `tool_redeployed` fault: a task-augmented submission reaches an instance redeployed
+/// since the executor listed the tools, whose tool no longer supports tasks.
+fn redeployed(
+    world: &World,
+    lane: usize,
+    server: &SharedServer,
+    decoded: Decoded,
+    frame: u64,
+    node: Option<&str>,
+) -> Decoded {
+    let task_submission = matches!(
+        &decoded.ask,
+        Ask::Service(Request::Submit(s)) if s.run == RunAs::Task
+    );
+    let detail = FaultDetail::Request {
+        exchange: ExchangeKind::Submit,
+        frame,
+    };
+    if task_submission
+        && world
+            .fire(lane, FaultKind::ToolRedeployed, node, detail)
+            .is_some()
+    {
+        server
+            .lock()
+            .expect("server lock")
+            .without_task_support(decoded)
+    } else {
+        decoded
     }
 }
 

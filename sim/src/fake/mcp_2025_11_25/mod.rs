@@ -342,7 +342,8 @@ impl McpCodec {
     }
 
     /// A task-augmented submission, answered as if its tool forbade tasks (the
-    /// `tool_redeployed` fault): decoded again the way `tools_call` decodes such a call.
+    /// `tool_redeployed` fault): decoded again, under the same call, the way `tools_call`
+    /// decodes such a call.
     pub(super) fn redeployed_without_tasks(&mut self, d: Decoded) -> Decoded {
         let (Some(call), Ask::Service(Request::Submit(s))) = (d.call, &d.ask) else {
             return d;
@@ -351,25 +352,23 @@ impl McpCodec {
             return d;
         }
         let mut submit = s.clone();
-        let Some(ctx) = self.calls.close(call) else {
-            return d;
-        };
-        match forbidden_with_task(self.profile(), &submit.tool) {
+        let redecoded = match forbidden_with_task(self.profile(), &submit.tool) {
             None => {
                 submit.run = RunAs::InlineThenRefuse;
                 submit.requested_ttl_ms = None;
-                self.calls.service(
+                self.calls.redecode(
+                    call,
                     ExchangeKind::Submit,
-                    ctx.id,
-                    What::Call { task: false },
-                    Request::Submit(submit),
+                    Ok(What::Call { task: false }),
+                    Ask::Service(Request::Submit(submit)),
                 )
             }
             Some(refusal) => {
                 self.calls
-                    .direct(ExchangeKind::Submit, ctx.id, ctx.request_id, refusal)
+                    .redecode(call, ExchangeKind::Submit, Err(refusal), Ask::Codec)
             }
-        }
+        };
+        redecoded.unwrap_or(d)
     }
 
     /// The client answered one of our requests (an `elicitation/create`).

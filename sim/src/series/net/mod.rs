@@ -16,7 +16,7 @@ use tokio::sync::mpsc;
 use tokio::time::{Duration, Instant};
 use toolop::transport::{InFrame, OutFrame, Transport, TransportError};
 
-use crate::fake::codec::{Ask, CallId, Decoded, ExchangeKind, Request, Response, RunAs};
+use crate::fake::codec::{Ask, CallId, Decoded, ExchangeKind, Response};
 use crate::fake::FakeServer;
 use crate::scenario::Protocol;
 use crate::series::faults::{catalogue, FaultKind, SharedPlan};
@@ -307,27 +307,6 @@ impl Net {
             .map(|(&id, _)| id)
     }
 
-    /// The `tool_redeployed` fault: a task-augmented submission reaches an instance redeployed
-    /// since the executor listed the tools, whose tool no longer supports tasks. Decided before
-    /// the request's network faults: it is what the request says to the server, not its fate.
-    fn maybe_redeployed(&mut self, lane: usize, decoded: Decoded, node: Option<&str>) -> Decoded {
-        let task_submission = matches!(
-            &decoded.ask,
-            Ask::Service(Request::Submit(s)) if s.run == RunAs::Task
-        );
-        let detail = FaultDetail::Exchange {
-            exchange: ExchangeKind::Submit,
-        };
-        if task_submission && self.fire(lane, FaultKind::ToolRedeployed, node, detail) {
-            self.ctx.servers[lane]
-                .lock()
-                .expect("server lock")
-                .without_task_support(decoded)
-        } else {
-            decoded
-        }
-    }
-
     /// A frame from an executor: decoded by the lane's codec, judged, carried (or not).
     fn send(&mut self, conn: u32, frame: OutFrame) -> Result<(), TransportError> {
         let Some(lane) = self.conns.get(&conn).map(|c| c.lane) else {
@@ -356,7 +335,6 @@ impl Net {
                     .cloned()
             })
         });
-        let decoded = self.maybe_redeployed(lane, decoded, node.as_deref());
         let exchange = decoded.exchange;
         if let Some(call) = decoded.call {
             self.inflight.insert(
