@@ -253,9 +253,11 @@ struct InlineRun {
 }
 
 /// A call run inline under an idempotency key the server deduplicates by: a later submission
-/// with the key gets the first answer again rather than a second run.
-#[derive(Default)]
+/// with the key gets the first answer again rather than a second run, for as long as the
+/// policy's [`Dedupe`] keeps a key (a window counts from the run's start, as from a task's
+/// creation).
 struct KeyedInline {
+    started_at_ms: u64,
     /// The answer, once the run ended.
     answer: Option<Response>,
     /// Submissions with the key that arrived while it ran: answered when it ends.

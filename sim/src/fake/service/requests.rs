@@ -3,7 +3,8 @@
 use rand::Rng;
 
 use super::{
-    CancelEffect, Dedupe, Ev, InlineRun, InputDelivery, Reply, Task, TaskService, Work, WorkState,
+    CancelEffect, Dedupe, Ev, InlineRun, InputDelivery, KeyedInline, Reply, Task, TaskService,
+    Work, WorkState,
 };
 use crate::fake::codec::{AnswerItem, CallId, Request, Response, ResultShape, RunAs, Submit};
 use crate::fake::truth::{StaleInputResponse, SyncRunKind, SyncRunTruth, TaskStatus, TaskTruth};
@@ -88,7 +89,15 @@ impl TaskService {
         // not. Without this, a lookup by key finds no task for a call that ran, and the
         // executor's "never created" submitted it again (the `tool_redeployed` fault).
         if let (true, Some(key)) = (s.dedupe, &s.key) {
-            if let Some(first) = self.inline_by_key.get_mut(key) {
+            // A run still going keeps its key whatever the window: its waiters need the answer.
+            let kept = |first: &&mut KeyedInline| match self.cfg.policy.dedupe {
+                Dedupe::WhileRetained => true,
+                Dedupe::FromCreation { window_ms } => {
+                    first.answer.is_none()
+                        || window_ms.is_none_or(|w| now.saturating_sub(first.started_at_ms) < w)
+                }
+            };
+            if let Some(first) = self.inline_by_key.get_mut(key).filter(kept) {
                 self.truth.duplicate_submits_deduped += 1;
                 return match &first.answer {
                     Some(answer) => Some(answer.clone()),
@@ -209,7 +218,14 @@ impl TaskService {
         let truth_idx = self.truth.sync_runs.len();
         let key = s.key.clone().filter(|_| s.dedupe);
         if let Some(k) = &key {
-            self.inline_by_key.insert(k.clone(), Default::default());
+            self.inline_by_key.insert(
+                k.clone(),
+                KeyedInline {
+                    started_at_ms: now,
+                    answer: None,
+                    waiting: Vec::new(),
+                },
+            );
         }
         self.truth.sync_runs.push(SyncRunTruth {
             call_node: s.script.call_node.clone(),

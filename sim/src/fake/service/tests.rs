@@ -394,3 +394,51 @@ fn an_inline_run_under_a_key_answers_later_submissions_with_the_key_and_runs_onc
         matches!(ask(&mut s, 6_000, Request::Lookup { key: "k1".into() }), Response::Tasks(v) if v.is_empty())
     );
 }
+
+#[test]
+fn an_inline_run_keeps_its_key_for_the_window_a_task_would() {
+    let mut p = policy();
+    p.dedupe = Dedupe::FromCreation {
+        window_ms: Some(30_000),
+    };
+    let mut s = service(p);
+    let inline = || match submit("n1", "k1", 3_000, ScriptOutcome::Completed) {
+        Request::Submit(mut sub) => {
+            sub.run = RunAs::Inline;
+            Request::Submit(sub)
+        }
+        other => other,
+    };
+    assert!(s
+        .handle(
+            0,
+            Some(CallId(1)),
+            inline(),
+            CancelFaults::default(),
+            None,
+            &Plain
+        )
+        .is_empty());
+    s.advance(3_000, &Plain);
+    assert_eq!(s.truth().sync_runs.len(), 1);
+    // Inside the window, the first answer again, no second run.
+    let again = ask(&mut s, 20_000, inline());
+    assert!(matches!(again, Response::Outcome(_)), "{again:?}");
+    assert_eq!(
+        s.truth().sync_runs.len(),
+        1,
+        "deduplicated inside the window"
+    );
+    // Past the window from the run's start, the key names nothing: a new run.
+    assert!(s
+        .handle(
+            40_000,
+            Some(CallId(3)),
+            inline(),
+            CancelFaults::default(),
+            None,
+            &Plain
+        )
+        .is_empty());
+    assert_eq!(s.truth().sync_runs.len(), 2, "a new run past the window");
+}
