@@ -16,48 +16,18 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::time::Instant;
 
+use common::proxy::Proxy;
 use common::{code, run, text, Peer, Sdk, TempLedger};
 use toolop::ledger::Ledger;
 
 const NODES: usize = 50;
 const RESUMES_MAX: usize = 8;
 
-fn proxy_bin() -> PathBuf {
-    let bin = common::root().join("target/debug/toolop-fault-proxy");
-    assert!(
-        bin.exists(),
-        "{} missing: run `make peers` (it builds the fault proxy) first",
-        bin.display()
-    );
-    bin
-}
-
-/// The fault proxy in front of `upstream_port`, killed on drop.
-struct Proxy {
-    child: Child,
-    port: u16,
-    log: PathBuf,
-}
-
-impl Proxy {
-    fn start(dir: &std::path::Path, seed: u64, upstream_port: u16) -> Proxy {
-        let port = common::free_port();
-        let log = dir.join("proxy-decisions.jsonl");
-        let config = dir.join("faults.toml");
-        // Rates per request (30% faulted); the drop hangs 0 ms, so the client sees a closed
-        // connection at once (its own timeout is covered in live_http.rs).
-        std::fs::write(
-            &config,
-            format!(
-                r#"seed = {seed}
-listen = "127.0.0.1:{port}"
-upstream = "http://127.0.0.1:{upstream_port}"
-log = "{log}"
-[faults.drop_after]
+/// Rates per request (30% faulted); the drop hangs 0 ms, so the client sees a closed connection
+/// at once (its own timeout is covered in live_http.rs).
+const SWEEP_FAULTS: &str = r#"[faults.drop_after]
 rate = 0.07
 [faults.delay]
 rate = 0.08
@@ -71,57 +41,7 @@ retry_after_s = 1
 rate = 0.04
 [faults.cut]
 rate = 0.04
-"#,
-                log = log.display()
-            ),
-        )
-        .unwrap();
-        let child = Command::new(proxy_bin())
-            .arg("--config")
-            .arg(&config)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start the fault proxy");
-        let deadline = Instant::now() + std::time::Duration::from_secs(20);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(
-                Instant::now() < deadline,
-                "fault proxy did not listen on {port}"
-            );
-            std::thread::sleep(std::time::Duration::from_millis(50));
-        }
-        Proxy { child, port, log }
-    }
-
-    fn url(&self) -> String {
-        format!("http://127.0.0.1:{}/mcp", self.port)
-    }
-
-    /// Faults applied per kind, from the decision log.
-    fn applied(&self) -> BTreeMap<String, u64> {
-        let mut n = BTreeMap::new();
-        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
-        for line in text.lines() {
-            let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
-                continue;
-            };
-            if v["applied"] == true {
-                let kind = v["fault"].as_str().unwrap_or("?");
-                *n.entry(kind.to_string()).or_default() += 1;
-            }
-            *n.entry("requests".into()).or_default() += 1;
-        }
-        n
-    }
-}
-
-impl Drop for Proxy {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+"#;
 
 /// The batch: mostly completions, some tool errors and failures, in a fixed order.
 fn batch(sdk: Sdk) -> String {
@@ -157,7 +77,7 @@ fn sweep(sdk: Sdk, peer_flags: &[&str], seed: u64) {
     );
     let peer = Peer::start(sdk, peer_flags);
     let ledger = TempLedger::new("sweep");
-    let proxy = Proxy::start(ledger.dir(), seed, peer.port);
+    let proxy = Proxy::start(ledger.dir(), seed, peer.port, SWEEP_FAULTS);
     let file = ledger.dir().join("calls.jsonl");
     std::fs::write(&file, batch(sdk)).unwrap();
     let url = proxy.url();

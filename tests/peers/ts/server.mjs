@@ -15,10 +15,18 @@
 //   echo {text}                [forbidden] a plain tool
 //   stats {}                   [forbidden] task creations per idempotency key, as JSON text
 //
+// --idempotency: a repeated io.toolop/idempotency-key gets the task it created, tasks/list
+// answers lookups by key, and a call run inline under a key (a redeployed tool) answers a later
+// call with the key as it answered the first, without running again: the key names the
+// submission, task or not (toolop's contract, src/protocol/mod.rs `META_IDEMPOTENCY_KEY`).
+//
 // Side endpoints (tests only): GET /stats (the same counts plus transport facts as JSON, and
 // `tasks`: {taskId: {key, status}} from the store, `gone: true` once the store deleted it),
 // GET /truth (every task created: key, status, stored result),
 // POST /faults {status, retry_after, count} (the next `count` MCP requests answer `status`),
+// {redeploy: tool} (a rolling redeploy: the next tools/call of `tool` reaches an instance where
+// it no longer supports tasks: on every open session, and every later one, `tool` becomes a
+// plain tool; a task-augmented call of it then runs inline and the SDK answers -32602),
 // {oversize_bytes, count}, {delay_ms, count}, {drop_sessions: true} (forget every session, as
 // a restart would), {cut_get: true} (end open GET streams), {ping: true} / {sampling: true}
 // (send that request to every session; answers are counted in /stats).
@@ -62,8 +70,13 @@ const stats = {
   sampling_errors: [],
   posts: 0,
   tasks: {}, // taskId -> {key, status}: the store's own status, read at each GET /stats
+  sync_runs: {}, // idempotency key (or "" without one) -> inline runs of a redeployed tool
 };
 const byKey = new Map(); // key -> taskId (idempotency extension)
+const inlineByKey = new Map(); // key -> the first inline run's answer (a promise), --idempotency
+const redeployArmed = new Set(); // tools whose next tools/call lands on a redeployed instance
+const redeployed = new Set(); // tools redeployed without task support
+const servers = new Set(); // every McpServer built (one per session), for a redeploy
 // Ground truth for GET /truth: every task created, with its key and the outcome the work stored
 // (kept here too, so a task the store expired still shows what the server did).
 const created = []; // { taskId, key }
@@ -138,7 +151,9 @@ async function finish(taskId, status, result) {
 // A task tool: create (counting the key; deduplicating with --idempotency), run `work` in the
 // background, answer gets and results from the store.
 function taskTool(server, name, description, inputSchema, support, work, ttlOverride, pollInterval = 100) {
-  server.experimental.tasks.registerToolTask(
+  if (redeployed.has(name)) return plainTool(server, name, description, inputSchema);
+  server.toolopTools[name] = { description, inputSchema };
+  server.toolopTools[name].registered = server.experimental.tasks.registerToolTask(
     name,
     { description, inputSchema, execution: { taskSupport: support } },
     {
@@ -169,6 +184,36 @@ function taskTool(server, name, description, inputSchema, support, work, ttlOver
   );
 }
 
+// The redeployed version of a task tool: plain (no task support), runs inline. Under
+// --idempotency a key it already ran under gets the first answer, the run is not repeated.
+function plainTool(server, name, description, inputSchema) {
+  server.registerTool(name, { description, inputSchema }, async (args, extra) => {
+    const key = extra._meta?.[KEY];
+    if (idempotency && key && inlineByKey.has(key)) return await inlineByKey.get(key);
+    const run = (async () => {
+      stats.sync_runs[key ?? ''] = (stats.sync_runs[key ?? ''] ?? 0) + 1;
+      await sleep(args.ms ?? 200);
+      return text(`${name} ran inline`);
+    })();
+    if (idempotency && key) inlineByKey.set(key, run);
+    return await run;
+  });
+}
+
+// A redeploy of `name` lands: on every session's server the task tool gives way to its plain
+// version (the SDK tells each client notifications/tools/list_changed).
+function redeploy(name) {
+  redeployArmed.delete(name);
+  redeployed.add(name);
+  for (const server of servers) {
+    const t = server.toolopTools[name];
+    if (!t?.registered) continue;
+    t.registered.remove();
+    t.registered = null;
+    plainTool(server, name, t.description, t.inputSchema);
+  }
+}
+
 function buildServer() {
   const server = new McpServer(
     { name: 'toolop-peer-ts', version: '0.1.0' },
@@ -182,6 +227,8 @@ function buildServer() {
       taskMessageQueue: messageQueue,
     },
   );
+  server.toolopTools = {};
+  servers.add(server);
   taskTool(server, 'build_report', 'Builds a monthly report', { month: z.string(), ms: z.number().optional() }, 'required', async (id, { month, ms }) => {
     await sleep(ms ?? 300);
     await finish(id, 'completed', text(`report for ${month}`));
@@ -308,6 +355,7 @@ app.post('/faults', (req, res) => {
         .createMessage({ messages: [{ role: 'user', content: { type: 'text', text: 'hi' } }], maxTokens: 5 })
         .then(() => stats.sampling_errors.push('answered'), (e) => stats.sampling_errors.push(e.code ?? String(e)));
   }
+  if (typeof f.redeploy === 'string') redeployArmed.add(f.redeploy);
   if (f.status || f.oversize_bytes || f.delay_ms) faults.push({ ...f, count: f.count ?? 1 });
   res.json({ ok: true });
 });
@@ -335,6 +383,7 @@ app.post('/mcp', async (req, res) => {
     }
     if (f.delay_ms) await sleep(f.delay_ms);
   }
+  if (req.body?.method === 'tools/call' && redeployArmed.has(req.body.params?.name)) redeploy(req.body.params.name);
   const session = sessionId ? sessions.get(sessionId) : undefined;
   if (session) {
     await session.transport.handleRequest(req, res, req.body);
@@ -360,6 +409,7 @@ app.post('/mcp', async (req, res) => {
   });
   transport.onclose = () => {
     if (transport.sessionId) sessions.delete(transport.sessionId);
+    servers.delete(server);
   };
   await server.connect(transport);
   await transport.handleRequest(req, res, req.body);
