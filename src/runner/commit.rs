@@ -50,6 +50,40 @@ pub(super) enum Handled {
 }
 
 impl Runner {
+    /// Keep, or lift, a Retry-After for `node` as a reply arrives. A refusal holds this process
+    /// back from repeating the refused exchange until it runs out, or until the server answers
+    /// a request sent after the refused one. A late answer to an older request lifts nothing
+    /// (mcp_replicas seed 1535815: a fetch's answer 11 s late, behind a 429 asking for 21 s,
+    /// lifted it, and the stall watch then polled 10 s early).
+    pub(super) fn note_retry_after(&mut self, node: &str, event: &Event) {
+        let Event::Reply {
+            kind, seq, reply, ..
+        } = event
+        else {
+            return;
+        };
+        let newer_refusal = self.retry_after.get(node).is_some_and(|r| r.seq > *seq);
+        match reply {
+            Reply::RateLimited {
+                retry_after_ms: Some(ms),
+            }
+            | Reply::Unavailable {
+                retry_after_ms: Some(ms),
+            } if !newer_refusal => {
+                let refused = RetryAfter {
+                    until_ms: self.now_ms().saturating_add(*ms),
+                    kind: *kind,
+                    seq: *seq,
+                };
+                self.retry_after.insert(node.to_string(), refused);
+            }
+            _ if self.retry_after.get(node).is_some_and(|r| *seq > r.seq) => {
+                self.retry_after.remove(node);
+            }
+            _ => {}
+        }
+    }
+
     /// The fencing token this runner presents with a write about `rec`.
     fn writer_epoch(&self) -> u64 {
         // Planted: an executor that ignores epochs presents whatever epoch the ledger is at. A
@@ -131,28 +165,7 @@ impl Runner {
             self.crashed = Some(CrashPoint::AfterReplyBeforeCommit);
             return Handled::NotApplied;
         }
-        if let Event::Reply {
-            kind,
-            reply:
-                Reply::RateLimited {
-                    retry_after_ms: Some(ms),
-                }
-                | Reply::Unavailable {
-                    retry_after_ms: Some(ms),
-                },
-            ..
-        } = &event
-        {
-            let until_ms = self.now_ms().saturating_add(*ms);
-            let refused = RetryAfter {
-                until_ms,
-                kind: *kind,
-            };
-            self.retry_after.insert(node.to_string(), refused);
-        } else if matches!(event, Event::Reply { .. }) {
-            // The server answered a later request: its refusal no longer holds this node back.
-            self.retry_after.remove(node);
-        }
+        self.note_retry_after(node, &event);
         let given = event;
         let mut event = given.clone();
         let mut name = event.name();

@@ -44,11 +44,13 @@ pub enum NoTaskSupport {
     RunSync,
 }
 
-/// A 429 or 503 that asked this runner to wait before repeating `kind` for a call node.
+/// A 429 or 503 that asked this runner to wait before repeating `kind` for a call node: the
+/// answer to request `seq`, which only an answer to a later request lifts.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct RetryAfter {
     pub(super) until_ms: u64,
     pub(super) kind: RequestKind,
+    pub(super) seq: u64,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -12,6 +12,7 @@ use super::*;
 use crate::core::PollPolicy;
 use crate::ledger::{MemoryLedger, SqliteLedger};
 use crate::protocol::mcp_2025_11_25::Mcp20251125Adapter;
+use crate::protocol::Reply;
 use crate::record::LocalState;
 use crate::transport::{ChannelTransport, InFrame};
 
@@ -1109,6 +1110,7 @@ fn a_settled_node_is_forgotten_once_nothing_covers_it() {
             RetryAfter {
                 until_ms,
                 kind: RequestKind::Poll,
+                seq: 1,
             },
         );
         r.last_read_sent_ms.insert("n1".into(), 0);
@@ -1320,5 +1322,37 @@ fn reading_what_was_received_stops_at_its_bound() {
             already_received(&mut t, queued).len(),
             queued - RECEIVED_READ_MAX
         );
+    });
+}
+
+/// A Retry-After holds this process back until it runs out or the server answers a request sent
+/// after the refused one; a late answer to an older request lifts nothing, nor does an older
+/// refusal replace a newer one (mcp_replicas seed 1535815: a fetch answered 11 s late, behind a
+/// 429 asking for 21 s, lifted it, and the stall watch then polled 10 s early).
+#[test]
+fn only_an_answer_to_a_later_request_lifts_a_retry_after() {
+    on_tokio(async {
+        let ledger = memory();
+        let mut r = bare_runner(&ledger, config());
+        let reply = |kind, seq, reply| Event::Reply {
+            kind,
+            seq,
+            epoch: 1,
+            sent_ms: None,
+            reply,
+        };
+        let refused = |ms| Reply::RateLimited {
+            retry_after_ms: Some(ms),
+        };
+        let held = |r: &Runner| r.retry_after.get("n1").map(|a| (a.seq, a.kind));
+        r.note_retry_after("n1", &reply(RequestKind::Poll, 17, refused(21_000)));
+        assert_eq!(held(&r), Some((17, RequestKind::Poll)));
+        // Late answers to older requests: a fetch's, and another 429's.
+        r.note_retry_after("n1", &reply(RequestKind::Fetch, 15, Reply::LookupNotFound));
+        r.note_retry_after("n1", &reply(RequestKind::Fetch, 16, refused(1_000)));
+        assert_eq!(held(&r), Some((17, RequestKind::Poll)), "still the poll's");
+        // The answer to a later request lifts it.
+        r.note_retry_after("n1", &reply(RequestKind::Cancel, 18, Reply::Accepted));
+        assert_eq!(held(&r), None);
     });
 }
