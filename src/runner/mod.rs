@@ -479,6 +479,15 @@ impl Runner {
     ) -> Exit {
         for _ in 0..self.cfg.max_events {
             self.pick_up_cancel_requests().await;
+            // A request whose deadline passed while this runner was busy (its commits held it
+            // up) may have been answered meanwhile: what was delivered is read before anything
+            // is declared lost, as a reply fully received is the server's answer (mcp_ext_replicas
+            // seed 11: two slow commits of one node held the runner 11.5 s; two submissions'
+            // replies, delivered at 1.7 s, lost to their timeouts, and on a server without key
+            // lookups both live tasks went to a person).
+            if self.pending_expired() {
+                self.read_received(transports).await;
+            }
             self.fire_due().await;
             self.fire_stalls().await;
             if let Some(exit) = self.stopped() {
@@ -557,6 +566,12 @@ impl Runner {
             wake = wake.min(at);
         }
         wake.max(now)
+    }
+
+    /// A pending request's deadline has passed.
+    fn pending_expired(&self) -> bool {
+        let now = self.now_ms();
+        self.pending.values().any(|p| p.deadline_ms <= now)
     }
 
     async fn fire_due(&mut self) {
@@ -769,8 +784,9 @@ impl Runner {
         self.next_rpc_id
     }
 
-    /// The connection is gone, or the runner was told to stop: first apply what had already
-    /// been delivered (then fail what is still pending, on a drop). A response fully received is
+    /// The connection is gone, the runner was told to stop, or a request's deadline passed:
+    /// first apply what had already been delivered (then fail what is still pending, on a
+    /// drop; expire what is still overdue, on a deadline). A response fully received is
     /// the server's answer, as an HTTP client keeps a body it read in full; declaring its request
     /// lost instead sends a created submission to manual reconciliation (a runner held up by
     /// slow commits had not read it yet: mcp_ext_faults seed 2349). Reading takes commits, and

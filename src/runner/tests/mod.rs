@@ -1275,6 +1275,57 @@ fn a_runner_told_to_stop_writes_down_the_replies_it_already_received() {
     });
 }
 
+/// A request whose deadline passes while the runner is held up (its commits) is not lost if its
+/// reply was delivered meanwhile: the reply is read first (mcp_ext_replicas seed 11: two slow
+/// commits held a runner 11.5 s, two submissions' replies waited unread, their timeouts won, and
+/// on a server without key lookups both live tasks went to a person). Here n1's reply lands
+/// while n2's Start commit is held past n1's request timeout.
+#[test]
+fn a_reply_delivered_while_the_runner_was_held_past_its_deadline_is_read() {
+    on_tokio(async {
+        let ledger = memory();
+        let server = Server::new(None, false);
+        let (inner, paused_rx, release_tx) = PauseOnce::on("start");
+        let pause = PauseStart { node: "n2", inner };
+        let r = start(&ledger, &server, 1, 0, |mut r| {
+            r.cfg.request_timeout_ms = 300;
+            r.with_commit_delay(Box::new(pause))
+        });
+        r.inputs.send(Input::Submit(node("n1"))).unwrap();
+        r.inputs.send(Input::Submit(node("n2"))).unwrap();
+        paused_rx.await.expect("n2's start is held");
+        until("the server created n1's task", || server.counts().0 >= 1).await;
+        // Past n1's request timeout, its reply waiting on the runner's connection.
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        assert_eq!(state_of(&ledger, "n1"), Some(LocalState::Submitting));
+        release_tx.send(()).unwrap();
+        until("n1's reply is written down", || {
+            ledger
+                .lock()
+                .unwrap()
+                .by_call_node("n1")
+                .unwrap()
+                .is_some_and(|n1| {
+                    n1.operation_id.is_some() || n1.local_state != LocalState::Submitting
+                })
+        })
+        .await;
+        let (_, seen) = r.stop().await;
+        let n1 = ledger.lock().unwrap().by_call_node("n1").unwrap().unwrap();
+        assert!(
+            n1.operation_id.is_some() && n1.local_state != LocalState::SubmissionUnknown,
+            "{:?} without the operation the delivered reply named",
+            n1.local_state
+        );
+        assert!(
+            !seen
+                .iter()
+                .any(|o| matches!(o, Observation::Lost { node, .. } if node == "n1")),
+            "n1's submission declared lost with its reply delivered"
+        );
+    });
+}
+
 /// A transport with `n` frames already delivered to the executor, and the sender (kept, so the
 /// connection stays open).
 fn delivered(
