@@ -1089,8 +1089,18 @@ impl<'a> Machine<'a> {
             // answering the newest fetch lost it when the newest reply was lost too
             // (mcp_ext_faults seed 223900: a replica's fetch went out 2 ms before this one's
             // verified result came back, its reply was lost, and the fetch budget handed a
-            // completed task to a person). Anything else a superseded fetch says is left unread.
+            // completed task to a person). So does a failed operation's error, the whole of its
+            // result (aip151_faults seed 1209602: a replica's fetch drew the error 11 ms after
+            // the primary's fetch superseded it; two lagging 404s then handed a failed
+            // operation to a person). Anything else a superseded fetch says is left unread.
             S::FetchingResult if matches!(reply, Reply::Result(rv) if self.result_usable(rv)) => {
+                self.on_result(reply)
+            }
+            S::FetchingResult
+                if matches!(reply, Reply::ResultIsError { .. })
+                    && self.rec.last_server_status.and_then(|s| s.as_terminal())
+                        == Some(TerminalState::Failed) =>
+            {
                 self.on_result(reply)
             }
             // The input stream ended (the task finished, or the server dropped it): read status.

@@ -1406,6 +1406,26 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
          reply:fetch:result => FETCHING_RESULT->ACCEPTED [accept:completed]",
     ),
     (
+        // aip151_faults seed 1209602: a replica's fetch drew a failed operation's error 11 ms
+        // after the primary's fetch superseded it; the newer fetch and the next met lagging
+        // 404s, and the node went to a person. The error is the failed operation's whole
+        // result: accepted whichever fetch drew it. Not before a read showed it failed.
+        "a failed operation's error answering a fetch that is not the newest is accepted",
+        |s| {
+            s.working().at(1_000).timer(Timer::PollDue).reply(RequestKind::Poll, Reply::Status(view(P::Failed)));
+            s.timer(Timer::FetchDue);
+            s.timer(Timer::FetchDue);
+            s.ev(Event::Reply { sent_ms: None, kind: RequestKind::Fetch, seq: 3, epoch: 1, reply: Reply::ResultIsError { code: 13, message: "boom".into() } });
+        },
+        "start => stay [send:submit#1]
+         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
+         timer:poll_due => stay [send:poll#2]
+         reply:poll:status => WORKING->TERMINAL_OBSERVED [at1000:fetch_due]
+         timer:fetch_due => TERMINAL_OBSERVED->FETCHING_RESULT [send:fetch#3]
+         timer:fetch_due => stay [send:fetch#4]
+         reply:fetch:result_is_error => FETCHING_RESULT->ACCEPTED [accept:failed]",
+    ),
+    (
         // aip151_faults seed 282576: a replica's poll (#2 here) left 50 ms after the primary's
         // (#3), showed the task working, and was applied first; the primary's 404 to #3,
         // applied after it, is older than that sight and is not counted. Two more 404s are
