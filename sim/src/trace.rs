@@ -117,6 +117,14 @@ pub enum What {
     World { action: WorldAction },
     /// A commit as the world's shared ledger saw it (not as the executor reports it).
     Ledger { write: LedgerWrite },
+    /// A process inserted a call node's first record (version `version`) in the world's shared
+    /// ledger: who took a call in, as the ledger saw it.
+    Insert {
+        node: String,
+        epoch: u64,
+        incarnation: u32,
+        version: u64,
+    },
     /// The series ended.
     End { reason: String },
 }
@@ -361,6 +369,10 @@ pub enum WorldAction {
     ReplicaStop {
         incarnation: u32,
         exit: String,
+        /// The world killed it: told to stop, it was still busy (slow commits) when the
+        /// shutdown wait ran out. What it had read and not written down died with it.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        killed: bool,
     },
 }
 

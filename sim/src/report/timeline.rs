@@ -118,7 +118,15 @@ pub fn render_for(trace: &Trace, verbose: bool, node: Option<&str>) -> String {
                 request_id.map_or_else(|| "-".to_string(), |r| r.to_string()),
                 net_verdict(verdict)
             )),
-            What::Net { .. } | What::Ledger { .. } => None,
+            What::Insert {
+                node,
+                epoch,
+                incarnation,
+                version,
+            } if verbose => Some(format!(
+                "{node:<6} ledger insert by epoch {epoch} incarnation {incarnation}: v{version}"
+            )),
+            What::Net { .. } | What::Ledger { .. } | What::Insert { .. } => None,
             What::Exec {
                 incarnation, obs, ..
             } => exec_line(*incarnation, obs, verbose),
@@ -248,7 +256,9 @@ fn world_action(a: &WorldAction) -> String {
         WorldAction::ReplicaStart { incarnation, epoch } => {
             format!("second executor: incarnation {incarnation}, epoch {epoch}, same ledger")
         }
-        WorldAction::ReplicaStop { incarnation, exit } => {
+        WorldAction::ReplicaStop {
+            incarnation, exit, ..
+        } => {
             format!("second executor incarnation {incarnation} stopped: {exit}")
         }
     }

@@ -185,6 +185,12 @@ impl Ledger for ProcessLedger {
         let inserted = self.shared().insert(record, writer_epoch);
         if let Ok(r) = &inserted {
             self.saw(&r.call_node_id, r.version);
+            self.world.push(What::Insert {
+                node: r.call_node_id.clone(),
+                epoch: self.epoch,
+                incarnation: self.incarnation,
+                version: r.version,
+            });
         }
         inserted
     }

@@ -115,6 +115,7 @@ async fn run_one(
         exit = &mut process => Some(exit),
         _ = tokio::time::sleep(Duration::from_millis(life_ms)) => None,
     };
+    let mut killed = false;
     let exit = match exit {
         Some(exit) => exit,
         None => {
@@ -123,7 +124,12 @@ async fn run_one(
             {
                 Ok(exit) => exit,
                 Err(_) => {
+                    // Still busy (its commits held it): killed, as an orchestrator kills a
+                    // process that ignores its stop, and recorded as such, not as a clean stop
+                    // (mcp_ext_replicas seed 229: a replica busy in slow commits held two
+                    // submissions' replies unread when the wait ran out).
                     process.abort();
+                    killed = true;
                     Ok(Exit::Shutdown)
                 }
             }
@@ -131,6 +137,7 @@ async fn run_one(
     };
     *world.replica_inputs.lock().expect("inputs lock") = None;
     let exit = match exit {
+        Ok(_) if killed => format!("killed: no clean stop within {SHUTDOWN_WAIT_MS} ms"),
         Ok(e) => exit_name(&e),
         Err(e) => format!("task failed: {e}"),
     };
@@ -142,6 +149,10 @@ async fn run_one(
             .disconnect(incarnation * LANES_MAX + lane);
     }
     world.push(What::World {
-        action: WorldAction::ReplicaStop { incarnation, exit },
+        action: WorldAction::ReplicaStop {
+            incarnation,
+            exit,
+            killed,
+        },
     });
 }

@@ -430,6 +430,7 @@ mod tests {
             action: WorldAction::ReplicaStop {
                 incarnation: 1,
                 exit: "stopped".into(),
+                killed: false,
             },
         });
         assert_eq!(check(&b.build(SETTLED)), vec![]);

@@ -213,9 +213,9 @@ fn lost_with_their_reader(trace: &Trace) -> BTreeSet<u64> {
 /// last landed write about the node died with the refused write: the new epoch resumes the
 /// record as it was.
 ///
-/// Likewise a process the world killed (it stopped it with a lost commit reply or crashed it
-/// at any point; a process whose connection dropped exits by itself, reading what it had
-/// received first): what it read since its last landed write about
+/// Likewise a process the world killed (it stopped it with a lost commit reply, crashed it at
+/// any point, or killed a replica that did not stop within the shutdown wait; a process whose
+/// connection dropped exits by itself, reading what it had received first): what it read since its last landed write about
 /// each node, up to going down, died with it. A reply can reach a process's connection while it
 /// is busy (a slow commit) and never be read before a crash elsewhere in it (`mcp_ext_faults`
 /// seed 2664: a submission's reply queued 108 ms before a crash after another node's commit).
@@ -243,6 +243,20 @@ fn fenced_with_their_reader(trace: &Trace, arrived: &[Frame]) -> BTreeSet<u64> {
                 fault: FaultKind::ExecutorCrash,
                 ..
             } if writes_recorded => lost_reply_at = Some(e.t_ms),
+            // A replica the world killed when its shutdown wait ran out (mcp_ext_replicas seed
+            // 229: busy in slow commits, two submissions' replies unread).
+            What::World {
+                action:
+                    WorldAction::ReplicaStop {
+                        incarnation,
+                        killed: true,
+                        ..
+                    },
+            } if writes_recorded => {
+                lost_reply_at = None;
+                let theirs = |a: &Frame| a.exec.1 == *incarnation;
+                unwritten(arrived, &landed, e.t_ms, theirs, &mut out);
+            }
             // Only a process the world killed (a crash, a lost commit reply): one whose
             // connection dropped exits by itself, and reads what it had received first.
             What::World {
@@ -1038,6 +1052,31 @@ mod tests {
                 action: WorldAction::ReplicaStop {
                     incarnation: 1_000,
                     exit: if crashed { "crashed" } else { "shut down" }.into(),
+                    killed: false,
+                },
+            });
+            b.build(SETTLED)
+        };
+        assert_eq!(check(&build(true)), vec![]);
+        assert_eq!(check(&build(false)).len(), 1);
+    }
+
+    #[test]
+    fn a_replica_killed_at_its_shutdown_wait_loses_what_it_read() {
+        // mcp_ext_replicas seed 229: a replica told to stop was still busy in slow commits when
+        // the world's wait ran out, and was killed with a live task's reply unread. Stopped
+        // cleanly, it reads and writes down what it received first: judged on it.
+        let build = |killed: bool| {
+            let mut b = Tb::new();
+            b.unknown_path("n1", 0);
+            b.exec(1, 1_000);
+            b.at(5).push(build::ev(build::write("n1", 1, 1_000, 2)));
+            b.at(10).net_in("n1", ExchangeKind::Poll, working());
+            b.at(20).push(What::World {
+                action: WorldAction::ReplicaStop {
+                    incarnation: 1_000,
+                    exit: "shut down".into(),
+                    killed,
                 },
             });
             b.build(SETTLED)

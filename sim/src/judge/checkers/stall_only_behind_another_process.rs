@@ -1,8 +1,8 @@
 //! Always: the runner's stall watch (a non-final call node that nothing of the process covers,
 //! no request in flight, no send queued, no timer, resumed as after a restart) rescues a node
 //! only because another process of the same execution epoch drove it: that process wrote the
-//! node's record (a write the world's ledger saw land) while the rescuer was alive. That is the
-//! one case the watch exists for (two executors on one epoch; `src/runner/stall.rs`). A rescue
+//! node's record, or inserted it (a write or insert the world's ledger saw land), while the
+//! rescuer was alive. That is the one case the watch exists for (two executors on one epoch; `src/runner/stall.rs`). A rescue
 //! with no such writer means the core left a node with nothing armed: a gap the watch would hide
 //! behind a delay of `request_timeout_ms`, which no liveness bound notices.
 //!
@@ -44,12 +44,23 @@ pub fn violations(v: &View) -> Vec<Violation> {
             continue;
         };
         let from_ms = born.get(&(epoch, incarnation)).copied().unwrap_or(0);
-        let driven_by_other = landed(v.trace).any(|(w_ms, w)| {
-            w.node == *node
-                && w.epoch == epoch
-                && w.incarnation != incarnation
-                && (from_ms..=t).contains(&w_ms)
-        });
+        let by_other = |n: &str, e: u64, i: u32, at_ms: u64| {
+            n == node && e == epoch && i != incarnation && (from_ms..=t).contains(&at_ms)
+        };
+        // A write, or the insert of a call another process took in (and then left: stopped
+        // before its first commit landed, mcp_ext_replicas seed 52): the rescuer's duplicate
+        // call is watched for exactly that.
+        let driven_by_other = landed(v.trace)
+            .any(|(w_ms, w)| by_other(&w.node, w.epoch, w.incarnation, w_ms))
+            || v.trace.events.iter().any(|e| match &e.what {
+                What::Insert {
+                    node: n,
+                    epoch: ep,
+                    incarnation: i,
+                    ..
+                } => by_other(n, *ep, *i, e.t_ms),
+                _ => false,
+            });
         if !driven_by_other {
             out.push(Violation {
                 checker: NAME,
@@ -115,6 +126,33 @@ mod tests {
         b.at(20_000);
         stalled(&mut b, "n1");
         assert_eq!(check(&b.build(SETTLED)), vec![]);
+    }
+
+    /// mcp_ext_replicas seed 52: a replica inserted the node for a call and was stopped before
+    /// its first commit landed; the rescuer, which got the call again, took it up.
+    #[test]
+    fn a_rescue_of_a_node_another_process_inserted_and_left_is_excused() {
+        let insert = |incarnation| What::Insert {
+            node: "n1".into(),
+            epoch: 1,
+            incarnation,
+            version: 1,
+        };
+        let mut b = Tb::new();
+        b.happy_path("n2", 0);
+        b.at(5_000);
+        b.push(insert(1000));
+        b.at(20_000);
+        stalled(&mut b, "n1");
+        assert_eq!(check(&b.build(SETTLED)), vec![]);
+        // Its own insert excuses nothing.
+        let mut b = Tb::new();
+        b.happy_path("n2", 0);
+        b.at(5_000);
+        b.push(insert(1));
+        b.at(20_000);
+        stalled(&mut b, "n1");
+        assert_eq!(check(&b.build(SETTLED)).len(), 1);
     }
 
     #[test]

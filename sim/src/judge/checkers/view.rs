@@ -435,6 +435,7 @@ mod tests {
             A::ReplicaStop {
                 incarnation: 1_000,
                 exit: "done".into(),
+                killed: false,
             },
         );
         world(
