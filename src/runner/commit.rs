@@ -10,6 +10,7 @@
 use std::future::Future;
 use std::pin::Pin;
 
+use super::dispatch::after_own_read;
 use super::{CrashPoint, Observation, RetryAfter, Runner};
 use crate::core::{self, Command, Ctx, Event, Outcome, Timer};
 use crate::ledger::{LedgerError, Write};
@@ -269,6 +270,7 @@ impl Runner {
                 .then(|| step.record.clone());
             let changed = step.record != rec;
             let is_final = step.record.local_state.is_final();
+            let read_floor_ms = self.own_read_floor_ms(node, lane, &step.record);
             let mut write = Write {
                 expected_version: rec.version,
                 writer_epoch: self.writer_epoch(),
@@ -353,7 +355,8 @@ impl Runner {
             }
             let refused = matches!(step.outcome, Outcome::Rejected(_));
             self.seen_version.insert(node.to_string(), version);
-            self.act(node, lane, &name, step.outcome, step.commands, version);
+            let commands = after_own_read(read_floor_ms, step.commands);
+            self.act(node, lane, &name, step.outcome, commands, version);
             match others_cancel {
                 Some(rec) => self.watch_cancel_of_another(node, &rec, &ctx, lane, version),
                 None => self.watch_stall(node, is_final, version),

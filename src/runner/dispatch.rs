@@ -39,6 +39,24 @@ impl Runner {
         }
     }
 
+    /// When a status read of `node` may next leave this process, if its own last request for
+    /// the node was a status read and the server suggested an interval (`after_own_read`).
+    pub(super) fn own_read_floor_ms(
+        &self,
+        node: &str,
+        lane: usize,
+        rec: &ToolOperation,
+    ) -> Option<u64> {
+        match (self.last_sent.get(node), rec.poll_cursor.server_interval_ms) {
+            (Some((RequestKind::Poll, at_ms)), Some(interval_ms))
+                if self.lanes[lane].core.poll.honor_server_interval =>
+            {
+                Some(at_ms.saturating_add(interval_ms))
+            }
+            _ => None,
+        }
+    }
+
     pub(super) async fn on_input(&mut self, input: Input) {
         match input {
             Input::Submit(node) => self.submit(node).await,
@@ -525,6 +543,32 @@ fn queue_position<'a>(
         .into_iter()
         .position(|q| !is_cancel(q))
         .unwrap_or(len)
+}
+
+/// A status read this process would send sooner after its own last request for the node, a
+/// status read, than the interval the server suggested (`floor_ms`) is moved to when the
+/// interval runs out. The core counts a node's polls from its record, which another process's
+/// reads move; this process's own last read is the runner's to remember (mcp_ext_faults seed
+/// 1625166: a replica's reads kept the record current, and this process, resumed by its stall
+/// watch on a cancel another had sent, read 813 ms after its own read, the server asking for
+/// 1000 ms).
+pub(super) fn after_own_read(floor_ms: Option<u64>, commands: Vec<Command>) -> Vec<Command> {
+    let Some(floor_ms) = floor_ms else {
+        return commands;
+    };
+    commands
+        .into_iter()
+        .map(|c| match c {
+            Command::Schedule {
+                at_ms,
+                timer: timer @ (Timer::PollDue | Timer::CancelRequery),
+            } => Command::Schedule {
+                at_ms: at_ms.max(floor_ms),
+                timer,
+            },
+            c => c,
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -275,6 +275,9 @@ pub struct Runner {
     /// later request: a node taken up from another process's record is not driven before it
     /// runs out, nor is the refused exchange repeated (`Runner::after_retry_after`).
     retry_after: BTreeMap<String, RetryAfter>,
+    /// Per node: the kind of the last request this process sent for it, and when
+    /// (`Runner::after_own_read`).
+    last_sent: BTreeMap<String, (RequestKind, u64)>,
     /// Per call node, when this runner last sent a status read of it: a take-up from another
     /// process's record reads no sooner after it than the polling policy allows.
     last_read_sent_ms: BTreeMap<String, u64>,
@@ -335,6 +338,7 @@ impl Runner {
             submit_timer_outdated: BTreeSet::new(),
             cancel_sent_generation: BTreeMap::new(),
             retry_after: BTreeMap::new(),
+            last_sent: BTreeMap::new(),
             last_read_sent_ms: BTreeMap::new(),
             next_cancel_check_ms: 0,
             approvals,
@@ -662,6 +666,12 @@ impl Runner {
                     },
                 );
             }
+            match self.last_sent.get_mut(&q.node) {
+                Some(last) => *last = (kind, now),
+                None => {
+                    self.last_sent.insert(q.node.clone(), (kind, now));
+                }
+            }
             if kind == RequestKind::Poll {
                 // On every poll sent: no new key (and no clone of it) once the node has one.
                 match self.last_read_sent_ms.get_mut(&q.node) {
@@ -762,6 +772,7 @@ impl Runner {
         self.submit_timer_outdated.remove(node);
         self.cancel_sent_generation.remove(node);
         self.retry_after.remove(node);
+        self.last_sent.remove(node);
         self.last_read_sent_ms.remove(node);
         self.stall_at.remove(node);
         self.approval_refusals.retain(|(n, _), _| n != node);

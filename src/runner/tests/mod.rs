@@ -9,11 +9,11 @@ use tokio::sync::{mpsc, oneshot, Semaphore};
 use tokio::time::Duration;
 
 use super::*;
-use crate::core::PollPolicy;
+use crate::core::{Command, PollPolicy};
 use crate::ledger::{MemoryLedger, SqliteLedger};
 use crate::protocol::mcp_2025_11_25::Mcp20251125Adapter;
 use crate::protocol::Reply;
-use crate::record::LocalState;
+use crate::record::{AdapterId, LocalState, ToolOperation};
 use crate::transport::{ChannelTransport, InFrame};
 
 type Seen = Arc<Mutex<Vec<Observation>>>;
@@ -1079,6 +1079,7 @@ fn kept_about(r: &Runner, node: &str) -> Vec<(&'static str, bool)> {
             r.cancel_sent_generation.contains_key(node),
         ),
         ("retry_after", r.retry_after.contains_key(node)),
+        ("last_sent", r.last_sent.contains_key(node)),
         ("last_read_sent_ms", r.last_read_sent_ms.contains_key(node)),
         ("stall_at", r.stall_at.contains_key(node)),
         (
@@ -1114,6 +1115,7 @@ fn a_settled_node_is_forgotten_once_nothing_covers_it() {
             },
         );
         r.last_read_sent_ms.insert("n1".into(), 0);
+        r.last_sent.insert("n1".into(), (RequestKind::Poll, 0));
         r.approval_refusals.insert(("n1".into(), 2), 1);
         let kept = kept_about(&r, "n1");
         assert!(kept.iter().all(|(_, k)| *k), "all set up: {kept:?}");
@@ -1405,5 +1407,64 @@ fn only_an_answer_to_a_later_request_lifts_a_retry_after() {
         // The answer to a later request lifts it.
         r.note_retry_after("n1", &reply(RequestKind::Cancel, 18, Reply::Accepted));
         assert_eq!(held(&r), None);
+    });
+}
+
+/// A status read is not scheduled sooner after this process's own last request for the node, a
+/// status read, than the interval the server suggested; after any other request (a cancel, a
+/// fetch) it may go at once, and other timers are left alone (mcp_ext_faults seed 1625166).
+#[test]
+fn a_read_waits_the_servers_interval_after_this_processs_own_read() {
+    on_tokio(async {
+        let ledger = memory();
+        let mut r = bare_runner(&ledger, config());
+        let mut rec = ToolOperation::new(
+            "n1",
+            "report",
+            "",
+            json!({}),
+            AdapterId::Mcp20251125,
+            "k",
+            1,
+            0,
+            60_000,
+        );
+        rec.poll_cursor.server_interval_ms = Some(1_000);
+        assert_eq!(r.own_read_floor_ms("n1", 0, &rec), None, "nothing sent yet");
+        r.last_sent.insert("n1".into(), (RequestKind::Poll, 5_000));
+        assert_eq!(r.own_read_floor_ms("n1", 0, &rec), Some(6_000));
+        let at = |at_ms, timer| Command::Schedule { at_ms, timer };
+        let moved = dispatch::after_own_read(
+            r.own_read_floor_ms("n1", 0, &rec),
+            vec![
+                at(5_500, Timer::PollDue),
+                at(5_500, Timer::CancelRequery),
+                at(7_000, Timer::PollDue),
+                at(5_500, Timer::FetchDue),
+            ],
+        );
+        assert_eq!(
+            moved,
+            vec![
+                at(6_000, Timer::PollDue),
+                at(6_000, Timer::CancelRequery),
+                at(7_000, Timer::PollDue),
+                at(5_500, Timer::FetchDue),
+            ]
+        );
+        r.last_sent
+            .insert("n1".into(), (RequestKind::Cancel, 5_200));
+        assert_eq!(
+            r.own_read_floor_ms("n1", 0, &rec),
+            None,
+            "a cancel went since"
+        );
+        rec.poll_cursor.server_interval_ms = None;
+        r.last_sent.insert("n1".into(), (RequestKind::Poll, 5_000));
+        assert_eq!(
+            r.own_read_floor_ms("n1", 0, &rec),
+            None,
+            "no interval suggested"
+        );
     });
 }
