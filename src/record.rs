@@ -213,6 +213,13 @@ pub struct PollCursor {
     /// (mcp_ext_faults seed 462185).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub not_found_first_at_ms: Option<u64>,
+    /// When the request that drew that first not-found left (the ledger's clock): a view of
+    /// the operation whose request left after it answers a newer request, as requests are
+    /// ordered by when they leave (mcp_ext_replicas seed 1046: a process's poll numbered
+    /// before a replica's, leaving 189 ms after it, showed the task while the replica's
+    /// drew a lagging 404, and arrived only after that 404 was taken in).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_found_first_sent_at_ms: Option<u64>,
     /// The latest time a request left whose answer showed the operation alive (the ledger's
     /// clock): a not-found answering a request that left before it is older than that sight.
     #[serde(default, skip_serializing_if = "Option::is_none")]

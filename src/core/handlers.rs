@@ -638,10 +638,11 @@ impl<'a> Machine<'a> {
             _ => None,
         };
         let c = &self.rec.poll_cursor;
-        let left_after = match (self.reply_sent_ms, c.not_found_first_at_ms) {
-            (Some(sent), Some(first)) => sent >= first,
-            _ => false,
-        };
+        let left_after = self.reply_sent_ms.is_some_and(|sent| {
+            c.not_found_first_at_ms
+                .is_some_and(|taken_in| sent >= taken_in)
+                || c.not_found_first_sent_at_ms.is_some_and(|left| sent > left)
+        });
         c.not_found_streak > 0
             && (seq > c.not_found_first_seq || left_after)
             && shown.is_some_and(|op| self.rec.operation_id.as_deref() == Some(op))
@@ -998,6 +999,7 @@ impl<'a> Machine<'a> {
             // Not-founds are acted on only as answers to the newest request.
             self.rec.poll_cursor.not_found_first_seq = self.rec.poll_cursor.sent_seq;
             self.rec.poll_cursor.not_found_first_at_ms = Some(self.now());
+            self.rec.poll_cursor.not_found_first_sent_at_ms = self.reply_sent_ms;
         }
         self.rec.poll_cursor.not_found_streak += 1;
         let before_expiry = self.rec.expires_at_ms.is_none_or(|e| self.now() < e);

@@ -1484,6 +1484,36 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
          reply:poll:not_found => stay [at10562:poll_due]",
     ),
     (
+        // mcp_ext_replicas seed 1046: a process's poll, numbered before a replica's, left 189 ms
+        // after it; the replica's drew a lagging 404, and the view came back only after that
+        // 404 was taken in. Requests are ordered by when they leave: the view answers the newer
+        // request and resets the count. One that left before the 404's request proves nothing.
+        "a late view whose request left after the request of the streak's first not-found resets the count",
+        |s| {
+            s.working().at(1_000).timer(Timer::PollDue);
+            s.timer(Timer::PollDue);
+            s.at(1_400);
+            s.ev(Event::Reply { sent_ms: Some(1_000), kind: RequestKind::Poll, seq: 3, epoch: 1, reply: Reply::NotFound { message: "lagging".into() } });
+            s.at(2_000);
+            s.ev(Event::Reply { sent_ms: Some(950), kind: RequestKind::Poll, seq: 2, epoch: 1, reply: Reply::Status(view(P::Working)) });
+            s.ev(Event::Reply { sent_ms: Some(1_189), kind: RequestKind::Poll, seq: 2, epoch: 1, reply: Reply::Status(view(P::Working)) });
+            // The count starts again: two more 404s are not three in a row.
+            s.at(3_650).timer(Timer::PollDue).reply(RequestKind::Poll, Reply::NotFound { message: "lagging".into() });
+            s.at(6_000).timer(Timer::PollDue).reply(RequestKind::Poll, Reply::NotFound { message: "lagging".into() });
+        },
+        "start => stay [send:submit#1]
+         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
+         timer:poll_due => stay [send:poll#2]
+         timer:poll_due => stay [send:poll#3]
+         reply:poll:not_found => stay [at3650:poll_due]
+         reply:poll:status => rejected:stale_answer
+         reply:poll:status => stay
+         timer:poll_due => stay [send:poll#4]
+         reply:poll:not_found => stay [at7025:poll_due]
+         timer:poll_due => stay [send:poll#5]
+         reply:poll:not_found => stay [at11062:poll_due]",
+    ),
+    (
         // mcp_replicas seed 501214: the verified result of fetch #3 lost its commit to another
         // process's write (fetch #4's 503, applied), so stepped again it was stale. An ended
         // task's result does not change: a late one naming our operation is accepted. One that
