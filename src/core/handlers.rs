@@ -552,7 +552,10 @@ impl<'a> Machine<'a> {
     }
 
     fn reply(&mut self, kind: RequestKind, seq: u64, reply: &Reply) -> R {
-        let applied = self.rec.poll_cursor.applied_seq;
+        // Stale: older than the newest answer that said something of the operation (a 429 or
+        // 503 applied since does not count).
+        let c = &self.rec.poll_cursor;
+        let applied = c.answered_seq.unwrap_or(c.applied_seq);
         let overwrite = mutated!(self, LateAnswerOverwrites);
         if seq <= applied && !overwrite && self.late_result_of_ours(kind, reply) {
             // An ended task's result does not change, so a late one is no older than what was
@@ -607,7 +610,23 @@ impl<'a> Machine<'a> {
             return STAYED;
         }
         if !matches!(outcome, Outcome::Rejected(_)) {
-            self.rec.poll_cursor.applied_seq = seq;
+            let c = &mut self.rec.poll_cursor;
+            // A 429 or 503 is from in front of the server and says nothing of the operation:
+            // it leaves nothing an older answer could overwrite, so it does not make older
+            // answers stale (mcp_replicas seed 1731344: a replica's poll drew a 503, and this
+            // process's older poll, answered "completed", was set aside as stale; ten seconds
+            // later a lagging replica's 404 past the reckoned expiry handed a completed task to
+            // a person).
+            let answered = c.answered_seq.unwrap_or(c.applied_seq);
+            let throttled = matches!(reply, Reply::RateLimited { .. } | Reply::Unavailable { .. });
+            let answered = if throttled {
+                answered
+            } else {
+                answered.max(seq)
+            };
+            c.applied_seq = c.applied_seq.max(seq);
+            // Kept only while it differs: most records never see a throttle.
+            c.answered_seq = (answered != c.applied_seq).then_some(answered);
         }
         Ok(outcome)
     }

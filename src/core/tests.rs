@@ -1514,16 +1514,40 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
          reply:poll:not_found => stay [at11062:poll_due]",
     ),
     (
+        // mcp_replicas seed 1731344: a replica's poll (#3 here) drew a 503; this process's older
+        // poll (#2) came back "completed". A throttle says nothing of the operation, so the
+        // older answer is not stale: it is the newest word on the task. An answer older than a
+        // real answer still is.
+        "an answer older than a 429 or 503 is not stale",
+        |s| {
+            s.working().at(1_000).timer(Timer::PollDue);
+            s.timer(Timer::PollDue);
+            s.timer(Timer::PollDue);
+            s.ev(Event::Reply { sent_ms: None, kind: RequestKind::Poll, seq: 4, epoch: 1, reply: Reply::Unavailable { retry_after_ms: Some(5_000) } });
+            s.ev(Event::Reply { sent_ms: None, kind: RequestKind::Poll, seq: 3, epoch: 1, reply: Reply::Status(view(P::Working)) });
+            s.ev(Event::Reply { sent_ms: None, kind: RequestKind::Poll, seq: 2, epoch: 1, reply: Reply::Status(view(P::Completed)) });
+        },
+        "start => stay [send:submit#1]
+         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
+         timer:poll_due => stay [send:poll#2]
+         timer:poll_due => stay [send:poll#3]
+         timer:poll_due => stay [send:poll#4]
+         reply:poll:unavailable => stay [at6000:poll_due]
+         reply:poll:status => stay
+         reply:poll:status => rejected:stale_answer",
+    ),
+    (
         // mcp_replicas seed 501214: the verified result of fetch #3 lost its commit to another
-        // process's write (fetch #4's 503, applied), so stepped again it was stale. An ended
+        // process's write (fetch #4's answer, applied), so stepped again it was stale. An ended
         // task's result does not change: a late one naming our operation is accepted. One that
-        // names no operation could be an earlier operation's, so it stays stale.
+        // names no operation could be an earlier operation's, so it stays stale. (In the seed
+        // #4's answer was a 503, which no longer makes older answers stale: a cut result here.)
         "a late verified result naming our operation is accepted while fetching",
         |s| {
             s.working().at(1_000).timer(Timer::PollDue).reply(RequestKind::Poll, Reply::Status(view(P::Completed)));
             s.timer(Timer::FetchDue);
             s.timer(Timer::FetchDue);
-            s.ev(Event::Reply { sent_ms: None, kind: RequestKind::Fetch, seq: 4, epoch: 1, reply: Reply::Unavailable { retry_after_ms: None } });
+            s.ev(Event::Reply { sent_ms: None, kind: RequestKind::Fetch, seq: 4, epoch: 1, reply: Reply::Result(result(false)) });
             let mut unnamed = result(true);
             unnamed.related_operation_id = None;
             s.ev(Event::Reply { sent_ms: None, kind: RequestKind::Fetch, seq: 3, epoch: 1, reply: Reply::Result(unnamed) });
@@ -1536,7 +1560,7 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
          reply:poll:status => WORKING->TERMINAL_OBSERVED [at1000:fetch_due]
          timer:fetch_due => TERMINAL_OBSERVED->FETCHING_RESULT [send:fetch#3]
          timer:fetch_due => stay [send:fetch#4]
-         reply:fetch:unavailable => stay [at2000:fetch_due]
+         reply:fetch:result => stay [at2000:fetch_due]
          reply:fetch:result => rejected:stale_answer
          reply:fetch:result => rejected:stale_answer
          reply:fetch:result => FETCHING_RESULT->ACCEPTED [accept:completed]",
