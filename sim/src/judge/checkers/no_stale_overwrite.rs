@@ -13,6 +13,11 @@
 //! (mcp_replicas seeds 4119 and 5823: a replica's 404, then a poll answer that arrived after a
 //! newer cancel's).
 //!
+//! A 429 or 503 is not an answer applied over: it comes from in front of the server and says
+//! nothing of the operation, so an older answer that arrives after it is not stale (the core's
+//! rule, mcp_replicas seed 1731344: a replica's 503 made the primary's older "completed" stale,
+//! and a lagging 404 then handed a completed task to a person).
+//!
 //! And one the world grants: a late result read that moves the record from FETCHING_RESULT to
 //! ACCEPTED, when the network had carried an intact result of the node to that executor by the
 //! time the answer was received. An ended task's stored result does not change, so a late
@@ -43,6 +48,8 @@ struct Answer {
     at_ms: u64,
     /// The newest sequence number this executor had applied for the node when it arrived.
     stale_behind: Option<u64>,
+    /// A 429 or 503: applying it makes no older answer stale.
+    throttle: bool,
 }
 
 pub fn violations(v: &View) -> Vec<Violation> {
@@ -71,6 +78,7 @@ pub fn violations(v: &View) -> Vec<Violation> {
                         seq: *seq,
                         at_ms: t,
                         stale_behind,
+                        throttle: matches!(*reply, "rate_limited" | "unavailable"),
                     },
                 );
             }
@@ -118,6 +126,7 @@ pub fn violations(v: &View) -> Vec<Violation> {
                         ),
                     }),
                     Some(_) => {}
+                    None if a.throttle => {}
                     None => {
                         applied.insert(key, a.seq);
                     }
@@ -235,6 +244,37 @@ mod tests {
     }
 
     #[test]
+    fn an_answer_older_than_a_throttle_is_not_stale() {
+        // Poll 4 drew a 503 (applied: the record kept); poll 3's answer then moves the record.
+        let build = |newer: &'static str| {
+            let mut b = Tb::new();
+            b.cancel_path("n1", 0);
+            recv(&mut b, 4_000, "poll", 2, "status");
+            b.moved("n1", &[Working, InputRequired]);
+            recv(&mut b, 5_000, "poll", 4, newer);
+            b.obs(Observation::Stayed {
+                node: "n1".into(),
+                event: format!("reply:poll:{newer}"),
+            });
+            recv(&mut b, 5_010, "poll", 3, "status");
+            b.obs(Observation::Moved {
+                node: "n1".into(),
+                event: "reply:poll:status".into(),
+                path: vec![InputRequired, Working],
+                version: 0,
+            });
+            check(&b.build(SETTLED))
+        };
+        assert_eq!(build("unavailable"), vec![]);
+        assert_eq!(build("rate_limited"), vec![]);
+        assert_eq!(
+            build("status").len(),
+            1,
+            "a real answer still makes it stale"
+        );
+    }
+
+    #[test]
     fn a_late_answer_that_moves_the_record_is_caught() {
         let mut b = reordered();
         b.obs(Observation::Moved {
@@ -305,15 +345,17 @@ mod tests {
         assert_eq!(check(&sorted(&b)).len(), 1);
     }
 
-    /// n1 fetching: fetch 5's 503 is applied, then fetch 4's late result moves the record along
-    /// `path`; the network carried fetch 4's result to the executor only if `intact`.
+    /// n1 fetching: fetch 5's answer (a cut result, fetched again) is applied, then fetch 4's
+    /// late result moves the record along `path`; the network carried fetch 4's result to the
+    /// executor only if `intact`. (In seed 501214 fetch 5 drew a 503, which since no longer
+    /// makes older answers stale.)
     fn late_result(intact: bool, path: &[LocalState]) -> Trace {
         let mut b = Tb::new();
         b.at(1_000);
-        recv(&mut b, 1_000, "fetch", 5, "unavailable");
+        recv(&mut b, 1_000, "fetch", 5, "result");
         b.obs(Observation::Stayed {
             node: "n1".into(),
-            event: "reply:fetch:unavailable".into(),
+            event: "reply:fetch:result".into(),
         });
         b.at(2_000);
         if intact {
