@@ -678,6 +678,16 @@ impl<'a> Machine<'a> {
         self.alive_when_sent();
     }
 
+    /// The operation has ended, or may have, without a read showing when: both SDK stores start
+    /// the deletion timer again at an end, so the reckoned expiry moves to now plus the ttl
+    /// when that is later (conservative: a 404 before then is read again, never trusted at
+    /// once).
+    fn ended_unseen(&mut self) {
+        if let (Some(ttl), Some(at)) = (self.rec.ttl_ms, self.rec.expires_at_ms) {
+            self.rec.expires_at_ms = Some(at.max(self.now().saturating_add(ttl)));
+        }
+    }
+
     /// Note when the request whose answer showed the operation alive left: a not-found
     /// answering a request that left before it is older than that sight.
     fn alive_when_sent(&mut self) {
@@ -1238,14 +1248,10 @@ impl<'a> Machine<'a> {
                 // (aip151_faults seed 13660: two lagging 404s, this ack, a third 404, and a live
                 // cancelled operation handed to a person).
                 self.shown_alive();
-                // The cancel may have ended the task by now, and both SDK stores start the
-                // deletion timer again at an end: the reckoned expiry moves to now plus the ttl,
-                // as for an end a read showed (mcp_ext_faults seed 1380165: an acknowledged
-                // cancel, no read of the end, and a lagging replica's 404 past creation's ttl
-                // handed the cancelled task to a person at once).
-                if let (Some(ttl), Some(at)) = (self.rec.ttl_ms, self.rec.expires_at_ms) {
-                    self.rec.expires_at_ms = Some(at.max(self.now().saturating_add(ttl)));
-                }
+                // The cancel may have ended the task by now (mcp_ext_faults seed 1380165: an
+                // acknowledged cancel, no read of the end, and a lagging replica's 404 past
+                // creation's ttl handed the cancelled task to a person at once).
+                self.ended_unseen();
                 self.rec.cancel_pending = true;
                 self.schedule(self.cfg.cancel_requery_interval_ms, Timer::CancelRequery);
                 STAYED
@@ -1254,6 +1260,11 @@ impl<'a> Machine<'a> {
                 self.accept(S::CancelledAccepted, TerminalState::Cancelled, None, None)
             }
             Reply::CancelRejectedTerminal { .. } => {
+                // The server holds our operation, ended (mcp_replicas seed 1844492: a cancel
+                // refused as "already completed", then a lagging replica's 404 past the expiry
+                // reckoned from first sight, and a completed task went to a person at once).
+                self.shown_alive();
+                self.ended_unseen();
                 self.schedule(0, Timer::CancelRequery);
                 STAYED
             }

@@ -1834,6 +1834,22 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
          reply:poll:not_found => stay [at71500:cancel_requery]",
     ),
     (
+        // mcp_replicas seed 1844492: a cancel refused because the task had already ended proves
+        // it held and ended, which starts its deletion timer again; a 404 past creation's ttl
+        // (60 s) but within the ttl of the refusal (at 50 s) is read again, not handed over.
+        "a cancel refused as already ended counts as a possible end for the reckoned expiry",
+        |s| {
+            s.working().at(50_000).ev(Event::CancelClicked).reply(RequestKind::Cancel, Reply::CancelRejectedTerminal { message: "Cannot cancel task in terminal state 'completed'".into() });
+            s.at(70_000).timer(Timer::CancelRequery).reply(RequestKind::Poll, Reply::NotFound { message: "lagging".into() });
+        },
+        "start => stay [send:submit#1]
+         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
+         cancel_clicked => WORKING->CANCEL_REQUESTED [send:cancel#2]
+         reply:cancel:cancel_rejected_terminal => stay [at50000:cancel_requery]
+         timer:cancel_requery => stay [send:poll#3]
+         reply:poll:not_found => stay [at71500:cancel_requery]",
+    ),
+    (
         "a late not-found for a cancel already counted lost is not counted against the operation",
         |s| {
             s.working().ev(Event::CancelClicked).lost(RequestKind::Cancel);
