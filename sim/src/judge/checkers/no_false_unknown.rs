@@ -1,6 +1,7 @@
 //! Always (and gated as a rate): nothing is handed to manual reconciliation that the executor
 //! could still have resolved. A hand-off (the world finds the node's reconciliation item in the
-//! store) is false UNKNOWN when, at that moment, the server still held the node's operation (it
+//! store; judged on what had reached the process when it decided it, its write's landing less
+//! the time the world held that commit) is false UNKNOWN when, at that moment, the server still held the node's operation (it
 //! had created it and not deleted it: the ground truth) and the operation was resolvable: the
 //! network had shown it, intact, to an executor of the newest epoch that lived on to write it
 //! down, by its id (a submission's reply, a status read) or by the node's key (a lookup that
@@ -129,9 +130,17 @@ fn judged(v: &View) -> (Vec<Violation>, u32) {
         let held = v.truth.tasks.iter().filter(|(_, t)| {
             t.call_node == node && t.created_at_ms <= at && t.deleted_at_ms.is_none_or(|d| d > at)
         });
+        // What reached the process by the time it decided the hand-off: the hand-off's write
+        // landed `delay_ms` after its step (a held commit), and a reply that arrived in between
+        // came too late for that step (mcp_replicas seed 1874038: a late fetch's result landed
+        // 2 ms after the 404 the hand-off was decided on, during its commit).
+        let decided_at = landed(v.trace)
+            .filter(|(t, w)| *t == at && w.node == node)
+            .last()
+            .map_or(at, |(t, w)| t.saturating_sub(w.delay_ms));
         for (task, t) in held {
             let about = |a: &&Frame| {
-                a.is(&node) && a.intact() && a.arrives_at_ms.is_some_and(|arr| arr <= at)
+                a.is(&node) && a.intact() && a.arrives_at_ms.is_some_and(|arr| arr <= decided_at)
             };
             let shows_it = |a: &Frame| alive(a, task);
             let Some(last) = arrived
@@ -142,7 +151,7 @@ fn judged(v: &View) -> (Vec<Violation>, u32) {
             else {
                 continue;
             };
-            if excusable(v, &arrived, &node, task, current(&node, at), at) {
+            if excusable(v, &arrived, &node, task, current(&node, at), decided_at) {
                 excused += 1;
                 break;
             }
@@ -975,6 +984,24 @@ mod tests {
         assert_eq!(check(&build("written")).len(), 1);
         // A later stop with no lost commit reply drawn leaves the read counted.
         assert_eq!(check(&build("down")).len(), 1);
+    }
+
+    #[test]
+    fn a_reply_that_lands_while_the_hand_off_commits_came_too_late_for_it() {
+        // mcp_replicas seed 1874038: the hand-off was decided at 5,000 (its write, held 30 ms,
+        // landed at 5,030); a view of the live task that reached the process at 5,010 came
+        // too late for that step. One that reached it at 4,990 was there to be read.
+        let build = |shown_at: u64| {
+            let mut b = Tb::new();
+            b.unknown_path("n1", 0);
+            let mut w = build::write("n1", 1, 1, 3);
+            w.delay_ms = 30;
+            b.at(5_030).push(build::ev(w));
+            b.at(shown_at).net_in("n1", ExchangeKind::Poll, working());
+            check(&b.build(SETTLED))
+        };
+        assert_eq!(build(5_010), vec![]);
+        assert_eq!(build(4_990).len(), 1);
     }
 
     #[test]
