@@ -1404,6 +1404,14 @@ fn only_an_answer_to_a_later_request_lifts_a_retry_after() {
         r.note_retry_after("n1", &reply(RequestKind::Fetch, 15, Reply::LookupNotFound));
         r.note_retry_after("n1", &reply(RequestKind::Fetch, 16, refused(1_000)));
         assert_eq!(held(&r), Some((17, RequestKind::Poll)), "still the poll's");
+        // The same refusal again (a late duplicate) answers the newest request still: its wait
+        // counts from its own arrival (retry_after_honoured judges every copy that arrives).
+        let first_until = r.retry_after["n1"].until_ms;
+        r.note_retry_after("n1", &reply(RequestKind::Poll, 17, refused(30_000)));
+        assert!(
+            r.retry_after["n1"].until_ms > first_until,
+            "the copy's wait counts"
+        );
         // The answer to a later request lifts it.
         r.note_retry_after("n1", &reply(RequestKind::Cancel, 18, Reply::Accepted));
         assert_eq!(held(&r), None);
