@@ -1474,5 +1474,13 @@ fn a_read_waits_the_servers_interval_after_this_processs_own_read() {
             None,
             "no interval suggested"
         );
+        // A policy that ignores the server's interval ignores it here too.
+        rec.poll_cursor.server_interval_ms = Some(1_000);
+        r.lanes[0].core.poll.honor_server_interval = false;
+        assert_eq!(
+            r.own_read_floor_ms("n1", 0, &rec),
+            None,
+            "interval not honoured"
+        );
     });
 }
