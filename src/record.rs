@@ -234,6 +234,14 @@ pub struct PollCursor {
     pub lost_streak: u32,
 }
 
+impl PollCursor {
+    /// The newest answer applied that said something of the operation (`answered_seq`, or
+    /// `applied_seq` where no throttle came since): an answer older than it is stale.
+    pub fn newest_answer(&self) -> u64 {
+        self.answered_seq.unwrap_or(self.applied_seq)
+    }
+}
+
 /// An input request handed to the approval gate and not yet answered.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PendingInput {

@@ -554,8 +554,7 @@ impl<'a> Machine<'a> {
     fn reply(&mut self, kind: RequestKind, seq: u64, reply: &Reply) -> R {
         // Stale: older than the newest answer that said something of the operation (a 429 or
         // 503 applied since does not count).
-        let c = &self.rec.poll_cursor;
-        let applied = c.answered_seq.unwrap_or(c.applied_seq);
+        let applied = self.rec.poll_cursor.newest_answer();
         let overwrite = mutated!(self, LateAnswerOverwrites);
         if seq <= applied && !overwrite && self.late_result_of_ours(kind, reply) {
             // An ended task's result does not change, so a late one is no older than what was
@@ -617,12 +616,11 @@ impl<'a> Machine<'a> {
             // process's older poll, answered "completed", was set aside as stale; ten seconds
             // later a lagging replica's 404 past the reckoned expiry handed a completed task to
             // a person).
-            let answered = c.answered_seq.unwrap_or(c.applied_seq);
             let throttled = matches!(reply, Reply::RateLimited { .. } | Reply::Unavailable { .. });
             let answered = if throttled {
-                answered
+                c.newest_answer()
             } else {
-                answered.max(seq)
+                c.newest_answer().max(seq)
             };
             c.applied_seq = c.applied_seq.max(seq);
             // Kept only while it differs: most records never see a throttle.
@@ -1124,16 +1122,7 @@ impl<'a> Machine<'a> {
             // result (aip151_faults seed 1209602: a replica's fetch drew the error 11 ms after
             // the primary's fetch superseded it; two lagging 404s then handed a failed
             // operation to a person). Anything else a superseded fetch says is left unread.
-            S::FetchingResult if matches!(reply, Reply::Result(rv) if self.result_usable(rv)) => {
-                self.on_result(reply)
-            }
-            S::FetchingResult
-                if matches!(reply, Reply::ResultIsError { .. })
-                    && self.rec.last_server_status.and_then(|s| s.as_terminal())
-                        == Some(TerminalState::Failed) =>
-            {
-                self.on_result(reply)
-            }
+            S::FetchingResult if self.final_answer_of_ours(reply) => self.on_result(reply),
             // The input stream ended (the task finished, or the server dropped it): read status.
             S::InputRequired if latest && self.rec.pending_input.is_none() => {
                 self.rec.input_stream_open = false;
@@ -1148,6 +1137,20 @@ impl<'a> Machine<'a> {
                 }
             }
             _ => rejected(Rejection::NotApplicable),
+        }
+    }
+
+    /// A fetch's answer that is the whole outcome of our ended operation, the same whichever
+    /// fetch drew it: a verified result of ours, or the error of an operation a read showed
+    /// failed.
+    fn final_answer_of_ours(&self, reply: &Reply) -> bool {
+        match reply {
+            Reply::Result(rv) => self.result_usable(rv),
+            Reply::ResultIsError { .. } => {
+                self.rec.last_server_status.and_then(|s| s.as_terminal())
+                    == Some(TerminalState::Failed)
+            }
+            _ => false,
         }
     }
 
