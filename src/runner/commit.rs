@@ -63,14 +63,14 @@ impl Runner {
         else {
             return;
         };
-        let newer_refusal = self.retry_after.get(node).is_some_and(|r| r.seq > *seq);
+        let held_seq = self.retry_after.get(node).map(|r| r.seq);
         match reply {
             Reply::RateLimited {
                 retry_after_ms: Some(ms),
             }
             | Reply::Unavailable {
                 retry_after_ms: Some(ms),
-            } if !newer_refusal => {
+            } if held_seq.is_none_or(|held| held <= *seq) => {
                 let refused = RetryAfter {
                     until_ms: self.now_ms().saturating_add(*ms),
                     kind: *kind,
@@ -78,7 +78,7 @@ impl Runner {
                 };
                 self.retry_after.insert(node.to_string(), refused);
             }
-            _ if self.retry_after.get(node).is_some_and(|r| *seq > r.seq) => {
+            _ if held_seq.is_some_and(|held| *seq > held) => {
                 self.retry_after.remove(node);
             }
             _ => {}
