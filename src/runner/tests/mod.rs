@@ -1241,6 +1241,26 @@ impl CommitDelay for PauseStart {
     }
 }
 
+/// A runner (`tune`d) that has sent n1's submission, the server has created n1's task, and
+/// n2's Start commit is held until the returned sender lets it go: n1's reply can land while
+/// the runner is busy.
+async fn n1_submitted_behind_n2s_held_start(
+    ledger: &SharedLedger,
+    server: &Arc<Server>,
+    tune: impl FnOnce(Runner) -> Runner,
+) -> (Running, oneshot::Sender<()>) {
+    let (inner, paused_rx, release_tx) = PauseOnce::on("start");
+    let pause = PauseStart { node: "n2", inner };
+    let r = start(ledger, server, 1, 0, |r| {
+        tune(r).with_commit_delay(Box::new(pause))
+    });
+    r.inputs.send(Input::Submit(node("n1"))).unwrap();
+    r.inputs.send(Input::Submit(node("n2"))).unwrap();
+    paused_rx.await.expect("n2's start is held");
+    until("the server created n1's task", || server.counts().0 >= 1).await;
+    (r, release_tx)
+}
+
 /// Told to stop, a runner first writes down the replies it has already received: a submission's
 /// reply names the task it created, and dropped, the id is lost (mcp_ext_faults seed 1044363: a
 /// replica stopped while its Start commits ran, three replies queued; on a server without key
@@ -1251,15 +1271,7 @@ fn a_runner_told_to_stop_writes_down_the_replies_it_already_received() {
     on_tokio(async {
         let ledger = memory();
         let server = Server::new(None, false);
-        let (inner, paused_rx, release_tx) = PauseOnce::on("start");
-        let pause = PauseStart { node: "n2", inner };
-        let r = start(&ledger, &server, 1, 0, |r| {
-            r.with_commit_delay(Box::new(pause))
-        });
-        r.inputs.send(Input::Submit(node("n1"))).unwrap();
-        r.inputs.send(Input::Submit(node("n2"))).unwrap();
-        paused_rx.await.expect("n2's start is held");
-        until("the server created n1's task", || server.counts().0 >= 1).await;
+        let (r, release_tx) = n1_submitted_behind_n2s_held_start(&ledger, &server, |r| r).await;
         // Time for the reply to reach the runner's connection (real time, a local channel).
         tokio::time::sleep(Duration::from_millis(100)).await;
         assert_eq!(state_of(&ledger, "n1"), Some(LocalState::Submitting));
@@ -1287,16 +1299,11 @@ fn a_reply_delivered_while_the_runner_was_held_past_its_deadline_is_read() {
     on_tokio(async {
         let ledger = memory();
         let server = Server::new(None, false);
-        let (inner, paused_rx, release_tx) = PauseOnce::on("start");
-        let pause = PauseStart { node: "n2", inner };
-        let r = start(&ledger, &server, 1, 0, |mut r| {
+        let (r, release_tx) = n1_submitted_behind_n2s_held_start(&ledger, &server, |mut r| {
             r.cfg.request_timeout_ms = 300;
-            r.with_commit_delay(Box::new(pause))
-        });
-        r.inputs.send(Input::Submit(node("n1"))).unwrap();
-        r.inputs.send(Input::Submit(node("n2"))).unwrap();
-        paused_rx.await.expect("n2's start is held");
-        until("the server created n1's task", || server.counts().0 >= 1).await;
+            r
+        })
+        .await;
         // Past n1's request timeout, its reply waiting on the runner's connection.
         tokio::time::sleep(Duration::from_millis(600)).await;
         assert_eq!(state_of(&ledger, "n1"), Some(LocalState::Submitting));
