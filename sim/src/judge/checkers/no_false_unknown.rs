@@ -1,12 +1,12 @@
-//! Always (and gated as a rate): nothing is handed to manual reconciliation that the executor
-//! could still have resolved. A hand-off (the world finds the node's reconciliation item in the
-//! store; judged on what had reached the process when it decided it, its write's landing less
-//! the time the world held that commit) is false UNKNOWN when, at that moment, the server still held the node's operation (it
-//! had created it and not deleted it: the ground truth) and the operation was resolvable: the
-//! network had shown it, intact, to an executor of the newest epoch that lived on to write it
-//! down, by its id (a submission's reply, a status read) or by the node's key (a lookup that
-//! found it). Such an item sends a live operation to a person although one more read would have
-//! settled it.
+//! Always (and gated as a rate): nothing is handed to manual reconciliation that the executor could
+//! still have resolved. A hand-off (the world finds the node's reconciliation item in the store;
+//! judged on what had reached the process when it decided it, its write's landing less the time the
+//! world held that commit) is false UNKNOWN when, at that moment, the server still held the node's
+//! operation (it had created it and not deleted it: the ground truth) and the operation was
+//! resolvable: the network had shown it, intact, to an executor of the newest epoch that lived on
+//! to write it down, by its id (a submission's reply, a status read) or by the node's key (a lookup
+//! that found it). Such an item sends a live operation to a person although one more read would
+//! have settled it.
 //!
 //! What the protocol makes undecidable is excused, and counted apart
 //! (`SeriesMetrics::undecidable_unknowns`):
@@ -222,15 +222,15 @@ fn lost_with_their_reader(trace: &Trace) -> BTreeSet<u64> {
 /// last landed write about the node died with the refused write: the new epoch resumes the
 /// record as it was.
 ///
-/// Likewise a process the world killed (it stopped it with a lost commit reply, crashed it at
-/// any point, or killed a replica that did not stop within the shutdown wait; a process whose
-/// connection dropped exits by itself, reading what it had received first): what it read since its last landed write about
-/// each node, up to going down, died with it. A reply can reach a process's connection while it
-/// is busy (a slow commit) and never be read before a crash elsewhere in it (`mcp_ext_faults`
-/// seed 2664: a submission's reply queued 108 ms before a crash after another node's commit).
-/// A process that read a reply and wrote anything about the node after it is still judged on
-/// it. Judged from the world's record of ledger writes; a trace without them (written before
-/// the world recorded the ledger) keeps only the lost-commit-reply case.
+/// Likewise a process the world killed (it stopped it with a lost commit reply, crashed it at any
+/// point, or killed a replica that did not stop within the shutdown wait; a process whose
+/// connection dropped exits by itself, reading what it had received first): what it read since its
+/// last landed write about each node, up to going down, died with it. A reply can reach a process's
+/// connection while it is busy (a slow commit) and never be read before a crash elsewhere in it
+/// (`mcp_ext_faults` seed 2664: a submission's reply queued 108 ms before a crash after another
+/// node's commit). A process that read a reply and wrote anything about the node after it is still
+/// judged on it. Judged from the world's record of ledger writes; a trace without them (written
+/// before the world recorded the ledger) keeps only the lost-commit-reply case.
 fn fenced_with_their_reader(trace: &Trace, arrived: &[Frame]) -> BTreeSet<u64> {
     let mut out = BTreeSet::new();
     let writes_recorded = trace
@@ -252,27 +252,18 @@ fn fenced_with_their_reader(trace: &Trace, arrived: &[Frame]) -> BTreeSet<u64> {
                 fault: FaultKind::ExecutorCrash,
                 ..
             } if writes_recorded => lost_reply_at = Some(e.t_ms),
-            // A replica the world killed when its shutdown wait ran out (mcp_ext_replicas seed
-            // 229: busy in slow commits, two submissions' replies unread).
+            // Only a process the world killed (a crash, a lost commit reply, or a replica still
+            // busy when its shutdown wait ran out: mcp_ext_replicas seed 229, two submissions'
+            // replies unread behind slow commits): one whose connection dropped exits by
+            // itself, and reads what it had received first.
             What::World {
                 action:
-                    WorldAction::ReplicaStop {
-                        incarnation,
-                        killed: true,
-                        ..
-                    },
-            } if writes_recorded => {
-                lost_reply_at = None;
-                let theirs = |a: &Frame| a.exec.1 == *incarnation;
-                unwritten(arrived, &landed, e.t_ms, theirs, &mut out);
-            }
-            // Only a process the world killed (a crash, a lost commit reply): one whose
-            // connection dropped exits by itself, and reads what it had received first.
-            What::World {
-                action:
-                    WorldAction::ExecutorDown { incarnation, .. }
-                    | WorldAction::ReplicaStop { incarnation, .. },
-            } if lost_reply_at.is_some() => {
+                    action @ (WorldAction::ExecutorDown { incarnation, .. }
+                    | WorldAction::ReplicaStop { incarnation, .. }),
+            } if lost_reply_at.is_some()
+                || (writes_recorded
+                    && matches!(action, WorldAction::ReplicaStop { killed: true, .. })) =>
+            {
                 lost_reply_at = None;
                 let theirs = |a: &Frame| a.exec.1 == *incarnation;
                 unwritten(arrived, &landed, e.t_ms, theirs, &mut out);
