@@ -1098,6 +1098,11 @@ impl<'a> Machine<'a> {
             }
             None => {
                 if latest {
+                    // The answer ended whatever stream asked for it and nothing in it is new:
+                    // the next status read must not wait on a stream that is gone (proptest,
+                    // CI of 262cc0a: a fetch's empty input list left a poll timer that fired
+                    // into a still-open stream, and nothing else was armed).
+                    self.rec.input_stream_open = false;
                     self.schedule_poll_after(None);
                 }
                 STAYED

@@ -691,6 +691,24 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
          reply:poll:input_requests => stay [send:input_response#17 at110000:poll_due]",
     ),
     (
+        // A status read said input_required, the stream opened for it answered with nothing new
+        // (our answer already reached the server): the next status read must go out. It used to
+        // wait on the stream the reply had ended, with nothing else armed (the core proptest,
+        // in CI of 262cc0a).
+        "tasks extension: an input stream that answers with nothing new hands back to status reads",
+        |s| {
+            s.working().timer(Timer::PollDue).reply(RequestKind::Poll, Reply::Status(view(P::InputRequired)));
+            s.reply(RequestKind::Fetch, Reply::InputRequests(vec![]));
+            s.timer(Timer::PollDue);
+        },
+        "start => stay [send:submit#1]
+         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
+         timer:poll_due => stay [send:poll#2]
+         reply:poll:status => WORKING->INPUT_REQUIRED [send:fetch#3]
+         reply:fetch:input_requests => stay [at1500:poll_due]
+         timer:poll_due => stay [send:poll#4]",
+    ),
+    (
         "tasks extension: the server answered inline instead of making a task",
         |s| {
             s.ev(Event::Start).reply(RequestKind::Submit, Reply::SyncResult(result(true)));
