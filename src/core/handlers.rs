@@ -566,7 +566,7 @@ impl<'a> Machine<'a> {
             return self.on_result(reply);
         }
         if seq <= applied && !overwrite {
-            if self.stale_view_shows_ours(seq, reply) {
+            if self.stale_view_shows_ours(kind, seq, reply) {
                 // A late view of our own operation, answering a request sent after the streak's
                 // first not-found, proves the server held it after that 404: the streak was a
                 // lagging replica's, whoever read it. Executors sharing the ledger interleave
@@ -597,7 +597,7 @@ impl<'a> Machine<'a> {
         }?;
         if matches!(outcome, Outcome::Rejected(Rejection::NotApplicable))
             && !latest
-            && self.stale_view_shows_ours(seq, reply)
+            && self.stale_view_shows_ours(kind, seq, reply)
         {
             // Not the newest request's answer, so not acted on, but as a stale one it proves the
             // server held our operation after the streak's first not-found (mcp_replicas seed
@@ -648,10 +648,26 @@ impl<'a> Machine<'a> {
     /// nothing of which task it came from. "Sent after": numbered after it, or known to have
     /// left once it was taken in (mcp_ext_faults seed 462185: a replica's poll, numbered before
     /// the primary's 404s, left 4 s later behind slow commits and showed the task completed).
-    fn stale_view_shows_ours(&self, seq: u64, reply: &Reply) -> bool {
-        let shown = match reply {
-            Reply::Status(v) | Reply::CancelAcknowledged(v) => Some(v.operation_id.as_str()),
-            Reply::Result(rv) => rv.related_operation_id.as_deref(),
+    /// Answers that carry no view count too when the request named the operation (it never
+    /// changes once known): a cancel the server took or refused as too late, and input requests
+    /// a read drew (mcp_ext_replicas seeds 46975 and 48611: a replica's cancel_pending, and its
+    /// poll's input requests, came back "stale" while the primary counted a lagging replica's
+    /// 404s, and the third handed a live task to a person).
+    fn stale_view_shows_ours(&self, kind: RequestKind, seq: u64, reply: &Reply) -> bool {
+        let ours = self.rec.operation_id.as_deref();
+        let shown = match (kind, reply) {
+            (_, Reply::Status(v) | Reply::CancelAcknowledged(v)) => Some(v.operation_id.as_str()),
+            (_, Reply::Result(rv)) => rv.related_operation_id.as_deref(),
+            (RequestKind::Cancel, Reply::CancelPending | Reply::CancelRejectedTerminal { .. }) => {
+                ours
+            }
+            (RequestKind::Poll | RequestKind::Fetch, Reply::InputRequests(reqs))
+                if reqs.iter().all(|r| {
+                    r.related_operation_id.is_none() || r.related_operation_id.as_deref() == ours
+                }) =>
+            {
+                ours
+            }
             _ => None,
         };
         let c = &self.rec.poll_cursor;

@@ -1584,6 +1584,61 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
          reply:fetch:result => FETCHING_RESULT->ACCEPTED [accept:completed]",
     ),
     (
+        // mcp_ext_replicas seed 48611: a replica's poll, numbered after the first not-found,
+        // drew the task's input requests; its answer came back after a later 404 and was set
+        // aside as stale, and the third 404 handed a live task to a person. Input requests a
+        // read of our operation drew show it alive like a status.
+        "a late read's input requests after the first not-found reset the count",
+        |s| {
+            s.working().timer(Timer::PollDue).reply(RequestKind::Poll, Reply::NotFound { message: "gone".into() });
+            s.timer(Timer::PollDue);
+            s.timer(Timer::PollDue);
+            s.ev(Event::Reply { sent_ms: None, kind: RequestKind::Poll, seq: 4, epoch: 1, reply: Reply::NotFound { message: "gone".into() } });
+            s.ev(Event::Reply { sent_ms: None, kind: RequestKind::Poll, seq: 3, epoch: 1, reply: Reply::InputRequests(vec![]) });
+            s.timer(Timer::PollDue).reply(RequestKind::Poll, Reply::NotFound { message: "gone".into() });
+        },
+        "start => stay [send:submit#1]
+         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
+         timer:poll_due => stay [send:poll#2]
+         reply:poll:not_found => stay [at1500:poll_due]
+         timer:poll_due => stay [send:poll#3]
+         timer:poll_due => stay [send:poll#4]
+         reply:poll:not_found => stay [at3375:poll_due]
+         reply:poll:input_requests => stay
+         timer:poll_due => stay [send:poll#5]
+         reply:poll:not_found => stay [at5062:poll_due]",
+    ),
+    (
+        // mcp_ext_replicas seed 46975: a replica's cancel, numbered before the first not-found
+        // but leaving after it, was taken (cancel_pending); the answer came back "stale", and
+        // the third 404 handed a live task to a person. A cancel names our operation, so the
+        // server taking it shows the operation alive when it left.
+        "a late cancel the server took, sent after the first not-found left, resets the count",
+        |s| {
+            s.working().ev(Event::CancelClicked);
+            s.ev(Event::Reply { sent_ms: None, kind: RequestKind::Cancel, seq: 2, epoch: 1, reply: Reply::CancelPending });
+            s.timer(Timer::CancelRequery);
+            s.timer(Timer::CancelRequery);
+            s.ev(Event::Reply { sent_ms: Some(1_000), kind: RequestKind::Poll, seq: 4, epoch: 1, reply: Reply::NotFound { message: "gone".into() } });
+            s.ev(Event::Reply { sent_ms: Some(1_001), kind: RequestKind::Cancel, seq: 3, epoch: 1, reply: Reply::CancelPending });
+            for _ in 0..2 {
+                s.timer(Timer::CancelRequery).reply(RequestKind::Poll, Reply::NotFound { message: "gone".into() });
+            }
+        },
+        "start => stay [send:submit#1]
+         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
+         cancel_clicked => WORKING->CANCEL_REQUESTED [send:cancel#2]
+         reply:cancel:cancel_pending => stay [at2000:cancel_requery]
+         timer:cancel_requery => stay [send:poll#3]
+         timer:cancel_requery => stay [send:poll#4]
+         reply:poll:not_found => stay [at2000:cancel_requery]
+         reply:cancel:cancel_pending => stay
+         timer:cancel_requery => stay [send:poll#5]
+         reply:poll:not_found => stay [at2000:cancel_requery]
+         timer:cancel_requery => stay [send:poll#6]
+         reply:poll:not_found => stay [at2000:cancel_requery]",
+    ),
+    (
         // cargo-mutants: `>` read as `>=` (stale_view_shows_ours) survived. A view answering the
         // very request that drew the first not-found may have been read before that 404 (two
         // replicas, one request): it proves nothing, and the streak goes on.
