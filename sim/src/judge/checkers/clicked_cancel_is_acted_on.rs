@@ -10,8 +10,9 @@
 //! process is judged on its own replies), and nothing is asked once the store shows the node
 //! settled. A commit the world
 //! holds (`ledger_commit_ms`, a slow commit) while the bound runs, of the judged process or of
-//! any process about the node, extends it to the bound after that commit lands: a process acts
-//! one event at a time, and a click another process took shows in the ledger only then.
+//! any process about the node, extends it to the bound after that commit lands (or would have
+//! landed, for a process that died inside it): a process acts one event at a time, and a click
+//! another process took shows in the ledger only then.
 //!
 //! This catches a click that is dropped on the way (for instance remembered while the operation
 //! id is unknown and then forgotten when it becomes known), which otherwise only shows
@@ -25,7 +26,7 @@ use super::view::{
 };
 use super::Violation;
 use crate::fake::codec::ExchangeKind;
-use crate::trace::{CallerAction, Shows, Trace, What, WorldAction};
+use crate::trace::{CallerAction, FaultDetail, Shows, Trace, What, WorldAction};
 use toolop::record::LocalState;
 
 pub const NAME: &str = "clicked_cancel_is_acted_on";
@@ -69,17 +70,34 @@ pub fn violations(v: &View) -> Vec<Violation> {
     // one event at a time, so a commit the world holds delays every send after it, the cancel
     // included; and a click that reached another process (a replica's twin) shows in the
     // ledger only once that process's commit of it lands.
-    let mut writes: Vec<(u64, u64, (u64, u32), &str)> = vec![];
+    // A slow commit whose process died inside it never lands, so no write shows it: its fault
+    // says when it began and how long the world held it (the process is not named, so it
+    // counts as a commit about its node; mcp_ext_replicas seed 24957: the replica that was
+    // shown the task sat in a 3.7 s commit of the node and was killed before it landed).
+    let mut writes: Vec<(u64, u64, Option<(u64, u32)>, &str)> = vec![];
     for e in &v.trace.events {
-        if let What::Ledger { write } = &e.what {
-            writes.push((
+        match &e.what {
+            What::Ledger { write } => writes.push((
                 e.t_ms,
                 write.delay_ms,
-                (write.epoch, write.incarnation),
+                Some((write.epoch, write.incarnation)),
                 write.node.as_str(),
-            ));
+            )),
+            What::Fault {
+                detail: FaultDetail::CommitDelay { delay_ms },
+                node: Some(node),
+                ..
+            } => writes.push((
+                e.t_ms.saturating_add(*delay_ms),
+                *delay_ms,
+                None,
+                node.as_str(),
+            )),
+            _ => {}
         }
     }
+    // By landing, so one pass extends the bound through every commit that chains on.
+    writes.sort_by_key(|w| w.0);
     // When each request left, by process and request number: a reply past its request's
     // timeout answers a request the executor had given up on (as `no_false_unknown` judges).
     let sent_at: BTreeMap<((u64, u32), u64), u64> = sends(v.trace)
@@ -130,11 +148,12 @@ pub fn violations(v: &View) -> Vec<Violation> {
         let writers: Vec<(u64, u32)> = writes
             .iter()
             .filter(|(_, _, _, of)| *of == node)
-            .map(|(_, _, exec, _)| *exec)
+            .filter_map(|(_, _, exec, _)| *exec)
             .collect();
         let mut until = at + bound;
         for &(w, d, exec, of) in &writes {
-            let involved = exec == a.exec || of == node || writers.contains(&exec);
+            let involved =
+                of == node || exec.is_some_and(|exec| exec == a.exec || writers.contains(&exec));
             if involved && w > at && w.saturating_sub(d) < until {
                 until = until.max(w + bound);
             }
@@ -254,6 +273,7 @@ mod tests {
     use super::*;
     use crate::fake::truth::TaskStatus;
     use crate::judge::checkers::testkit::{assert_clean, Tb, SETTLED};
+    use crate::series::faults::FaultKind;
     use toolop::record::LocalState::*;
     use toolop::record::TerminalState;
 
@@ -344,6 +364,37 @@ mod tests {
                     .push(crate::judge::checkers::ledger_writes::build::ev(w));
             }
             b.at(5_000 + bound + 500).sent("n1", "cancel");
+            b.build(SETTLED)
+        };
+        assert_eq!(check(&build(true)), vec![]);
+        assert_eq!(check(&build(false)).len(), 1);
+    }
+
+    #[test]
+    fn a_slow_commit_the_process_died_inside_extends_the_bound() {
+        // mcp_ext_replicas seed 24957: the process shown n1 running sat in a slow commit of n1
+        // (begun 100 ms before the reply, held 3 s) and was killed 500 ms past the bound, before
+        // the commit landed, so no write shows it: the fault does. Without it the same death
+        // comes after the bound, and the click was dropped.
+        let bound = act_bound_ms(1, 10);
+        let build = |held_commit: bool| {
+            let mut b = clicked_early();
+            if held_commit {
+                b.at(4_900).push(What::Fault {
+                    decision: 0,
+                    fault: FaultKind::LedgerSlowCommit,
+                    node: Some("n1".into()),
+                    state: Some(Working),
+                    detail: FaultDetail::CommitDelay { delay_ms: 3_000 },
+                });
+            }
+            b.at(5_000 + bound + 500).push(What::World {
+                action: WorldAction::ReplicaStop {
+                    incarnation: 1,
+                    exit: "killed".into(),
+                    killed: true,
+                },
+            });
             b.build(SETTLED)
         };
         assert_eq!(check(&build(true)), vec![]);
