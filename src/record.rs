@@ -232,6 +232,11 @@ pub struct PollCursor {
     pub alive_sent_at_ms: Option<u64>,
     /// Consecutive requests that went unanswered (lost or timed out).
     pub lost_streak: u32,
+    /// The newest request an answer to a later one overtook while a not-found streak ran
+    /// (another process's, in flight): its answer may yet show the operation alive, so the
+    /// streak reads once more before it concludes. 0 once that read is spent, or none.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub unanswered_seq: u64,
 }
 
 impl PollCursor {
@@ -379,8 +384,8 @@ pub const ANSWER_RESENDS_MAX: u32 = 3;
 /// seeds 45046, 92752). The wait budget bounds the whole.
 pub const ANSWER_RESEND_PAUSE_MS: u64 = 30_000;
 
-fn is_zero(n: &u32) -> bool {
-    *n == 0
+fn is_zero<T: Default + PartialEq>(n: &T) -> bool {
+    *n == T::default()
 }
 
 /// At most this many answered input ids are remembered for replay detection.

@@ -1049,15 +1049,20 @@ impl<'a> Machine<'a> {
         // A request sent after the streak began is still unanswered (another process's on the
         // same epoch, or one whose reply is late): its reply may show the operation alive, so
         // read once more before concluding (mcp_faults seed 21921: a replica's poll, in flight,
-        // would have shown the task working when the third 404 arrived). At most one more per
-        // gap: the read this schedules is the newest request, answered in order.
-        let c = &self.rec.poll_cursor;
-        let unanswered_since =
-            c.applied_seq >= c.not_found_first_seq && c.applied_seq + 1 < c.sent_seq;
-        if before_expiry
-            && (self.rec.poll_cursor.not_found_streak <= self.cfg.not_found_retries
-                || unanswered_since)
-        {
+        // would have shown the task working when the third 404 arrived). The gap is kept until
+        // the streak would conclude: seen at the second 404, which reads again anyway, it was
+        // spent for nothing (mcp_ext_replicas seed 11369: a replica's fetch, numbered between
+        // the first and second 404s, held the verified result when the third came). At most one
+        // more read per gap: the gap is spent by it.
+        let c = &mut self.rec.poll_cursor;
+        if c.applied_seq >= c.not_found_first_seq && c.applied_seq + 1 < c.sent_seq {
+            c.unanswered_seq = c.sent_seq - 1;
+        }
+        if before_expiry && c.not_found_streak <= self.cfg.not_found_retries {
+            return self.read_again_after_not_found();
+        }
+        if before_expiry && c.unanswered_seq > c.not_found_first_seq {
+            c.unanswered_seq = 0;
             return self.read_again_after_not_found();
         }
         let when = if before_expiry {

@@ -1319,6 +1319,8 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
             s.timer(Timer::FetchDue).reply(RequestKind::Fetch, Reply::NotFound { message: "lagging".into() });
             // A result naming no operation, or another one, proves nothing: fetch #7's
             // answers, read after #8's 404, leave the count at two, and #9's 404 is the third.
+            // Fetch #7, overtaken by #8, buys one more read then (its answers, refused as
+            // stale, are not written down), and #10's 404 concludes.
             s.timer(Timer::FetchDue);
             s.timer(Timer::FetchDue).reply(RequestKind::Fetch, Reply::NotFound { message: "gone".into() });
             let mut unnamed = result(true);
@@ -1327,7 +1329,9 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
             let mut other = result(true);
             other.related_operation_id = Some("op-other".into());
             s.ev(Event::Reply { sent_ms: None, kind: RequestKind::Fetch, seq: 7, epoch: 1, reply: Reply::Result(other) });
-            s.timer(Timer::FetchDue).reply(RequestKind::Fetch, Reply::NotFound { message: "gone".into() });
+            for _ in 0..2 {
+                s.timer(Timer::FetchDue).reply(RequestKind::Fetch, Reply::NotFound { message: "gone".into() });
+            }
         },
         "start => stay [send:submit#1]
          reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
@@ -1347,6 +1351,8 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
          reply:fetch:result => rejected:stale_answer
          reply:fetch:result => rejected:stale_answer
          timer:fetch_due => stay [send:fetch#9]
+         reply:fetch:not_found => stay [at2000:fetch_due]
+         timer:fetch_due => stay [send:fetch#10]
          reply:fetch:not_found => FETCHING_RESULT->UNKNOWN [reconcile]",
     ),
     (
@@ -1582,6 +1588,33 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
          reply:fetch:result => rejected:stale_answer
          reply:fetch:result => rejected:stale_answer
          reply:fetch:result => FETCHING_RESULT->ACCEPTED [accept:completed]",
+    ),
+    (
+        // mcp_ext_replicas seed 11369: a replica's fetch, numbered between the first and second
+        // 404s, was overtaken unanswered; the gap was seen at the second 404 (which reads again
+        // anyway) and forgotten, and the third handed a completed task to a person while that
+        // fetch's verified result sat in the replica. The gap buys one more read at the end.
+        "a request overtaken unanswered during a not-found streak buys one more read before concluding",
+        |s| {
+            s.working().timer(Timer::PollDue).reply(RequestKind::Poll, Reply::NotFound { message: "gone".into() });
+            s.timer(Timer::PollDue);
+            s.timer(Timer::PollDue);
+            s.ev(Event::Reply { sent_ms: None, kind: RequestKind::Poll, seq: 4, epoch: 1, reply: Reply::NotFound { message: "gone".into() } });
+            for _ in 0..2 {
+                s.timer(Timer::PollDue).reply(RequestKind::Poll, Reply::NotFound { message: "gone".into() });
+            }
+        },
+        "start => stay [send:submit#1]
+         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
+         timer:poll_due => stay [send:poll#2]
+         reply:poll:not_found => stay [at1500:poll_due]
+         timer:poll_due => stay [send:poll#3]
+         timer:poll_due => stay [send:poll#4]
+         reply:poll:not_found => stay [at3375:poll_due]
+         timer:poll_due => stay [send:poll#5]
+         reply:poll:not_found => stay [at5062:poll_due]
+         timer:poll_due => stay [send:poll#6]
+         reply:poll:not_found => WORKING->UNKNOWN [reconcile]",
     ),
     (
         // mcp_ext_replicas seed 48611: a replica's poll, numbered after the first not-found,
