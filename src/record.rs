@@ -232,11 +232,19 @@ pub struct PollCursor {
     pub alive_sent_at_ms: Option<u64>,
     /// Consecutive requests that went unanswered (lost or timed out).
     pub lost_streak: u32,
-    /// The newest request an answer to a later one overtook while a not-found streak ran
-    /// (another process's, in flight): its answer may yet show the operation alive, so the
-    /// streak reads once more before it concludes. 0 once that read is spent, or none.
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub unanswered_seq: u64,
+    /// The newest request still unanswered when a later one was sent while a not-found streak
+    /// ran (another process's read in flight, or its reply held up): until a request lease
+    /// after that, its answer may yet show the operation alive, and the streak does not
+    /// conclude. Left out when none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub overtaken: Option<Overtaken>,
+}
+
+/// A request a later one overtook unanswered, and when (the ledger's clock).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Overtaken {
+    pub seq: u64,
+    pub at_ms: u64,
 }
 
 impl PollCursor {
@@ -287,7 +295,7 @@ pub struct ToolOperation {
     pub submit_attempts: u32,
     /// When the newest submission was committed to be sent, by whichever process. Another
     /// process that resumes the record while its reply may still reach the sender concludes
-    /// nothing before `CoreConfig::submission_lease_ms` has passed. Left out when unset, so
+    /// nothing before `CoreConfig::request_lease_ms` has passed. Left out when unset, so
     /// older records read and write as before.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub submitted_at_ms: Option<u64>,
@@ -384,8 +392,8 @@ pub const ANSWER_RESENDS_MAX: u32 = 3;
 /// seeds 45046, 92752). The wait budget bounds the whole.
 pub const ANSWER_RESEND_PAUSE_MS: u64 = 30_000;
 
-fn is_zero<T: Default + PartialEq>(n: &T) -> bool {
-    *n == T::default()
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// At most this many answered input ids are remembered for replay detection.

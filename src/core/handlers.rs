@@ -115,6 +115,13 @@ impl<'a> Machine<'a> {
     }
 
     fn send(&mut self, out: Outbound) {
+        let c = &mut self.rec.poll_cursor;
+        if c.not_found_streak > 0 && c.sent_seq > c.applied_seq {
+            c.overtaken = Some(crate::record::Overtaken {
+                seq: c.sent_seq,
+                at_ms: self.ctx.now_ms,
+            });
+        }
         self.rec.poll_cursor.sent_seq += 1;
         self.cmds.push(Command::Send {
             out,
@@ -334,7 +341,7 @@ impl<'a> Machine<'a> {
 
     /// When a submission lease that began at `start_ms` ends (at once when nothing began one).
     fn lease_end_from(&self, start_ms: Option<u64>) -> u64 {
-        start_ms.map_or(0, |t| t.saturating_add(self.cfg.submission_lease_ms))
+        start_ms.map_or(0, |t| t.saturating_add(self.cfg.request_lease_ms))
     }
 
     fn start(&mut self) -> R {
@@ -1016,10 +1023,14 @@ impl<'a> Machine<'a> {
     /// After a not-found the streak allows (or one it does not count): read again, the same
     /// read, after the retry interval.
     fn read_again_after_not_found(&mut self) -> R {
+        self.read_again_after(self.cfg.retry_interval_ms)
+    }
+
+    fn read_again_after(&mut self, wait_ms: u64) -> R {
         if matches!(self.rec.local_state, S::FetchingResult) {
-            self.schedule(self.cfg.retry_interval_ms, Timer::FetchDue);
+            self.schedule(wait_ms, Timer::FetchDue);
         } else {
-            self.schedule_poll_after(Some(self.cfg.retry_interval_ms));
+            self.schedule_poll_after(Some(wait_ms));
         }
         STAYED
     }
@@ -1046,24 +1057,25 @@ impl<'a> Machine<'a> {
         }
         self.rec.poll_cursor.not_found_streak += 1;
         let before_expiry = self.rec.expires_at_ms.is_none_or(|e| self.now() < e);
-        // A request sent after the streak began is still unanswered (another process's on the
-        // same epoch, or one whose reply is late): its reply may show the operation alive, so
-        // read once more before concluding (mcp_faults seed 21921: a replica's poll, in flight,
-        // would have shown the task working when the third 404 arrived). The gap is kept until
-        // the streak would conclude: seen at the second 404, which reads again anyway, it was
-        // spent for nothing (mcp_ext_replicas seed 11369: a replica's fetch, numbered between
-        // the first and second 404s, held the verified result when the third came). At most one
-        // more read per gap: the gap is spent by it.
-        let c = &mut self.rec.poll_cursor;
-        if c.applied_seq >= c.not_found_first_seq && c.applied_seq + 1 < c.sent_seq {
-            c.unanswered_seq = c.sent_seq - 1;
-        }
-        if before_expiry && c.not_found_streak <= self.cfg.not_found_retries {
+        if before_expiry && self.rec.poll_cursor.not_found_streak <= self.cfg.not_found_retries {
             return self.read_again_after_not_found();
         }
-        if before_expiry && c.unanswered_seq > c.not_found_first_seq {
-            c.unanswered_seq = 0;
-            return self.read_again_after_not_found();
+        // A request sent after the streak began was overtaken unanswered (another process's on
+        // the same epoch, or one whose reply is late): until a request lease after that, its
+        // answer may yet show the operation alive, so read again then rather than conclude
+        // (mcp_faults seed 21921: a replica's poll, in flight, would have shown the task
+        // working when the third 404 arrived; mcp_ext_replicas seeds 11369 and 72278: a
+        // replica's fetch held the verified result, unread behind slow commits for 2 to 3 s,
+        // when the third and then a fourth 404 came). A stalled sender that reads it later
+        // still is a design limit: it looks dead.
+        let c = &self.rec.poll_cursor;
+        let lease_end_ms = c
+            .overtaken
+            .filter(|o| o.seq > c.not_found_first_seq)
+            .map(|o| o.at_ms.saturating_add(self.cfg.request_lease_ms));
+        if let Some(end_ms) = lease_end_ms.filter(|&end| before_expiry && self.now() < end) {
+            let wait_ms = (end_ms - self.now()).max(self.cfg.retry_interval_ms);
+            return self.read_again_after(wait_ms);
         }
         let when = if before_expiry {
             "before expiry"

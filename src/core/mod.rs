@@ -36,12 +36,13 @@ pub struct CoreConfig {
     pub max_cancel_attempts: u32,
     /// Not-found answers tolerated before expiry (a 404 from a lagging replica is not proof).
     pub not_found_retries: u32,
-    /// How long after a submission was committed to be sent its reply may still reach the
-    /// process that sent it: a process resuming the record waits that long before it takes
-    /// the outcome as unknown (two executors on one epoch). The runner sets it to its request
-    /// timeout (so a configuration does not name it).
+    /// How long after a request was committed to be sent its reply may still reach the
+    /// process that sent it: a process resuming a sent submission waits that long before it
+    /// takes the outcome as unknown (two executors on one epoch), and a not-found streak does
+    /// not conclude that long after it overtook an unanswered read. The runner sets it to its
+    /// request timeout (so a configuration does not name it).
     #[serde(skip)]
-    pub submission_lease_ms: u64,
+    pub request_lease_ms: u64,
     /// Set by negotiation: the server answers lookups by submission key.
     pub key_lookup: bool,
     /// Set by negotiation: how long the server keeps keys answerable (`None`: while the
@@ -66,7 +67,7 @@ impl Default for CoreConfig {
             max_fetch_attempts: 8,
             max_cancel_attempts: 5,
             not_found_retries: 2,
-            submission_lease_ms: 10_000,
+            request_lease_ms: 10_000,
             key_lookup: true,
             key_retention_ms: None,
             #[cfg(feature = "mutations")]

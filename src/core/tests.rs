@@ -1319,8 +1319,9 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
             s.timer(Timer::FetchDue).reply(RequestKind::Fetch, Reply::NotFound { message: "lagging".into() });
             // A result naming no operation, or another one, proves nothing: fetch #7's
             // answers, read after #8's 404, leave the count at two, and #9's 404 is the third.
-            // Fetch #7, overtaken by #8, buys one more read then (its answers, refused as
-            // stale, are not written down), and #10's 404 concludes.
+            // Fetch #7, overtaken unanswered by #8 (at 1,000 ms), holds the conclusion for a
+            // request lease (10 s; its answers, refused as stale, are not written down): #9's
+            // 404 just before it reads again, #10's at it concludes.
             s.timer(Timer::FetchDue);
             s.timer(Timer::FetchDue).reply(RequestKind::Fetch, Reply::NotFound { message: "gone".into() });
             let mut unnamed = result(true);
@@ -1329,9 +1330,8 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
             let mut other = result(true);
             other.related_operation_id = Some("op-other".into());
             s.ev(Event::Reply { sent_ms: None, kind: RequestKind::Fetch, seq: 7, epoch: 1, reply: Reply::Result(other) });
-            for _ in 0..2 {
-                s.timer(Timer::FetchDue).reply(RequestKind::Fetch, Reply::NotFound { message: "gone".into() });
-            }
+            s.at(10_999).timer(Timer::FetchDue).reply(RequestKind::Fetch, Reply::NotFound { message: "gone".into() });
+            s.at(11_000).timer(Timer::FetchDue).reply(RequestKind::Fetch, Reply::NotFound { message: "gone".into() });
         },
         "start => stay [send:submit#1]
          reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
@@ -1351,7 +1351,7 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
          reply:fetch:result => rejected:stale_answer
          reply:fetch:result => rejected:stale_answer
          timer:fetch_due => stay [send:fetch#9]
-         reply:fetch:not_found => stay [at2000:fetch_due]
+         reply:fetch:not_found => stay [at11999:fetch_due]
          timer:fetch_due => stay [send:fetch#10]
          reply:fetch:not_found => FETCHING_RESULT->UNKNOWN [reconcile]",
     ),
@@ -1372,15 +1372,16 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
             s.ev(Event::Reply { sent_ms: None, kind: RequestKind::Fetch, seq: 5, epoch: 1, reply: Reply::NotFound { message: "lagging".into() } });
             s.timer(Timer::FetchDue).reply(RequestKind::Fetch, Reply::NotFound { message: "lagging".into() });
             // A result of another operation, in the same place, proves nothing: #7's answer,
-            // read while #8 is out, leaves the count at two; #8's 404 is the third, read once
-            // more as #7 counts as unanswered, and #9's ends it.
+            // read while #8 is out, leaves the count at two; #8's 404 is the third, and as #7
+            // counts as unanswered (its refused answer is not written down) the conclusion waits
+            // a request lease after #8 overtook it; #9's 404, then, ends it.
             s.timer(Timer::FetchDue);
             s.timer(Timer::FetchDue);
             let mut other = result(true);
             other.related_operation_id = Some("op-other".into());
             s.ev(Event::Reply { sent_ms: None, kind: RequestKind::Fetch, seq: 7, epoch: 1, reply: Reply::Result(other) });
             s.ev(Event::Reply { sent_ms: None, kind: RequestKind::Fetch, seq: 8, epoch: 1, reply: Reply::NotFound { message: "gone".into() } });
-            s.timer(Timer::FetchDue).reply(RequestKind::Fetch, Reply::NotFound { message: "gone".into() });
+            s.at(11_000).timer(Timer::FetchDue).reply(RequestKind::Fetch, Reply::NotFound { message: "gone".into() });
         },
         "start => stay [send:submit#1]
          reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
@@ -1397,7 +1398,7 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
          timer:fetch_due => stay [send:fetch#7]
          timer:fetch_due => stay [send:fetch#8]
          reply:fetch:result => rejected:not_applicable
-         reply:fetch:not_found => stay [at2000:fetch_due]
+         reply:fetch:not_found => stay [at11000:fetch_due]
          timer:fetch_due => stay [send:fetch#9]
          reply:fetch:not_found => FETCHING_RESULT->UNKNOWN [reconcile]",
     ),
@@ -1590,19 +1591,20 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
          reply:fetch:result => FETCHING_RESULT->ACCEPTED [accept:completed]",
     ),
     (
-        // mcp_ext_replicas seed 11369: a replica's fetch, numbered between the first and second
-        // 404s, was overtaken unanswered; the gap was seen at the second 404 (which reads again
-        // anyway) and forgotten, and the third handed a completed task to a person while that
-        // fetch's verified result sat in the replica. The gap buys one more read at the end.
-        "a request overtaken unanswered during a not-found streak buys one more read before concluding",
+        // mcp_ext_replicas seeds 11369 and 72278: a replica's fetch, numbered after the first
+        // 404, was overtaken unanswered; its verified result sat unread in the replica (held 2
+        // to 3 s by slow commits) when the third 404 handed a completed task to a person, and
+        // when a fourth did once one more read was allowed. Until a request lease (10 s) has
+        // passed since it was overtaken, its answer may come: the streak reads again then.
+        "a request overtaken unanswered during a not-found streak holds the conclusion for a request lease",
         |s| {
             s.working().timer(Timer::PollDue).reply(RequestKind::Poll, Reply::NotFound { message: "gone".into() });
-            s.timer(Timer::PollDue);
+            s.at(100).timer(Timer::PollDue);
             s.timer(Timer::PollDue);
             s.ev(Event::Reply { sent_ms: None, kind: RequestKind::Poll, seq: 4, epoch: 1, reply: Reply::NotFound { message: "gone".into() } });
-            for _ in 0..2 {
-                s.timer(Timer::PollDue).reply(RequestKind::Poll, Reply::NotFound { message: "gone".into() });
-            }
+            s.timer(Timer::PollDue).reply(RequestKind::Poll, Reply::NotFound { message: "gone".into() });
+            s.at(10_099).timer(Timer::PollDue).reply(RequestKind::Poll, Reply::NotFound { message: "gone".into() });
+            s.at(10_100).timer(Timer::PollDue).reply(RequestKind::Poll, Reply::NotFound { message: "gone".into() });
         },
         "start => stay [send:submit#1]
          reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
@@ -1610,10 +1612,12 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
          reply:poll:not_found => stay [at1500:poll_due]
          timer:poll_due => stay [send:poll#3]
          timer:poll_due => stay [send:poll#4]
-         reply:poll:not_found => stay [at3375:poll_due]
+         reply:poll:not_found => stay [at3475:poll_due]
          timer:poll_due => stay [send:poll#5]
-         reply:poll:not_found => stay [at5062:poll_due]
+         reply:poll:not_found => stay [at10100:poll_due]
          timer:poll_due => stay [send:poll#6]
+         reply:poll:not_found => stay [at17692:poll_due]
+         timer:poll_due => stay [send:poll#7]
          reply:poll:not_found => WORKING->UNKNOWN [reconcile]",
     ),
     (
@@ -1864,7 +1868,7 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
          reply:fetch:not_found => rejected:not_applicable",
     ),
     (
-        "the last not-found while a request sent after the first is unanswered: read once more; its late reply shows the operation alive",
+        "the last not-found while a request sent after the first is unanswered: read again a request lease later; its late reply shows the operation alive",
         |s| {
             s.cfg.not_found_retries = 1;
             s.working().timer(Timer::PollDue).reply(RequestKind::Poll, Reply::NotFound { message: "gone".into() });
@@ -1883,7 +1887,7 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
          reply:poll:not_found => stay [at1500:poll_due]
          timer:poll_due => stay [send:poll#3]
          timer:poll_due => stay [send:poll#4]
-         reply:poll:not_found => stay [at3375:poll_due]
+         reply:poll:not_found => stay [at10000:poll_due]
          reply:poll:status => stay
          timer:poll_due => stay [send:poll#5]
          reply:poll:not_found => stay [at5062:poll_due]

@@ -27,7 +27,7 @@ impl Lane {
         request_timeout_ms: u64,
     ) -> Lane {
         let core = CoreConfig {
-            submission_lease_ms: request_timeout_ms,
+            request_lease_ms: request_timeout_ms,
             ..core.clone()
         };
         Lane {
