@@ -6,7 +6,8 @@
 //! Judged per executor incarnation, over every request kind (polls, cancels, lookups, fetches).
 //!
 //! One exception, the core's on purpose: a late status view (a poll's `status`, a cancel's
-//! `cancel_ack`) may be kept, never moved on, once a not-found for the node has reached an
+//! `cancel_ack`; a cancel the server took or refused as too late, and a read's input requests,
+//! show the operation held as well) may be kept, never moved on, once a not-found for the node has reached an
 //! executor. The core then uses it only as proof that the operation outlived that 404 (it resets
 //! the not-found streak; `src/core/handlers.rs`, `stale_view_shows_ours`). The not-found is the
 //! world's fact: a frame the network carried to an executor showing the operation not found
@@ -143,8 +144,17 @@ pub fn violations(v: &View) -> Vec<Violation> {
     out
 }
 
-/// The replies that carry a view of the operation's status.
-const STATUS_VIEWS: [&str; 2] = ["reply:poll:status", "reply:cancel:cancel_ack"];
+/// The replies that show the operation held by the server: a view of its status, a cancel the
+/// server took or refused as too late (the request named the operation), and the input requests
+/// a read of it drew (the core's `stale_view_shows_ours`; mcp_ext_replicas seed 97899).
+const STATUS_VIEWS: [&str; 6] = [
+    "reply:poll:status",
+    "reply:cancel:cancel_ack",
+    "reply:cancel:cancel_pending",
+    "reply:cancel:cancel_rejected_terminal",
+    "reply:poll:input_requests",
+    "reply:fetch:input_requests",
+];
 
 /// Per call node and executor, when the network first carried an intact result of the node to
 /// that executor.
@@ -193,8 +203,12 @@ mod tests {
     }
 
     /// n1 in INPUT_REQUIRED: poll 3 and cancel 4 are out; the cancel answer comes first and is
-    /// applied; poll 3's answer comes late.
+    /// applied; poll 3's answer (a status) comes late.
     fn reordered() -> Tb {
+        reordered_with("status")
+    }
+
+    fn reordered_with(late_reply: &'static str) -> Tb {
         let mut b = Tb::new();
         b.cancel_path("n1", 0);
         recv(&mut b, 4_000, "poll", 2, "status");
@@ -204,7 +218,7 @@ mod tests {
             node: "n1".into(),
             event: "reply:cancel:cancel_rejected_terminal".into(),
         });
-        recv(&mut b, 5_010, "poll", 3, "status");
+        recv(&mut b, 5_010, "poll", 3, late_reply);
         b
     }
 
@@ -303,7 +317,11 @@ mod tests {
 
     /// `reordered` with a not-found for n1 carried to an executor at `t_ms`.
     fn with_not_found_at(t_ms: u64) -> Tb {
-        let mut b = reordered();
+        with_not_found_before("status", t_ms)
+    }
+
+    fn with_not_found_before(late_reply: &'static str, t_ms: u64) -> Tb {
+        let mut b = reordered_with(late_reply);
         b.at(t_ms).net_in(
             "n1",
             crate::fake::codec::ExchangeKind::Poll,
@@ -343,6 +361,25 @@ mod tests {
         let mut b = with_not_found_at(5_500);
         kept(&mut b);
         assert_eq!(check(&sorted(&b)).len(), 1);
+    }
+
+    #[test]
+    fn late_input_requests_kept_after_a_not_found_are_proof_of_life_too() {
+        // mcp_ext_replicas seed 97899: a replica's poll drew the task's input requests; read
+        // after a newer request's answer, they reset the not-found streak and were kept. Kept
+        // before any not-found reached an executor, they are an overwrite.
+        let run = |not_found_at: u64| {
+            let mut b = with_not_found_before("input_requests", not_found_at);
+            b.obs(Observation::Stayed {
+                node: "n1".into(),
+                event: "reply:poll:input_requests".into(),
+            });
+            let mut t = b.build(SETTLED);
+            t.events.sort_by_key(|e| e.t_ms);
+            check(&t)
+        };
+        assert_eq!(run(4_800), vec![]);
+        assert_eq!(run(5_500).len(), 1);
     }
 
     /// n1 fetching: fetch 5's answer (a cut result, fetched again) is applied, then fetch 4's
