@@ -350,8 +350,14 @@ fn unwritten(
 /// a lookup that found it, or any answer to a request about it that did not deny it (a result,
 /// an accepted cancel, an input request, an acknowledged answer). A not-found denies; a 429/503
 /// says nothing; and so does a cancel refused because the operation is done, which some
-/// servers say with a 404 (AIP-151's cancel-done-not-found profile).
+/// servers say with a 404 (AIP-151's cancel-done-not-found profile). A status notification
+/// is evidence of nothing the executor was shown: notifications are advisory (spec section 7)
+/// and it reads none (mcp_replicas seed 2070776: a notification of the task's end came between
+/// the executor's poll and that poll's 404, which it read as expiry).
 fn alive(a: &Frame, task: &str) -> bool {
+    if a.exchange == ExchangeKind::Notification {
+        return false;
+    }
     match a.shows {
         Some(Shows::Task { task: shown, .. }) => shown == task,
         Some(Shows::Tasks { tasks, .. }) => tasks.iter().any(|t| t == task),
@@ -1192,6 +1198,21 @@ mod tests {
             Some(working()),
         );
         assert_eq!(check(&b.build(SETTLED)), vec![]);
+    }
+
+    #[test]
+    fn a_status_notification_shows_the_executor_nothing() {
+        // mcp_replicas seed 2070776: the only frame showing the task between the executor's
+        // poll and that poll's 404 was a status notification, which the executor reads none of
+        // (advisory, spec section 7). The same view as a poll's answer is a false unknown.
+        let run = |exchange: ExchangeKind| {
+            let mut b = Tb::new();
+            b.unknown_path("n1", 0);
+            b.at(10).net_in("n1", exchange, working());
+            check(&b.build(SETTLED))
+        };
+        assert_eq!(run(ExchangeKind::Notification), vec![]);
+        assert_eq!(run(ExchangeKind::Poll).len(), 1);
     }
 
     /// A person asked for a cancel and the executor sent `max_cancel_attempts` (3 here) of them,
