@@ -622,8 +622,14 @@ impl<'a> Machine<'a> {
             // answers stale (mcp_replicas seed 1731344: a replica's poll drew a 503, and this
             // process's older poll, answered "completed", was set aside as stale; ten seconds
             // later a lagging replica's 404 past the reckoned expiry handed a completed task to
-            // a person).
-            let throttled = matches!(reply, Reply::RateLimited { .. } | Reply::Unavailable { .. });
+            // a person). Nor does an answer that could not be read (a cut or garbled reply:
+            // mcp_ext_replicas seed 79499, a truncated answer to a process's poll made a
+            // replica's older "completed" stale, and a lagging 404 past the reckoned expiry
+            // handed a completed task to a person).
+            let throttled = matches!(
+                reply,
+                Reply::RateLimited { .. } | Reply::Unavailable { .. } | Reply::Malformed { .. }
+            );
             let answered = if throttled {
                 c.newest_answer()
             } else {

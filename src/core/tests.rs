@@ -1562,6 +1562,25 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
          reply:poll:status => rejected:stale_answer",
     ),
     (
+        // mcp_ext_replicas seed 79499: a process's poll (#3 here) drew a cut answer; a replica's
+        // older poll (#2) came back "completed" and, stepped after it, was stale; a lagging 404
+        // past the reckoned expiry then handed a completed task to a person. An answer that
+        // could not be read says nothing of the operation, as a throttle says nothing.
+        "an answer older than an unreadable one is not stale",
+        |s| {
+            s.working().at(1_000).timer(Timer::PollDue);
+            s.timer(Timer::PollDue);
+            s.ev(Event::Reply { sent_ms: None, kind: RequestKind::Poll, seq: 3, epoch: 1, reply: Reply::Malformed { reason: "cut".into() } });
+            s.ev(Event::Reply { sent_ms: None, kind: RequestKind::Poll, seq: 2, epoch: 1, reply: Reply::Status(view(P::Completed)) });
+        },
+        "start => stay [send:submit#1]
+         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
+         timer:poll_due => stay [send:poll#2]
+         timer:poll_due => stay [send:poll#3]
+         reply:poll:malformed => stay [at3250:poll_due]
+         reply:poll:status => WORKING->TERMINAL_OBSERVED [at1000:fetch_due]",
+    ),
+    (
         // mcp_replicas seed 501214: the verified result of fetch #3 lost its commit to another
         // process's write (fetch #4's answer, applied), so stepped again it was stale. An ended
         // task's result does not change: a late one naming our operation is accepted. One that

@@ -15,7 +15,8 @@
 //! newer cancel's).
 //!
 //! A 429 or 503 is not an answer applied over: it comes from in front of the server and says
-//! nothing of the operation, so an older answer that arrives after it is not stale (the core's
+//! nothing of the operation (nor does an answer that could not be read, a cut or garbled
+//! reply), so an older answer that arrives after it is not stale (the core's
 //! rule, mcp_replicas seed 1731344: a replica's 503 made the primary's older "completed" stale,
 //! and a lagging 404 then handed a completed task to a person).
 //!
@@ -79,7 +80,7 @@ pub fn violations(v: &View) -> Vec<Violation> {
                         seq: *seq,
                         at_ms: t,
                         stale_behind,
-                        throttle: matches!(*reply, "rate_limited" | "unavailable"),
+                        throttle: matches!(*reply, "rate_limited" | "unavailable" | "malformed"),
                     },
                 );
             }
@@ -281,6 +282,8 @@ mod tests {
         };
         assert_eq!(build("unavailable"), vec![]);
         assert_eq!(build("rate_limited"), vec![]);
+        // An answer that could not be read says nothing either (mcp_ext_replicas seed 79499).
+        assert_eq!(build("malformed"), vec![]);
         assert_eq!(
             build("status").len(),
             1,
