@@ -435,7 +435,8 @@ fn excusable(v: &View, arrived: &[Frame], node: &str, task: &str, exec: ExecId, 
                 .and_then(|a| a.arrives_at_ms)?;
             let in_time = arr < r.t_ms.saturating_add(v.config.request_timeout_ms);
             let newest = own.get(i + 1).is_none_or(|next| next.t_ms > arr);
-            (in_time && newest).then_some(arr)
+            (in_time && newest && !overtaken_elsewhere(v.trace, arrived, node, r, arr))
+                .then_some(arr)
         })
         .min();
     let first_seen = first_sight
@@ -454,6 +455,42 @@ fn excusable(v: &View, arrived: &[Frame], node: &str, task: &str, exec: ExecId, 
     expired
         || nothing_alive_lately(v, arrived, node, task, at)
         || no_cancel_taken(v, arrived, node, task, at)
+}
+
+/// Whether an answer to `r` that arrived at `arr` was set aside as stale because of another
+/// process's request: one numbered after `r` (requests are numbered by the commit that sends
+/// them, so committed after `r`'s), whose answer, one that said something of the operation,
+/// that process had written down before `arr` (mcp_ext_replicas seed 115566: a poll committed
+/// before a replica's, but held 5.6 s before it left, showed the task's end after the
+/// replica's poll was answered and written; the executor set it aside unread, as every stale
+/// answer, and its 404 past the reckoned expiry was excusable).
+fn overtaken_elsewhere(trace: &Trace, arrived: &[Frame], node: &str, r: &Frame, arr: u64) -> bool {
+    // The commit that numbered a request: its process's last write of the node before it left.
+    let commit_of = |exec: ExecId, sent: u64| {
+        landed(trace)
+            .filter(|(t, w)| *t <= sent && w.node == node && (w.epoch, w.incarnation) == exec)
+            .map(|(t, _)| t)
+            .max()
+    };
+    let Some(r_commit) = commit_of(r.exec, r.t_ms) else {
+        return false;
+    };
+    sends(trace)
+        .filter(|o| o.is(node) && o.exec != r.exec && o.exchange != ExchangeKind::Answer)
+        .filter(|o| commit_of(o.exec, o.t_ms).is_some_and(|c| c > r_commit))
+        .any(|o| {
+            answers(arrived, &o)
+                .filter(|a| !matches!(a.shows, Some(Shows::Throttled { .. })))
+                .filter_map(|a| a.arrives_at_ms)
+                .any(|o_arr| {
+                    landed(trace).any(|(t, w)| {
+                        w.node == node
+                            && (w.epoch, w.incarnation) == o.exec
+                            && t >= o_arr
+                            && t < arr
+                    })
+                })
+        })
 }
 
 /// Whether none of the last `not_found_retries + 1` requests sent for `node` before `at` (by any
@@ -901,6 +938,72 @@ mod tests {
         let trace = build(20, 5_025);
         assert_eq!(check(&trace), vec![]);
         assert_eq!(judge_undecidable(&trace), 1);
+    }
+
+    #[test]
+    fn an_end_shown_after_another_processs_newer_request_was_written_is_set_aside() {
+        // mcp_ext_replicas seed 115566: this process (incarnation 1) committed its poll at
+        // 1,400 ms and it left at 1,500 ms, after a replica (1000) committed (1,450), sent and
+        // wrote down (1,480) a newer poll. The answer showing the end, at 1,500 ms, answered a
+        // request older than one already answered in the record: set aside unread, so no
+        // sight of the end, and a 404 past creation's retention (5,010 ms) is what expiry
+        // looks like. Had the replica not written its answer down yet, the end counts.
+        let with_ttl = |status: TaskStatus| Shows::Task {
+            task: "t-n1".into(),
+            status,
+            poll_interval_ms: None,
+            input_round: None,
+            ttl_ms: Some(5_000),
+            result: false,
+        };
+        let answer = |b: &mut Tb, incarnation: u32, request: u64, status: TaskStatus| {
+            b.push(What::Net {
+                dir: Dir::ToExecutor,
+                exchange: ExchangeKind::Poll,
+                node: Some("n1".into()),
+                lane: 0,
+                epoch: 1,
+                incarnation,
+                frame: request + 100,
+                request_id: Some(request),
+                bytes: 1,
+                verdict: NetVerdict::Deliver,
+                arrives_after_ms: Some(0),
+                shows: Some(with_ttl(status)),
+            });
+        };
+        let run = |replica_wrote_first: bool| {
+            let mut b = Tb::new();
+            b.unknown_path("n1", 0);
+            b.at(10)
+                .net_in("n1", ExchangeKind::Poll, with_ttl(TaskStatus::Working));
+            b.at(1_400).push(build::ev(build::write("n1", 1, 1, 2)));
+            b.exec(1, 1000)
+                .at(1_450)
+                .push(build::ev(build::write("n1", 1, 1000, 3)));
+            b.at(1_460).net_out("n1", ExchangeKind::Poll);
+            let replicas = b.last_frame();
+            b.at(1_470);
+            answer(&mut b, 1000, replicas, TaskStatus::Working);
+            let written_at = if replica_wrote_first { 1_480 } else { 1_600 };
+            b.at(written_at)
+                .push(build::ev(build::write("n1", 1, 1000, 4)));
+            b.exec(1, 1).at(1_500).net_out("n1", ExchangeKind::Poll);
+            let ours = b.last_frame();
+            answer(&mut b, 1, ours, TaskStatus::Completed);
+            b.at(5_020).net_out("n1", ExchangeKind::Fetch).net_in(
+                "n1",
+                ExchangeKind::Fetch,
+                Shows::NotFound { expired: false },
+            );
+            // The hand-off, written by this process.
+            b.at(5_030).push(build::ev(build::write("n1", 1, 1, 5)));
+            let mut t = b.build(SETTLED);
+            t.events.sort_by_key(|e| e.t_ms);
+            t
+        };
+        assert_eq!(check(&run(true)), vec![]);
+        assert_eq!(check(&run(false)).len(), 1);
     }
 
     #[test]
