@@ -74,30 +74,30 @@ pub fn violations(v: &View) -> Vec<Violation> {
     // says when it began and how long the world held it (the process is not named, so it
     // counts as a commit about its node; mcp_ext_replicas seed 24957: the replica that was
     // shown the task sat in a 3.7 s commit of the node and was killed before it landed).
-    let mut writes: Vec<(u64, u64, Option<(u64, u32)>, &str)> = vec![];
+    let mut writes: Vec<HeldCommit> = vec![];
     for e in &v.trace.events {
         match &e.what {
-            What::Ledger { write } => writes.push((
-                e.t_ms,
-                write.delay_ms,
-                Some((write.epoch, write.incarnation)),
-                write.node.as_str(),
-            )),
+            What::Ledger { write } => writes.push(HeldCommit {
+                landed_ms: e.t_ms,
+                delay_ms: write.delay_ms,
+                exec: Some((write.epoch, write.incarnation)),
+                node: write.node.as_str(),
+            }),
             What::Fault {
                 detail: FaultDetail::CommitDelay { delay_ms },
                 node: Some(node),
                 ..
-            } => writes.push((
-                e.t_ms.saturating_add(*delay_ms),
-                *delay_ms,
-                None,
-                node.as_str(),
-            )),
+            } => writes.push(HeldCommit {
+                landed_ms: e.t_ms.saturating_add(*delay_ms),
+                delay_ms: *delay_ms,
+                exec: None,
+                node: node.as_str(),
+            }),
             _ => {}
         }
     }
     // By landing, so one pass extends the bound through every commit that chains on.
-    writes.sort_by_key(|w| w.0);
+    writes.sort_by_key(|w| w.landed_ms);
     // When each request left, by process and request number: a reply past its request's
     // timeout answers a request the executor had given up on (as `no_false_unknown` judges).
     let sent_at: BTreeMap<((u64, u32), u64), u64> = sends(v.trace)
@@ -147,15 +147,16 @@ pub fn violations(v: &View) -> Vec<Violation> {
         // holds its sends: mcp_sqlite seed 5).
         let writers: Vec<(u64, u32)> = writes
             .iter()
-            .filter(|(_, _, _, of)| *of == node)
-            .filter_map(|(_, _, exec, _)| *exec)
+            .filter(|w| w.node == node)
+            .filter_map(|w| w.exec)
             .collect();
         let mut until = at + bound;
-        for &(w, d, exec, of) in &writes {
-            let involved =
-                of == node || exec.is_some_and(|exec| exec == a.exec || writers.contains(&exec));
-            if involved && w > at && w.saturating_sub(d) < until {
-                until = until.max(w + bound);
+        for w in &writes {
+            let involved = w.node == node
+                || w.exec
+                    .is_some_and(|exec| exec == a.exec || writers.contains(&exec));
+            if involved && w.landed_ms > at && w.landed_ms.saturating_sub(w.delay_ms) < until {
+                until = until.max(w.landed_ms + bound);
             }
         }
         // A process that went down before the cancel was due could not act: a commit the
@@ -192,6 +193,15 @@ pub fn violations(v: &View) -> Vec<Violation> {
         }
     }
     out
+}
+
+/// A commit the world held: when it landed (or would have), for how long, by which process (a
+/// slow commit's fault names none), of which node.
+struct HeldCommit<'a> {
+    landed_ms: u64,
+    delay_ms: u64,
+    exec: Option<(u64, u32)>,
+    node: &'a str,
 }
 
 /// Which processes can know of a click. The world's load balancer hands a click to the primary
