@@ -880,6 +880,36 @@ mod tests {
         assert_eq!(check(&build(false)), vec![]);
     }
 
+    /// n1's task as a view advertising a 5 s ttl.
+    fn with_ttl(status: TaskStatus) -> Shows {
+        Shows::Task {
+            task: "t-n1".into(),
+            status,
+            poll_interval_ms: None,
+            input_round: None,
+            ttl_ms: Some(5_000),
+            result: false,
+        }
+    }
+
+    /// The answer to poll frame `request` of process (1, `incarnation`), arriving at once.
+    fn poll_answer(b: &mut Tb, incarnation: u32, request: u64, shows: Shows) {
+        b.push(What::Net {
+            dir: Dir::ToExecutor,
+            exchange: ExchangeKind::Poll,
+            node: Some("n1".into()),
+            lane: 0,
+            epoch: 1,
+            incarnation,
+            frame: request + 100,
+            request_id: Some(request),
+            bytes: 1,
+            verdict: NetVerdict::Deliver,
+            arrives_after_ms: Some(0),
+            shows: Some(shows),
+        });
+    }
+
     #[test]
     fn retention_counts_again_from_the_first_sight_of_the_end() {
         // mcp_replicas seed 128402: a 5 s ttl, the task seen working at 10 ms and completed at
@@ -890,14 +920,6 @@ mod tests {
         // and before its answer came, which then answers a request older than the newest and
         // is set aside unread: no sight of the end (mcp_replicas seed 128469).
         let build_with = |end_at: u64, not_found_at: u64, overtaken: bool| {
-            let with_ttl = |status: TaskStatus| Shows::Task {
-                task: "t-n1".into(),
-                status,
-                poll_interval_ms: None,
-                input_round: None,
-                ttl_ms: Some(5_000),
-                result: false,
-            };
             let mut b = Tb::new();
             b.unknown_path("n1", 0);
             b.at(10)
@@ -907,20 +929,7 @@ mod tests {
             if overtaken {
                 b.net_out("n1", ExchangeKind::Cancel);
             }
-            b.push(What::Net {
-                dir: Dir::ToExecutor,
-                exchange: ExchangeKind::Poll,
-                node: Some("n1".into()),
-                lane: 0,
-                epoch: 1,
-                incarnation: 1,
-                frame: poll + 100,
-                request_id: Some(poll),
-                bytes: 1,
-                verdict: NetVerdict::Deliver,
-                arrives_after_ms: Some(0),
-                shows: Some(with_ttl(TaskStatus::Completed)),
-            });
+            poll_answer(&mut b, 1, poll, with_ttl(TaskStatus::Completed));
             b.at(not_found_at)
                 .net_out("n1", ExchangeKind::Fetch)
                 .net_in(
@@ -948,30 +957,6 @@ mod tests {
         // request older than one already answered in the record: set aside unread, so no
         // sight of the end, and a 404 past creation's retention (5,010 ms) is what expiry
         // looks like. Had the replica not written its answer down yet, the end counts.
-        let with_ttl = |status: TaskStatus| Shows::Task {
-            task: "t-n1".into(),
-            status,
-            poll_interval_ms: None,
-            input_round: None,
-            ttl_ms: Some(5_000),
-            result: false,
-        };
-        let answer = |b: &mut Tb, incarnation: u32, request: u64, status: TaskStatus| {
-            b.push(What::Net {
-                dir: Dir::ToExecutor,
-                exchange: ExchangeKind::Poll,
-                node: Some("n1".into()),
-                lane: 0,
-                epoch: 1,
-                incarnation,
-                frame: request + 100,
-                request_id: Some(request),
-                bytes: 1,
-                verdict: NetVerdict::Deliver,
-                arrives_after_ms: Some(0),
-                shows: Some(with_ttl(status)),
-            });
-        };
         let run = |replica_wrote_first: bool| {
             let mut b = Tb::new();
             b.unknown_path("n1", 0);
@@ -984,13 +969,13 @@ mod tests {
             b.at(1_460).net_out("n1", ExchangeKind::Poll);
             let replicas = b.last_frame();
             b.at(1_470);
-            answer(&mut b, 1000, replicas, TaskStatus::Working);
+            poll_answer(&mut b, 1000, replicas, with_ttl(TaskStatus::Working));
             let written_at = if replica_wrote_first { 1_480 } else { 1_600 };
             b.at(written_at)
                 .push(build::ev(build::write("n1", 1, 1000, 4)));
             b.exec(1, 1).at(1_500).net_out("n1", ExchangeKind::Poll);
             let ours = b.last_frame();
-            answer(&mut b, 1, ours, TaskStatus::Completed);
+            poll_answer(&mut b, 1, ours, with_ttl(TaskStatus::Completed));
             b.at(5_020).net_out("n1", ExchangeKind::Fetch).net_in(
                 "n1",
                 ExchangeKind::Fetch,
