@@ -1100,8 +1100,12 @@ impl<'a> Machine<'a> {
             S::InputRequired => {}
             // Still running while we cancel: the same as a non-terminal status read (resend a lost
             // cancel, or keep reading after a best-effort one).
+            // They show the operation alive as a status does (mcp_ext_replicas seed 233499: a
+            // poll's input requests, read after a cancel was sent, left a lagging replica's
+            // 404 streak running, and its third 404 handed a live task to a person).
             S::CancelRequested => {
-                return self.on_status(crate::record::ProtocolStatus::InputRequired, latest)
+                self.shown_alive();
+                return self.on_status(crate::record::ProtocolStatus::InputRequired, latest);
             }
             _ => return rejected(Rejection::NotApplicable),
         }

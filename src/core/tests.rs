@@ -1562,6 +1562,34 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
          reply:poll:status => rejected:stale_answer",
     ),
     (
+        // mcp_ext_replicas seed 233499: two lagging 404s, then a poll's input requests read after
+        // the cancel left: they show the task alive, so the next 404 starts the count again.
+        "input requests read while cancelling show the operation alive to a not-found streak",
+        |s| {
+            s.working().timer(Timer::PollDue).reply(RequestKind::Poll, Reply::NotFound { message: "gone".into() });
+            s.timer(Timer::PollDue).reply(RequestKind::Poll, Reply::NotFound { message: "gone".into() });
+            s.timer(Timer::PollDue);
+            s.ev(Event::CancelClicked);
+            s.ev(Event::Reply { sent_ms: None, kind: RequestKind::Poll, seq: 4, epoch: 1, reply: Reply::InputRequests(vec![]) });
+            // The cancel's answer named another request (malformed): it says nothing.
+            s.reply(RequestKind::Cancel, Reply::Malformed { reason: "names another request".into() });
+            // Past the request lease the overtaken poll (#4) would hold the conclusion for.
+            s.at(20_000).timer(Timer::CancelRequery).reply(RequestKind::Poll, Reply::NotFound { message: "gone".into() });
+        },
+        "start => stay [send:submit#1]
+         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
+         timer:poll_due => stay [send:poll#2]
+         reply:poll:not_found => stay [at1500:poll_due]
+         timer:poll_due => stay [send:poll#3]
+         reply:poll:not_found => stay [at2250:poll_due]
+         timer:poll_due => stay [send:poll#4]
+         cancel_clicked => WORKING->CANCEL_REQUESTED [send:cancel#5]
+         reply:poll:input_requests => stay
+         reply:cancel:malformed => stay [at2000:cancel_requery]
+         timer:cancel_requery => stay [send:poll#6]
+         reply:poll:not_found => stay [at22000:cancel_requery]",
+    ),
+    (
         // mcp_ext_replicas seed 79499: a process's poll (#3 here) drew a cut answer; a replica's
         // older poll (#2) came back "completed" and, stepped after it, was stale; a lagging 404
         // past the reckoned expiry then handed a completed task to a person. An answer that
