@@ -196,8 +196,8 @@ pub struct PollCursor {
     pub sent_seq: u64,
     pub applied_seq: u64,
     /// The newest answer applied that said something of the operation: `applied_seq` less the
-    /// 429s, 503s and unreadable answers, which leave nothing an older answer could overwrite. An answer older
-    /// than this one is stale. Left out when it equals `applied_seq` (and in records written
+    /// 429s, 503s and unreadable answers, which leave nothing an older answer could overwrite.
+    /// An answer older than this one is stale. Left out when it equals `applied_seq` (and in records written
     /// before it): read as `applied_seq` then.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub answered_seq: Option<u64>,

@@ -626,11 +626,11 @@ impl<'a> Machine<'a> {
             // mcp_ext_replicas seed 79499, a truncated answer to a process's poll made a
             // replica's older "completed" stale, and a lagging 404 past the reckoned expiry
             // handed a completed task to a person).
-            let throttled = matches!(
+            let says_nothing = matches!(
                 reply,
                 Reply::RateLimited { .. } | Reply::Unavailable { .. } | Reply::Malformed { .. }
             );
-            let answered = if throttled {
+            let answered = if says_nothing {
                 c.newest_answer()
             } else {
                 c.newest_answer().max(seq)

@@ -22,7 +22,8 @@ use std::collections::BTreeMap;
 
 use super::no_action_from_old_epoch::drain_allowance_ms;
 use super::view::{
-    arrivals, caller_times, judge, newest_epoch_at, newest_epochs, sends, store_facts, View,
+    arrivals, caller_times, judge, newest_epoch_at, newest_epochs, sends, store_facts,
+    RequestTimes, View,
 };
 use super::Violation;
 use crate::fake::codec::ExchangeKind;
@@ -98,11 +99,8 @@ pub fn violations(v: &View) -> Vec<Violation> {
     }
     // By landing, so one pass extends the bound through every commit that chains on.
     writes.sort_by_key(|w| w.landed_ms);
-    // When each request left, by process and request number: a reply past its request's
-    // timeout answers a request the executor had given up on (as `no_false_unknown` judges).
-    let sent_at: BTreeMap<((u64, u32), u64), u64> = sends(v.trace)
-        .filter_map(|s| Some(((s.exec, s.request_id?), s.t_ms)))
-        .collect();
+    // A reply past its request's timeout answers a request the executor had given up on.
+    let times = RequestTimes::of(v);
     let holds = ClickHolders::of(v.trace, &clicks);
     let epochs = newest_epochs(v.trace);
     let settled = store_facts(v.trace);
@@ -124,10 +122,7 @@ pub fn violations(v: &View) -> Vec<Violation> {
         // its own reads, and is judged on their replies. A reply that came after its request's
         // timeout was never read (mcp_sqlite seed 21982: a poll's reply held 15 s, dropped as
         // nobody's); a submission may be given longer, so it is judged whenever it came.
-        let in_time = a.exchange == ExchangeKind::Submit
-            || a.request_id
-                .and_then(|id| sent_at.get(&(a.exec, id)))
-                .is_none_or(|sent| at < sent.saturating_add(v.config.request_timeout_ms));
+        let in_time = !times.past_timeout(&a);
         let relevant = at >= clicked
             && in_time
             && a.exchange != ExchangeKind::Notification

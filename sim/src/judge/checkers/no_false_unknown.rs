@@ -37,7 +37,8 @@
 
 use super::ledger_writes::landed;
 use super::view::{
-    arrivals, judge, newest_epoch_at, newest_epochs, sends, store_facts, ExecId, Frame, View,
+    arrivals, judge, newest_epoch_at, newest_epochs, sends, store_facts, ExecId, Frame,
+    RequestTimes, View,
 };
 use super::Violation;
 use std::collections::{BTreeMap, BTreeSet};
@@ -96,23 +97,13 @@ fn judged(v: &View) -> (Vec<Violation>, u32) {
         let at = a.arrives_at_ms.unwrap_or(a.t_ms);
         down.iter().any(|(i, t)| *i == a.exec.1 && *t <= at)
     };
-    // Nor was a reply that came after its request's timeout: the executor had given the
-    // request up (mcp_ext_replicas seed 183847: a poll's reply held 14.5 s arrived 4.5 s past
-    // its timeout, just before a 404 past the reckoned expiry). A submission may be given
-    // longer (a synchronous tool's bound), so its reply is kept whenever it came.
-    let sent_at: BTreeMap<(ExecId, u64), u64> = sends(v.trace)
-        .filter_map(|s| Some(((s.exec, s.request_id?), s.t_ms)))
-        .collect();
-    let past_timeout = |a: &Frame| {
-        let at = a.arrives_at_ms.unwrap_or(a.t_ms);
-        a.exchange != ExchangeKind::Submit
-            && a.request_id
-                .and_then(|id| sent_at.get(&(a.exec, id)))
-                .is_some_and(|sent| at >= sent.saturating_add(v.config.request_timeout_ms))
-    };
+    // Nor was a reply that came after its request's timeout (`RequestTimes`; mcp_ext_replicas
+    // seed 183847: a poll's reply held 14.5 s arrived 4.5 s past its timeout, just before a
+    // 404 past the reckoned expiry).
+    let times = RequestTimes::of(v);
     let arrived: Vec<Frame> = arrivals(v.trace)
         .into_iter()
-        .filter(|a| !lost.contains(&a.frame) && !read_by_nobody(a) && !past_timeout(a))
+        .filter(|a| !lost.contains(&a.frame) && !read_by_nobody(a) && !times.past_timeout(a))
         .collect();
     // The process that handed over: the writer of the node's last write the world's ledger
     // saw land by then (a replica may hand over while the primary runs: `mcp_ext_faults` seed

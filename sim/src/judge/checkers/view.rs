@@ -236,6 +236,35 @@ pub fn frames(trace: &Trace) -> impl Iterator<Item = Frame<'_>> {
     })
 }
 
+/// When each request left, by process and request id: a reply that reaches its process after
+/// its request's timeout was never read (the executor had given the request up, and the runner
+/// drops it). A submission may be given longer (a synchronous tool's bound), so its reply
+/// counts whenever it came.
+pub struct RequestTimes {
+    sent_at: BTreeMap<(ExecId, u64), u64>,
+    timeout_ms: u64,
+}
+
+impl RequestTimes {
+    pub fn of(v: &View) -> RequestTimes {
+        RequestTimes {
+            sent_at: sends(v.trace)
+                .filter_map(|s| Some(((s.exec, s.request_id?), s.t_ms)))
+                .collect(),
+            timeout_ms: v.config.request_timeout_ms,
+        }
+    }
+
+    /// Whether reply `a` reached its process only after its request's timeout.
+    pub fn past_timeout(&self, a: &Frame) -> bool {
+        let at = a.arrives_at_ms.unwrap_or(a.t_ms);
+        a.exchange != ExchangeKind::Submit
+            && a.request_id
+                .and_then(|id| self.sent_at.get(&(a.exec, id)))
+                .is_some_and(|sent| at >= sent.saturating_add(self.timeout_ms))
+    }
+}
+
 /// Frames the executors sent, in the order they left.
 pub fn sends(trace: &Trace) -> impl Iterator<Item = Frame<'_>> {
     frames(trace).filter(|f| f.dir == Dir::ToServer)
