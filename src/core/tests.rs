@@ -1693,6 +1693,67 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
          reply:poll:not_found => stay [at5062:poll_due]",
     ),
     (
+        // cargo-mutants: the guard on input requests in stale_view_shows_ours survived as
+        // `true`, and with `==` read as `!=`: the scenarios' late input requests were all empty
+        // lists. Input requests naming another operation are that task's questions, not a sight
+        // of ours: a late read that drew them leaves the count going, though one of them names
+        // no operation. Poll #5's 404 is the third: as poll #3 counts as unanswered (its refused
+        // answer is not written down), it reads again a request lease (10 s) after #4 overtook
+        // #3, and #6's 404 at it concludes.
+        "a late read's input requests naming another operation do not reset the count",
+        |s| {
+            s.working().timer(Timer::PollDue).reply(RequestKind::Poll, Reply::NotFound { message: "gone".into() });
+            s.timer(Timer::PollDue);
+            s.timer(Timer::PollDue);
+            s.ev(Event::Reply { sent_ms: None, kind: RequestKind::Poll, seq: 4, epoch: 1, reply: Reply::NotFound { message: "gone".into() } });
+            let mut unnamed = input(7);
+            unnamed.related_operation_id = None;
+            let mut other = input(8);
+            other.related_operation_id = Some("op-other".into());
+            s.ev(Event::Reply { sent_ms: None, kind: RequestKind::Poll, seq: 3, epoch: 1, reply: Reply::InputRequests(vec![unnamed, other]) });
+            s.timer(Timer::PollDue).reply(RequestKind::Poll, Reply::NotFound { message: "gone".into() });
+            s.at(10_000).timer(Timer::PollDue).reply(RequestKind::Poll, Reply::NotFound { message: "gone".into() });
+        },
+        "start => stay [send:submit#1]
+         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
+         timer:poll_due => stay [send:poll#2]
+         reply:poll:not_found => stay [at1500:poll_due]
+         timer:poll_due => stay [send:poll#3]
+         timer:poll_due => stay [send:poll#4]
+         reply:poll:not_found => stay [at3375:poll_due]
+         reply:poll:input_requests => rejected:stale_answer
+         timer:poll_due => stay [send:poll#5]
+         reply:poll:not_found => stay [at10000:poll_due]
+         timer:poll_due => stay [send:poll#6]
+         reply:poll:not_found => WORKING->UNKNOWN [reconcile]",
+    ),
+    (
+        // cargo-mutants: `||` read as `&&` in the same guard survived. Input requests that name
+        // no operation, or name ours, are what a read of our operation draws: a late one
+        // resets the count as a view of ours does.
+        "a late read's input requests naming no operation or ours reset the count",
+        |s| {
+            s.working().timer(Timer::PollDue).reply(RequestKind::Poll, Reply::NotFound { message: "gone".into() });
+            s.timer(Timer::PollDue);
+            s.timer(Timer::PollDue);
+            s.ev(Event::Reply { sent_ms: None, kind: RequestKind::Poll, seq: 4, epoch: 1, reply: Reply::NotFound { message: "gone".into() } });
+            let mut unnamed = input(7);
+            unnamed.related_operation_id = None;
+            s.ev(Event::Reply { sent_ms: None, kind: RequestKind::Poll, seq: 3, epoch: 1, reply: Reply::InputRequests(vec![unnamed, input(8)]) });
+            s.timer(Timer::PollDue).reply(RequestKind::Poll, Reply::NotFound { message: "gone".into() });
+        },
+        "start => stay [send:submit#1]
+         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
+         timer:poll_due => stay [send:poll#2]
+         reply:poll:not_found => stay [at1500:poll_due]
+         timer:poll_due => stay [send:poll#3]
+         timer:poll_due => stay [send:poll#4]
+         reply:poll:not_found => stay [at3375:poll_due]
+         reply:poll:input_requests => stay
+         timer:poll_due => stay [send:poll#5]
+         reply:poll:not_found => stay [at5062:poll_due]",
+    ),
+    (
         // mcp_ext_replicas seed 46975: a replica's cancel, numbered before the first not-found
         // but leaving after it, was taken (cancel_pending); the answer came back "stale", and
         // the third 404 handed a live task to a person. A cancel names our operation, so the
