@@ -299,6 +299,11 @@ pub struct ToolOperation {
     /// older records read and write as before.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub submitted_at_ms: Option<u64>,
+    /// The process that sent it (`Ctx::process`). While that process still beats on the
+    /// ledger (`Beat`), no other process takes the submission up: the sender reads its reply,
+    /// however long its commits hold it. Left out when unset, as above.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub submitted_by: Option<u64>,
     /// Lookups by key sent while the submission outcome was unknown.
     pub lookup_attempts: u32,
     pub poll_cursor: PollCursor,
@@ -432,6 +437,7 @@ impl ToolOperation {
             shadow: false,
             submit_attempts: 0,
             submitted_at_ms: None,
+            submitted_by: None,
             lookup_attempts: 0,
             poll_cursor: PollCursor::default(),
             last_server_status: None,

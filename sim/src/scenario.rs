@@ -193,6 +193,8 @@ pub struct FaultsSpec {
     pub slow_commit_ms: [u64; 2],
     /// How long a `second_executor` replica runs beside the current executor.
     pub second_executor_ms: [u64; 2],
+    /// How long a process hit by `process_pause` stays frozen.
+    pub process_pause_ms: [u64; 2],
 }
 
 impl Default for FaultsSpec {
@@ -209,6 +211,7 @@ impl Default for FaultsSpec {
             ledger_commit_ms: [0, 0],
             slow_commit_ms: [1_000, 15_000],
             second_executor_ms: [5_000, 120_000],
+            process_pause_ms: [2_000, 8_000],
         }
     }
 }

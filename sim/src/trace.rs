@@ -431,14 +431,24 @@ pub enum FaultDetail {
     Task {
         task: String,
     },
-    /// How long a slow commit took (simulated time between the read and the commit).
+    /// How long a slow commit took (simulated time between the read and the commit), and the
+    /// process it held: a process steps one event at a time, so it holds that process's every
+    /// send, whatever node the commit was about.
     CommitDelay {
         delay_ms: u64,
+        epoch: u64,
+        incarnation: u32,
     },
     /// A second executor process started beside the current one (same epoch, same ledger).
     SecondExecutor {
         incarnation: u32,
         epoch: u64,
+    },
+    /// How long a process stays frozen (its commit held, no beats), and which.
+    Pause {
+        delay_ms: u64,
+        epoch: u64,
+        incarnation: u32,
     },
 }
 

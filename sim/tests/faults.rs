@@ -45,6 +45,7 @@ fn every_expressible_fault_fires_in_every_protocol_and_no_other_does() {
                                     | FaultKind::LostResponseAfterCreation
                                     | FaultKind::ExecutorCrash
                                     | FaultKind::LedgerSlowCommit
+                                    | FaultKind::ProcessPause
                                     | FaultKind::LedgerCommitLostReply
                             ),
                             "{} without a state: toolop-sim replay --scenario {file} --seed {seed}",

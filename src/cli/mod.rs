@@ -68,6 +68,11 @@ pub struct RunOpts {
     /// First poll interval (the server's suggestion wins when it gives one).
     #[arg(long, default_value_t = 500)]
     pub poll_interval_ms: u64,
+    /// How long after its last beat in the ledger another `toolop` process counts as gone, so
+    /// this one takes up a submission it sent (each process beats at a quarter of this, at
+    /// most once a second).
+    #[arg(long, default_value_t = 5_000, value_parser = clap::value_parser!(u64).range(4..))]
+    pub beat_timeout_ms: u64,
 }
 
 #[derive(Subcommand, Debug)]

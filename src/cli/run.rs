@@ -90,6 +90,8 @@ fn runner_config(opts: &RunOpts) -> RunnerConfig {
         request_timeout_ms: opts.request_timeout_ms,
         // `toolop cancel` from another terminal should act about as fast as a click.
         cancel_request_check_ms: WATCH_INTERVAL_MS,
+        beat_timeout_ms: opts.beat_timeout_ms,
+        beat_interval_ms: (opts.beat_timeout_ms / 4).clamp(1, 1_000),
         ..RunnerConfig::default()
     };
     cfg.core.wait_budget_ms = opts.wait_budget_ms;

@@ -6,7 +6,8 @@
 use std::collections::BTreeSet;
 
 use crate::ledger::{
-    CancelRequest, EffectItem, Ledger, LedgerError, OutboxEntry, Receipt, ReconcileItem, Write,
+    Beat, CancelRequest, EffectItem, Ledger, LedgerError, OutboxEntry, Receipt, ReconcileItem,
+    Write,
 };
 use crate::record::{LocalState, ToolOperation};
 use crate::runner::SharedLedger;
@@ -112,6 +113,15 @@ impl Ledger for Scoped {
     }
     fn take_cancel_request(&mut self, id: &str) -> Result<(), LedgerError> {
         self.with(|l| l.take_cancel_request(id))
+    }
+    fn beat(&mut self, beat: Beat) -> Result<(), LedgerError> {
+        self.with(|l| l.beat(beat))
+    }
+    fn end_beat(&mut self, process: u64) -> Result<(), LedgerError> {
+        self.with(|l| l.end_beat(process))
+    }
+    fn beat_of(&self, process: u64) -> Result<Option<Beat>, LedgerError> {
+        self.with(|l| l.beat_of(process))
     }
 }
 

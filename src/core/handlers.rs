@@ -288,6 +288,7 @@ impl<'a> Machine<'a> {
     fn submit(&mut self) {
         self.rec.submit_attempts += 1;
         self.rec.submitted_at_ms = Some(self.now());
+        self.rec.submitted_by = Some(self.ctx.process);
         let (key, tool, arguments) = (
             self.rec.submission_key.clone(),
             self.rec.tool_name.clone(),
@@ -332,10 +333,16 @@ impl<'a> Machine<'a> {
     /// watch does, this process sees the sender's write instead.
     /// A lone executor restarting after its own crash waits one full lease too.
     fn submission_taken_up(&mut self) -> R {
-        let lease_end_ms = self
-            .lease_end_from(self.rec.submitted_at_ms)
-            .max(self.lease_end_from(Some(self.now())));
-        self.schedule(lease_end_ms - self.now(), Timer::SubmissionLease);
+        let from_sender_ms = self.lease_end_from(self.rec.submitted_at_ms);
+        let lease_end_ms = if mutated!(self, TakeUpLeaseFromSenderStep) {
+            from_sender_ms
+        } else {
+            from_sender_ms.max(self.lease_end_from(Some(self.now())))
+        };
+        self.schedule(
+            lease_end_ms.saturating_sub(self.now()),
+            Timer::SubmissionLease,
+        );
         STAYED
     }
 

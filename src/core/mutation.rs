@@ -63,10 +63,15 @@ pub enum Mutation {
     /// After a still-working status, arm no next poll: the node has nothing that wakes it, and
     /// the runner's stall watch resumes it a request timeout later, so it still settles.
     PollNotRearmed,
+    /// A sent submission taken up (another process's, or after a restart) waits a request
+    /// lease from the sender's step, not from the take-up: a sender frozen past its beats,
+    /// whose reply waits unread, is handed to a person as it thaws (mcp_ext_faults seed
+    /// 1183230, before beats).
+    TakeUpLeaseFromSenderStep,
 }
 
 impl Mutation {
-    pub const ALL: [Mutation; 24] = [
+    pub const ALL: [Mutation; 25] = [
         Mutation::FreshKeyOnSubmitTimeout,
         Mutation::ResubmitWithoutLookup,
         Mutation::FailOnCancelClick,
@@ -91,6 +96,7 @@ impl Mutation {
         Mutation::UnverifiedDigestRecorded,
         Mutation::EffectReconciliationOnAnyLateEnd,
         Mutation::PollNotRearmed,
+        Mutation::TakeUpLeaseFromSenderStep,
     ];
 
     pub fn name(self) -> String {

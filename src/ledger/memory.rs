@@ -5,8 +5,8 @@
 use std::collections::BTreeMap;
 
 use super::{
-    checks, CancelRequest, EffectItem, Ledger, LedgerError, OutboxEntry, OutboxStatus, Receipt,
-    ReconcileItem, Write, INITIAL_EPOCH,
+    checks, Beat, CancelRequest, EffectItem, Ledger, LedgerError, OutboxEntry, OutboxStatus,
+    Receipt, ReconcileItem, Write, INITIAL_EPOCH,
 };
 use crate::record::{LocalState, ToolOperation};
 
@@ -29,6 +29,7 @@ pub struct MemoryLedger {
     /// Counters that, like SQLite's AUTOINCREMENT, only ever grow.
     last_outbox_seq: u64,
     last_cancel_seq: u64,
+    beats: BTreeMap<u64, Beat>,
 }
 
 impl Default for MemoryLedger {
@@ -47,6 +48,7 @@ impl Default for MemoryLedger {
             cancels: BTreeMap::new(),
             last_outbox_seq: 0,
             last_cancel_seq: 0,
+            beats: BTreeMap::new(),
         }
     }
 }
@@ -270,5 +272,19 @@ impl Ledger for MemoryLedger {
     fn take_cancel_request(&mut self, call_node_id: &str) -> Result<(), LedgerError> {
         self.cancels.remove(call_node_id);
         Ok(())
+    }
+
+    fn beat(&mut self, beat: Beat) -> Result<(), LedgerError> {
+        self.beats.insert(beat.process, beat);
+        Ok(())
+    }
+
+    fn end_beat(&mut self, process: u64) -> Result<(), LedgerError> {
+        self.beats.remove(&process);
+        Ok(())
+    }
+
+    fn beat_of(&self, process: u64) -> Result<Option<Beat>, LedgerError> {
+        Ok(self.beats.get(&process).copied())
     }
 }

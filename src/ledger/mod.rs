@@ -108,6 +108,19 @@ pub struct CancelRequest {
     pub at_ms: u64,
 }
 
+/// A process's sign of life on a shared ledger: the newest time it said it was alive, under its
+/// epoch. Another process on the same ledger leaves a submission this one sent to it while the
+/// beat is fresh: the sender will read the reply, however long its commits hold it
+/// (`RunnerConfig::beat_timeout_ms`). Not part of the [`LedgerSnapshot`]: a beat says nothing
+/// about any operation, and a crashed process's last one only goes stale.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Beat {
+    /// `Ctx::process` of the beating process.
+    pub process: u64,
+    pub epoch: u64,
+    pub at_ms: u64,
+}
+
 /// One transaction: the record at `expected_version` becomes `record`, plus side records.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Write {
@@ -199,6 +212,15 @@ pub trait Ledger {
     /// Remove a pending request once the cancel it asked for is committed in the record (or
     /// moot). Taking a request that is not there is a no-op.
     fn take_cancel_request(&mut self, call_node_id: &str) -> Result<(), LedgerError>;
+
+    /// Say `beat.process` is alive at `beat.at_ms`, replacing its previous beat. One small
+    /// write of its own: never fenced (a fenced process's beat names its older epoch, and
+    /// readers compare epochs) and never part of a record's transaction.
+    fn beat(&mut self, beat: Beat) -> Result<(), LedgerError>;
+    /// The process is leaving: forget its beat, so nobody waits for it. No beat: a no-op.
+    fn end_beat(&mut self, process: u64) -> Result<(), LedgerError>;
+    /// The newest beat of `process`, if it has one.
+    fn beat_of(&self, process: u64) -> Result<Option<Beat>, LedgerError>;
 
     fn snapshot(&self) -> Result<LedgerSnapshot, LedgerError> {
         Ok(LedgerSnapshot {

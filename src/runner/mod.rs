@@ -3,6 +3,7 @@
 //! transaction), and only then executes the step's commands. Runs on real tokio in production
 //! and on madsim's tokio in the simulator: the same code.
 
+mod beat;
 mod cancels;
 mod commit;
 mod dispatch;
@@ -80,6 +81,13 @@ pub struct RunnerConfig {
     /// process may have died between its commit and its send. Well above a round trip and a
     /// commit, so a live committer's record of the server's answer stands the watch down.
     pub cancel_take_up_ms: u64,
+    /// How often this process writes its beat to the ledger (`Beat`): proof, to other
+    /// processes on the same ledger, that it is alive though its commits may hold it.
+    pub beat_interval_ms: u64,
+    /// How long after its newest beat a process counts as gone: a submission it sent is then
+    /// another process's to take up. A few beats, so a slow write or two does not look like
+    /// death.
+    pub beat_timeout_ms: u64,
     /// Which adapter new operations go to, and which tools run in shadow mode.
     pub launch: LaunchConfig,
 }
@@ -98,6 +106,8 @@ impl Default for RunnerConfig {
             cancel_request_check_ms: 1_000,
             idle_wake_ms: 60_000,
             cancel_take_up_ms: 500,
+            beat_interval_ms: 1_000,
+            beat_timeout_ms: 5_000,
             launch: LaunchConfig::default(),
         }
     }
@@ -421,17 +431,64 @@ impl Runner {
         self.run_lanes(vec![transport], inputs).await
     }
 
-    /// As [`Runner::run`], with one transport per lane, in lane order.
+    /// As [`Runner::run`], with one transport per lane, in lane order. The process beats on
+    /// the ledger meanwhile (`beat.rs`), beside the loop, and takes its beat away when it
+    /// leaves other than by a crash.
     pub async fn run_lanes<T: Transport>(
         mut self,
         mut transports: Vec<T>,
         mut inputs: mpsc::UnboundedReceiver<Input>,
     ) -> Exit {
+        let beats = beat::Beats {
+            ledger: self.ledger.clone(),
+            origin: self.origin,
+            process: self.process,
+            epoch: self.epoch,
+            interval_ms: self.cfg.beat_interval_ms,
+        };
+        let beating = self.cfg.beat_interval_ms > 0;
+        if beating {
+            if let Err(e) = beats.beat() {
+                self.ledger_failed(e);
+                return self.stopped().expect("a failed ledger stops the runner");
+            }
+        }
+        let beat_failed = {
+            let live = self.live(&mut transports, &mut inputs);
+            // `biased;`: the loop's own exit wins a tie with a failed beat.
+            tokio::select! {
+                biased;
+                exit = live => Ok(exit),
+                e = beats.run() => Err(e),
+            }
+        };
+        let exit = match beat_failed {
+            Ok(exit) => exit,
+            Err(e) => {
+                self.ledger_failed(e);
+                let exit = self.stopped().expect("a failed ledger stops the runner");
+                self.observe(Observation::Exit {
+                    reason: exit.to_string(),
+                });
+                exit
+            }
+        };
+        if beating && !matches!(exit, Exit::Crashed(_)) {
+            beats.end();
+        }
+        exit
+    }
+
+    async fn live<T: Transport>(
+        &mut self,
+        transports: &mut [T],
+        inputs: &mut mpsc::UnboundedReceiver<Input>,
+    ) -> Exit {
         assert_eq!(transports.len(), self.lanes.len(), "one transport per lane");
         for (i, t) in transports.iter_mut().enumerate() {
             let caps = match self.lanes[i].adapter.configured_capabilities() {
                 Some(caps) => Ok(caps),
-                None => handshake::negotiate(&mut self, i, t).await,
+                None => handshake::negotiate(self, i, t).await,
             };
             match caps {
                 Ok(caps) => {
@@ -467,9 +524,9 @@ impl Runner {
             resumed: in_flight.len(),
         });
         for node in in_flight {
-            self.handle(&node, Event::Resume).await;
+            self.resume_unless_held(&node).await;
         }
-        let exit = self.serve(&mut transports, &mut inputs).await;
+        let exit = self.serve(transports, inputs).await;
         self.observe(Observation::Exit {
             reason: exit.to_string(),
         });
@@ -597,6 +654,9 @@ impl Runner {
             }
             self.timers.remove(&(at, node.clone(), timer));
             self.timer_at.remove(&(node.clone(), timer));
+            if timer == Timer::SubmissionLease && self.held_for_live_sender(&node) {
+                continue;
+            }
             self.handle(&node, Event::Timer(timer)).await;
         }
     }

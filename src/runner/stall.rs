@@ -22,7 +22,7 @@
 
 use super::{Observation, Runner};
 use crate::core::{Ctx, Event, Timer};
-use crate::record::ToolOperation;
+use crate::record::{LocalState, ToolOperation};
 
 /// A watched node: when to look again, and the record version seen when the watch started.
 #[derive(Clone, Copy, Debug)]
@@ -183,11 +183,70 @@ impl Runner {
                 self.arm(&node, at_ms, rec.version, urgent);
                 continue;
             }
+            if let Some(until_ms) = self.sender_alive_until_ms(&rec) {
+                self.arm(&node, until_ms, rec.version, false);
+                continue;
+            }
             self.observe(Observation::Stalled {
                 node: node.clone(),
                 state: rec.local_state.name(),
             });
             self.handle(&node, Event::Resume).await;
         }
+    }
+
+    /// At start: resume `node` from the ledger, unless its submission is a live sender's
+    /// (`sender_alive_until_ms`); then watch it instead, and take it up only once the record
+    /// goes quiet with the sender gone.
+    pub(super) async fn resume_unless_held(&mut self, node: &str) {
+        let held = self.read(node).and_then(|rec| {
+            self.sender_alive_until_ms(&rec)
+                .map(|until_ms| (until_ms, rec.version))
+        });
+        match held {
+            Some((until_ms, version)) => self.arm(node, until_ms, version, false),
+            None => {
+                self.handle(node, Event::Resume).await;
+            }
+        }
+    }
+
+    /// A submission lease ran out on `node`, taken up from another process: if that sender
+    /// beats again (it thawed, mcp_ext_replicas seed 45102: frozen 11.6 s, then 6 s of slow
+    /// commits before it read its reply), the submission is its own again and nothing is
+    /// concluded here; the node is watched as at the start, and taken up afresh (a new lease)
+    /// once the sender goes quiet.
+    pub(super) fn held_for_live_sender(&mut self, node: &str) -> bool {
+        let Some(rec) = self.read(node) else {
+            return false;
+        };
+        match self.sender_alive_until_ms(&rec) {
+            Some(until_ms) => {
+                self.arm(node, until_ms, rec.version, false);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Until when `rec`'s submission belongs to the process that sent it: another process of
+    /// this epoch whose beat is fresh (`beat.rs`). It will read the reply, or give up on it
+    /// itself; taking it up here only races it to a hand-off. `None`: nobody holds it (no
+    /// submission in flight, sent here, sent by a process gone quiet or fenced, or unknown).
+    pub(super) fn sender_alive_until_ms(&mut self, rec: &ToolOperation) -> Option<u64> {
+        let sender = rec.submitted_by.filter(|p| *p != self.process)?;
+        if rec.local_state != LocalState::Submitting || rec.submit_attempts == 0 {
+            return None;
+        }
+        let read = self.ledger.lock().expect("ledger lock").beat_of(sender);
+        let beat = match read {
+            Ok(beat) => beat?,
+            Err(e) => {
+                self.ledger_failed(e);
+                return None;
+            }
+        };
+        let until_ms = beat.at_ms.saturating_add(self.cfg.beat_timeout_ms);
+        (beat.epoch == self.epoch && until_ms > self.now_ms()).then_some(until_ms)
     }
 }

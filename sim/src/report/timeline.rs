@@ -232,7 +232,16 @@ fn fault_detail(d: &FaultDetail) -> String {
             format!(": task {task} cancelled, then {}", to.as_str())
         }
         FaultDetail::Task { task } => format!(": task {task}"),
-        FaultDetail::CommitDelay { delay_ms } => format!(": the commit takes {delay_ms} ms"),
+        FaultDetail::CommitDelay {
+            delay_ms,
+            incarnation,
+            ..
+        } => format!(": [{incarnation}]'s commit takes {delay_ms} ms"),
+        FaultDetail::Pause {
+            delay_ms,
+            incarnation,
+            ..
+        } => format!(": [{incarnation}] freezes for {delay_ms} ms at a commit"),
         FaultDetail::SecondExecutor { incarnation, epoch } => {
             format!(": replica incarnation {incarnation}, epoch {epoch}")
         }

@@ -204,6 +204,8 @@ pub const FIELDS: &[Field] = &[
     f("executor.cancel_request_check_ms", Unit::Ms, (0.0, DAY), "How often the executor looks for cancel requests other processes wrote into the ledger; 0: only when it starts.").ex("1000"),
     f("executor.idle_wake_ms", Unit::Ms, (1.0, DAY), "The longest the executor sleeps with nothing due.").ex("60000"),
     f("executor.cancel_take_up_ms", Unit::Ms, (1.0, DAY), "How long a record asking for a cancel another executor process committed (not yet taken by the server) must stay quiet before this process sends that cancel itself: the other may have died between its commit and its send.").ex("500"),
+    f("executor.beat_interval_ms", Unit::Ms, (0.0, DAY), "How often an executor process writes its beat (proof it is alive, however long its commits hold it) into the shared ledger; 0: never, and its submissions are then taken up by another process as soon as the record goes quiet.").ex("1000"),
+    f("executor.beat_timeout_ms", Unit::Ms, (1.0, DAY), "How long after its newest beat a process counts as gone: only then does another process of the same epoch take up a submission it sent.").ex("5000"),
     f("executor.no_task_support", Unit::Choice(no_task_support), ANY, "What the executor does with a tool whose descriptor forbids tasks: refuse it, or call it synchronously within its published upper bound.").only(MCP).ex("\"run_sync\""),
     f("executor.max_events", Unit::Count, (1.0, 100_000_000.0), "Loop iterations one executor process may take; a runaway loop ends instead of hanging.").ex("1000000"),
     f("executor.launch.new_adapter", Unit::Choice(adapters), ANY, "The adapter being launched: a fraction of new long tasks go to it. Must be the successor's.").optional().ex("\"aip151\""),
@@ -262,6 +264,7 @@ pub const FIELDS: &[Field] = &[
     f("faults.rollback_at_ms", Unit::Ms, (0.0, WEEK), "When the operator rolls back (drawn per series, inside the safety window).").pair().ex("[1000, 120000]"),
     f("faults.short_ttl_ms", Unit::Ms, (1.0, DAY), "The server's maximum ttl when `server_deletes_running_task` is enabled, drawn per series.").pair().ex("[5000, 60000]"),
     f("faults.ledger_commit_ms", Unit::Ms, (0.0, DAY), "Simulated time every ledger commit takes between the executor's read and its write, drawn per commit, so other writers act in between; `[0, 0]`: commits are instant.").pair().ex("[0, 200]"),
+    f("faults.process_pause_ms", Unit::Ms, (0.0, DAY), "How long an executor process hit by `process_pause` stays frozen (no steps, no beats), drawn per pause. The executor's guarantees hold for pauses shorter than its request timeout plus its beat timeout, less a beat interval (14 s by default): a replica takes a frozen sender's submission up only once its beat is stale, and concludes a request timeout later. Pauses do not chain: a thawed process runs for the longest pause before it may freeze again.").pair().ex("[2000, 8000]"),
     f("faults.slow_commit_ms", Unit::Ms, (0.0, DAY), "How long a commit hit by `ledger_slow_commit` takes, drawn per commit.").pair().ex("[1000, 15000]"),
     f("faults.second_executor_ms", Unit::Ms, (0.0, DAY), "How long a `second_executor` replica runs beside the current executor, drawn per replica.").pair().ex("[5000, 120000]"),
 

@@ -116,6 +116,8 @@ pub(super) fn start(
     }))
     .with_commit_delay(Box::new(SimCommitDelay {
         world: world.clone(),
+        epoch,
+        incarnation,
         delay_ms,
     }));
     let runner = protocols[1..].iter().fold(runner, |r, p| {

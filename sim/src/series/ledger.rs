@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex};
 use serde::{Deserialize, Serialize};
 use tokio::time::Duration;
 use toolop::ledger::{
-    CancelRequest, EffectItem, Ledger, LedgerError, MemoryLedger, OutboxEntry, Receipt,
+    Beat, CancelRequest, EffectItem, Ledger, LedgerError, MemoryLedger, OutboxEntry, Receipt,
     ReconcileItem, SqliteLedger, Write,
 };
 use toolop::record::{LocalState, TerminalState, ToolOperation};
@@ -114,6 +114,9 @@ pub struct LedgerWrite {
     pub recorded_digest: Option<String>,
     /// The record the write carried.
     pub state: LocalState,
+    /// Submissions the record says were sent: a write that raises it committed a submission
+    /// (judges tell from it whose submission a record holds).
+    pub submit_attempts: u32,
     pub result_digest: Option<String>,
     /// The server's operation the record names, once the process knows it (judges tell from
     /// it whether a process wrote down a submission's reply).
@@ -209,6 +212,7 @@ impl Ledger for ProcessLedger {
             stored_state: None,
             recorded_digest: None,
             state: write.record.local_state,
+            submit_attempts: write.record.submit_attempts,
             result_digest: write.record.result_digest.clone(),
             operation_id: write.record.operation_id.clone(),
             receipt: write.accept.as_ref().map(|a| a.terminal),
@@ -217,7 +221,7 @@ impl Ledger for ProcessLedger {
                 .pending_input
                 .as_ref()
                 .and_then(|p| super::approval::question_in(&p.requested_schema)),
-            delay_ms: std::mem::take(&mut *self.delay_ms.lock().expect("delay lock")),
+            delay_ms: std::mem::take(&mut self.delay_ms.lock().expect("delay lock").delay_ms),
             outcome: WriteOutcome::Refused {
                 error: String::new(),
             },
@@ -344,6 +348,25 @@ impl Ledger for ProcessLedger {
     fn take_cancel_request(&mut self, call_node_id: &str) -> Result<(), LedgerError> {
         self.shared().take_cancel_request(call_node_id)
     }
+
+    // Beats go straight to the shared ledger, untraced and never delayed: a slow commit holds
+    // one record's transaction, and the beat is a row of its own. A process frozen whole
+    // (`process_pause`) beats not at all.
+    fn beat(&mut self, beat: Beat) -> Result<(), LedgerError> {
+        // A frozen process writes nothing, its beat included (`process_pause`).
+        if self.world.now_ms() < self.delay_ms.lock().expect("delay lock").frozen_until_ms {
+            return Ok(());
+        }
+        self.shared().beat(beat)
+    }
+
+    fn end_beat(&mut self, process: u64) -> Result<(), LedgerError> {
+        self.shared().end_beat(process)
+    }
+
+    fn beat_of(&self, process: u64) -> Result<Option<Beat>, LedgerError> {
+        self.shared().beat_of(process)
+    }
 }
 
 /// The commit delay of one executor process: every commit takes `faults.ledger_commit_ms`
@@ -351,12 +374,24 @@ impl Ledger for ProcessLedger {
 /// `faults.slow_commit_ms` instead. Awaited between the runner's read and its commit.
 pub(crate) struct SimCommitDelay {
     pub world: Arc<World>,
+    /// The process the delay holds.
+    pub epoch: u64,
+    pub incarnation: u32,
     /// Shared with the process's [`ProcessLedger`], which records the delay with the write.
     pub delay_ms: CommitDelayCell,
 }
 
-/// The delay drawn for a process's next commit, from [`SimCommitDelay`] to [`ProcessLedger`].
-pub(crate) type CommitDelayCell = Arc<Mutex<u64>>;
+/// What [`SimCommitDelay`] decided that [`ProcessLedger`] must know: the delay drawn for the
+/// process's next commit, and until when a `process_pause` freezes the process.
+#[derive(Default)]
+pub(crate) struct Held {
+    pub delay_ms: u64,
+    pub frozen_until_ms: u64,
+    /// The earliest a new pause may begin: the longest pause after the last one thawed.
+    pub next_pause_ms: u64,
+}
+
+pub(crate) type CommitDelayCell = Arc<Mutex<Held>>;
 
 impl CommitDelay for SimCommitDelay {
     fn before_commit(
@@ -365,7 +400,49 @@ impl CommitDelay for SimCommitDelay {
         _event: &str,
     ) -> Option<Pin<Box<dyn Future<Output = ()> + Send + 'static>>> {
         let faults = &self.world.sc.faults;
-        let delay_ms = match self.world.ask(0, FaultKind::LedgerSlowCommit, Some(node)) {
+        // A pause is a held commit that also stops the process's beats. Pauses do not chain: a
+        // process thawed runs for the longest pause before it may freeze again, so it is never
+        // frozen longer than `process_pause_ms` at a stretch (the bound the executor is held to;
+        // two back to back read as one pause twice as long).
+        let rested = self.world.now_ms() >= self.delay_ms.lock().expect("delay lock").next_pause_ms;
+        let paused = rested
+            .then(|| self.world.ask(0, FaultKind::ProcessPause, Some(node)))
+            .flatten()
+            .map(|decision| {
+                let [lo, hi] = faults.process_pause_ms;
+                let delay_ms = self.world.plan.lock().expect("plan lock").draw(lo, hi);
+                self.world.record_fault(
+                    decision,
+                    FaultKind::ProcessPause,
+                    Some(node),
+                    FaultDetail::Pause {
+                        delay_ms,
+                        epoch: self.epoch,
+                        incarnation: self.incarnation,
+                    },
+                );
+                let mut held = self.delay_ms.lock().expect("delay lock");
+                held.frozen_until_ms = self.world.now_ms() + delay_ms;
+                held.next_pause_ms = held.frozen_until_ms + faults.process_pause_ms[1];
+                delay_ms
+            });
+        let delay_ms = match paused {
+            Some(delay_ms) => delay_ms,
+            None => self.slow_or_usual_ms(node),
+        };
+        self.delay_ms.lock().expect("delay lock").delay_ms = delay_ms;
+        (delay_ms > 0).then(|| {
+            Box::pin(tokio::time::sleep(Duration::from_millis(delay_ms)))
+                as Pin<Box<dyn Future<Output = ()> + Send>>
+        })
+    }
+}
+
+impl SimCommitDelay {
+    /// A commit's delay when the process is not paused: a slow commit's, or the usual draw.
+    fn slow_or_usual_ms(&self, node: &str) -> u64 {
+        let faults = &self.world.sc.faults;
+        match self.world.ask(0, FaultKind::LedgerSlowCommit, Some(node)) {
             Some(decision) => {
                 let [lo, hi] = faults.slow_commit_ms;
                 let delay_ms = self.world.plan.lock().expect("plan lock").draw(lo, hi);
@@ -373,7 +450,11 @@ impl CommitDelay for SimCommitDelay {
                     decision,
                     FaultKind::LedgerSlowCommit,
                     Some(node),
-                    FaultDetail::CommitDelay { delay_ms },
+                    FaultDetail::CommitDelay {
+                        delay_ms,
+                        epoch: self.epoch,
+                        incarnation: self.incarnation,
+                    },
                 );
                 delay_ms
             }
@@ -381,11 +462,6 @@ impl CommitDelay for SimCommitDelay {
                 [_, 0] => 0,
                 [lo, hi] => self.world.plan.lock().expect("plan lock").draw(lo, hi),
             },
-        };
-        *self.delay_ms.lock().expect("delay lock") = delay_ms;
-        (delay_ms > 0).then(|| {
-            Box::pin(tokio::time::sleep(Duration::from_millis(delay_ms)))
-                as Pin<Box<dyn Future<Output = ()> + Send>>
-        })
+        }
     }
 }

@@ -23,7 +23,8 @@ pub use rusqlite;
 pub use schema::SCHEMA_VERSION;
 
 use super::{
-    CancelRequest, EffectItem, Ledger, LedgerError, OutboxEntry, Receipt, ReconcileItem, Write,
+    Beat, CancelRequest, EffectItem, Ledger, LedgerError, OutboxEntry, Receipt, ReconcileItem,
+    Write,
 };
 use crate::record::{LocalState, ToolOperation};
 
@@ -366,6 +367,48 @@ impl Ledger for SqliteLedger {
             .execute([call_node_id])?;
         Ok(())
     }
+
+    fn beat(&mut self, beat: Beat) -> Result<(), LedgerError> {
+        // One statement, so one implicit transaction: no record's lock is held with it.
+        self.conn
+            .prepare_cached(
+                "INSERT INTO process_beats (process, epoch, at_ms) VALUES (?1, ?2, ?3) \
+                 ON CONFLICT (process) DO UPDATE SET epoch = excluded.epoch, at_ms = excluded.at_ms",
+            )?
+            .execute(rusqlite::params![
+                process_key(beat.process),
+                beat.epoch,
+                beat.at_ms
+            ])?;
+        Ok(())
+    }
+
+    fn end_beat(&mut self, process: u64) -> Result<(), LedgerError> {
+        self.conn
+            .prepare_cached("DELETE FROM process_beats WHERE process = ?1")?
+            .execute([process_key(process)])?;
+        Ok(())
+    }
+
+    fn beat_of(&self, process: u64) -> Result<Option<Beat>, LedgerError> {
+        Ok(self
+            .conn
+            .prepare_cached("SELECT epoch, at_ms FROM process_beats WHERE process = ?1")?
+            .query_row([process_key(process)], |r| {
+                Ok(Beat {
+                    process,
+                    epoch: r.get(0)?,
+                    at_ms: r.get(1)?,
+                })
+            })
+            .optional()?)
+    }
+}
+
+/// A process id as SQLite's signed INTEGER key: the same 64 bits. An id is opaque (the CLI's
+/// mix a pid and a clock), so any u64 must be storable; nothing orders or compares them.
+fn process_key(process: u64) -> i64 {
+    i64::from_ne_bytes(process.to_ne_bytes())
 }
 
 #[cfg(test)]

@@ -10,6 +10,7 @@
 //!   same call node (composite foreign key);
 //! - one pending cancel request per call node, for a call node that exists;
 //! - the ledger's epoch is a single row, at least 1;
+//! - one beat per process;
 //! - enumerated columns hold known spellings only (`CHECK`), and a delivered outbox entry names
 //!   its consumer.
 
@@ -133,7 +134,18 @@ CREATE TABLE cancel_requests (
 ) STRICT;
 ";
 
-const STEPS: &[M<'static>] = &[M::up(V1), M::up(V2).foreign_key_check()];
+/// Version 3: process beats. Each process sharing the ledger says it is alive, one row each,
+/// written on its own (never inside a record's transaction): a replica leaves a submission to
+/// its live sender instead of taking it up and handing its unknown outcome to a person.
+const V3: &str = "
+CREATE TABLE process_beats (
+    process INTEGER PRIMARY KEY NOT NULL,
+    epoch   INTEGER NOT NULL CHECK (epoch >= 1),
+    at_ms   INTEGER NOT NULL CHECK (at_ms >= 0)
+) STRICT;
+";
+
+const STEPS: &[M<'static>] = &[M::up(V1), M::up(V2).foreign_key_check(), M::up(V3)];
 
 /// The schema version this build writes (the number of migrations).
 pub const SCHEMA_VERSION: usize = STEPS.len();

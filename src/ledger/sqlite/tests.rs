@@ -174,7 +174,7 @@ fn a_version_1_database_is_migrated_with_every_row_kept() {
         .unwrap();
     let mut l = SqliteLedger::init(conn).unwrap();
     assert_eq!(l.schema_version().unwrap(), SCHEMA_VERSION);
-    assert_eq!(SCHEMA_VERSION, 2);
+    assert_eq!(SCHEMA_VERSION, 3);
     assert_eq!(
         ids(l.records().unwrap()),
         ["v1-done", "v1-purged", "v1-working"]

@@ -60,4 +60,5 @@ both_ledgers!(
     outbox_seq_only_grows,
     cancel_intents_queue_oldest_first_and_are_idempotent,
     snapshot_holds_everything,
+    a_beat_replaces_the_last_and_ends_when_taken_away,
 );

@@ -5,7 +5,9 @@ use super::fixtures::{
     write,
 };
 use crate::core::AcceptBasis;
-use crate::ledger::{CancelRequest, Ledger, LedgerError, OutboxStatus, Write, INITIAL_EPOCH};
+use crate::ledger::{
+    Beat, CancelRequest, Ledger, LedgerError, LedgerSnapshot, OutboxStatus, Write, INITIAL_EPOCH,
+};
 use crate::record::{LocalState, TerminalState, ToolOperation};
 
 fn refused_because<T: std::fmt::Debug>(res: Result<T, LedgerError>, phrase: &str) {
@@ -718,4 +720,36 @@ pub fn snapshot_holds_everything<L: Ledger>(new: fn() -> L) {
         ),
         (1, 1, 1, 1)
     );
+}
+
+pub fn a_beat_replaces_the_last_and_ends_when_taken_away<L: Ledger>(new: fn() -> L) {
+    let mut l = new();
+    let beat = |process, epoch, at_ms| Beat {
+        process,
+        epoch,
+        at_ms,
+    };
+    assert_eq!(l.beat_of(7).unwrap(), None);
+    l.beat(beat(7, 1, 100)).unwrap();
+    l.beat(beat(8, 1, 150)).unwrap();
+    l.beat(beat(7, 2, 200)).unwrap();
+    assert_eq!(l.beat_of(7).unwrap(), Some(beat(7, 2, 200)));
+    // A process id is opaque: one past i64 (SQLite's INTEGER) round-trips too.
+    let big = u64::MAX - 3;
+    l.beat(beat(big, 1, 5)).unwrap();
+    assert_eq!(l.beat_of(big).unwrap(), Some(beat(big, 1, 5)));
+    l.end_beat(7).unwrap();
+    l.end_beat(7).unwrap();
+    assert_eq!(l.beat_of(7).unwrap(), None);
+    assert_eq!(l.beat_of(8).unwrap(), Some(beat(8, 1, 150)));
+    // Beats are no operation's facts: a snapshot leaves them out, and a bumped epoch keeps them.
+    l.bump_epoch().unwrap();
+    assert_eq!(
+        l.snapshot().unwrap(),
+        LedgerSnapshot {
+            current_epoch: 2,
+            ..LedgerSnapshot::default()
+        }
+    );
+    assert_eq!(l.beat_of(8).unwrap(), Some(beat(8, 1, 150)));
 }

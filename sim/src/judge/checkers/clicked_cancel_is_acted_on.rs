@@ -72,26 +72,36 @@ pub fn violations(v: &View) -> Vec<Violation> {
     // included; and a click that reached another process (a replica's twin) shows in the
     // ledger only once that process's commit of it lands.
     // A slow commit whose process died inside it never lands, so no write shows it: its fault
-    // says when it began and how long the world held it (the process is not named, so it
-    // counts as a commit about its node; mcp_ext_replicas seed 24957: the replica that was
-    // shown the task sat in a 3.7 s commit of the node and was killed before it landed).
+    // says when it began, how long the world held it and whom (mcp_ext_replicas seed 24957:
+    // the replica that was shown the task sat in a 3.7 s commit of the node and was killed
+    // before it landed; seed 166721: the same, in a commit of another node).
     let mut writes: Vec<HeldCommit> = vec![];
     for e in &v.trace.events {
         match &e.what {
             What::Ledger { write } => writes.push(HeldCommit {
                 landed_ms: e.t_ms,
                 delay_ms: write.delay_ms,
-                exec: Some((write.epoch, write.incarnation)),
+                exec: (write.epoch, write.incarnation),
                 node: write.node.as_str(),
             }),
             What::Fault {
-                detail: FaultDetail::CommitDelay { delay_ms },
+                detail:
+                    FaultDetail::CommitDelay {
+                        delay_ms,
+                        epoch,
+                        incarnation,
+                    }
+                    | FaultDetail::Pause {
+                        delay_ms,
+                        epoch,
+                        incarnation,
+                    },
                 node: Some(node),
                 ..
             } => writes.push(HeldCommit {
                 landed_ms: e.t_ms.saturating_add(*delay_ms),
                 delay_ms: *delay_ms,
-                exec: None,
+                exec: (*epoch, *incarnation),
                 node: node.as_str(),
             }),
             _ => {}
@@ -143,13 +153,11 @@ pub fn violations(v: &View) -> Vec<Violation> {
         let writers: Vec<(u64, u32)> = writes
             .iter()
             .filter(|w| w.node == node)
-            .filter_map(|w| w.exec)
+            .map(|w| w.exec)
             .collect();
         let mut until = at + bound;
         for w in &writes {
-            let involved = w.node == node
-                || w.exec
-                    .is_some_and(|exec| exec == a.exec || writers.contains(&exec));
+            let involved = w.node == node || w.exec == a.exec || writers.contains(&w.exec);
             if involved && w.landed_ms > at && w.landed_ms.saturating_sub(w.delay_ms) < until {
                 until = until.max(w.landed_ms + bound);
             }
@@ -190,12 +198,12 @@ pub fn violations(v: &View) -> Vec<Violation> {
     out
 }
 
-/// A commit the world held: when it landed (or would have), for how long, by which process (a
-/// slow commit's fault names none), of which node.
+/// A commit the world held: when it landed (or would have), for how long, by which process, of
+/// which node.
 struct HeldCommit<'a> {
     landed_ms: u64,
     delay_ms: u64,
-    exec: Option<(u64, u32)>,
+    exec: (u64, u32),
     node: &'a str,
 }
 
@@ -380,17 +388,22 @@ mod tests {
         // mcp_ext_replicas seed 24957: the process shown n1 running sat in a slow commit of n1
         // (begun 100 ms before the reply, held 3 s) and was killed 500 ms past the bound, before
         // the commit landed, so no write shows it: the fault does. Without it the same death
-        // comes after the bound, and the click was dropped.
+        // comes after the bound, and the click was dropped. Seed 166721: the same in a commit
+        // of another node; a slow commit of another node by another process holds nothing.
         let bound = act_bound_ms(1, 10);
-        let build = |held_commit: bool| {
+        let build = |held_commit: Option<(&str, u32)>| {
             let mut b = clicked_early();
-            if held_commit {
+            if let Some((node, incarnation)) = held_commit {
                 b.at(4_900).push(What::Fault {
                     decision: 0,
                     fault: FaultKind::LedgerSlowCommit,
-                    node: Some("n1".into()),
+                    node: Some(node.into()),
                     state: Some(Working),
-                    detail: FaultDetail::CommitDelay { delay_ms: 3_000 },
+                    detail: FaultDetail::CommitDelay {
+                        delay_ms: 3_000,
+                        epoch: 1,
+                        incarnation,
+                    },
                 });
             }
             b.at(5_000 + bound + 500).push(What::World {
@@ -402,8 +415,10 @@ mod tests {
             });
             b.build(SETTLED)
         };
-        assert_eq!(check(&build(true)), vec![]);
-        assert_eq!(check(&build(false)).len(), 1);
+        assert_eq!(check(&build(Some(("n1", 1)))), vec![]);
+        assert_eq!(check(&build(Some(("n2", 1)))), vec![]);
+        assert_eq!(check(&build(Some(("n2", 2000)))).len(), 1);
+        assert_eq!(check(&build(None)).len(), 1);
     }
 
     #[test]

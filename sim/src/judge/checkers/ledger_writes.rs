@@ -42,6 +42,7 @@ pub(crate) mod build {
             stored_state: Some(LocalState::Working),
             recorded_digest: None,
             state: LocalState::Working,
+            submit_attempts: 1,
             result_digest: None,
             operation_id: None,
             receipt: None,

@@ -11,6 +11,7 @@
 
 use std::collections::BTreeMap;
 
+use toolop::record::LocalState;
 use toolop::runner::Observation;
 
 use super::ledger_writes::landed;
@@ -61,7 +62,13 @@ pub fn violations(v: &View) -> Vec<Violation> {
                 } => by_other(n, *ep, *i, e.t_ms),
                 _ => false,
             });
-        if !driven_by_other {
+        // Or the record, still submitting, holds another process's submission: the rescuer
+        // left it to that process (`src/runner/beat.rs`) until it went quiet, whoever wrote
+        // the record meanwhile (a cancel click, mcp_ext_replicas seed 341).
+        let held_for_other = submission_of(v, node, t).is_some_and(|(e, i, state)| {
+            e == epoch && i != incarnation && state == LocalState::Submitting
+        });
+        if !driven_by_other && !held_for_other {
             out.push(Violation {
                 checker: NAME,
                 node: Some(node.clone()),
@@ -72,6 +79,21 @@ pub fn violations(v: &View) -> Vec<Violation> {
         }
     }
     out
+}
+
+/// Whose submission `node`'s record holds at `t_ms`: the process of the newest landed write
+/// that raised its submission count, and the state of the newest landed write.
+fn submission_of(v: &View, node: &str, t_ms: u64) -> Option<(u64, u32, LocalState)> {
+    let mut sent_by = None;
+    let mut last: Option<&crate::trace::LedgerWrite> = None;
+    for (_, w) in landed(v.trace).filter(|(w_ms, w)| *w_ms <= t_ms && w.node == node) {
+        if w.submit_attempts > last.map_or(0, |l| l.submit_attempts) {
+            sent_by = Some((w.epoch, w.incarnation));
+        }
+        last = Some(w);
+    }
+    let (epoch, incarnation) = sent_by?;
+    Some((epoch, incarnation, last?.state))
 }
 
 #[cfg(test)]
@@ -153,6 +175,36 @@ mod tests {
         b.at(20_000);
         stalled(&mut b, "n1");
         assert_eq!(check(&b.build(SETTLED)).len(), 1);
+    }
+
+    /// A submission held for its live sender from the rescuer's start (`src/runner/beat.rs`),
+    /// committed before the rescuer was born; the rescuer wrote the record meanwhile (a cancel
+    /// click) and sent nothing.
+    #[test]
+    fn a_rescue_of_a_submission_another_process_sent_is_excused() {
+        let run = |sender: (u64, u32), rescuer_submitted: bool, state: LocalState| {
+            let mut b = Tb::new();
+            let mut w = build::write("n1", sender.0, sender.1, 1);
+            w.state = LocalState::Submitting;
+            b.push(build::ev(w));
+            b.at(1_000);
+            b.happy_path("n2", 1_000);
+            b.at(2_000);
+            let mut w = build::write("n1", 1, 1, 2);
+            w.state = state;
+            w.submit_attempts = if rescuer_submitted { 2 } else { 1 };
+            b.push(build::ev(w));
+            b.at(20_000);
+            stalled(&mut b, "n1");
+            check(&b.build(SETTLED))
+        };
+        assert_eq!(run((1, 1000), false, LocalState::Submitting), vec![]);
+        // The rescuer's own submission since: the gap is its own.
+        assert_eq!(run((1, 1000), true, LocalState::Submitting).len(), 1);
+        // Another epoch's sender holds nothing of this one.
+        assert_eq!(run((2, 1000), false, LocalState::Submitting).len(), 1);
+        // Past submitting, the submission is nobody's to hold.
+        assert_eq!(run((1, 1000), false, LocalState::Working).len(), 1);
     }
 
     #[test]

@@ -83,10 +83,15 @@ pub enum FaultKind {
     /// tasks (spec/mcp-tasks.md section 14): the TS SDK runs the tool, then answers `-32602`
     /// "Invalid task creation result"; the Python SDK and a strict server refuse it unrun.
     ToolRedeployed,
+    /// An executor process freezes whole for `faults.process_pause_ms` (a stop-the-world
+    /// pause, swapping, a suspended VM), caught at a commit: its loop stops there and it writes
+    /// no beat, while its connections keep receiving. Another process on the same ledger sees
+    /// it go quiet, which a slow commit (the process still beats) does not show.
+    ProcessPause,
 }
 
 impl FaultKind {
-    pub const ALL: [FaultKind; 26] = [
+    pub const ALL: [FaultKind; 27] = [
         FaultKind::LostResponseAfterCreation,
         FaultKind::LostRequest,
         FaultKind::PollsOutOfOrder,
@@ -113,6 +118,7 @@ impl FaultKind {
         FaultKind::SecondExecutor,
         FaultKind::LedgerCommitLostReply,
         FaultKind::ToolRedeployed,
+        FaultKind::ProcessPause,
     ];
 
     pub fn name(self) -> String {
@@ -173,6 +179,9 @@ impl FaultKind {
             }
             F::ToolRedeployed => {
                 "a task-augmented call reaches a redeployed server whose tool no longer supports tasks"
+            }
+            F::ProcessPause => {
+                "an executor process freezes whole at a commit: no steps and no beats, its sockets still receiving"
             }
         }
     }
@@ -247,6 +256,7 @@ const MCP_2025_11_25: &[Cell] = &[
     c(F::LedgerSlowCommit, LEDGER_STATES),
     c(F::SecondExecutor, LEDGER_STATES),
     c(F::LedgerCommitLostReply, LEDGER_STATES),
+    c(F::ProcessPause, LEDGER_STATES),
     c(F::ToolRedeployed, &[Submitting]),
 ];
 
@@ -280,6 +290,7 @@ const MCP_TASKS_EXT: &[Cell] = &[
     c(F::LedgerSlowCommit, LEDGER_STATES),
     c(F::SecondExecutor, LEDGER_STATES),
     c(F::LedgerCommitLostReply, LEDGER_STATES),
+    c(F::ProcessPause, LEDGER_STATES),
 ];
 
 /// AIP-151: no input requests (no replay of them, no approvals), and the body carries no
@@ -312,6 +323,7 @@ const AIP_151: &[Cell] = &[
     c(F::LedgerSlowCommit, LEDGER_STATES),
     c(F::SecondExecutor, LEDGER_STATES),
     c(F::LedgerCommitLostReply, LEDGER_STATES),
+    c(F::ProcessPause, LEDGER_STATES),
 ];
 
 /// The faults `p` can express, each with the states it meets: the protocol's catalogue row.
