@@ -29,18 +29,12 @@ pub(super) struct Beats {
 }
 
 impl Beats {
-    fn now_ms(&self) -> u64 {
-        Instant::now()
-            .saturating_duration_since(self.origin)
-            .as_millis() as u64
-    }
-
     /// Write one beat now.
     pub(super) fn beat(&self) -> Result<(), LedgerError> {
         let beat = Beat {
             process: self.process,
             epoch: self.epoch,
-            at_ms: self.now_ms(),
+            at_ms: super::ms_since(self.origin),
         };
         self.ledger.lock().expect("ledger lock").beat(beat)
     }

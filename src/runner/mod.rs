@@ -35,6 +35,11 @@ pub use observe::{NullObserver, Observation, Observer};
 
 pub type SharedLedger = Arc<Mutex<dyn Ledger + Send>>;
 
+/// Milliseconds from `origin` (time zero of every `*_ms` value) to now; zero before it.
+fn ms_since(origin: Instant) -> u64 {
+    Instant::now().duration_since(origin).as_millis() as u64
+}
+
 /// What to do with a tool whose descriptor forbids tasks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -399,7 +404,7 @@ impl Runner {
     }
 
     fn now_ms(&self) -> u64 {
-        Instant::now().duration_since(self.origin).as_millis() as u64
+        ms_since(self.origin)
     }
 
     /// What the core is told about this process and now, for a step with `jitter_permille`.

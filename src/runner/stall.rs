@@ -183,8 +183,7 @@ impl Runner {
                 self.arm(&node, at_ms, rec.version, urgent);
                 continue;
             }
-            if let Some(until_ms) = self.sender_alive_until_ms(&rec) {
-                self.arm(&node, until_ms, rec.version, false);
+            if self.hold_for_live_sender(&node, &rec) {
                 continue;
             }
             self.observe(Observation::Stalled {
@@ -199,15 +198,8 @@ impl Runner {
     /// (`sender_alive_until_ms`); then watch it instead, and take it up only once the record
     /// goes quiet with the sender gone.
     pub(super) async fn resume_unless_held(&mut self, node: &str) {
-        let held = self.read(node).and_then(|rec| {
-            self.sender_alive_until_ms(&rec)
-                .map(|until_ms| (until_ms, rec.version))
-        });
-        match held {
-            Some((until_ms, version)) => self.arm(node, until_ms, version, false),
-            None => {
-                self.handle(node, Event::Resume).await;
-            }
+        if !self.held_for_live_sender(node) {
+            self.handle(node, Event::Resume).await;
         }
     }
 
@@ -217,16 +209,18 @@ impl Runner {
     /// concluded here; the node is watched as at the start, and taken up afresh (a new lease)
     /// once the sender goes quiet.
     pub(super) fn held_for_live_sender(&mut self, node: &str) -> bool {
-        let Some(rec) = self.read(node) else {
+        self.read(node)
+            .is_some_and(|rec| self.hold_for_live_sender(node, &rec))
+    }
+
+    /// If `rec`'s submission is a live sender's, watch `node` until its beat would go stale
+    /// and say so; otherwise nothing.
+    fn hold_for_live_sender(&mut self, node: &str, rec: &ToolOperation) -> bool {
+        let Some(until_ms) = self.sender_alive_until_ms(rec) else {
             return false;
         };
-        match self.sender_alive_until_ms(&rec) {
-            Some(until_ms) => {
-                self.arm(node, until_ms, rec.version, false);
-                true
-            }
-            None => false,
-        }
+        self.arm(node, until_ms, rec.version, false);
+        true
     }
 
     /// Until when `rec`'s submission belongs to the process that sent it: another process of

@@ -88,12 +88,12 @@ pub(super) fn start(
             )
         })
         .collect();
-    let delay_ms = CommitDelayCell::default();
+    let held = CommitDelayCell::default();
     let ledger: SharedLedger = Arc::new(Mutex::new(ProcessLedger::new(
         world.clone(),
         epoch,
         incarnation,
-        delay_ms.clone(),
+        held.clone(),
     )));
     let observer = SimObserver {
         world: world.clone(),
@@ -118,7 +118,7 @@ pub(super) fn start(
         world: world.clone(),
         epoch,
         incarnation,
-        delay_ms,
+        held,
     }));
     let runner = protocols[1..].iter().fold(runner, |r, p| {
         r.with_lane(super::lanes::adapter(&world.sc, *p))

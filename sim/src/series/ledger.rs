@@ -142,8 +142,9 @@ pub(crate) struct ProcessLedger {
     incarnation: u32,
     /// Node -> the version this process last saw for it. Reads take `&self`, so a cell.
     seen: RefCell<BTreeMap<String, u64>>,
-    /// The delay the world drew for this process's next commit ([`SimCommitDelay`]).
-    delay_ms: CommitDelayCell,
+    /// The delay the world drew for this process's next commit, and its pause
+    /// ([`SimCommitDelay`]).
+    held: CommitDelayCell,
 }
 
 impl ProcessLedger {
@@ -151,14 +152,14 @@ impl ProcessLedger {
         world: Arc<World>,
         epoch: u64,
         incarnation: u32,
-        delay_ms: CommitDelayCell,
+        held: CommitDelayCell,
     ) -> ProcessLedger {
         ProcessLedger {
             world,
             epoch,
             incarnation,
             seen: RefCell::new(BTreeMap::new()),
-            delay_ms,
+            held,
         }
     }
 
@@ -221,7 +222,7 @@ impl Ledger for ProcessLedger {
                 .pending_input
                 .as_ref()
                 .and_then(|p| super::approval::question_in(&p.requested_schema)),
-            delay_ms: std::mem::take(&mut self.delay_ms.lock().expect("delay lock").delay_ms),
+            delay_ms: std::mem::take(&mut self.held.lock().expect("delay lock").delay_ms),
             outcome: WriteOutcome::Refused {
                 error: String::new(),
             },
@@ -354,7 +355,7 @@ impl Ledger for ProcessLedger {
     // (`process_pause`) beats not at all.
     fn beat(&mut self, beat: Beat) -> Result<(), LedgerError> {
         // A frozen process writes nothing, its beat included (`process_pause`).
-        if self.world.now_ms() < self.delay_ms.lock().expect("delay lock").frozen_until_ms {
+        if self.world.now_ms() < self.held.lock().expect("delay lock").frozen_until_ms {
             return Ok(());
         }
         self.shared().beat(beat)
@@ -377,8 +378,9 @@ pub(crate) struct SimCommitDelay {
     /// The process the delay holds.
     pub epoch: u64,
     pub incarnation: u32,
-    /// Shared with the process's [`ProcessLedger`], which records the delay with the write.
-    pub delay_ms: CommitDelayCell,
+    /// Shared with the process's [`ProcessLedger`], which records the delay with the write
+    /// and drops beats while the process is frozen.
+    pub held: CommitDelayCell,
 }
 
 /// What [`SimCommitDelay`] decided that [`ProcessLedger`] must know: the delay drawn for the
@@ -404,33 +406,31 @@ impl CommitDelay for SimCommitDelay {
         // process thawed runs for the longest pause before it may freeze again, so it is never
         // frozen longer than `process_pause_ms` at a stretch (the bound the executor is held to;
         // two back to back read as one pause twice as long).
-        let rested = self.world.now_ms() >= self.delay_ms.lock().expect("delay lock").next_pause_ms;
+        let rested = self.world.now_ms() >= self.held.lock().expect("delay lock").next_pause_ms;
         let paused = rested
-            .then(|| self.world.ask(0, FaultKind::ProcessPause, Some(node)))
-            .flatten()
-            .map(|decision| {
-                let [lo, hi] = faults.process_pause_ms;
-                let delay_ms = self.world.plan.lock().expect("plan lock").draw(lo, hi);
-                self.world.record_fault(
-                    decision,
+            .then(|| {
+                self.hold_if(
                     FaultKind::ProcessPause,
-                    Some(node),
-                    FaultDetail::Pause {
+                    node,
+                    faults.process_pause_ms,
+                    |delay_ms, epoch, incarnation| FaultDetail::Pause {
                         delay_ms,
-                        epoch: self.epoch,
-                        incarnation: self.incarnation,
+                        epoch,
+                        incarnation,
                     },
-                );
-                let mut held = self.delay_ms.lock().expect("delay lock");
-                held.frozen_until_ms = self.world.now_ms() + delay_ms;
-                held.next_pause_ms = held.frozen_until_ms + faults.process_pause_ms[1];
-                delay_ms
-            });
+                )
+            })
+            .flatten();
+        if let Some(delay_ms) = paused {
+            let mut held = self.held.lock().expect("delay lock");
+            held.frozen_until_ms = self.world.now_ms() + delay_ms;
+            held.next_pause_ms = held.frozen_until_ms + faults.process_pause_ms[1];
+        }
         let delay_ms = match paused {
             Some(delay_ms) => delay_ms,
             None => self.slow_or_usual_ms(node),
         };
-        self.delay_ms.lock().expect("delay lock").delay_ms = delay_ms;
+        self.held.lock().expect("delay lock").delay_ms = delay_ms;
         (delay_ms > 0).then(|| {
             Box::pin(tokio::time::sleep(Duration::from_millis(delay_ms)))
                 as Pin<Box<dyn Future<Output = ()> + Send>>
@@ -442,26 +442,35 @@ impl SimCommitDelay {
     /// A commit's delay when the process is not paused: a slow commit's, or the usual draw.
     fn slow_or_usual_ms(&self, node: &str) -> u64 {
         let faults = &self.world.sc.faults;
-        match self.world.ask(0, FaultKind::LedgerSlowCommit, Some(node)) {
-            Some(decision) => {
-                let [lo, hi] = faults.slow_commit_ms;
-                let delay_ms = self.world.plan.lock().expect("plan lock").draw(lo, hi);
-                self.world.record_fault(
-                    decision,
-                    FaultKind::LedgerSlowCommit,
-                    Some(node),
-                    FaultDetail::CommitDelay {
-                        delay_ms,
-                        epoch: self.epoch,
-                        incarnation: self.incarnation,
-                    },
-                );
-                delay_ms
-            }
-            None => match faults.ledger_commit_ms {
-                [_, 0] => 0,
-                [lo, hi] => self.world.plan.lock().expect("plan lock").draw(lo, hi),
+        let slow = self.hold_if(
+            FaultKind::LedgerSlowCommit,
+            node,
+            faults.slow_commit_ms,
+            |delay_ms, epoch, incarnation| FaultDetail::CommitDelay {
+                delay_ms,
+                epoch,
+                incarnation,
             },
-        }
+        );
+        slow.unwrap_or_else(|| match faults.ledger_commit_ms {
+            [_, 0] => 0,
+            [lo, hi] => self.world.plan.lock().expect("plan lock").draw(lo, hi),
+        })
+    }
+
+    /// Whether `fault` holds this commit of `node`: if it fires, the hold drawn from the range,
+    /// recorded with `detail` made of the hold and this process's epoch and incarnation.
+    fn hold_if(
+        &self,
+        fault: FaultKind,
+        node: &str,
+        [lo, hi]: [u64; 2],
+        detail: fn(u64, u64, u32) -> FaultDetail,
+    ) -> Option<u64> {
+        let decision = self.world.ask(0, fault, Some(node))?;
+        let delay_ms = self.world.plan.lock().expect("plan lock").draw(lo, hi);
+        let d = detail(delay_ms, self.epoch, self.incarnation);
+        self.world.record_fault(decision, fault, Some(node), d);
+        Some(delay_ms)
     }
 }
