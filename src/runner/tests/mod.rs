@@ -1567,3 +1567,181 @@ fn a_submission_is_left_to_its_sender_while_the_sender_beats() {
         assert!(!r.held_for_live_sender("n1"));
     });
 }
+
+/// When `process` last beat on `ledger`, if it beats.
+fn beat_at(ledger: &SharedLedger, process: u64) -> Option<u64> {
+    let beat = ledger.lock().unwrap().beat_of(process).unwrap();
+    beat.map(|b| b.at_ms)
+}
+
+/// A runner beats again every `beat_interval_ms` while it runs, not once at its start: a
+/// process that beat once would go stale `beat_timeout_ms` later, alive or not, and its
+/// submissions be taken up under it (cargo-mutants: a loop bound of zero and an inverted
+/// interval test in `Beats::run` survived the unit tests; only the simulator caught them).
+#[test]
+fn a_runner_beats_again_every_interval_while_it_runs() {
+    on_tokio(async {
+        let ledger = memory();
+        let server = Server::new(None, false);
+        let r = start(&ledger, &server, 1, 0, |mut r| {
+            r.cfg.beat_interval_ms = 10;
+            r.with_process_id(77)
+        });
+        until("the start beat", || beat_at(&ledger, 77).is_some()).await;
+        let first_ms = beat_at(&ledger, 77).unwrap();
+        until("a beat after the start beat", || {
+            beat_at(&ledger, 77).is_some_and(|at_ms| at_ms > first_ms)
+        })
+        .await;
+        let (exit, _) = r.stop().await;
+        assert_eq!(exit, Exit::Shutdown);
+    });
+}
+
+/// A zero `beat_interval_ms` beats never, not at the start nor after: such a process holds
+/// nothing against another's take-up (`Beats::run`; cargo-mutants: with its interval test
+/// inverted, a zero interval beat without pause).
+#[test]
+fn a_zero_beat_interval_never_beats() {
+    on_tokio(async {
+        let ledger = memory();
+        let server = Server::new(None, false);
+        let r = start(&ledger, &server, 1, 0, |mut r| {
+            r.cfg.beat_interval_ms = 0;
+            r.with_process_id(78)
+        });
+        until("the runner started", || {
+            r.saw(|o| matches!(o, Observation::Started { .. }))
+        })
+        .await;
+        // A runner that beats on a zero interval beats without pause: it has by now.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(beat_at(&ledger, 78), None, "a zero interval beat");
+        let (exit, _) = r.stop().await;
+        assert_eq!(exit, Exit::Shutdown);
+    });
+}
+
+/// `n1` in the ledger as process 42 (epoch 1) left it: its submission sent and in flight.
+fn sent_by_42(ledger: &SharedLedger) {
+    let mut rec = crate::ledger::tests::fixtures::rec("n1");
+    rec.local_state = LocalState::Submitting;
+    rec.submit_attempts = 1;
+    rec.submitted_at_ms = Some(0);
+    rec.submitted_by = Some(42);
+    ledger.lock().unwrap().insert(rec, 1).unwrap();
+}
+
+/// Process 42's beat, on `epoch`, written at `at_ms`.
+fn beat_42(ledger: &SharedLedger, epoch: u64, at_ms: u64) {
+    let beat = crate::ledger::Beat {
+        process: 42,
+        epoch,
+        at_ms,
+    };
+    ledger.lock().unwrap().beat(beat).unwrap();
+}
+
+/// A restarted runner resumes a submission in flight whose sender is gone (no beat, a stale
+/// one, or a beat from another epoch: fenced), taking it up with a lease of its own; one whose
+/// sender of this epoch beats is left to it and only watched until the beat would go stale
+/// (`Runner::resume_unless_held`). Resumed under a live sender, the lease would race it to a
+/// hand-off; left alone when its sender is dead, nothing of this runner would ever cover it
+/// (cargo-mutants: the hold's test inverted survived the unit tests).
+#[test]
+fn a_restart_resumes_a_dead_senders_submission_and_leaves_a_live_senders_alone() {
+    on_tokio(async {
+        let lease = ("n1".to_string(), Timer::SubmissionLease);
+        for sender in ["none", "stale", "another epoch", "live"] {
+            let ledger = memory();
+            sent_by_42(&ledger);
+            let mut r = bare_runner(&ledger, config());
+            let timeout_ms = r.cfg.beat_timeout_ms;
+            let now_ms = r.now_ms();
+            match sender {
+                "none" => {}
+                "stale" => {
+                    r.cfg.beat_timeout_ms = 1;
+                    beat_42(&ledger, 1, now_ms);
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+                "another epoch" => beat_42(&ledger, 2, now_ms),
+                _ => beat_42(&ledger, 1, now_ms),
+            }
+            r.resume_unless_held("n1").await;
+            if sender == "live" {
+                assert!(
+                    !r.timer_at.contains_key(&lease),
+                    "a live sender's submission was taken up"
+                );
+                assert_eq!(
+                    r.stall_at.get("n1").map(|w| w.at_ms),
+                    Some(now_ms + timeout_ms),
+                    "watched until the sender's beat goes stale"
+                );
+            } else {
+                assert!(
+                    r.timer_at.contains_key(&lease),
+                    "sender {sender}: not taken up with a lease of this runner's"
+                );
+            }
+        }
+    });
+}
+
+/// The hold for a live sender is the submission lease's alone (`Runner::fire_due`): when the
+/// lease runs out the sender keeps its submission, but any other timer of the node is stepped
+/// as ever. Here this runner's lookup timer, set while it saw n1's submission unknown, fires
+/// after process 42 (same epoch, beating) found nothing and submitted again: the timer drives
+/// nothing from SUBMITTING, so the node is taken up from the record, with a lease. Swallowed
+/// instead, nothing of this runner's but a watch would cover the node (cargo-mutants: `&&`
+/// made `||` there, which dropped every due timer of a held node, survived the unit tests).
+#[test]
+fn only_the_submission_lease_of_a_live_senders_node_waits_for_the_sender() {
+    on_tokio(async {
+        let ledger = memory();
+        let mut unknown = crate::ledger::tests::fixtures::rec("n1");
+        unknown.local_state = LocalState::SubmissionUnknown;
+        unknown.submit_attempts = 1;
+        unknown.submitted_by = Some(5_000_000);
+        let seen = ledger.lock().unwrap().insert(unknown, 1).unwrap();
+        let mut r = bare_runner(&ledger, config());
+        r.seen_version.insert("n1".into(), seen.version);
+        let now_ms = r.now_ms();
+        r.execute(
+            "n1",
+            0,
+            Command::Schedule {
+                at_ms: now_ms,
+                timer: Timer::LookupDue,
+            },
+        );
+        // Process 42 looked the key up, found nothing, submitted again, and beats.
+        write_as(&ledger, "n1", 1, |rec| {
+            rec.local_state = LocalState::Submitting;
+            rec.submit_attempts = 2;
+            rec.submitted_at_ms = Some(now_ms);
+            rec.submitted_by = Some(42);
+        });
+        beat_42(&ledger, 1, now_ms);
+        r.fire_due().await;
+        assert!(
+            r.timer_at
+                .contains_key(&("n1".to_string(), Timer::SubmissionLease)),
+            "the lookup timer was swallowed: the node was not taken up"
+        );
+        assert!(r.queue.is_empty(), "nothing sent over 42's submission");
+        // That lease runs out (moved to now) while 42 still beats: the submission stays 42's.
+        r.execute(
+            "n1",
+            0,
+            Command::Schedule {
+                at_ms: r.now_ms(),
+                timer: Timer::SubmissionLease,
+            },
+        );
+        r.fire_due().await;
+        assert_eq!(state_of(&ledger, "n1"), Some(LocalState::Submitting));
+        assert!(r.stall_at.contains_key("n1"), "watched while 42 beats");
+    });
+}
