@@ -554,7 +554,7 @@ impl Runner {
             if self.pending_expired() {
                 self.read_received(transports).await;
             }
-            self.fire_due().await;
+            self.fire_due(transports).await;
             self.fire_stalls().await;
             if let Some(exit) = self.stopped() {
                 return exit;
@@ -640,7 +640,13 @@ impl Runner {
         self.pending.values().any(|p| p.deadline_ms <= now)
     }
 
-    async fn fire_due(&mut self) {
+    /// Lose the requests whose deadline passed, then fire the timers that fell due. Before each
+    /// timer fires, what was delivered meanwhile is read: an answer that sat unread behind slow
+    /// commits is the server's word, and a timer fired past it acts on an old view
+    /// (mcp_ext_replicas seed 33673: a reply showing the task ended sat 4.2 s unread behind
+    /// slow commits; the poll timer fired first and sent a needless read, and the fetch the
+    /// reply then called for left 989 ms after it, the server asking for 1000 ms).
+    async fn fire_due<T: Transport>(&mut self, transports: &mut [T]) {
         let now = self.now_ms();
         let expired: Vec<u64> = self
             .pending
@@ -656,6 +662,14 @@ impl Runner {
         while let Some((at, node, timer)) = self.timers.first().cloned() {
             if at > now {
                 break;
+            }
+            self.read_received(transports).await;
+            if self.stopped().is_some() {
+                return;
+            }
+            if self.timers.first() != Some(&(at, node.clone(), timer)) {
+                // What was read moved or dropped this timer: look again.
+                continue;
             }
             self.timers.remove(&(at, node.clone(), timer));
             self.timer_at.remove(&(node.clone(), timer));

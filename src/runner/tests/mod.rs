@@ -1698,6 +1698,10 @@ fn a_restart_resumes_a_dead_senders_submission_and_leaves_a_live_senders_alone()
 /// made `||` there, which dropped every due timer of a held node, survived the unit tests).
 #[test]
 fn only_the_submission_lease_of_a_live_senders_node_waits_for_the_sender() {
+    // No connection: nothing is delivered to read before the timers fire.
+    fn no_lanes() -> [crate::transport::ChannelTransport; 0] {
+        []
+    }
     on_tokio(async {
         let ledger = memory();
         let mut unknown = crate::ledger::tests::fixtures::rec("n1");
@@ -1724,7 +1728,7 @@ fn only_the_submission_lease_of_a_live_senders_node_waits_for_the_sender() {
             rec.submitted_by = Some(42);
         });
         beat_42(&ledger, 1, now_ms);
-        r.fire_due().await;
+        r.fire_due(&mut no_lanes()).await;
         assert!(
             r.timer_at
                 .contains_key(&("n1".to_string(), Timer::SubmissionLease)),
@@ -1740,7 +1744,7 @@ fn only_the_submission_lease_of_a_live_senders_node_waits_for_the_sender() {
                 timer: Timer::SubmissionLease,
             },
         );
-        r.fire_due().await;
+        r.fire_due(&mut no_lanes()).await;
         assert_eq!(state_of(&ledger, "n1"), Some(LocalState::Submitting));
         assert!(r.stall_at.contains_key("n1"), "watched while 42 beats");
     });
