@@ -238,6 +238,10 @@ pub struct PollCursor {
     /// conclude. Left out when none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub overtaken: Option<Overtaken>,
+    /// The process that sent the newest request (`sent_seq`), so an overtaking send can say
+    /// whose request it overtook. Left out when unknown (records written before it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sent_by: Option<u64>,
 }
 
 /// A request a later one overtook unanswered, and when (the ledger's clock).
@@ -245,6 +249,10 @@ pub struct PollCursor {
 pub struct Overtaken {
     pub seq: u64,
     pub at_ms: u64,
+    /// The process that sent it, when known: while that process beats (another of this
+    /// epoch), it may be reading the answer behind slow commits, or be frozen with it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by: Option<u64>,
 }
 
 impl PollCursor {

@@ -116,12 +116,18 @@ impl<'a> Machine<'a> {
 
     fn send(&mut self, out: Outbound) {
         let c = &mut self.rec.poll_cursor;
-        if c.not_found_streak > 0 && c.sent_seq > c.applied_seq {
+        // Noted outside a streak too: another process's request numbered before the streak's
+        // first 404 can leave after it (mcp_ext_replicas seed 17241: a process's poll,
+        // numbered before a replica's, left 529 ms after it, drew the task working, and its
+        // process froze 10.1 s before writing it down).
+        if c.sent_seq > c.applied_seq {
             c.overtaken = Some(crate::record::Overtaken {
                 seq: c.sent_seq,
                 at_ms: self.ctx.now_ms,
+                by: c.sent_by,
             });
         }
+        c.sent_by = Some(self.ctx.process);
         self.rec.poll_cursor.sent_seq += 1;
         self.cmds.push(Command::Send {
             out,
@@ -1079,13 +1085,25 @@ impl<'a> Machine<'a> {
         // (mcp_faults seed 21921: a replica's poll, in flight, would have shown the task
         // working when the third 404 arrived; mcp_ext_replicas seeds 11369 and 72278: a
         // replica's fetch held the verified result, unread behind slow commits for 2 to 3 s,
-        // when the third and then a fourth 404 came). A stalled sender that reads it later
-        // still is a design limit: it looks dead.
+        // when the third and then a fourth 404 came). If that request's sender is another
+        // process of this epoch, the lease runs from when its beat last said it lives
+        // (`Ctx::overtaken_sender_until_ms`), as a sent submission's does: it may hold the
+        // answer frozen whole (mcp_ext_replicas seed 84944: a replica read its poll's answer
+        // showing the task working and froze 12.9 s; the streak concluded a lease after the
+        // overtaking, 3 s before the thaw).
         let c = &self.rec.poll_cursor;
+        let sender_until_ms = self.ctx.overtaken_sender_until_ms;
+        let process = self.ctx.process;
+        // Our own request numbered before the streak began was answered or lost here, where
+        // we can see it; another process's may have left after the streak's first request.
         let lease_end_ms = c
             .overtaken
-            .filter(|o| o.seq > c.not_found_first_seq)
-            .map(|o| o.at_ms.saturating_add(self.cfg.request_lease_ms));
+            .filter(|o| o.seq > c.not_found_first_seq || o.by.is_some_and(|p| p != process))
+            .map(|o| {
+                o.at_ms
+                    .max(sender_until_ms.unwrap_or(0))
+                    .saturating_add(self.cfg.request_lease_ms)
+            });
         if let Some(end_ms) = lease_end_ms.filter(|&end| before_expiry && self.now() < end) {
             let wait_ms = (end_ms - self.now()).max(self.cfg.retry_interval_ms);
             return self.read_again_after(wait_ms);

@@ -96,6 +96,13 @@ pub struct Ctx {
     /// Which executor process steps this event: distinct for every process on one ledger at a
     /// time (processes on one epoch share the record, not their connections).
     pub process: u64,
+    /// Until when the sender of the request a not-found streak overtook unanswered
+    /// (`PollCursor::overtaken`), another process of this epoch, was said alive by its beat,
+    /// as the runner reads it: its last beat (counted no later than a request lease after the
+    /// overtaking, when a live sender's request has been answered or timed out) plus the beat
+    /// timeout. `None` when there is no such request, or it is this process's, another
+    /// epoch's, or its sender never beat or left.
+    pub overtaken_sender_until_ms: Option<u64>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]

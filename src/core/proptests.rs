@@ -221,7 +221,7 @@ proptest! {
                 Ev::Lost { kind, seq_back } => Event::Lost { kind, seq: sent.saturating_sub(seq_back), epoch: rec.execution_epoch },
                 Ev::ReplyToLast { reply } => Event::Reply { kind: last_sent.unwrap_or(RequestKind::Poll), seq: sent, epoch: rec.execution_epoch, sent_ms: None, reply },
             };
-            let ctx = Ctx { now_ms, jitter_permille: jitter, epoch: 1, process: 1 };
+            let ctx = Ctx { now_ms, jitter_permille: jitter, epoch: 1, process: 1, overtaken_sender_until_ms: None };
             let step = step(&rec, &event, &ctx, &cfg);
             match &step.outcome {
                 Outcome::Refused { from, to } => prop_assert!(false, "refused {from}->{to} on {event:?}"),

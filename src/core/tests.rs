@@ -73,6 +73,8 @@ struct Sim {
     epoch: u64,
     /// The executor process stepping the events (`Ctx::process`).
     process: u64,
+    /// What the runner says of the overtaken request's sender (`Ctx::overtaken_sender_until_ms`).
+    overtaken_sender_until_ms: Option<u64>,
     log: Vec<String>,
     hops: Vec<(S, S)>,
 }
@@ -85,6 +87,7 @@ impl Sim {
             now_ms: 0,
             epoch: 1,
             process: 1,
+            overtaken_sender_until_ms: None,
             log: vec![],
             hops: vec![],
         }
@@ -101,6 +104,7 @@ impl Sim {
             jitter_permille: 0,
             epoch: self.epoch,
             process: self.process,
+            overtaken_sender_until_ms: self.overtaken_sender_until_ms,
         };
         let s = step(&self.rec, &e, &ctx, &self.cfg);
         if let Outcome::Moved(path) = &s.outcome {
@@ -1668,6 +1672,41 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
          reply:poll:not_found => WORKING->UNKNOWN [reconcile]",
     ),
     (
+        // mcp_ext_replicas seed 84944: the overtaken poll was a replica's (process 2), which
+        // read its answer showing the task working and froze 12.9 s with it. Its beat said it
+        // lived until 12 s (the runner's `Ctx::overtaken_sender_until_ms`): the lease runs from
+        // there, not from the overtaking at 100 ms, so the 404 at 10.1 s reads again at 22 s.
+        "the overtaken request of another process holds the conclusion a request lease past its sender's last beat",
+        |s| {
+            s.working().timer(Timer::PollDue).reply(RequestKind::Poll, Reply::NotFound { message: "gone".into() });
+            s.process = 2;
+            s.at(100).timer(Timer::PollDue);
+            s.process = 1;
+            s.overtaken_sender_until_ms = Some(12_000);
+            s.timer(Timer::PollDue);
+            s.ev(Event::Reply { sent_ms: None, kind: RequestKind::Poll, seq: 4, epoch: 1, reply: Reply::NotFound { message: "gone".into() } });
+            s.timer(Timer::PollDue).reply(RequestKind::Poll, Reply::NotFound { message: "gone".into() });
+            s.at(10_100).timer(Timer::PollDue).reply(RequestKind::Poll, Reply::NotFound { message: "gone".into() });
+            s.at(21_999).timer(Timer::PollDue).reply(RequestKind::Poll, Reply::NotFound { message: "gone".into() });
+            s.at(22_000).timer(Timer::PollDue).reply(RequestKind::Poll, Reply::NotFound { message: "gone".into() });
+        },
+        "start => stay [send:submit#1]
+         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
+         timer:poll_due => stay [send:poll#2]
+         reply:poll:not_found => stay [at1500:poll_due]
+         timer:poll_due => stay [send:poll#3]
+         timer:poll_due => stay [send:poll#4]
+         reply:poll:not_found => stay [at3475:poll_due]
+         timer:poll_due => stay [send:poll#5]
+         reply:poll:not_found => stay [at22000:poll_due]
+         timer:poll_due => stay [send:poll#6]
+         reply:poll:not_found => stay [at22000:poll_due]
+         timer:poll_due => stay [send:poll#7]
+         reply:poll:not_found => stay [at33389:poll_due]
+         timer:poll_due => stay [send:poll#8]
+         reply:poll:not_found => WORKING->UNKNOWN [reconcile]",
+    ),
+    (
         // mcp_ext_replicas seed 48611: a replica's poll, numbered after the first not-found,
         // drew the task's input requests; its answer came back after a later 404 and was set
         // aside as stale, and the third 404 handed a live task to a person. Input requests a
@@ -2258,6 +2297,7 @@ fn every_transition_outside_the_table_is_refused() {
         jitter_permille: 0,
         epoch: 1,
         process: 1,
+        overtaken_sender_until_ms: None,
     };
     let cfg = cfg();
     let mut refused = 0;
@@ -2300,6 +2340,7 @@ fn a_failed_task_without_a_result_hands_its_status_message_downstream() {
             jitter_permille: 0,
             epoch: s.epoch,
             process: s.process,
+            overtaken_sender_until_ms: None,
         };
         let seq = s.rec.poll_cursor.sent_seq;
         let reply = Reply::NoResultStored {

@@ -205,7 +205,8 @@ impl Runner {
                 return Handled::NotApplied;
             };
             let jitter_permille = self.jitter.permille();
-            let ctx = self.ctx(jitter_permille);
+            let mut ctx = self.ctx(jitter_permille);
+            ctx.overtaken_sender_until_ms = self.overtaken_sender_until_ms(&rec);
             let mut step = core::step(&rec, &event, &ctx, &self.lanes[lane].core);
             if self.adopt(node, &rec, &event, &step, &ctx, lane) {
                 let resumed = core::step(&rec, &Event::Resume, &ctx, &self.lanes[lane].core);

@@ -414,6 +414,7 @@ impl Runner {
             jitter_permille,
             epoch: self.epoch,
             process: self.process,
+            overtaken_sender_until_ms: None,
         }
     }
 
@@ -673,7 +674,7 @@ impl Runner {
             }
             self.timers.remove(&(at, node.clone(), timer));
             self.timer_at.remove(&(node.clone(), timer));
-            if timer == Timer::SubmissionLease && self.held_for_live_sender(&node) {
+            if timer == Timer::SubmissionLease && self.lease_held(&node) {
                 continue;
             }
             self.handle(&node, Event::Timer(timer)).await;

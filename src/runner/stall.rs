@@ -213,6 +213,39 @@ impl Runner {
             .is_some_and(|rec| self.hold_for_live_sender(node, &rec))
     }
 
+    /// A submission lease ran out on `node`: it holds on while the sender beats
+    /// (`held_for_live_sender`), and runs on until a full lease (`request_timeout_ms`) has
+    /// passed since the sender's beat went stale: a process that takes a submission up while
+    /// its sender still beats (a duplicate call stepped after a refused write) starts its lease
+    /// early, and a sender frozen whole reads its reply after the thaw (mcp_ext_replicas seed
+    /// 79259: the sender froze 11.4 s right after its reply came; the replica's lease, counted
+    /// from 21.4 s, ran out at 31.4 s, 1.6 s before the thaw, and the task went to a person).
+    /// Then a sender silent for less than a beat timeout plus a request timeout is always
+    /// waited for, as at start-up (held while it beats, then a lease from the take-up).
+    pub(super) fn lease_held(&mut self, node: &str) -> bool {
+        let Some(rec) = self.read(node) else {
+            return false;
+        };
+        if self.hold_for_live_sender(node, &rec) {
+            return true;
+        }
+        let now_ms = self.now_ms();
+        let Some(end_ms) = self
+            .sender_beat_until_ms(&rec)
+            .map(|until_ms| until_ms.saturating_add(self.cfg.request_timeout_ms))
+            .filter(|end_ms| *end_ms > now_ms)
+        else {
+            return false;
+        };
+        // One timer per (node, kind), as `execute` keeps them.
+        let timer = Timer::SubmissionLease;
+        if let Some(old) = self.timer_at.insert((node.to_string(), timer), end_ms) {
+            self.timers.remove(&(old, node.to_string(), timer));
+        }
+        self.timers.insert((end_ms, node.to_string(), timer));
+        true
+    }
+
     /// If `rec`'s submission is a live sender's, watch `node` until its beat would go stale
     /// and say so; otherwise nothing.
     fn hold_for_live_sender(&mut self, node: &str, rec: &ToolOperation) -> bool {
@@ -228,11 +261,45 @@ impl Runner {
     /// itself; taking it up here only races it to a hand-off. `None`: nobody holds it (no
     /// submission in flight, sent here, sent by a process gone quiet or fenced, or unknown).
     pub(super) fn sender_alive_until_ms(&mut self, rec: &ToolOperation) -> Option<u64> {
+        let now_ms = self.now_ms();
+        self.sender_beat_until_ms(rec)
+            .filter(|until_ms| *until_ms > now_ms)
+    }
+
+    /// Until when the last beat of `rec`'s sender (another process of this epoch, whose
+    /// submission is in flight) said it lives, fresh or not. `None` as for
+    /// `sender_alive_until_ms`, and when the sender has no beat (it never beat, or left).
+    fn sender_beat_until_ms(&mut self, rec: &ToolOperation) -> Option<u64> {
         let sender = rec.submitted_by.filter(|p| *p != self.process)?;
         if rec.local_state != LocalState::Submitting || rec.submit_attempts == 0 {
             return None;
         }
-        let read = self.ledger.lock().expect("ledger lock").beat_of(sender);
+        self.beat_until_ms(sender)
+    }
+
+    /// For the core (`Ctx::overtaken_sender_until_ms`): until when the sender of the request a
+    /// not-found streak of `rec` overtook unanswered, another process of this epoch, was said
+    /// alive by its beat. Beats later than a request lease after the overtaking do not count:
+    /// a live sender's request has been answered or timed out by then, and a sender that keeps
+    /// beating would otherwise hold the streak for as long as it lives.
+    pub(super) fn overtaken_sender_until_ms(&mut self, rec: &ToolOperation) -> Option<u64> {
+        let c = &rec.poll_cursor;
+        if c.not_found_streak == 0 {
+            return None;
+        }
+        let o = c.overtaken?;
+        let sender = o.by.filter(|p| *p != self.process)?;
+        let until_ms = self.beat_until_ms(sender)?;
+        let last_counted_ms = o
+            .at_ms
+            .saturating_add(self.cfg.request_timeout_ms)
+            .saturating_add(self.cfg.beat_timeout_ms);
+        Some(until_ms.min(last_counted_ms))
+    }
+
+    /// Until when `process`'s last beat says it lives, if it beats on this epoch.
+    fn beat_until_ms(&mut self, process: u64) -> Option<u64> {
+        let read = self.ledger.lock().expect("ledger lock").beat_of(process);
         let beat = match read {
             Ok(beat) => beat?,
             Err(e) => {
@@ -240,7 +307,6 @@ impl Runner {
                 return None;
             }
         };
-        let until_ms = beat.at_ms.saturating_add(self.cfg.beat_timeout_ms);
-        (beat.epoch == self.epoch && until_ms > self.now_ms()).then_some(until_ms)
+        (beat.epoch == self.epoch).then(|| beat.at_ms.saturating_add(self.cfg.beat_timeout_ms))
     }
 }

@@ -861,6 +861,7 @@ fn a_cancel_watch_that_falls_due_while_a_timer_drives_the_node_takes_nothing_up(
                 jitter_permille: 0,
                 epoch: 1,
                 process: 5_000_000,
+                overtaken_sender_until_ms: None,
             };
             // Nothing of this process covers the node yet: the short watch is armed, due now.
             r.watch_cancel_of_another("n1", &rec, &ctx, 0, rec.version);
@@ -1565,6 +1566,97 @@ fn a_submission_is_left_to_its_sender_while_the_sender_beats() {
         tokio::time::sleep(Duration::from_millis(5)).await;
         assert_eq!(r.sender_alive_until_ms(&rec), None, "stale");
         assert!(!r.held_for_live_sender("n1"));
+    });
+}
+
+/// A submission lease runs a full request timeout past the sender's last sign of life, not
+/// only past the take-up: a take-up that began while the sender still beat (a duplicate call
+/// stepped after a refused write) would otherwise conclude while a sender frozen whole has its
+/// reply unread (mcp_ext_replicas seed 79259: frozen 11.4 s; the lease, counted from the
+/// take-up, ran out 1.6 s before the thaw). Past that, the lease concludes.
+#[test]
+fn a_submission_lease_runs_on_a_request_timeout_past_the_senders_last_beat() {
+    on_tokio(async {
+        let ledger = memory();
+        let mut cfg = config();
+        cfg.beat_timeout_ms = 1;
+        let mut r = bare_runner(&ledger, cfg);
+        let mut rec = crate::ledger::tests::fixtures::rec("n1");
+        rec.local_state = LocalState::Submitting;
+        rec.submit_attempts = 1;
+        rec.submitted_by = Some(42);
+        ledger.lock().unwrap().insert(rec, 1).unwrap();
+        let beat_ms = r.now_ms();
+        beat_42(&ledger, 1, beat_ms);
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        // Stale now, but a request timeout has not passed since: the lease runs on.
+        assert!(r.lease_held("n1"));
+        let end_ms = beat_ms + r.cfg.beat_timeout_ms + r.cfg.request_timeout_ms;
+        assert_eq!(
+            r.timer_at
+                .get(&("n1".to_string(), Timer::SubmissionLease))
+                .copied(),
+            Some(end_ms),
+            "the lease re-armed to end a request timeout past the last beat"
+        );
+        assert!(
+            !r.stall_at.contains_key("n1"),
+            "a stale sender is not watched"
+        );
+        // No beat at all (the sender left, or never beat), or another epoch's: it concludes.
+        ledger.lock().unwrap().end_beat(42).unwrap();
+        assert!(!r.lease_held("n1"));
+        beat_42(&ledger, 2, beat_ms);
+        assert!(!r.lease_held("n1"));
+        // A request timeout past the last beat: it concludes.
+        r.cfg.request_timeout_ms = 1;
+        beat_42(&ledger, 1, beat_ms);
+        assert!(!r.lease_held("n1"));
+    });
+}
+
+/// What the core hears of the sender of a request a not-found streak overtook
+/// (`Ctx::overtaken_sender_until_ms`): its last beat plus the beat timeout, counting beats no
+/// later than a request timeout after the overtaking; nothing for this process's own request,
+/// one never overtaken, or outside a streak.
+#[test]
+fn the_core_hears_until_when_the_overtaken_requests_sender_lived() {
+    on_tokio(async {
+        let ledger = memory();
+        let mut r = bare_runner(&ledger, config());
+        let (lease_ms, beat_timeout_ms) = (r.cfg.request_timeout_ms, r.cfg.beat_timeout_ms);
+        let mut rec = crate::ledger::tests::fixtures::rec("n1");
+        rec.poll_cursor.not_found_streak = 1;
+        rec.poll_cursor.overtaken = Some(crate::record::Overtaken {
+            seq: 3,
+            at_ms: 1_000,
+            by: Some(42),
+        });
+        assert_eq!(r.overtaken_sender_until_ms(&rec), None, "no beat");
+        let within_ms = 1_000 + lease_ms / 2;
+        beat_42(&ledger, 1, within_ms);
+        assert_eq!(
+            r.overtaken_sender_until_ms(&rec),
+            Some(within_ms + beat_timeout_ms)
+        );
+        beat_42(&ledger, 1, 1_000 + lease_ms + 7_000);
+        assert_eq!(
+            r.overtaken_sender_until_ms(&rec),
+            Some(1_000 + lease_ms + beat_timeout_ms),
+            "beats past a lease after the overtaking do not count"
+        );
+        let mut ours = rec.clone();
+        ours.poll_cursor.overtaken = Some(crate::record::Overtaken {
+            by: Some(5_000_000),
+            ..rec.poll_cursor.overtaken.unwrap()
+        });
+        assert_eq!(r.overtaken_sender_until_ms(&ours), None, "our own request");
+        let mut no_streak = rec.clone();
+        no_streak.poll_cursor.not_found_streak = 0;
+        assert_eq!(r.overtaken_sender_until_ms(&no_streak), None);
+        let mut unknown = rec.clone();
+        unknown.poll_cursor.overtaken = None;
+        assert_eq!(r.overtaken_sender_until_ms(&unknown), None);
     });
 }
 
