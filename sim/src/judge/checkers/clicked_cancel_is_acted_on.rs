@@ -12,7 +12,8 @@
 //! holds (`ledger_commit_ms`, a slow commit) while the bound runs, of the judged process or of
 //! any process about the node, extends it to the bound after that commit lands (or would have
 //! landed, for a process that died inside it): a process acts one event at a time, and a click
-//! another process took shows in the ledger only then.
+//! another process took shows in the ledger only then. An end the server reached before such
+//! a hold let go supersedes the click, as an end the reply showed would.
 //!
 //! This catches a click that is dropped on the way (for instance remembered while the operation
 //! id is unknown and then forgotten when it becomes known), which otherwise only shows
@@ -156,11 +157,21 @@ pub fn violations(v: &View) -> Vec<Violation> {
             .map(|w| w.exec)
             .collect();
         let mut until = at + bound;
+        // When the last hold that extended the bound let go: the process could act from then.
+        let mut held_until = at;
         for w in &writes {
             let involved = w.node == node || w.exec == a.exec || writers.contains(&w.exec);
             if involved && w.landed_ms > at && w.landed_ms.saturating_sub(w.delay_ms) < until {
                 until = until.max(w.landed_ms + bound);
+                held_until = held_until.max(w.landed_ms);
             }
+        }
+        // The server ended the operation while the world held the process: the end supersedes
+        // the click as if the reply had shown it (mcp_ext_replicas seed 187463: the process
+        // shown the task working froze 12.5 s; a replica saw it completed meanwhile, and the
+        // thawed process rightly had nothing left to cancel).
+        if t.terminal_at_ms.is_some_and(|e| e <= held_until) {
+            continue;
         }
         // A process that went down before the cancel was due could not act: a commit the
         // world held for it (which extends the bound) may never land if it dies inside it
@@ -381,6 +392,25 @@ mod tests {
         };
         assert_eq!(check(&build(true)), vec![]);
         assert_eq!(check(&build(false)).len(), 1);
+    }
+
+    #[test]
+    fn an_operation_the_server_ended_while_the_process_was_held_asks_nothing() {
+        // mcp_ext_replicas seed 187463: the process shown n1 running froze (held past the
+        // bound); the server ended the task while it was held, so no cancel was left to send.
+        // Ended only after the hold let go, the click still asks for a cancel.
+        let bound = act_bound_ms(1, 10);
+        let build = |ended_ms: u64| {
+            let mut b = clicked_early();
+            b.truth.tasks.get_mut("t-n1").expect("task").terminal_at_ms = Some(ended_ms);
+            let mut w = crate::judge::checkers::ledger_writes::build::write("n2", 1, 1, 3);
+            w.delay_ms = 8_000;
+            b.at(5_000 + 8_000)
+                .push(crate::judge::checkers::ledger_writes::build::ev(w));
+            b.build(SETTLED)
+        };
+        assert_eq!(check(&build(5_000 + 7_000)), vec![]);
+        assert_eq!(check(&build(5_000 + 8_000 + bound / 2)).len(), 1);
     }
 
     #[test]
