@@ -1037,8 +1037,8 @@ impl<'a> Machine<'a> {
         }
     }
 
-    /// A not-found before expiry may be a lagging replica: retry a bounded number of times.
-    /// After that, or after expiry, nothing can be proved: manual reconciliation.
+    /// A not-found may be a lagging replica: retry a bounded number of times. After that
+    /// nothing can be proved: manual reconciliation.
     /// After a not-found the streak allows (or one it does not count): read again, the same
     /// read, after the retry interval.
     fn read_again_after_not_found(&mut self) -> R {
@@ -1076,7 +1076,13 @@ impl<'a> Machine<'a> {
         }
         self.rec.poll_cursor.not_found_streak += 1;
         let before_expiry = self.rec.expires_at_ms.is_none_or(|e| self.now() < e);
-        if before_expiry && self.rec.poll_cursor.not_found_streak <= self.cfg.not_found_retries {
+        // After the reckoned expiry too: it is a lower bound, counted from the end this
+        // executor saw (or from creation), and the server restarts its deletion timer when the
+        // task ends. An end read but set aside (its commit lost the race to a later request's
+        // 404) leaves the expiry at creation's ttl while the task lives on (mcp_ext_replicas
+        // seeds 41830, 223964: the next 404, from a lagging replica, came past it and was
+        // handed over at once). Two more reads cost seconds; a false hand-off costs a person.
+        if self.rec.poll_cursor.not_found_streak <= self.cfg.not_found_retries {
             return self.read_again_after_not_found();
         }
         // A request sent after the streak began was overtaken unanswered (another process's on

@@ -167,6 +167,11 @@ fn render(s: &Step) -> String {
             ),
             Command::AskApproval { round, .. } => format!("ask:r{round}"),
             Command::Accept(a) => format!("accept:{}", a.terminal.name()),
+            // The hand-off's reason says whether the executor reckoned the task expired: the
+            // expiry rules are otherwise seen only in timings.
+            Command::Reconcile { reason } if reason.contains("(after expiry)") => {
+                "reconcile:after_expiry".into()
+            }
             Command::Reconcile { .. } => "reconcile".into(),
             Command::EffectReconciliation { .. } => "effect".into(),
         })
@@ -867,30 +872,45 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
          reply:poll:not_found => CANCEL_REQUESTED->UNKNOWN [reconcile]",
     ),
     (
-        "404 after expiry goes to reconciliation at once",
+        // mcp_ext_replicas seeds 41830, 223964: the reckoned expiry is a lower bound (an end
+        // read but set aside leaves it at creation's ttl), so a 404 past it takes the streak's
+        // retries like any; the hand-off then says it came after expiry.
+        "404s after expiry are read again like any, then handed over as after expiry",
         |s| {
             s.working().at(70_000).timer(Timer::PollDue).reply(RequestKind::Poll, Reply::NotFound { message: "expired".into() });
+            s.at(71_500).timer(Timer::PollDue).reply(RequestKind::Poll, Reply::NotFound { message: "expired".into() });
+            s.at(73_750).timer(Timer::PollDue).reply(RequestKind::Poll, Reply::NotFound { message: "expired".into() });
         },
         "start => stay [send:submit#1]
          reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
          timer:poll_due => stay [send:poll#2]
-         reply:poll:not_found => WORKING->UNKNOWN [reconcile]",
+         reply:poll:not_found => stay [at71500:poll_due]
+         timer:poll_due => stay [send:poll#3]
+         reply:poll:not_found => stay [at73750:poll_due]
+         timer:poll_due => stay [send:poll#4]
+         reply:poll:not_found => WORKING->UNKNOWN [reconcile:after_expiry]",
     ),
     (
         // cargo-mutants: only the first sight of the end moves the expiry. A task still
-        // working at 30 s leaves it at 60 s (first sight plus the ttl): a 404 at 65 s is
-        // after expiry, handed over at once.
+        // working at 30 s leaves it at 60 s (first sight plus the ttl): 404s from 65 s are
+        // after expiry, and the hand-off says so.
         "a view of a task still running does not move its expiry",
         |s| {
             s.working().at(30_000).timer(Timer::PollDue).reply(RequestKind::Poll, Reply::Status(view(P::Working)));
             s.at(65_000).timer(Timer::PollDue).reply(RequestKind::Poll, Reply::NotFound { message: "expired".into() });
+            s.at(67_250).timer(Timer::PollDue).reply(RequestKind::Poll, Reply::NotFound { message: "expired".into() });
+            s.at(70_625).timer(Timer::PollDue).reply(RequestKind::Poll, Reply::NotFound { message: "expired".into() });
         },
         "start => stay [send:submit#1]
          reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
          timer:poll_due => stay [send:poll#2]
          reply:poll:status => stay [at31500:poll_due]
          timer:poll_due => stay [send:poll#3]
-         reply:poll:not_found => WORKING->UNKNOWN [reconcile]",
+         reply:poll:not_found => stay [at67250:poll_due]
+         timer:poll_due => stay [send:poll#4]
+         reply:poll:not_found => stay [at70625:poll_due]
+         timer:poll_due => stay [send:poll#5]
+         reply:poll:not_found => WORKING->UNKNOWN [reconcile:after_expiry]",
     ),
     (
         "truncated result refetched until verified",
@@ -2057,13 +2077,14 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
     (
         // mcp_replicas seed 128402: both SDK stores restart the deletion timer when a task
         // ends, so a 404 past creation's ttl, from a lagging replica, was no proof of expiry.
-        // Seen ended at 70 s, past creation's ttl (60 s): its ttl runs from the end (130 s). A
-        // 404 just after is read again; one at 130 s is not.
-        "a result gone after the task's ttl is handed over at once, counted from the end the executor saw",
+        // Seen ended at 70 s, past creation's ttl (60 s): its ttl runs from the end (130 s), so
+        // the streak of 404s that follows is handed over as before expiry.
+        "the reckoned expiry of a task seen ended counts from that sight",
         |s| {
             s.working().at(70_000).timer(Timer::PollDue).reply(RequestKind::Poll, Reply::Status(view(P::Completed)));
             s.timer(Timer::FetchDue).reply(RequestKind::Fetch, Reply::NotFound { message: "lagging".into() });
-            s.at(130_000).timer(Timer::FetchDue).reply(RequestKind::Fetch, Reply::NotFound { message: "expired".into() });
+            s.at(71_000).timer(Timer::FetchDue).reply(RequestKind::Fetch, Reply::NotFound { message: "lagging".into() });
+            s.at(72_000).timer(Timer::FetchDue).reply(RequestKind::Fetch, Reply::NotFound { message: "lagging".into() });
         },
         "start => stay [send:submit#1]
          reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
@@ -2072,6 +2093,8 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
          timer:fetch_due => TERMINAL_OBSERVED->FETCHING_RESULT [send:fetch#3]
          reply:fetch:not_found => stay [at71000:fetch_due]
          timer:fetch_due => stay [send:fetch#4]
+         reply:fetch:not_found => stay [at72000:fetch_due]
+         timer:fetch_due => stay [send:fetch#5]
          reply:fetch:not_found => FETCHING_RESULT->UNKNOWN [reconcile]",
     ),
     (
@@ -2121,14 +2144,20 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
          reply:cancel:not_found => stay",
     ),
     (
-        "a cancel answered not-found after the task's ttl goes to reconciliation at once",
+        "a cancel answered not-found after the task's ttl is read again, then handed over as after expiry",
         |s| {
             s.working().at(70_000).ev(Event::CancelClicked).reply(RequestKind::Cancel, Reply::NotFound { message: "expired".into() });
+            s.at(71_000).timer(Timer::CancelRequery).reply(RequestKind::Poll, Reply::NotFound { message: "expired".into() });
+            s.at(72_500).timer(Timer::CancelRequery).reply(RequestKind::Poll, Reply::NotFound { message: "expired".into() });
         },
         "start => stay [send:submit#1]
          reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
          cancel_clicked => WORKING->CANCEL_REQUESTED [send:cancel#2]
-         reply:cancel:not_found => CANCEL_REQUESTED->UNKNOWN [reconcile]",
+         reply:cancel:not_found => stay [at71000:cancel_requery]
+         timer:cancel_requery => stay [send:poll#3]
+         reply:poll:not_found => stay [at72500:cancel_requery]
+         timer:cancel_requery => stay [send:poll#4]
+         reply:poll:not_found => CANCEL_REQUESTED->UNKNOWN [reconcile:after_expiry]",
     ),
     (
         "a rate-limited cancel is re-read no sooner than the server's Retry-After",
@@ -2164,12 +2193,18 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
     (
         "a not-found at the very instant the ttl runs out counts as after expiry",
         |s| {
-            s.working().at(60_000).timer(Timer::PollDue).reply(RequestKind::Poll, Reply::NotFound { message: "expired".into() });
+            s.working().at(56_250).timer(Timer::PollDue).reply(RequestKind::Poll, Reply::NotFound { message: "expired".into() });
+            s.at(57_750).timer(Timer::PollDue).reply(RequestKind::Poll, Reply::NotFound { message: "expired".into() });
+            s.at(60_000).timer(Timer::PollDue).reply(RequestKind::Poll, Reply::NotFound { message: "expired".into() });
         },
         "start => stay [send:submit#1]
          reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
          timer:poll_due => stay [send:poll#2]
-         reply:poll:not_found => WORKING->UNKNOWN [reconcile]",
+         reply:poll:not_found => stay [at57750:poll_due]
+         timer:poll_due => stay [send:poll#3]
+         reply:poll:not_found => stay [at60000:poll_due]
+         timer:poll_due => stay [send:poll#4]
+         reply:poll:not_found => WORKING->UNKNOWN [reconcile:after_expiry]",
     ),
     (
         "while cancelling, a read inlining input requests is a still-running status: the cancel is said again",
