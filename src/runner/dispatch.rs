@@ -429,6 +429,14 @@ impl Runner {
         }
     }
 
+    /// Arm `timer` for `node` at `at_ms`. One timer per (node, kind): a new one replaces the old.
+    pub(super) fn set_timer(&mut self, node: &str, timer: Timer, at_ms: u64) {
+        if let Some(old) = self.timer_at.insert((node.to_string(), timer), at_ms) {
+            self.timers.remove(&(old, node.to_string(), timer));
+        }
+        self.timers.insert((at_ms, node.to_string(), timer));
+    }
+
     pub(super) fn execute(&mut self, node: &str, lane: usize, c: Command) {
         if matches!(c, Command::Accept(_) | Command::Reconcile { .. }) {
             self.settled_here.insert(node.to_string());
@@ -459,11 +467,7 @@ impl Runner {
             }
             Command::Schedule { at_ms, timer } => {
                 let at_ms = self.after_retry_after(node, timer, at_ms);
-                // One timer per (node, kind): a new schedule replaces the old one.
-                if let Some(old) = self.timer_at.insert((node.to_string(), timer), at_ms) {
-                    self.timers.remove(&(old, node.to_string(), timer));
-                }
-                self.timers.insert((at_ms, node.to_string(), timer));
+                self.set_timer(node, timer, at_ms);
             }
             Command::AskApproval {
                 round,

@@ -668,7 +668,11 @@ impl Runner {
             if self.stopped().is_some() {
                 return;
             }
-            if self.timers.first() != Some(&(at, node.clone(), timer)) {
+            let still_first = self
+                .timers
+                .first()
+                .is_some_and(|(a, n, t)| *a == at && *n == node && *t == timer);
+            if !still_first {
                 // What was read moved or dropped this timer: look again.
                 continue;
             }

@@ -237,12 +237,7 @@ impl Runner {
         else {
             return false;
         };
-        // One timer per (node, kind), as `execute` keeps them.
-        let timer = Timer::SubmissionLease;
-        if let Some(old) = self.timer_at.insert((node.to_string(), timer), end_ms) {
-            self.timers.remove(&(old, node.to_string(), timer));
-        }
-        self.timers.insert((end_ms, node.to_string(), timer));
+        self.set_timer(node, Timer::SubmissionLease, end_ms);
         true
     }
 

@@ -1527,20 +1527,9 @@ fn a_submission_is_left_to_its_sender_while_the_sender_beats() {
         rec.local_state = LocalState::Submitting;
         rec.submit_attempts = 1;
         rec.submitted_by = Some(42);
-        let beat = |epoch: u64, at_ms: u64| {
-            ledger
-                .lock()
-                .unwrap()
-                .beat(crate::ledger::Beat {
-                    process: 42,
-                    epoch,
-                    at_ms,
-                })
-                .unwrap()
-        };
         assert_eq!(r.sender_alive_until_ms(&rec), None, "no beat");
         let now_ms = r.now_ms();
-        beat(1, now_ms);
+        beat_42(&ledger, 1, now_ms);
         let timeout_ms = r.cfg.beat_timeout_ms;
         assert_eq!(r.sender_alive_until_ms(&rec), Some(now_ms + timeout_ms));
         let mut past_submitting = rec.clone();
@@ -1552,11 +1541,11 @@ fn a_submission_is_left_to_its_sender_while_the_sender_beats() {
         let mut ours = rec.clone();
         ours.submitted_by = Some(5_000_000);
         assert_eq!(r.sender_alive_until_ms(&ours), None);
-        beat(2, now_ms);
+        beat_42(&ledger, 2, now_ms);
         assert_eq!(r.sender_alive_until_ms(&rec), None, "another epoch's");
         // A lease that runs out while the sender beats concludes nothing: the node is watched.
         ledger.lock().unwrap().insert(rec.clone(), 1).unwrap();
-        beat(1, now_ms);
+        beat_42(&ledger, 1, now_ms);
         assert!(r.held_for_live_sender("n1"));
         assert!(
             r.stall_at.contains_key("n1"),
@@ -1839,5 +1828,60 @@ fn only_the_submission_lease_of_a_live_senders_node_waits_for_the_sender() {
         r.fire_due(&mut no_lanes()).await;
         assert_eq!(state_of(&ledger, "n1"), Some(LocalState::Submitting));
         assert!(r.stall_at.contains_key("n1"), "watched while 42 beats");
+    });
+}
+
+/// A frame read before a due timer fires may move that timer (`Runner::fire_due` reads what was
+/// delivered before each due timer): the timer is then looked at again, and the instance that
+/// fell due is not fired. Here n1's poll timer falls due while the answer to its last poll waits
+/// on the connection; reading it (the task still working) sets the next poll a server interval
+/// on. Fired anyway, the old instance would send a second poll at once and drop the new timer's
+/// entry (mcp_ext_replicas seeds 33673, 38006 found the order; cargo-mutants: the "still first"
+/// compare made always true survived the unit tests).
+#[test]
+fn a_due_timer_that_a_frame_read_first_moved_is_not_fired() {
+    on_tokio(async {
+        let ledger = memory();
+        let mut working = crate::ledger::tests::fixtures::rec("n1");
+        working.local_state = LocalState::Working;
+        working.operation_id = Some("t1".into());
+        let seen = ledger.lock().unwrap().insert(working, 1).unwrap();
+        let mut r = bare_runner(&ledger, config());
+        r.seen_version.insert("n1".into(), seen.version);
+        r.handle("n1", Event::Timer(Timer::PollDue)).await;
+        assert_eq!(r.queue.len(), 1, "the poll is queued");
+        let (t, mut out_rx, in_tx) = ChannelTransport::pair();
+        let mut lanes = [t];
+        r.flush(&mut lanes).await.unwrap();
+        let poll = out_rx.try_recv().expect("the poll was sent");
+        let msg: Value = serde_json::from_slice(&poll.body).unwrap();
+        assert_eq!(msg["method"], "tasks/get");
+        let answer = json!({"jsonrpc": "2.0", "id": msg["id"], "result": task("t1", "working")});
+        in_tx
+            .send(InFrame {
+                request_id: poll.request_id,
+                http_status: 200,
+                retry_after_ms: None,
+                body: serde_json::to_vec(&answer).unwrap(),
+            })
+            .unwrap();
+        // The poll timer falls due with the answer unread.
+        let due_ms = r.now_ms();
+        r.execute(
+            "n1",
+            0,
+            Command::Schedule {
+                at_ms: due_ms,
+                timer: Timer::PollDue,
+            },
+        );
+        r.fire_due(&mut lanes).await;
+        assert!(r.queue.is_empty(), "the moved timer fired: a second poll");
+        let next = r.timer_at.get(&("n1".to_string(), Timer::PollDue)).copied();
+        assert!(
+            next.is_some_and(|at| at > due_ms),
+            "the answer's next poll is kept: {next:?}"
+        );
+        assert_eq!(r.timers.len(), 1, "one timer for n1: {:?}", r.timers);
     });
 }
