@@ -1075,7 +1075,6 @@ impl<'a> Machine<'a> {
             self.rec.poll_cursor.not_found_first_sent_at_ms = self.reply_sent_ms;
         }
         self.rec.poll_cursor.not_found_streak += 1;
-        let before_expiry = self.rec.expires_at_ms.is_none_or(|e| self.now() < e);
         // After the reckoned expiry too: it is a lower bound, counted from the end this
         // executor saw (or from creation), and the server restarts its deletion timer when the
         // task ends. An end read but set aside (its commit lost the race to a later request's
@@ -1096,7 +1095,7 @@ impl<'a> Machine<'a> {
         // (`Ctx::overtaken_sender_until_ms`), as a sent submission's does: it may hold the
         // answer frozen whole (mcp_ext_replicas seed 84944: a replica read its poll's answer
         // showing the task working and froze 12.9 s; the streak concluded a lease after the
-        // overtaking, 3 s before the thaw).
+        // overtaking, 3 s before the thaw). Past the reckoned expiry too, a lower bound.
         let c = &self.rec.poll_cursor;
         let sender_until_ms = self.ctx.overtaken_sender_until_ms;
         let process = self.ctx.process;
@@ -1110,10 +1109,12 @@ impl<'a> Machine<'a> {
                     .max(sender_until_ms.unwrap_or(0))
                     .saturating_add(self.cfg.request_lease_ms)
             });
-        if let Some(end_ms) = lease_end_ms.filter(|&end| before_expiry && self.now() < end) {
+        if let Some(end_ms) = lease_end_ms.filter(|&end| self.now() < end) {
             let wait_ms = (end_ms - self.now()).max(self.cfg.retry_interval_ms);
             return self.read_again_after(wait_ms);
         }
+        // The reckoned expiry decides nothing here, but tells the person what to expect.
+        let before_expiry = self.rec.expires_at_ms.is_none_or(|e| self.now() < e);
         let when = if before_expiry {
             "before expiry"
         } else {

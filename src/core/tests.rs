@@ -1692,6 +1692,31 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
          reply:poll:not_found => WORKING->UNKNOWN [reconcile]",
     ),
     (
+        // The reckoned expiry is a lower bound (an end read but set aside leaves it at
+        // creation's ttl), so past it too a request overtaken unanswered holds the conclusion
+        // for a request lease: its answer may show the task alive.
+        "past the reckoned expiry an overtaken request still holds the conclusion for a request lease",
+        |s| {
+            s.working().at(60_000).timer(Timer::PollDue).reply(RequestKind::Poll, Reply::NotFound { message: "gone".into() });
+            s.at(60_100).timer(Timer::PollDue);
+            s.timer(Timer::PollDue);
+            s.ev(Event::Reply { sent_ms: None, kind: RequestKind::Poll, seq: 4, epoch: 1, reply: Reply::NotFound { message: "gone".into() } });
+            s.timer(Timer::PollDue).reply(RequestKind::Poll, Reply::NotFound { message: "gone".into() });
+            s.at(70_100).timer(Timer::PollDue).reply(RequestKind::Poll, Reply::NotFound { message: "gone".into() });
+        },
+        "start => stay [send:submit#1]
+         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
+         timer:poll_due => stay [send:poll#2]
+         reply:poll:not_found => stay [at61500:poll_due]
+         timer:poll_due => stay [send:poll#3]
+         timer:poll_due => stay [send:poll#4]
+         reply:poll:not_found => stay [at63475:poll_due]
+         timer:poll_due => stay [send:poll#5]
+         reply:poll:not_found => stay [at70100:poll_due]
+         timer:poll_due => stay [send:poll#6]
+         reply:poll:not_found => WORKING->UNKNOWN [reconcile:after_expiry]",
+    ),
+    (
         // mcp_ext_replicas seed 84944: the overtaken poll was a replica's (process 2), which
         // read its answer showing the task working and froze 12.9 s with it. Its beat said it
         // lived until 12 s (the runner's `Ctx::overtaken_sender_until_ms`): the lease runs from
