@@ -477,7 +477,7 @@ impl<'a> Machine<'a> {
             }
             (Timer::FetchDue, S::TerminalObserved | S::FetchingResult) => {
                 if self.rec.fetch_attempts >= self.cfg.max_fetch_attempts {
-                    return self.hand_over("result fetch attempts spent");
+                    return self.fetches_spent("result fetch attempts spent");
                 }
                 if self.rec.local_state == S::TerminalObserved {
                     self.go(S::FetchingResult)?;
@@ -720,8 +720,7 @@ impl<'a> Machine<'a> {
 
     /// The operation has ended, or may have, without a read showing when: both SDK stores start
     /// the deletion timer again at an end, so the reckoned expiry moves to now plus the ttl
-    /// when that is later (conservative: a 404 before then is read again, never trusted at
-    /// once).
+    /// when that is later (what the hand-off's reason says of a 404 streak's end).
     fn ended_unseen(&mut self) {
         if let (Some(ttl), Some(at)) = (self.rec.ttl_ms, self.rec.expires_at_ms) {
             self.rec.expires_at_ms = Some(at.max(self.now().saturating_add(ttl)));
@@ -1096,21 +1095,10 @@ impl<'a> Machine<'a> {
         // answer frozen whole (mcp_ext_replicas seed 84944: a replica read its poll's answer
         // showing the task working and froze 12.9 s; the streak concluded a lease after the
         // overtaking, 3 s before the thaw). Past the reckoned expiry too, a lower bound.
-        let c = &self.rec.poll_cursor;
-        let sender_until_ms = self.ctx.overtaken_sender_until_ms;
-        let process = self.ctx.process;
         // Our own request numbered before the streak began was answered or lost here, where
         // we can see it; another process's may have left after the streak's first request.
-        let lease_end_ms = c
-            .overtaken
-            .filter(|o| o.seq > c.not_found_first_seq || o.by.is_some_and(|p| p != process))
-            .map(|o| {
-                o.at_ms
-                    .max(sender_until_ms.unwrap_or(0))
-                    .saturating_add(self.cfg.request_lease_ms)
-            });
-        if let Some(end_ms) = lease_end_ms.filter(|&end| self.now() < end) {
-            let wait_ms = (end_ms - self.now()).max(self.cfg.retry_interval_ms);
+        let first_seq = self.rec.poll_cursor.not_found_first_seq;
+        if let Some(wait_ms) = self.overtaken_lease_wait_ms(Some(first_seq)) {
             return self.read_again_after(wait_ms);
         }
         // The reckoned expiry decides nothing here, but tells the person what to expect.
@@ -1121,6 +1109,44 @@ impl<'a> Machine<'a> {
             "after expiry"
         };
         self.hand_over(&format!("{why} ({when})"))
+    }
+
+    /// How long to wait before concluding, while a request overtaken unanswered may still be
+    /// answered: until a request lease after the overtaking, or after the last beat of its
+    /// sender, another process of this epoch (`Ctx::overtaken_sender_until_ms`), if later. Our
+    /// own requests count only when numbered after `own_after_seq`: an older one of ours was
+    /// answered or lost here, where we can see it. At least the retry interval; `None` once
+    /// the lease has run out.
+    fn overtaken_lease_wait_ms(&self, own_after_seq: Option<u64>) -> Option<u64> {
+        let process = self.ctx.process;
+        let end_ms = self
+            .rec
+            .poll_cursor
+            .overtaken
+            .filter(|o| {
+                own_after_seq.is_some_and(|first| o.seq > first)
+                    || o.by.is_some_and(|p| p != process)
+            })
+            .map(|o| {
+                o.at_ms
+                    .max(self.ctx.overtaken_sender_until_ms.unwrap_or(0))
+                    .saturating_add(self.cfg.request_lease_ms)
+            })?;
+        (self.now() < end_ms).then(|| (end_ms - self.now()).max(self.cfg.retry_interval_ms))
+    }
+
+    /// The fetches allowed are spent: hand over, unless another process's fetch (or read) was
+    /// overtaken unanswered within a request lease. It may hold the verified result
+    /// (mcp_ext_replicas seed 492064: a replica's fetch drew the result and its process sat 11 s
+    /// in slow commits before reading it, while this process's last fetch came back cut and
+    /// spent the attempts): look again when the lease runs out; the record is final by then if
+    /// that process accepted.
+    fn fetches_spent(&mut self, why: &str) -> R {
+        if let Some(wait_ms) = self.overtaken_lease_wait_ms(None) {
+            self.schedule(wait_ms, Timer::FetchDue);
+            return STAYED;
+        }
+        self.hand_over(why)
     }
 
     /// Input requests inlined in a status read (the tasks extension): the read itself plays
@@ -1303,7 +1329,7 @@ impl<'a> Machine<'a> {
     fn refetch(&mut self, at_least_ms: u64) -> R {
         self.rec.fetch_attempts += 1;
         if self.rec.fetch_attempts >= self.cfg.max_fetch_attempts {
-            return self.hand_over("no verified result after the allowed fetches");
+            return self.fetches_spent("no verified result after the allowed fetches");
         }
         self.schedule(self.cfg.retry_interval_ms.max(at_least_ms), Timer::FetchDue);
         STAYED

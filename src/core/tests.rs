@@ -932,6 +932,35 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
          timer:fetch_due => rejected:already_final",
     ),
     (
+        // mcp_ext_replicas seed 492064: a replica's fetch (process 2, #3) was overtaken
+        // unanswered by this process's; its answer held the verified result while its process
+        // sat in slow commits. When this process's fetches are spent, the hand-off waits a
+        // request lease after the overtaking (10 s), then concludes on the record as it stands.
+        "spent fetches wait for another process's overtaken fetch a request lease before the hand-off",
+        |s| {
+            s.cfg.max_fetch_attempts = 2;
+            s.working().timer(Timer::PollDue).reply(RequestKind::Poll, Reply::Status(view(P::Completed)));
+            s.process = 2;
+            s.timer(Timer::FetchDue);
+            s.process = 1;
+            s.at(100).timer(Timer::FetchDue).reply(RequestKind::Fetch, Reply::Result(result(false)));
+            s.at(1_100).timer(Timer::FetchDue).reply(RequestKind::Fetch, Reply::Malformed { reason: "truncated".into() });
+            s.at(10_099).timer(Timer::FetchDue);
+            s.at(10_100).timer(Timer::FetchDue);
+        },
+        "start => stay [send:submit#1]
+         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
+         timer:poll_due => stay [send:poll#2]
+         reply:poll:status => WORKING->TERMINAL_OBSERVED [at0:fetch_due]
+         timer:fetch_due => TERMINAL_OBSERVED->FETCHING_RESULT [send:fetch#3]
+         timer:fetch_due => stay [send:fetch#4]
+         reply:fetch:result => stay [at1100:fetch_due]
+         timer:fetch_due => stay [send:fetch#5]
+         reply:fetch:malformed => stay [at10100:fetch_due]
+         timer:fetch_due => stay [at11099:fetch_due]
+         timer:fetch_due => FETCHING_RESULT->UNKNOWN [reconcile]",
+    ),
+    (
         "a fetch is counted when it comes back without a result, not when it is sent",
         |s| {
             s.cfg.max_fetch_attempts = 2;

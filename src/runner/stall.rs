@@ -272,14 +272,19 @@ impl Runner {
         self.beat_until_ms(sender)
     }
 
-    /// For the core (`Ctx::overtaken_sender_until_ms`): until when the sender of the request a
-    /// not-found streak of `rec` overtook unanswered, another process of this epoch, was said
-    /// alive by its beat. Beats later than a request lease after the overtaking do not count:
-    /// a live sender's request has been answered or timed out by then, and a sender that keeps
-    /// beating would otherwise hold the streak for as long as it lives.
+    /// For the core (`Ctx::overtaken_sender_until_ms`): until when the sender of the request
+    /// `rec` overtook unanswered, another process of this epoch, was said alive by its beat,
+    /// while a not-found streak or the result's fetches could conclude on it. Beats later than
+    /// a request lease after the overtaking do not count: a live sender's request has been
+    /// answered or timed out by then, and a sender that keeps beating would otherwise hold the
+    /// conclusion for as long as it lives.
     pub(super) fn overtaken_sender_until_ms(&mut self, rec: &ToolOperation) -> Option<u64> {
         let c = &rec.poll_cursor;
-        if c.not_found_streak == 0 {
+        let fetching = matches!(
+            rec.local_state,
+            LocalState::TerminalObserved | LocalState::FetchingResult
+        );
+        if c.not_found_streak == 0 && !fetching {
             return None;
         }
         let o = c.overtaken?;
