@@ -878,6 +878,10 @@ impl Adapter for Aip151Adapter {
     }
 
     /// Plain HTTP: every reply is tied to its request by the transport. AIP has no server push.
+    fn fetch_is_status_read(&self) -> bool {
+        true
+    }
+
     fn classify(&self, frame: &InFrame) -> Inbound {
         match frame.request_id {
             Some(rpc_id) => Inbound::Response { rpc_id },

@@ -744,6 +744,10 @@ impl Adapter for McpTasksExtAdapter {
         }
     }
 
+    fn fetch_is_status_read(&self) -> bool {
+        true
+    }
+
     fn classify(&self, frame: &InFrame) -> Inbound {
         classify_frame(frame)
     }

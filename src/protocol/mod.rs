@@ -398,6 +398,12 @@ pub trait Adapter {
         None
     }
     fn classify(&self, frame: &InFrame) -> Inbound;
+    /// Whether the result is read with the status read's own message (the tasks extension's
+    /// `tasks/get`, AIP-151's `GET`): to the server a fetch is then one more status read, and
+    /// the interval it suggested between them applies.
+    fn fetch_is_status_read(&self) -> bool {
+        false
+    }
     /// The bytes answering a server request; `None` for protocols without server requests.
     fn encode_server_answer(&self, _request: &ServerRequest) -> Option<Vec<u8>> {
         None

@@ -57,6 +57,29 @@ impl Runner {
         }
     }
 
+    /// Whether a fetch `event` schedules must wait the own-read floor too: the lane reads the
+    /// result with its status read, and `event` answers a request that left before this
+    /// process's own last status read of the node, so to the server the fetch follows that read
+    /// (mcp_ext_replicas seeds 318340, 338850: an answer showing the end waited unread while a
+    /// slow commit held the process; the commit's poll went out, then the answer was read and
+    /// the fetch followed that poll by 122 and 809 ms, the server asking for 1000). A fetch
+    /// after the answer to this process's newest read is reading an ended task's outcome, not
+    /// polling, and goes at once.
+    pub(super) fn fetch_after_own_read(&self, node: &str, lane: usize, event: &Event) -> bool {
+        let Event::Reply {
+            sent_ms: Some(answered_sent_ms),
+            ..
+        } = event
+        else {
+            return false;
+        };
+        self.lanes[lane].adapter.fetch_is_status_read()
+            && matches!(
+                self.last_sent.get(node),
+                Some((RequestKind::Poll, own_ms)) if own_ms > answered_sent_ms
+            )
+    }
+
     pub(super) async fn on_input(&mut self, input: Input) {
         match input {
             Input::Submit(node) => self.submit(node).await,
@@ -556,7 +579,12 @@ fn queue_position<'a>(
 /// 1625166: a replica's reads kept the record current, and this process, resumed by its stall
 /// watch on a cancel another had sent, read 813 ms after its own read, the server asking for
 /// 1000 ms).
-pub(super) fn after_own_read(floor_ms: Option<u64>, commands: Vec<Command>) -> Vec<Command> {
+/// A fetch is held back only when `fetch_floor_ms` is given (`Runner::fetch_after_own_read`).
+pub(super) fn after_own_read(
+    floor_ms: Option<u64>,
+    fetch_floor_ms: Option<u64>,
+    commands: Vec<Command>,
+) -> Vec<Command> {
     let Some(floor_ms) = floor_ms else {
         return commands;
     };
@@ -569,6 +597,13 @@ pub(super) fn after_own_read(floor_ms: Option<u64>, commands: Vec<Command>) -> V
             } => Command::Schedule {
                 at_ms: at_ms.max(floor_ms),
                 timer,
+            },
+            Command::Schedule {
+                at_ms,
+                timer: Timer::FetchDue,
+            } => Command::Schedule {
+                at_ms: at_ms.max(fetch_floor_ms.unwrap_or(0)),
+                timer: Timer::FetchDue,
             },
             c => c,
         })

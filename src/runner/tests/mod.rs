@@ -1452,6 +1452,7 @@ fn a_read_waits_the_servers_interval_after_this_processs_own_read() {
         let at = |at_ms, timer| Command::Schedule { at_ms, timer };
         let moved = dispatch::after_own_read(
             r.own_read_floor_ms("n1", 0, &rec),
+            None,
             vec![
                 at(5_500, Timer::PollDue),
                 at(5_500, Timer::CancelRequery),
@@ -1468,6 +1469,10 @@ fn a_read_waits_the_servers_interval_after_this_processs_own_read() {
                 at(5_500, Timer::FetchDue),
             ]
         );
+        // A fetch is held back only when told to (`Runner::fetch_after_own_read`).
+        let fetch =
+            dispatch::after_own_read(Some(6_000), Some(6_000), vec![at(5_500, Timer::FetchDue)]);
+        assert_eq!(fetch, vec![at(6_000, Timer::FetchDue)]);
         r.last_sent
             .insert("n1".into(), (RequestKind::Cancel, 5_200));
         assert_eq!(
@@ -1883,5 +1888,62 @@ fn a_due_timer_that_a_frame_read_first_moved_is_not_fired() {
             "the answer's next poll is kept: {next:?}"
         );
         assert_eq!(r.timers.len(), 1, "one timer for n1: {:?}", r.timers);
+    });
+}
+
+/// A fetch follows this process's own status read as one more read when the lane reads results
+/// with its status read and the answer that ended the task came to an older request
+/// (`Runner::fetch_after_own_read`; mcp_ext_replicas seeds 318340, 338850). The answer to the
+/// newest read, another protocol's fetch, or an event that answers nothing leaves it alone.
+#[test]
+fn a_fetch_waits_the_servers_interval_only_after_a_read_newer_than_the_answer() {
+    on_tokio(async {
+        let ledger = memory();
+        let (approvals, _) = mpsc::unbounded_channel();
+        let mut ext = Runner::new(
+            config(),
+            1,
+            tokio::time::Instant::now(),
+            Box::new(crate::protocol::mcp_tasks_ext::McpTasksExtAdapter::new()),
+            ledger.clone(),
+            Box::new(NullObserver),
+            approvals,
+            7,
+            5_000_000,
+        );
+        let answer = |sent_ms| Event::Reply {
+            kind: RequestKind::Poll,
+            seq: 7,
+            epoch: 1,
+            sent_ms,
+            reply: Reply::NotFound {
+                message: "any".into(),
+            },
+        };
+        ext.last_sent
+            .insert("n1".into(), (RequestKind::Poll, 54_156));
+        assert!(ext.fetch_after_own_read("n1", 0, &answer(Some(37_083))));
+        assert!(
+            !ext.fetch_after_own_read("n1", 0, &answer(Some(54_156))),
+            "the newest read's answer"
+        );
+        assert!(
+            !ext.fetch_after_own_read("n1", 0, &answer(None)),
+            "when it left is unknown"
+        );
+        assert!(!ext.fetch_after_own_read("n1", 0, &Event::Timer(Timer::FetchDue)));
+        ext.last_sent
+            .insert("n1".into(), (RequestKind::Cancel, 54_156));
+        assert!(
+            !ext.fetch_after_own_read("n1", 0, &answer(Some(37_083))),
+            "a cancel went last"
+        );
+        let mut mcp = bare_runner(&ledger, config());
+        mcp.last_sent
+            .insert("n1".into(), (RequestKind::Poll, 54_156));
+        assert!(
+            !mcp.fetch_after_own_read("n1", 0, &answer(Some(37_083))),
+            "tasks/result is not a status read"
+        );
     });
 }
