@@ -1648,6 +1648,16 @@ fn the_core_hears_until_when_the_overtaken_requests_sender_lived() {
         let mut no_streak = rec.clone();
         no_streak.poll_cursor.not_found_streak = 0;
         assert_eq!(r.overtaken_sender_until_ms(&no_streak), None);
+        // Fetching, the spent fetches conclude on it too, streak or none (seed 492064).
+        for state in [LocalState::TerminalObserved, LocalState::FetchingResult] {
+            let mut fetching = no_streak.clone();
+            fetching.local_state = state;
+            assert_eq!(
+                r.overtaken_sender_until_ms(&fetching),
+                Some(1_000 + lease_ms + beat_timeout_ms),
+                "fetching"
+            );
+        }
         let mut unknown = rec.clone();
         unknown.poll_cursor.overtaken = None;
         assert_eq!(r.overtaken_sender_until_ms(&unknown), None);
@@ -1946,4 +1956,41 @@ fn a_fetch_waits_the_servers_interval_only_after_a_read_newer_than_the_answer() 
             "tasks/result is not a status read"
         );
     });
+}
+
+/// `Adapter::fetch_is_status_read` is a fact about each protocol's wire, read off the frames:
+/// true exactly when the result is fetched with the very frame of the status read.
+#[test]
+fn an_adapter_says_its_fetch_is_a_status_read_exactly_when_the_frames_are_the_same() {
+    use crate::protocol::aip151::{Aip151Adapter, Aip151Config};
+    use crate::protocol::mcp_tasks_ext::McpTasksExtAdapter;
+    use crate::protocol::{Adapter, Outbound};
+    let aip = Aip151Adapter::new(Aip151Config {
+        submit_path: "/v1/projects/p/reports:{tool}".into(),
+        operation_path: "/v1/{name}".into(),
+        operations_collection: "/v1/operations".into(),
+        tools: vec!["report".into()],
+        dedupe_window_ms: None,
+        cancel_supported: true,
+    });
+    let adapters: [Box<dyn Adapter>; 3] = [
+        Box::new(Mcp20251125Adapter::new()),
+        Box::new(McpTasksExtAdapter::new()),
+        Box::new(aip),
+    ];
+    let mut said = vec![];
+    for a in &adapters {
+        let operation_id = "operations/op-1".to_string();
+        let poll = a.encode_frame(
+            9,
+            &Outbound::Poll {
+                operation_id: operation_id.clone(),
+            },
+        );
+        let fetch = a.encode_frame(9, &Outbound::FetchResult { operation_id });
+        let same = poll.body == fetch.body && poll.http == fetch.http;
+        assert_eq!(a.fetch_is_status_read(), same, "{}", a.id().name());
+        said.push(same);
+    }
+    assert_eq!(said, [false, true, true], "MCP 2025-11-25 has tasks/result");
 }
