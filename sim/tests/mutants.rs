@@ -51,19 +51,23 @@ fn every_mutation_is_caught_and_the_unmutated_executor_is_clean() {
     );
 }
 
-/// The variant without beats that `make mutants` runs is the draft with beats turned off, and
-/// nothing else: an edit to one that the other misses would hunt the plant in another world.
+/// The variant without beats that `make mutants` runs is the gate's `mcp_ext_replicas` with
+/// beats turned off, and nothing else: an edit to one that the other misses would hunt the
+/// plant in another world.
 #[test]
-fn the_variant_without_beats_is_the_draft_with_beats_off() {
+fn the_variant_without_beats_is_the_gate_scenario_with_beats_off() {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
-    let draft = Scenario::load(&root.join("scenarios/mcp_ext_replicas.toml")).unwrap();
+    let gated = Scenario::load(&root.join("scenarios/mcp_ext_replicas.toml")).unwrap();
     let mut variant = Scenario::load(&root.join("scenarios/mcp_ext_replicas_nobeat.toml")).unwrap();
     assert_eq!(variant.executor.beat_interval_ms, 0);
-    assert!(draft.executor.beat_interval_ms > 0, "the draft beats");
-    variant.name = draft.name.clone();
-    variant.executor.beat_interval_ms = draft.executor.beat_interval_ms;
     assert!(
-        variant == draft,
+        gated.executor.beat_interval_ms > 0,
+        "the gate's scenario beats"
+    );
+    variant.name = gated.name.clone();
+    variant.executor.beat_interval_ms = gated.executor.beat_interval_ms;
+    assert!(
+        variant == gated,
         "the two scenario files differ beyond the name and the beat"
     );
 }

@@ -10,7 +10,7 @@ use crate::campaign::sweep::{self, Loaded, Plan};
 
 /// The release gate's scenario set (`scenarios/default-set.txt`, which the Makefile reads; a
 /// test keeps them equal).
-pub const DEFAULT_SET: [&str; 8] = [
+pub const DEFAULT_SET: [&str; 9] = [
     "scenarios/smoke.toml",
     "scenarios/mcp_faults.toml",
     "scenarios/mcp_load.toml",
@@ -19,6 +19,7 @@ pub const DEFAULT_SET: [&str; 8] = [
     "scenarios/mcp_retire.toml",
     "scenarios/mcp_sqlite.toml",
     "scenarios/mcp_replicas.toml",
+    "scenarios/mcp_ext_replicas.toml",
 ];
 
 /// Seeds `0..SEEDS` of each scenario.

@@ -24,10 +24,8 @@ pub const DEFAULT_SET: [&str; 8] = [
     "scenarios/mcp_replicas.toml",
     // Replicas on the tasks extension (no lookup by key, so a wrong take-up is a hand-off)
     // with processes that freeze whole and never beat: where take_up_lease_from_sender_step
-    // is caught (with beats, a lease also runs past the sender's last beat and covers it). The
-    // draft outside the gate set with beats off (about one open failure in 150,000 series with
-    // beats, none among the seeds this set runs it on; the unmutated run below says so for
-    // every build).
+    // is caught (with beats, a lease also runs past the sender's last beat and covers it): the
+    // gate set's mcp_ext_replicas with beats off.
     "scenarios/mcp_ext_replicas_nobeat.toml",
 ];
 
