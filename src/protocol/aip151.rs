@@ -877,11 +877,12 @@ impl Adapter for Aip151Adapter {
         })
     }
 
-    /// Plain HTTP: every reply is tied to its request by the transport. AIP has no server push.
+    /// `GetOperation` both polls and reads the outcome (`Poll` and `FetchResult` share a frame).
     fn fetch_is_status_read(&self) -> bool {
         true
     }
 
+    /// Plain HTTP: every reply is tied to its request by the transport. AIP has no server push.
     fn classify(&self, frame: &InFrame) -> Inbound {
         match frame.request_id {
             Some(rpc_id) => Inbound::Response { rpc_id },

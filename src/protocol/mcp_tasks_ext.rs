@@ -744,6 +744,8 @@ impl Adapter for McpTasksExtAdapter {
         }
     }
 
+    /// `tasks/get` both polls and carries the result inline (`Poll` and `FetchResult` share a
+    /// frame; there is no `tasks/result`).
     fn fetch_is_status_read(&self) -> bool {
         true
     }
