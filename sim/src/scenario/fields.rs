@@ -221,7 +221,7 @@ pub const FIELDS: &[Field] = &[
     f("executor.core.max_lookup_attempts", Unit::Count, (1.0, 1_000.0), "Lookups by submission key before giving up.").ex("20"),
     f("executor.core.max_fetch_attempts", Unit::Count, (1.0, 1_000.0), "Result fetches before giving up.").ex("8"),
     f("executor.core.max_cancel_attempts", Unit::Count, (1.0, 1_000.0), "Cancel sends before giving up.").ex("5"),
-    f("executor.core.not_found_retries", Unit::Count, (0.0, 1_000.0), "Not-found answers tolerated before expiry (a lagging replica's 404 is no proof).").ex("2"),
+    f("executor.core.not_found_retries", Unit::Count, (0.0, 1_000.0), "Not-found answers tolerated in a row, before the reckoned expiry or after it (a lagging replica's 404 is no proof).").ex("2"),
     f("executor.core.key_lookup", Unit::Flag, ANY, "Whether the server answers lookups by submission key.").never("the executor learns it from the server's capabilities (toolop extensions)").ex("false"),
     f("executor.core.key_retention_ms", Unit::Ms, (0.0, WEEK), "How long the server keeps keys answerable.").optional().never("the executor learns it from the server's capabilities").ex("60000"),
     f("executor.core.mutation", Unit::Text, ANY, "A planted anti-pattern.").optional().never("plant one with `toolop-sim replay --mutation NAME` or run `toolop-sim mutants`").ex("\"fresh_key_on_submit_timeout\""),
