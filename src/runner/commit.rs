@@ -272,8 +272,7 @@ impl Runner {
             let changed = step.record != rec;
             let is_final = step.record.local_state.is_final();
             let read_floor_ms = self.own_read_floor_ms(node, lane, &step.record);
-            let fetch_floor_ms =
-                read_floor_ms.filter(|_| self.fetch_after_own_read(node, lane, &event));
+            let hold_fetch = self.fetch_after_own_read(node, lane, &event);
             let mut write = Write {
                 expected_version: rec.version,
                 writer_epoch: self.writer_epoch(),
@@ -358,7 +357,7 @@ impl Runner {
             }
             let refused = matches!(step.outcome, Outcome::Rejected(_));
             self.seen_version.insert(node.to_string(), version);
-            let commands = after_own_read(read_floor_ms, fetch_floor_ms, step.commands);
+            let commands = after_own_read(read_floor_ms, hold_fetch, step.commands);
             self.act(node, lane, &name, step.outcome, commands, version);
             match others_cancel {
                 Some(rec) => self.watch_cancel_of_another(node, &rec, &ctx, lane, version),

@@ -579,10 +579,10 @@ fn queue_position<'a>(
 /// 1625166: a replica's reads kept the record current, and this process, resumed by its stall
 /// watch on a cancel another had sent, read 813 ms after its own read, the server asking for
 /// 1000 ms).
-/// A fetch is held back only when `fetch_floor_ms` is given (`Runner::fetch_after_own_read`).
+/// A fetch is held back to the same floor only when `hold_fetch` (`Runner::fetch_after_own_read`).
 pub(super) fn after_own_read(
     floor_ms: Option<u64>,
-    fetch_floor_ms: Option<u64>,
+    hold_fetch: bool,
     commands: Vec<Command>,
 ) -> Vec<Command> {
     let Some(floor_ms) = floor_ms else {
@@ -601,8 +601,8 @@ pub(super) fn after_own_read(
             Command::Schedule {
                 at_ms,
                 timer: Timer::FetchDue,
-            } => Command::Schedule {
-                at_ms: at_ms.max(fetch_floor_ms.unwrap_or(0)),
+            } if hold_fetch => Command::Schedule {
+                at_ms: at_ms.max(floor_ms),
                 timer: Timer::FetchDue,
             },
             c => c,

@@ -676,8 +676,11 @@ impl Runner {
                 // What was read moved or dropped this timer: look again.
                 continue;
             }
-            self.timers.remove(&(at, node.clone(), timer));
-            self.timer_at.remove(&(node.clone(), timer));
+            // Still first: take it off without cloning its node name again (once per timer).
+            self.timers.pop_first();
+            let key = (node, timer);
+            self.timer_at.remove(&key);
+            let (node, timer) = key;
             if timer == Timer::SubmissionLease && self.lease_held(&node) {
                 continue;
             }

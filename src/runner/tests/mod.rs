@@ -1452,7 +1452,7 @@ fn a_read_waits_the_servers_interval_after_this_processs_own_read() {
         let at = |at_ms, timer| Command::Schedule { at_ms, timer };
         let moved = dispatch::after_own_read(
             r.own_read_floor_ms("n1", 0, &rec),
-            None,
+            false,
             vec![
                 at(5_500, Timer::PollDue),
                 at(5_500, Timer::CancelRequery),
@@ -1470,9 +1470,11 @@ fn a_read_waits_the_servers_interval_after_this_processs_own_read() {
             ]
         );
         // A fetch is held back only when told to (`Runner::fetch_after_own_read`).
-        let fetch =
-            dispatch::after_own_read(Some(6_000), Some(6_000), vec![at(5_500, Timer::FetchDue)]);
+        let fetch = dispatch::after_own_read(Some(6_000), true, vec![at(5_500, Timer::FetchDue)]);
         assert_eq!(fetch, vec![at(6_000, Timer::FetchDue)]);
+        // Without a floor there is nothing to hold it to.
+        let unheld = dispatch::after_own_read(None, true, vec![at(5_500, Timer::FetchDue)]);
+        assert_eq!(unheld, vec![at(5_500, Timer::FetchDue)]);
         r.last_sent
             .insert("n1".into(), (RequestKind::Cancel, 5_200));
         assert_eq!(
