@@ -47,7 +47,10 @@ pub enum What {
         faults: String,
         /// What the scenario configured that judges read: the executor's settings it was
         /// given (jitter, approval deadline) and the call nodes the caller will submit.
-        config: BeginConfig,
+        /// Boxed, as are `Final`'s and `Ledger`'s payloads: an event is as large as its largest
+        /// variant, and a trace holds hundreds of small ones (serde writes a box as its content,
+        /// so the canonical bytes are the same).
+        config: Box<BeginConfig>,
     },
     /// A fault fired at decision point `decision` (0: a fault that follows from another), meeting
     /// `node` in local state `state` (the last state the trace showed for it).
@@ -60,8 +63,8 @@ pub enum What {
     },
     /// Last event before `End`: the ledger and the server's ground truth as they stand.
     Final {
-        ledger: LedgerSnapshot,
-        truth: GroundTruth,
+        ledger: Box<LedgerSnapshot>,
+        truth: Box<GroundTruth>,
     },
     /// An executor process (execution epoch, incarnation) reported an observation.
     Exec {
@@ -116,7 +119,7 @@ pub enum What {
     /// The world stopped, restarted or rolled back an executor.
     World { action: WorldAction },
     /// A commit as the world's shared ledger saw it (not as the executor reports it).
-    Ledger { write: LedgerWrite },
+    Ledger { write: Box<LedgerWrite> },
     /// A process inserted a call node's first record (version `version`) in the world's shared
     /// ledger: who took a call in, as the ledger saw it.
     Insert {
@@ -618,6 +621,19 @@ mod tests {
         assert_eq!(
             line,
             "{\"t_ms\":1,\"src\":\"caller\",\"action\":\"submit\",\"node\":\"n1\"}\n"
+        );
+    }
+
+    /// A trace holds hundreds of events and every checker walks them: a large payload is boxed
+    /// so that one variant does not make every event its size (288 bytes before `Begin`,
+    /// `Final` and `Ledger` were boxed).
+    #[cfg(target_pointer_width = "64")]
+    #[test]
+    fn an_event_stays_small() {
+        let size = std::mem::size_of::<TraceEvent>();
+        assert!(
+            size <= 216,
+            "TraceEvent is {size} bytes: box the new large variant"
         );
     }
 

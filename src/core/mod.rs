@@ -180,9 +180,10 @@ impl Event {
             Event::Start => "start".into(),
             Event::RejectLocally => "reject_locally".into(),
             Event::Resume => "resume".into(),
-            Event::Timer(t) => format!("timer:{}", t.name()),
-            Event::Reply { kind, reply, .. } => format!("reply:{}:{}", kind.name(), reply.name()),
-            Event::Lost { kind, .. } => format!("lost:{}", kind.name()),
+            // `concat`, not `format!`: a name is made for every event the core handles.
+            Event::Timer(t) => ["timer:", t.name()].concat(),
+            Event::Reply { kind, reply, .. } => ["reply:", kind.name(), ":", reply.name()].concat(),
+            Event::Lost { kind, .. } => ["lost:", kind.name()].concat(),
             Event::InputRequested(_) => "input_requested".into(),
             Event::ApprovalReplied { .. } => "approval_replied".into(),
             Event::CancelClicked => "cancel_clicked".into(),

@@ -269,7 +269,9 @@ impl Ledger for ProcessLedger {
                 Err(e)
             }
         };
-        self.world.push(What::Ledger { write: fact });
+        self.world.push(What::Ledger {
+            write: Box::new(fact),
+        });
         result
     }
 

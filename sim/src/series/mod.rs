@@ -314,7 +314,7 @@ pub async fn world_main_with(sc: Scenario, params: Params, mode: PlanMode) -> Se
             safety_window_ms: safety,
             liveness_bound_ms: sc.faults.liveness_bound_ms,
             faults: params.faults.render(),
-            config: BeginConfig {
+            config: Box::new(BeginConfig {
                 poll_jitter_fraction: sc.executor.core.poll.jitter_fraction,
                 approval_timeout_ms: sc.executor.core.approval_timeout_ms,
                 request_timeout_ms: sc.executor.request_timeout_ms,
@@ -331,7 +331,7 @@ pub async fn world_main_with(sc: Scenario, params: Params, mode: PlanMode) -> Se
                     })
                     .collect(),
                 lanes: sc.lanes(),
-            },
+            }),
         },
     );
     let protocols = sc.lanes();
@@ -410,8 +410,8 @@ pub async fn world_main_with(sc: Scenario, params: Params, mode: PlanMode) -> Se
             .map(|s| s.lock().expect("server lock").truth().clone()),
     );
     world.push(What::Final {
-        ledger: snapshot,
-        truth,
+        ledger: Box::new(snapshot),
+        truth: Box::new(truth),
     });
     world.push(What::End {
         reason: end_reason.clone(),

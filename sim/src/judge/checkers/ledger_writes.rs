@@ -6,7 +6,7 @@ use crate::trace::{LedgerWrite, Trace, What};
 /// Every write the world's ledger saw, in trace order.
 pub fn writes(trace: &Trace) -> impl Iterator<Item = (u64, &LedgerWrite)> {
     trace.events.iter().filter_map(|e| match &e.what {
-        What::Ledger { write } => Some((e.t_ms, write)),
+        What::Ledger { write } => Some((e.t_ms, &**write)),
         _ => None,
     })
 }
@@ -55,6 +55,8 @@ pub(crate) mod build {
     }
 
     pub fn ev(write: LedgerWrite) -> What {
-        What::Ledger { write }
+        What::Ledger {
+            write: Box::new(write),
+        }
     }
 }

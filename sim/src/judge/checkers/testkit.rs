@@ -519,7 +519,7 @@ impl Tb {
                     safety_window_ms: self.safety_window_ms,
                     liveness_bound_ms: self.liveness_bound_ms,
                     faults: String::new(),
-                    config: self.config.clone(),
+                    config: Box::new(self.config.clone()),
                 },
             );
         }
@@ -530,8 +530,8 @@ impl Tb {
             trace.push(
                 last,
                 What::Final {
-                    ledger: self.ledger.clone(),
-                    truth: self.truth.clone(),
+                    ledger: Box::new(self.ledger.clone()),
+                    truth: Box::new(self.truth.clone()),
                 },
             );
         }
