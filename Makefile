@@ -11,7 +11,7 @@ SEED ?= 42
 SERIES ?= 10000
 JOBS ?= 2
 
-.PHONY: proptest-explore trace-hashes docs docs-check lint install-sim gate gate-ci canary run replay shrink bench ledger-bench mutants mutants-ci mutation mutation-diff tune test build peers peer-ts peer-python peers-rmcp test-peers-rmcp fault-proxy crash-soak
+.PHONY: proptest-explore trace-hashes docs docs-check lint install-sim gate gate-ci canary run replay shrink bench profile ledger-bench mutants mutants-ci mutation mutation-diff tune test build peers peer-ts peer-python peers-rmcp test-peers-rmcp fault-proxy crash-soak
 
 PEERS_VENV := target/peers-venv
 
@@ -63,6 +63,15 @@ trace-hashes:
 
 bench:
 	$(SIM_GATE) bench --scenario $(DEFAULT_SET) --series $(SERIES) --jobs $(JOBS)
+
+# Where the time goes: `perf` samples of one worker running the default set, with frame pointers
+# (their own target dir), shared out by part of the harness (scripts/perf_categories.py). Needs
+# perf; the gate's verdict is not this target's business (`-`), the samples are.
+PROFILE_SERIES ?= 2000
+profile:
+	RUSTFLAGS="--cfg madsim -C force-frame-pointers=yes" CARGO_TARGET_DIR=target/sim-prof cargo build --release -q -p toolop-sim
+	-perf record -F 999 -g -o target/perf.data target/sim-prof/release/toolop-sim gate --scenario $(DEFAULT_SET) --series $(PROFILE_SERIES) --jobs 1 --run profile --color never > /dev/null
+	perf script -i target/perf.data -F comm,ip,sym 2>/dev/null | python3 scripts/perf_categories.py
 
 # Ledger throughput (commits/s, acceptance transactions/s) on SQLite files, in memory, and the
 # in-memory ledger. A benchmark on real files and real time, never a test.
