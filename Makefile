@@ -66,10 +66,12 @@ bench:
 
 # Where the time goes: `perf` samples of one worker running the default set, with frame pointers
 # (their own target dir), shared out by part of the harness (scripts/perf_categories.py). Needs
-# perf; the gate's verdict is not this target's business (`-`), the samples are.
+# perf; the gate's verdict is not this target's business (`-`), the samples are. The old samples
+# go first: a perf that cannot record (not installed, not permitted) must not show a past profile.
 PROFILE_SERIES ?= 2000
 profile:
 	RUSTFLAGS="--cfg madsim -C force-frame-pointers=yes" CARGO_TARGET_DIR=target/sim-prof cargo build --release -q -p toolop-sim
+	rm -f target/perf.data
 	-perf record -F 999 -g -o target/perf.data target/sim-prof/release/toolop-sim gate --scenario $(DEFAULT_SET) --series $(PROFILE_SERIES) --jobs 1 --run profile --color never > /dev/null
 	perf script -i target/perf.data -F comm,ip,sym 2>/dev/null | python3 scripts/perf_categories.py
 
