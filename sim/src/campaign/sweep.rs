@@ -37,13 +37,14 @@ pub fn replay_command(file: &std::path::Path, seed: u64) -> String {
 
 /// Turn one finished series into its row: checkers and metrics read the trace, then it is dropped.
 pub fn row_of(l: &Loaded, r: &SeriesResult) -> SeriesRow {
+    let (metrics, violations) = metrics::measure_and_check(&r.trace);
     SeriesRow {
         seed: r.params.seed,
         scenario: l.scenario.name.clone(),
         scenario_file: l.file.display().to_string(),
         protocol: l.scenario.protocol.name().to_string(),
-        metrics: metrics::measure(&r.trace),
-        violations: checkers::check_all(&r.trace),
+        metrics,
+        violations,
         trace_hash: r.hash.clone(),
         end_reason: r.end_reason.clone(),
         events: r.trace.events.len(),

@@ -13,8 +13,8 @@ use crate::judge::checkers::view::{
     store_facts, View,
 };
 use crate::judge::checkers::{
-    at_most_one_receipt, no_divergence, no_false_unknown, no_second_operation, outbox_traceable,
-    poll_rate_within_bound, settles_within_bound,
+    self, at_most_one_receipt, no_divergence, no_false_unknown, no_second_operation,
+    outbox_traceable, poll_rate_within_bound, settles_within_bound, Violation,
 };
 use crate::series::faults::FaultKind;
 use crate::trace::{CallerAction, Shows, StoreFact, Trace, What};
@@ -108,16 +108,24 @@ mod coverage_as_list {
 /// receipts, liveness) stay at zero or empty for a trace without `Begin` or `Final`; such a
 /// trace is reported by `checkers::check_all` as `trace_incomplete`.
 pub fn measure(trace: &Trace) -> SeriesMetrics {
+    measure_and_check(trace).0
+}
+
+/// The metrics and every checker's violations (`checkers::check_all`'s), from one reading of
+/// the trace: some metrics count checkers' violations, and a sweep needs both (judging each
+/// series twice, as it did, was a quarter of the judge's time).
+pub fn measure_and_check(trace: &Trace) -> (SeriesMetrics, Vec<Violation>) {
     let submitted = caller_times(trace, CallerAction::Submit);
     // Settled when the world found the receipt or hand-off in the store.
-    let settled: BTreeMap<String, (u64, LocalState)> = store_facts(trace)
-        .into_iter()
-        .map(|(node, (t, fact))| {
+    let stored = store_facts(trace);
+    let settled: BTreeMap<&str, (u64, LocalState)> = stored
+        .iter()
+        .map(|(node, &(t, fact))| {
             let state = match fact {
                 StoreFact::Reconcile => LocalState::Unknown,
                 StoreFact::Receipt { .. } => LocalState::Accepted,
             };
-            (node, (t, state))
+            (node.as_str(), (t, state))
         })
         .collect();
     let mut m = SeriesMetrics {
@@ -149,13 +157,13 @@ pub fn measure(trace: &Trace) -> SeriesMetrics {
         .filter(|a| matches!(a.shows, Some(Shows::Throttled { status: 429, .. })))
         .count() as u32;
     for (node, submitted_ms) in &submitted {
-        if let Some((t, _)) = settled.get(node) {
+        if let Some((t, _)) = settled.get(node.as_str()) {
             m.end_to_end_ms.push(t.saturating_sub(*submitted_ms));
         }
     }
     let down = executor_down_spans(trace);
     for (node, clicked_ms) in caller_times(trace, CallerAction::Cancel) {
-        if let Some((t, _)) = settled.get(&node).filter(|(t, _)| *t >= clicked_ms) {
+        if let Some((t, _)) = settled.get(node.as_str()).filter(|(t, _)| *t >= clicked_ms) {
             let known = outcome_known_after(trace, &node, clicked_ms)
                 .unwrap_or(*t)
                 .min(*t);
@@ -164,10 +172,36 @@ pub fn measure(trace: &Trace) -> SeriesMetrics {
         }
     }
     m.unknown_reconciliation_ms = unknown_durations(trace, &submitted, &settled);
-    if let Ok(v) = View::of(trace) {
-        measure_final(&v, &submitted, &mut m);
+    let violations = match View::of(trace) {
+        Ok(v) => {
+            let (violations, undecidable) = checkers::check_view(&v);
+            let judged = Judged {
+                violations: &violations,
+                undecidable,
+                stored: &stored,
+            };
+            measure_final(&v, &submitted, &judged, &mut m);
+            violations
+        }
+        Err(incomplete) => vec![incomplete],
+    };
+    (m, violations)
+}
+
+/// What the checkers found, and the store facts, for the counts that need a complete trace.
+struct Judged<'a> {
+    violations: &'a [Violation],
+    undecidable: u32,
+    stored: &'a BTreeMap<String, (u64, StoreFact)>,
+}
+
+impl Judged<'_> {
+    fn count(&self, checker: &str) -> u32 {
+        self.violations
+            .iter()
+            .filter(|x| x.checker == checker)
+            .count() as u32
     }
-    m
 }
 
 /// The first time at or after `after` that `node` moved into a state that says who won a cancel.
@@ -192,7 +226,7 @@ fn outcome_known_after(trace: &Trace, node: &str, after: u64) -> Option<u64> {
 fn unknown_durations(
     trace: &Trace,
     submitted: &BTreeMap<String, u64>,
-    settled: &BTreeMap<String, (u64, LocalState)>,
+    settled: &BTreeMap<&str, (u64, LocalState)>,
 ) -> Vec<u64> {
     let mut out = vec![];
     let mut entered: BTreeMap<&str, u64> = BTreeMap::new();
@@ -217,14 +251,19 @@ fn unknown_durations(
         }
     }
     for (node, (t, state)) in settled {
-        if let (LocalState::Unknown, Some(s)) = (state, submitted.get(node)) {
+        if let (LocalState::Unknown, Some(s)) = (state, submitted.get(*node)) {
             out.push(t.saturating_sub(*s));
         }
     }
     out
 }
 
-fn measure_final(v: &View, submitted: &BTreeMap<String, u64>, m: &mut SeriesMetrics) {
+fn measure_final(
+    v: &View,
+    submitted: &BTreeMap<String, u64>,
+    judged: &Judged,
+    m: &mut SeriesMetrics,
+) {
     // A submitted node the ledger never recorded has no outcome at all.
     let unrecorded = submitted.keys().filter(|n| v.record(n).is_none()).count() as u32;
     if unrecorded > 0 {
@@ -237,7 +276,7 @@ fn measure_final(v: &View, submitted: &BTreeMap<String, u64>, m: &mut SeriesMetr
         }
     }
     // Detection ends when the world finds the receipt in the store.
-    let stored = store_facts(v.trace);
+    let stored = judged.stored;
     let mut records: Vec<_> = v.ledger.records.iter().collect();
     records.sort_by(|a, b| a.call_node_id.cmp(&b.call_node_id));
     for r in records {
@@ -267,18 +306,18 @@ fn measure_final(v: &View, submitted: &BTreeMap<String, u64>, m: &mut SeriesMetr
                 .push(accepted_ms.saturating_sub(terminal_ms));
         }
     }
-    m.divergences = no_divergence::violations(v).len() as u32;
+    m.divergences = judged.count(no_divergence::NAME);
     m.second_operations = no_second_operation::second_operations(v.truth);
-    m.untraceable_outbox = outbox_traceable::violations(v).len() as u32;
+    m.untraceable_outbox = judged.count(outbox_traceable::NAME);
     m.outbox_entries = v.ledger.outbox.len() as u32;
-    m.extra_receipts = at_most_one_receipt::violations(v).len() as u32;
-    m.liveness_failures = settles_within_bound::violations(v).len() as u32;
-    m.unknown_hand_offs = store_facts(v.trace)
+    m.extra_receipts = judged.count(at_most_one_receipt::NAME);
+    m.liveness_failures = judged.count(settles_within_bound::NAME);
+    m.unknown_hand_offs = stored
         .values()
         .filter(|(_, f)| *f == StoreFact::Reconcile)
         .count() as u32;
-    m.false_unknowns = no_false_unknown::violations(v).len() as u32;
-    m.undecidable_unknowns = no_false_unknown::undecidable(v);
+    m.false_unknowns = judged.count(no_false_unknown::NAME);
+    m.undecidable_unknowns = judged.undecidable;
 }
 
 #[cfg(test)]
@@ -354,6 +393,12 @@ mod tests {
         assert_eq!(m.liveness_failures, 2);
         assert_eq!(m.terminal_states.get("unsettled"), Some(&1));
         assert_eq!(m.terminal_states.get("no_receipt"), Some(&1));
+        // The sweep's one reading finds what the checkers find apart, in their order.
+        let trace = b.build("simulated time limit reached");
+        let (one_pass, violations) = measure_and_check(&trace);
+        assert_eq!(one_pass, m);
+        assert_eq!(violations, checkers::check_all(&trace));
+        assert!(violations.len() >= 7, "{violations:?}");
     }
 
     #[test]
@@ -365,6 +410,9 @@ mod tests {
         assert_eq!(m.end_to_end_ms.len(), 5);
         assert!(m.terminal_states.is_empty() && m.completion_detection_ms.is_empty());
         assert_eq!(m.liveness_failures, 0);
+        let (_, violations) = measure_and_check(&trace);
+        assert_eq!(violations, checkers::check_all(&trace));
+        assert_eq!(violations.len(), 1);
     }
 
     /// Cancel confirmation leaves out the time the world kept every executor down, and only

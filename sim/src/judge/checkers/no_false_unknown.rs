@@ -61,13 +61,9 @@ pub fn violations(v: &View) -> Vec<Violation> {
     judged(v).0
 }
 
-/// Hand-offs the protocol made undecidable (see the module docs), for the metrics.
-pub fn undecidable(v: &View) -> u32 {
-    judged(v).1
-}
-
-/// (false UNKNOWN violations, excused hand-offs).
-fn judged(v: &View) -> (Vec<Violation>, u32) {
+/// (false UNKNOWN violations, hand-offs the protocol made undecidable (see the module docs),
+/// excused and counted for the metrics).
+pub fn judged(v: &View) -> (Vec<Violation>, u32) {
     let lost = lost_with_their_reader(v.trace);
     let epochs = newest_epochs(v.trace);
     let mut down: Vec<(u32, u64)> = vec![];
@@ -618,6 +614,11 @@ mod tests {
         let trace = b.build(SETTLED);
         assert_eq!(check(&trace), vec![]);
         assert_eq!(judge_undecidable(&trace), 1);
+        // The metrics count it, from the same judgement the sweep's checkers make.
+        assert_eq!(
+            crate::judge::metrics::measure(&trace).undecidable_unknowns,
+            1
+        );
         // Two of them, after a good read: the executor had a retry left.
         let mut b = Tb::new();
         b.unknown_path("n1", 0);
@@ -1244,7 +1245,7 @@ mod tests {
 
     fn judge_undecidable(trace: &Trace) -> u32 {
         let v = crate::judge::checkers::view::View::of(trace).expect("complete");
-        undecidable(&v)
+        judged(&v).1
     }
 
     #[test]
