@@ -684,6 +684,34 @@ fn decodes_real_transcript_replies() {
     for c in &cases {
         check(c);
     }
+    // As the runner does: classify a frame, then decode it, on one adapter. The JSON the
+    // classification keeps decodes to the same reply as a fresh adapter's; a decode of other
+    // bytes (the frame classified before) never takes it.
+    let a = adapter();
+    let mut before: Option<(&Case, InFrame, Reply)> = None;
+    for c in &cases {
+        let f = server_frame(c.dir, c.file, c.seq);
+        let alone = adapter().decode_reply(c.kind, &f);
+        a.classify(&f);
+        if let Some((b, bf, b_alone)) = before.as_ref().filter(|(_, bf, _)| bf.body != f.body) {
+            let got = a.decode_reply(b.kind, bf);
+            assert_eq!(
+                &got, b_alone,
+                "{}/{} #{} after another's classification",
+                b.dir, b.file, b.seq
+            );
+            a.classify(&f);
+        }
+        assert_eq!(
+            a.decode_reply(c.kind, &f),
+            alone,
+            "{}/{} #{} classified first",
+            c.dir,
+            c.file,
+            c.seq
+        );
+        before = Some((c, f, alone));
+    }
 }
 
 fn task_of(reply: Reply) -> toolop::protocol::TaskView {

@@ -590,8 +590,32 @@ fn decodes_every_reply_shape() {
         ),
         ("400", Cancel, http(400, None, b""), Reply::Error { message: "HTTP 400".into() }),
     ];
-    for (name, kind, frame, want) in cases {
-        assert_eq!(a.decode_reply(kind, &frame), want, "{name}");
+    for (name, kind, frame, want) in &cases {
+        assert_eq!(&a.decode_reply(*kind, frame), want, "{name}");
+    }
+    // As the runner does: classify a frame, then decode it. The JSON the classification keeps
+    // decodes to the same reply; a decode of other bytes (the frame classified before) never
+    // takes it.
+    let a = adapter();
+    for (i, (name, kind, frame, want)) in cases.iter().enumerate() {
+        a.classify(frame);
+        if let Some((before, kind_before, frame_before, want_before)) =
+            i.checked_sub(1).map(|j| &cases[j])
+        {
+            if frame_before.body != frame.body {
+                let got = a.decode_reply(*kind_before, frame_before);
+                assert_eq!(
+                    &got, want_before,
+                    "{before}, decoded after {name} was classified"
+                );
+            }
+            a.classify(frame);
+        }
+        assert_eq!(
+            &a.decode_reply(*kind, frame),
+            want,
+            "{name}, classified first"
+        );
     }
 }
 

@@ -7,9 +7,10 @@
 
 use super::jsonrpc::{
     call_error, cancel_error, check_call_result, has_path, http_status_reply, negotiation_result,
-    parse_frame_reply, parse_json, parse_reply, parse_task, refusal_in_result, related_task_id,
-    request, response_rpc_id, result_view_of, says_no_result_stored, server_answer, server_request,
-    task_read_error, to_bytes, type_name, RpcReply, INVALID_PARAMS, METHOD_NOT_FOUND, RELATED_TASK,
+    parse_frame_reply, parse_reply, parse_task, refusal_in_result, related_task_id, request,
+    response_rpc_id, result_view_of, says_no_result_stored, server_answer, server_request,
+    task_read_error, to_bytes, type_name, ParseMemo, RpcReply, INVALID_PARAMS, METHOD_NOT_FOUND,
+    RELATED_TASK,
 };
 use serde_json::{json, Map, Value};
 
@@ -27,6 +28,8 @@ pub const PROTOCOL_VERSION: &str = "2025-11-25";
 pub struct Mcp20251125Adapter {
     client_name: String,
     client_version: String,
+    /// The last classified frame's JSON, for its decode.
+    memo: ParseMemo,
 }
 
 impl Mcp20251125Adapter {
@@ -39,6 +42,7 @@ impl Mcp20251125Adapter {
         Mcp20251125Adapter {
             client_name: name.to_string(),
             client_version: version.to_string(),
+            memo: ParseMemo::default(),
         }
     }
 }
@@ -354,8 +358,8 @@ fn input_request(msg: &Map<String, Value>) -> Inbound {
     })
 }
 
-fn classify_frame(frame: &InFrame) -> Inbound {
-    let parsed = parse_json(&frame.body);
+/// What `frame` is, from its JSON (`parsed`).
+fn classify_frame(frame: &InFrame, parsed: &Result<Value, String>) -> Inbound {
     let object = parsed.as_ref().ok().and_then(Value::as_object);
     if let Some(msg) = object.filter(|m| {
         !m.contains_key("method") && (m.contains_key("result") || m.contains_key("error"))
@@ -369,7 +373,7 @@ fn classify_frame(frame: &InFrame) -> Inbound {
     if let Some(rpc_id) = frame.request_id.filter(|_| frame.http_status != 200) {
         return Inbound::Response { rpc_id };
     }
-    let msg = match (object, &parsed) {
+    let msg = match (object, parsed) {
         (Some(msg), _) => msg,
         _ if frame.body.iter().all(u8::is_ascii_whitespace) => {
             return Inbound::Ignored {
@@ -535,7 +539,8 @@ impl Adapter for Mcp20251125Adapter {
     }
 
     fn classify(&self, frame: &InFrame) -> Inbound {
-        classify_frame(frame)
+        self.memo
+            .look(&frame.body, |parsed| classify_frame(frame, parsed))
     }
 
     fn encode_server_answer(&self, request: &ServerRequest) -> Option<Vec<u8>> {
@@ -555,7 +560,7 @@ impl Adapter for Mcp20251125Adapter {
                 _ => Reply::Accepted,
             };
         }
-        let reply = match parse_frame_reply(frame) {
+        let reply = match parse_frame_reply(&self.memo, frame) {
             Ok(reply) => reply,
             Err(reason) => {
                 return Reply::Malformed {

@@ -47,9 +47,9 @@
 
 use super::jsonrpc::{
     call_error, cancel_error, check_call_result, has_path, http_status_reply, negotiation_result,
-    parse_error_object, parse_frame_reply, parse_json, parse_task, refusal_in_result,
-    related_task_id, request, response_rpc_id, result_view_of, server_answer, server_request,
-    task_read_error, to_bytes, type_name, RpcReply, METHOD_NOT_FOUND,
+    parse_error_object, parse_frame_reply, parse_task, refusal_in_result, related_task_id, request,
+    response_rpc_id, result_view_of, server_answer, server_request, task_read_error, to_bytes,
+    type_name, ParseMemo, RpcReply, METHOD_NOT_FOUND,
 };
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -92,6 +92,8 @@ pub struct McpTasksExtAdapter {
     minted: AtomicU64,
     /// The revision the server chose at initialize (ours until it answers).
     negotiated: Mutex<&'static str>,
+    /// The last classified frame's JSON, for its decode.
+    memo: ParseMemo,
 }
 
 impl McpTasksExtAdapter {
@@ -106,6 +108,7 @@ impl McpTasksExtAdapter {
             client_version: version.to_string(),
             minted: AtomicU64::new(SELF_MINTED_ID_BASE),
             negotiated: Mutex::new(PROTOCOL_VERSION),
+            memo: ParseMemo::default(),
         }
     }
 
@@ -532,8 +535,8 @@ fn decode_update(reply: RpcReply) -> Reply {
 // ---------------------------------------------------------------------------------------------
 // Inbound classification
 
-fn classify_frame(frame: &InFrame) -> Inbound {
-    let parsed = parse_json(&frame.body);
+/// What `frame` is, from its JSON (`parsed`).
+fn classify_frame(frame: &InFrame, parsed: &Result<Value, String>) -> Inbound {
     let object = parsed.as_ref().ok().and_then(Value::as_object);
     if let Some(msg) = object.filter(|m| {
         !m.contains_key("method") && (m.contains_key("result") || m.contains_key("error"))
@@ -547,7 +550,7 @@ fn classify_frame(frame: &InFrame) -> Inbound {
     if let Some(rpc_id) = frame.request_id.filter(|_| frame.http_status != 200) {
         return Inbound::Response { rpc_id };
     }
-    let msg = match (object, &parsed) {
+    let msg = match (object, parsed) {
         (Some(msg), _) => msg,
         _ if frame.body.iter().all(u8::is_ascii_whitespace) => {
             return Inbound::Ignored {
@@ -751,7 +754,8 @@ impl Adapter for McpTasksExtAdapter {
     }
 
     fn classify(&self, frame: &InFrame) -> Inbound {
-        classify_frame(frame)
+        self.memo
+            .look(&frame.body, |parsed| classify_frame(frame, parsed))
     }
 
     fn encode_server_answer(&self, request: &ServerRequest) -> Option<Vec<u8>> {
@@ -762,7 +766,7 @@ impl Adapter for McpTasksExtAdapter {
         if let Some(reply) = http_status_reply(frame) {
             return reply;
         }
-        let reply = match parse_frame_reply(frame) {
+        let reply = match parse_frame_reply(&self.memo, frame) {
             Ok(reply) => reply,
             Err(reason) => {
                 return Reply::Malformed {
