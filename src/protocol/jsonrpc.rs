@@ -169,7 +169,12 @@ pub(super) fn parse_task(
 /// Taken by bytes, never by position: a decode of other bytes parses them afresh, so the memo
 /// never changes what a frame decodes to. A mutex, not a cell, so adapters stay `Sync`.
 #[derive(Debug, Default)]
-pub(super) struct ParseMemo(Mutex<Option<(Vec<u8>, Value)>>);
+pub(super) struct ParseMemo {
+    kept: Mutex<Option<(Vec<u8>, Value)>>,
+    /// Parses `take` made afresh: the memo is an optimisation only, and the tests show it works.
+    #[cfg(test)]
+    fresh: std::sync::atomic::AtomicU32,
+}
 
 impl ParseMemo {
     /// `body` parsed, handed to `look`; the JSON is kept for a [`ParseMemo::take`] of the same
@@ -185,14 +190,19 @@ impl ParseMemo {
     pub(super) fn take(&self, body: &[u8]) -> Result<Value, String> {
         match self.slot().take() {
             Some((kept, v)) if kept == body => Ok(v),
-            _ => parse_json(body),
+            _ => {
+                #[cfg(test)]
+                self.fresh
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                parse_json(body)
+            }
         }
     }
 
     fn slot(&self) -> std::sync::MutexGuard<'_, Option<(Vec<u8>, Value)>> {
         // A panic elsewhere while the memo was held leaves nothing half-written: a kept parse
         // is whole or absent.
-        self.0
+        self.kept
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
@@ -592,22 +602,28 @@ mod tests {
     #[test]
     fn the_memo_gives_back_only_the_bytes_it_looked_at() {
         let memo = ParseMemo::default();
+        let fresh = || memo.fresh.load(std::sync::atomic::Ordering::Relaxed);
         let a = br#"{"jsonrpc":"2.0","id":1,"result":{"a":1}}"#;
         let b = br#"{"jsonrpc":"2.0","id":2,"result":{"b":2}}"#;
         let seen = memo.look(a, |p| p.as_ref().ok().map(|v| v["id"].clone()));
         assert_eq!(seen, Some(json!(1)));
         // Other bytes: parsed afresh, and the kept JSON is gone with the look.
         assert_eq!(memo.take(b), parse_json(b));
+        assert_eq!(fresh(), 1);
         assert_eq!(memo.take(a), parse_json(a));
-        // The same bytes: the kept JSON, once; then a fresh parse, equal to it.
+        assert_eq!(fresh(), 2);
+        // The same bytes: the kept JSON, without a parse, once; then a fresh parse, equal to it.
         memo.look(a, |_| ());
         assert_eq!(memo.take(a), parse_json(a));
+        assert_eq!(fresh(), 2);
         assert!(memo.slot().is_none());
         assert_eq!(memo.take(a), parse_json(a));
+        assert_eq!(fresh(), 3);
         // A body that is not JSON keeps nothing and decodes to the same error as ever.
         let cut = &a[..10];
         let seen = memo.look(cut, |p| p.clone());
         assert!(seen.is_err() && memo.slot().is_none());
         assert_eq!(memo.take(cut), seen);
+        assert_eq!(fresh(), 4);
     }
 }
