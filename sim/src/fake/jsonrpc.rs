@@ -2,6 +2,7 @@
 //! framing responses and server messages, and the timestamps MCP servers print. Written from
 //! the JSON-RPC 2.0 text and the MCP schema, apart from the executor's `protocol/jsonrpc.rs`.
 
+use serde::Serialize;
 use serde_json::{json, Map, Value};
 use toolop::transport::InFrame;
 
@@ -117,6 +118,56 @@ impl Direct {
             Direct::Error(code, message) => error(id, *code, message),
         }
     }
+
+    /// The frame of [`Direct::body`], its bytes written without building the envelope as a
+    /// `Value` or copying the result into it (a reply's whole result was cloned per reply).
+    pub fn frame(&self, request_id: Option<u64>, id: &Value) -> InFrame {
+        let body = match self {
+            Direct::Result(result) => serde_json::to_vec(&ResultEnvelope {
+                id,
+                jsonrpc: "2.0",
+                result,
+            }),
+            Direct::Error(code, message) => serde_json::to_vec(&ErrorEnvelope {
+                error: ErrorObject {
+                    code: *code,
+                    message,
+                },
+                id,
+                jsonrpc: "2.0",
+            }),
+        };
+        InFrame {
+            request_id,
+            http_status: 200,
+            retry_after_ms: None,
+            // Plain data with string keys: serialising it into a Vec cannot fail.
+            body: body.expect("envelope serialises"),
+        }
+    }
+}
+
+// The envelopes as `result()` and `error()` build them. Fields are declared in the order a
+// `Value` object writes its keys (sorted: serde_json without `preserve_order`, Cargo.toml), so
+// the bytes are the same; `a_typed_envelope_writes_the_bytes_of_its_value` holds them to it.
+#[derive(Serialize)]
+struct ResultEnvelope<'a> {
+    id: &'a Value,
+    jsonrpc: &'static str,
+    result: &'a Value,
+}
+
+#[derive(Serialize)]
+struct ErrorEnvelope<'a> {
+    error: ErrorObject<'a>,
+    id: &'a Value,
+    jsonrpc: &'static str,
+}
+
+#[derive(Serialize)]
+struct ErrorObject<'a> {
+    code: i64,
+    message: &'a str,
 }
 
 /// What a JSON-RPC codec keeps about one request until it answers it: the JSON-RPC id, the
@@ -281,6 +332,7 @@ impl<W> RpcCalls<W> {
             .body_call
             .and_then(|c| self.book.get(c))
             .map_or_else(|| ctx.id.clone(), |o| o.id.clone());
+        let made;
         let direct = match (&ctx.what, response) {
             (
                 _,
@@ -291,12 +343,16 @@ impl<W> RpcCalls<W> {
             ) => return throttled(ctx.request_id, throttle.http_status(), *retry_after_ms),
             // A replica's not-found for a request the codec answered itself.
             (Err(_), Response::NotFound { .. }) => {
-                Direct::Error(INVALID_PARAMS, "Task not found".into())
+                made = Direct::Error(INVALID_PARAMS, "Task not found".into());
+                &made
             }
-            (Err(d), _) => d.clone(),
-            (Ok(w), _) => body(w),
+            (Err(d), _) => d,
+            (Ok(w), _) => {
+                made = body(w);
+                &made
+            }
         };
-        frame(ctx.request_id, &direct.body(&body_id))
+        direct.frame(ctx.request_id, &body_id)
     }
 }
 
@@ -484,6 +540,34 @@ mod tests {
     }
 
     /// The digits pushed by hand spell what `format!` spelt, over ten years of instants.
+    #[test]
+    fn a_typed_envelope_writes_the_bytes_of_its_value() {
+        let results = [
+            json!({}),
+            json!({"task": {"taskId": "t-1", "status": "working", "ttl": null, "pollInterval": 500}}),
+            json!({"content": [{"type": "text", "text": "a \"quoted\" line\nand \u{e9}"}], "isError": false, "_meta": {"k": [1, 2.5, -3]}}),
+        ];
+        let ids = [
+            json!(7),
+            json!(null),
+            json!("server-error"),
+            json!(1u64 << 60),
+        ];
+        for id in &ids {
+            for r in &results {
+                let d = Direct::Result(r.clone());
+                assert_eq!(d.frame(Some(3), id), frame(Some(3), &d.body(id)), "{r}");
+            }
+            for (code, message) in [
+                (INVALID_PARAMS, "Task not found"),
+                (TOOL_ERROR, "b\u{fc}se \"x\""),
+            ] {
+                let d = Direct::Error(code, message.into());
+                assert_eq!(d.frame(None, id), frame(None, &d.body(id)), "{message}");
+            }
+        }
+    }
+
     #[test]
     fn timestamps_match_the_formatted_spelling() {
         let mut ms = 0u64;

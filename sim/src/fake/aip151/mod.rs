@@ -439,13 +439,16 @@ impl AipCodec {
             };
             match outcome {
                 Outcome::Result(b) if !b.is_error => {
+                    let response = response_payload(b, cut);
                     if self.cfg.toolop_extensions {
+                        // The whole result is the one just built unless it was cut.
+                        let whole = cut.then(|| response_payload(b, false));
                         metadata.insert(
                             METADATA_RESULT_DIGEST.into(),
-                            json!(payload_digest(&response_payload(b, false))),
+                            json!(payload_digest(whole.as_ref().unwrap_or(&response))),
                         );
                     }
-                    m.insert("response".into(), response_payload(b, cut));
+                    m.insert("response".into(), response);
                 }
                 Outcome::Result(b) => {
                     m.insert("error".into(), error(INTERNAL, &b.text));

@@ -73,9 +73,11 @@ impl McpCodec {
         let mut out = result_payload(self.profile(), body, cut);
         let mut meta = task_id.map(related_meta).unwrap_or_default();
         if self.cfg.toolop_extensions {
+            // The whole result is the one just built unless it was cut.
+            let whole = cut.then(|| result_payload(self.profile(), body, false));
             meta.insert(
                 jsonrpc::META_RESULT_DIGEST.to_string(),
-                json!(payload_digest(&result_payload(self.profile(), body, false))),
+                json!(payload_digest(whole.as_ref().unwrap_or(&out))),
             );
         }
         if !meta.is_empty() {

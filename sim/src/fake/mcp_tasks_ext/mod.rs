@@ -284,7 +284,10 @@ impl ExtCodec {
     fn with_meta(&self, body: &ResultBody, cut: bool) -> Value {
         let mut out = result_payload(body, cut);
         if self.cfg.toolop_extensions {
-            out["_meta"] = json!({ jsonrpc::META_RESULT_DIGEST: payload_digest(&result_payload(body, false)) });
+            // The whole result is the one just built unless it was cut.
+            let whole = cut.then(|| result_payload(body, false));
+            let digest = payload_digest(whole.as_ref().unwrap_or(&out));
+            out["_meta"] = json!({ jsonrpc::META_RESULT_DIGEST: digest });
         }
         out
     }
