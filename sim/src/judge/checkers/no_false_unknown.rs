@@ -831,11 +831,12 @@ mod tests {
         let mut other = build(Some(2_000));
         for e in &mut other.events {
             if let What::Net {
-                shows: Some(Shows::Tasks { ttl_ms, .. }),
-                ..
+                shows: Some(shows), ..
             } = &mut e.what
             {
-                *ttl_ms = [("t-other".to_string(), 2_000)].into_iter().collect();
+                if let Shows::Tasks { ttl_ms, .. } = &mut **shows {
+                    *ttl_ms = [("t-other".to_string(), 2_000)].into_iter().collect();
+                }
             }
         }
         assert_eq!(check(&other).len(), 1);
@@ -875,7 +876,7 @@ mod tests {
                 bytes: 1,
                 verdict: NetVerdict::Deliver,
                 arrives_after_ms: Some(0),
-                shows: Some(listed(Some(shown), Some(5_000))),
+                shows: Some(Box::new(listed(Some(shown), Some(5_000)))),
             });
             b.at(5_020).net_out("n1", ExchangeKind::Poll).net_in(
                 "n1",
@@ -914,7 +915,7 @@ mod tests {
             bytes: 1,
             verdict: NetVerdict::Deliver,
             arrives_after_ms: Some(0),
-            shows: Some(shows),
+            shows: Some(Box::new(shows)),
         });
     }
 

@@ -54,10 +54,13 @@ fn nodes_shown_completing_after_cancel<'a>(v: &View<'a>) -> BTreeSet<&'a str> {
             dir: Dir::ToExecutor,
             node: Some(node),
             verdict,
-            shows: Some(Shows::Task { task, status, .. }),
+            shows: Some(shows),
             ..
         } = &e.what
         else {
+            continue;
+        };
+        let Shows::Task { task, status, .. } = &**shows else {
             continue;
         };
         let reaches = !matches!(

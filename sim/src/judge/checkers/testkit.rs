@@ -183,7 +183,7 @@ impl Tb {
             bytes: 1,
             verdict,
             arrives_after_ms,
-            shows,
+            shows: shows.map(Box::new),
         })
     }
 

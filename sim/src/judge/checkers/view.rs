@@ -230,7 +230,7 @@ pub fn frames(trace: &Trace) -> impl Iterator<Item = Frame<'_>> {
             request_id: *request_id,
             verdict,
             arrives_at_ms: arrives_after_ms.map(|d| e.t_ms.saturating_add(d)),
-            shows: shows.as_ref(),
+            shows: shows.as_deref(),
         }),
         _ => None,
     })

@@ -236,7 +236,7 @@ impl Net {
             bytes: leg.bytes,
             verdict: leg.verdict,
             arrives_after_ms: leg.arrives_after_ms,
-            shows: leg.shows,
+            shows: leg.shows.map(Box::new),
         };
         self.ctx.trace.lock().expect("trace lock").push(now, what);
         self.frames
