@@ -1074,9 +1074,9 @@ impl<'a> Machine<'a> {
             self.rec.poll_cursor.not_found_first_sent_at_ms = self.reply_sent_ms;
         }
         self.rec.poll_cursor.not_found_streak += 1;
-        // After the reckoned expiry too: it is a lower bound, counted from the end this
-        // executor saw (or from creation), and the server restarts its deletion timer when the
-        // task ends. An end read but set aside (its commit lost the race to a later request's
+        // After the reckoned expiry too: it is an estimate, counted from this executor's sight
+        // of the operation or of its end, and the server restarts its deletion timer when the
+        // task ends, seen or not. An end read but set aside (its commit lost the race to a later request's
         // 404) leaves the expiry at creation's ttl while the task lives on (mcp_ext_replicas
         // seeds 41830, 223964: the next 404, from a lagging replica, came past it and was
         // handed over at once). Two more reads cost seconds; a false hand-off costs a person.
@@ -1094,19 +1094,21 @@ impl<'a> Machine<'a> {
         // (`Ctx::overtaken_sender_until_ms`), as a sent submission's does: it may hold the
         // answer frozen whole (mcp_ext_replicas seed 84944: a replica read its poll's answer
         // showing the task working and froze 12.9 s; the streak concluded a lease after the
-        // overtaking, 3 s before the thaw). Past the reckoned expiry too, a lower bound.
+        // overtaking, 3 s before the thaw). Past the reckoned expiry too, an estimate.
         // Our own request numbered before the streak began was answered or lost here, where
         // we can see it; another process's may have left after the streak's first request.
         let first_seq = self.rec.poll_cursor.not_found_first_seq;
         if let Some(wait_ms) = self.overtaken_lease_wait_ms(Some(first_seq)) {
             return self.read_again_after(wait_ms);
         }
-        // The reckoned expiry decides nothing here, but tells the person what to expect.
+        // The reckoned expiry decides nothing here, but tells the person what to expect, as
+        // what it is: an estimate. Counted from sights, it is late by a reply's latency, and
+        // early when the server restarted its timer at an end this executor never read.
         let before_expiry = self.rec.expires_at_ms.is_none_or(|e| self.now() < e);
         let when = if before_expiry {
-            "before expiry"
+            "before the expected expiry"
         } else {
-            "after expiry"
+            "after the expected expiry"
         };
         self.hand_over(&format!("{why} ({when})"))
     }

@@ -35,7 +35,7 @@ pub struct CoreConfig {
     pub max_fetch_attempts: u32,
     pub max_cancel_attempts: u32,
     /// Not-found answers tolerated in a row, before the reckoned expiry or after it (a 404
-    /// from a lagging replica is not proof, and the reckoned expiry is a lower bound).
+    /// from a lagging replica is not proof, and the reckoned expiry is an estimate).
     pub not_found_retries: u32,
     /// How long after a request was committed to be sent its reply may still reach the
     /// process that sent it: a process resuming a sent submission waits that long before it

@@ -169,7 +169,7 @@ fn render(s: &Step) -> String {
             Command::Accept(a) => format!("accept:{}", a.terminal.name()),
             // The hand-off's reason says whether the executor reckoned the task expired: the
             // expiry rules are otherwise seen only in timings.
-            Command::Reconcile { reason } if reason.contains("(after expiry)") => {
+            Command::Reconcile { reason } if reason.contains("(after the expected expiry)") => {
                 "reconcile:after_expiry".into()
             }
             Command::Reconcile { .. } => "reconcile".into(),
@@ -872,7 +872,7 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
          reply:poll:not_found => CANCEL_REQUESTED->UNKNOWN [reconcile]",
     ),
     (
-        // mcp_ext_replicas seeds 41830, 223964: the reckoned expiry is a lower bound (an end
+        // mcp_ext_replicas seeds 41830, 223964: the reckoned expiry is an estimate (an end
         // read but set aside leaves it at creation's ttl), so a 404 past it takes the streak's
         // retries like any; the hand-off then says it came after expiry.
         "404s after expiry are read again like any, then handed over as after expiry",
@@ -1721,7 +1721,7 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
          reply:poll:not_found => WORKING->UNKNOWN [reconcile]",
     ),
     (
-        // The reckoned expiry is a lower bound (an end read but set aside leaves it at
+        // The reckoned expiry is an estimate (an end read but set aside leaves it at
         // creation's ttl), so past it too a request overtaken unanswered holds the conclusion
         // for a request lease: its answer may show the task alive.
         "past the reckoned expiry an overtaken request still holds the conclusion for a request lease",
