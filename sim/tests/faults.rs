@@ -96,9 +96,9 @@ fn a_held_read_can_carry_the_end_with_its_result() {
                             What::Net {
                                 exchange: ExchangeKind::Poll,
                                 verdict: NetVerdict::Held { .. },
-                                shows: Some(Shows::Task { result: true, .. }),
+                                shows: Some(shows),
                                 ..
-                            }
+                            } if matches!(**shows, Shows::Task { result: true, .. })
                         )
                     })
                     .count()
