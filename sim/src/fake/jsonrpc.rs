@@ -112,6 +112,8 @@ pub enum Direct {
 }
 
 impl Direct {
+    /// The reply's body as a `Value` (`result()` or `error()`): the spelling [`Direct::frame`]
+    /// writes without building it, and the reference its test compares the bytes with.
     pub fn body(&self, id: &Value) -> Value {
         match self {
             Direct::Result(r) => result(id, r.clone()),
