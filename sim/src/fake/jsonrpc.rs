@@ -541,7 +541,7 @@ mod tests {
         );
     }
 
-    /// The digits pushed by hand spell what `format!` spelt, over ten years of instants.
+    /// The typed envelopes write the bytes their `Value`s write, for results, ids and errors.
     #[test]
     fn a_typed_envelope_writes_the_bytes_of_its_value() {
         let results = [
@@ -570,6 +570,7 @@ mod tests {
         }
     }
 
+    /// The digits pushed by hand spell what `format!` spelt, over ten years of instants.
     #[test]
     fn timestamps_match_the_formatted_spelling() {
         let mut ms = 0u64;
