@@ -1076,10 +1076,11 @@ impl<'a> Machine<'a> {
         self.rec.poll_cursor.not_found_streak += 1;
         // After the reckoned expiry too: it is an estimate, counted from this executor's sight
         // of the operation or of its end, and the server restarts its deletion timer when the
-        // task ends, seen or not. An end read but set aside (its commit lost the race to a later request's
-        // 404) leaves the expiry at creation's ttl while the task lives on (mcp_ext_replicas
-        // seeds 41830, 223964: the next 404, from a lagging replica, came past it and was
-        // handed over at once). Two more reads cost seconds; a false hand-off costs a person.
+        // task ends, seen or not. An end read but set aside (its commit lost the race to a
+        // later request's 404) leaves the expiry at creation's ttl while the task lives on
+        // (mcp_ext_replicas seeds 41830, 223964: the next 404, from a lagging replica, came
+        // past it and was handed over at once). Two more reads cost seconds; a false hand-off
+        // costs a person.
         if self.rec.poll_cursor.not_found_streak <= self.cfg.not_found_retries {
             return self.read_again_after_not_found();
         }
