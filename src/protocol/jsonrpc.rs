@@ -166,6 +166,8 @@ pub(super) fn parse_task(
 /// The JSON of the last frame classified, kept for the decode that follows: the runner
 /// classifies every frame (is it a reply, and to which request?) and then decodes a reply from
 /// the same bytes, and parsing each reply twice was a fifth of the executor's adapter time.
+/// Every decode of a frame reads through it ([`parse_reply`], [`parse_frame_reply`]): an
+/// ordinary reply, an error status's detail, the answer to an input response, a handshake.
 /// Taken by bytes, never by position: a decode of other bytes parses them afresh, so the memo
 /// never changes what a frame decodes to. A mutex, not a cell, so adapters stay `Sync`.
 #[derive(Debug, Default)]
@@ -267,6 +269,7 @@ pub(super) fn wire_status(s: &str) -> Option<ProtocolStatus> {
 }
 
 /// A JSON-RPC response body, reduced to what the decoders need.
+#[cfg_attr(test, derive(Debug, PartialEq))]
 pub(super) enum RpcReply {
     Result(Map<String, Value>),
     Error { code: i64, message: String },
@@ -285,8 +288,10 @@ pub(super) fn parse_error_object(err: &Map<String, Value>) -> Result<(i64, Strin
     Ok((code, message.to_string()))
 }
 
-pub(super) fn parse_reply(body: &[u8]) -> Result<RpcReply, String> {
-    parse_reply_to(parse_json(body), None)
+/// The reply in `body`, read through `memo`: where the frame's classification may have kept its
+/// JSON (other bytes are parsed afresh).
+pub(super) fn parse_reply(memo: &ParseMemo, body: &[u8]) -> Result<RpcReply, String> {
+    parse_reply_to(memo.take(body), None)
 }
 
 /// The reply in `frame`, which the transport tied to our request `frame.request_id`. Over HTTP a
@@ -555,8 +560,8 @@ pub(super) fn server_answer(req: &super::ServerRequest) -> Vec<u8> {
     to_bytes(&body)
 }
 
-pub(super) fn http_status_reply(frame: &InFrame) -> Option<Reply> {
-    let detail = || match parse_reply(&frame.body) {
+pub(super) fn http_status_reply(memo: &ParseMemo, frame: &InFrame) -> Option<Reply> {
+    let detail = || match parse_reply(memo, &frame.body) {
         Ok(RpcReply::Error { code, message }) => format!(" (server said {code}: {message})"),
         _ => String::new(),
     };
@@ -580,13 +585,14 @@ pub(super) fn http_status_reply(frame: &InFrame) -> Option<Reply> {
 }
 
 pub(super) fn negotiation_result(
+    memo: &ParseMemo,
     frame: &InFrame,
     what: &str,
 ) -> Result<Map<String, Value>, ProtocolError> {
     if frame.http_status != 200 {
         return Err(ProtocolError(format!("{what}: HTTP {}", frame.http_status)));
     }
-    match parse_reply(&frame.body) {
+    match parse_reply(memo, &frame.body) {
         Ok(RpcReply::Result(result)) => Ok(result),
         Ok(RpcReply::Error { code, message }) => {
             Err(ProtocolError(format!("{what} refused: {code}: {message}")))
@@ -625,5 +631,52 @@ mod tests {
         assert!(seen.is_err() && memo.slot().is_none());
         assert_eq!(memo.take(cut), seen);
         assert_eq!(fresh(), 4);
+    }
+
+    /// Not only an ordinary reply: an error status's detail, an answer to our input response
+    /// and a handshake answer are read through the memo too, and read the same as without it.
+    #[test]
+    fn every_decode_of_a_frame_reads_through_the_memo() {
+        let memo = ParseMemo::default();
+        let fresh = || memo.fresh.load(std::sync::atomic::Ordering::Relaxed);
+        let refused = br#"{"jsonrpc":"2.0","id":3,"error":{"code":-32600,"message":"gone"}}"#;
+        let mut frame = InFrame::message(refused.to_vec());
+        frame.http_status = 404;
+        memo.look(&frame.body, |_| ());
+        let told = http_status_reply(&memo, &frame);
+        assert_eq!(
+            told,
+            Some(Reply::Error {
+                message: "HTTP 404: session gone, re-initialize (server said -32600: gone)".into()
+            })
+        );
+        assert_eq!(fresh(), 0);
+        // Without a look first, the same words from a fresh parse.
+        assert_eq!(http_status_reply(&memo, &frame), told);
+        assert_eq!(fresh(), 1);
+
+        memo.look(refused, |_| ());
+        let input = parse_reply(&memo, refused);
+        assert_eq!(
+            input,
+            Ok(RpcReply::Error {
+                code: -32600,
+                message: "gone".into()
+            })
+        );
+        assert_eq!(fresh(), 1);
+
+        let hello = br#"{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"2025-11-25"}}"#;
+        let frame = InFrame::message(hello.to_vec());
+        memo.look(hello, |_| ());
+        let answer = negotiation_result(&memo, &frame, "initialize").expect("a result");
+        assert_eq!(answer["protocolVersion"], json!("2025-11-25"));
+        assert_eq!(fresh(), 1);
+        let refusal = negotiation_result(&memo, &InFrame::message(refused.to_vec()), "tools/list");
+        assert_eq!(
+            refusal.map_err(|e| e.0),
+            Err("tools/list refused: -32600: gone".to_string())
+        );
+        assert_eq!(fresh(), 2);
     }
 }

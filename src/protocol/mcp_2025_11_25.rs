@@ -478,7 +478,7 @@ impl Adapter for Mcp20251125Adapter {
     }
 
     fn decode_initialize(&self, frame: &InFrame) -> Result<ServerCapabilities, ProtocolError> {
-        let result = negotiation_result(frame, "initialize")?;
+        let result = negotiation_result(&self.memo, frame, "initialize")?;
         // A server that does not speak our version answers with another one (§2): not ours.
         match result.get("protocolVersion").and_then(Value::as_str) {
             Some(PROTOCOL_VERSION) => {}
@@ -516,7 +516,7 @@ impl Adapter for Mcp20251125Adapter {
         &self,
         frame: &InFrame,
     ) -> Result<(Vec<ToolInfo>, Option<String>), ProtocolError> {
-        let result = negotiation_result(frame, "tools/list")?;
+        let result = negotiation_result(&self.memo, frame, "tools/list")?;
         let tools = result
             .get("tools")
             .and_then(Value::as_array)
@@ -548,12 +548,12 @@ impl Adapter for Mcp20251125Adapter {
     }
 
     fn decode_reply(&self, kind: RequestKind, frame: &InFrame) -> Reply {
-        if let Some(reply) = http_status_reply(frame) {
+        if let Some(reply) = http_status_reply(&self.memo, frame) {
             return reply;
         }
         if kind == RequestKind::InputResponse {
             // Our answer to an elicitation is a response; HTTP says 202 and nothing more is due.
-            return match parse_reply(&frame.body) {
+            return match parse_reply(&self.memo, &frame.body) {
                 Ok(RpcReply::Error { code, message }) => Reply::Error {
                     message: format!("input response {code}: {message}"),
                 },

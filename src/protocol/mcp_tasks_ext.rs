@@ -649,7 +649,7 @@ impl Adapter for McpTasksExtAdapter {
     }
 
     fn decode_initialize(&self, frame: &InFrame) -> Result<ServerCapabilities, ProtocolError> {
-        let result = negotiation_result(frame, "initialize")?;
+        let result = negotiation_result(&self.memo, frame, "initialize")?;
         let caps = match result.get("capabilities") {
             Some(c @ Value::Object(_)) => c,
             _ => {
@@ -702,7 +702,7 @@ impl Adapter for McpTasksExtAdapter {
         &self,
         frame: &InFrame,
     ) -> Result<(Vec<ToolInfo>, Option<String>), ProtocolError> {
-        let result = negotiation_result(frame, "tools/list")?;
+        let result = negotiation_result(&self.memo, frame, "tools/list")?;
         let tools = result
             .get("tools")
             .and_then(Value::as_array)
@@ -763,7 +763,7 @@ impl Adapter for McpTasksExtAdapter {
     }
 
     fn decode_reply(&self, kind: RequestKind, frame: &InFrame) -> Reply {
-        if let Some(reply) = http_status_reply(frame) {
+        if let Some(reply) = http_status_reply(&self.memo, frame) {
             return reply;
         }
         let reply = match parse_frame_reply(&self.memo, frame) {
