@@ -646,6 +646,47 @@ fn cancel_requests_in_the_ledger_are_picked_up_and_taken_after_the_commit() {
     });
 }
 
+/// A cancel request for a record another executor owns (a newer epoch's, or one on a lane this
+/// executor does not speak) is left for that executor: not picked up, not acted on, not taken.
+#[test]
+fn a_cancel_request_for_another_executors_record_is_left_alone() {
+    let owners: [(&str, u64, fn(&mut ToolOperation)); 2] = [
+        ("a newer epoch", 2, |r| r.execution_epoch = 2),
+        ("another lane", 1, |r| r.adapter = AdapterId::Aip151),
+    ];
+    for (whose, writer_epoch, owner) in owners {
+        on_tokio(async {
+            let ledger = memory();
+            let server = Server::new(None, false);
+            working_n1(&ledger, &server).await.stop().await;
+            if writer_epoch > 1 {
+                ledger.lock().unwrap().bump_epoch().unwrap();
+            }
+            write_as(&ledger, "n1", writer_epoch, owner);
+            let before = ledger.lock().unwrap().by_call_node("n1").unwrap().unwrap();
+            ledger.lock().unwrap().request_cancel("n1", 7).unwrap();
+            // An executor that starts looks at once, then every `cancel_request_check_ms`.
+            let r = start(&ledger, &server, 1, 1_000_000, |r| r);
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            let (_, seen) = r.stop().await;
+            assert!(
+                !seen
+                    .iter()
+                    .any(|o| matches!(o, Observation::CancelRequestPicked { .. })),
+                "{whose}: picked up"
+            );
+            let l = ledger.lock().unwrap();
+            assert_eq!(l.cancel_requests().unwrap().len(), 1, "{whose}: taken");
+            assert_eq!(
+                l.by_call_node("n1").unwrap().unwrap(),
+                before,
+                "{whose}: the record was written"
+            );
+            assert_eq!(server.counts().0, 1, "{whose}: one operation");
+        });
+    }
+}
+
 // Server requests and the approval gate: `requests.rs`.
 mod requests;
 
