@@ -687,6 +687,79 @@ fn a_cancel_request_for_another_executors_record_is_left_alone() {
     }
 }
 
+/// Another writer commits the record between each read and commit of `event` while `on`
+/// holds: every attempt of that event loses its race.
+struct Interfere {
+    ledger: SharedLedger,
+    event: &'static str,
+    on: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl CommitDelay for Interfere {
+    fn before_commit(
+        &mut self,
+        node: &str,
+        event: &str,
+    ) -> Option<std::pin::Pin<Box<dyn Future<Output = ()> + Send + 'static>>> {
+        if event == self.event && self.on.load(std::sync::atomic::Ordering::SeqCst) {
+            write_as(&self.ledger, node, 1, |_| {});
+        }
+        None
+    }
+}
+
+/// A cancel request whose click was not applied (every commit of it lost its race) stays in
+/// the ledger and is picked up again: taking it then would lose the operator's cancel.
+#[test]
+fn a_cancel_request_whose_click_was_not_applied_stays() {
+    on_tokio(async {
+        let ledger = memory();
+        let server = Server::new(None, false);
+        working_n1(&ledger, &server).await.stop().await;
+        ledger.lock().unwrap().request_cancel("n1", 7).unwrap();
+        let on = Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let interfere = Interfere {
+            ledger: ledger.clone(),
+            event: "cancel_clicked",
+            on: on.clone(),
+        };
+        let r = start(&ledger, &server, 1, 1_000_000, |r| {
+            r.with_commit_delay(Box::new(interfere))
+        });
+        until("the click lost every race", || {
+            r.saw(|o| matches!(o, Observation::LedgerRefused { node, error } if node == "n1" && error.contains("cancel_clicked")))
+        })
+        .await;
+        // Ten more looks, every one refused the same way.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        {
+            let l = ledger.lock().unwrap();
+            assert_eq!(
+                l.cancel_requests().unwrap().len(),
+                1,
+                "the request was taken"
+            );
+            assert_eq!(l.by_call_node("n1").unwrap().unwrap().cancel_generation, 0);
+        }
+        on.store(false, std::sync::atomic::Ordering::SeqCst);
+        until("the request is taken once the click is applied", || {
+            ledger.lock().unwrap().cancel_requests().unwrap().is_empty()
+        })
+        .await;
+        assert_eq!(
+            ledger
+                .lock()
+                .unwrap()
+                .by_call_node("n1")
+                .unwrap()
+                .unwrap()
+                .cancel_generation,
+            1
+        );
+        r.stop().await;
+    });
+}
+
 // Server requests and the approval gate: `requests.rs`.
 mod requests;
 
