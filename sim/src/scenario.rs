@@ -388,6 +388,10 @@ fn default_blocks() -> [u32; 2] {
 #[serde(deny_unknown_fields, default)]
 pub struct CallerSpec {
     pub cancel_rate: f64,
+    /// Of the cancels, the share an operator makes through the ledger (`toolop cancel NODE`
+    /// from another terminal) instead of clicking in the caller: a running executor finds it
+    /// on its next look (`executor.cancel_request_check_ms`).
+    pub cancel_by_request_rate: f64,
     pub cancel_after_ms: [u64; 2],
     /// The caller stops waiting (never a server-side cancel).
     pub detach_rate: f64,
@@ -397,6 +401,7 @@ impl Default for CallerSpec {
     fn default() -> Self {
         CallerSpec {
             cancel_rate: 0.0,
+            cancel_by_request_rate: 0.0,
             cancel_after_ms: [500, 30_000],
             detach_rate: 0.0,
         }
@@ -644,6 +649,15 @@ duration_ms = [100, 200]
             &format!("{GOOD}\n[faults.rates]\nlost_request = 2.0\n"),
             "faults.rates.lost_request",
             "outside [0, 1]",
+        );
+        // Operators' cancel requests need executors that look for them while they run.
+        let requests =
+            format!("{GOOD}\n[workload.caller]\ncancel_rate = 0.3\ncancel_by_request_rate = 0.5\n");
+        assert!(Scenario::parse("x.toml", &requests).is_ok());
+        check(
+            &format!("{requests}\n[executor]\ncancel_request_check_ms = 0\n"),
+            "workload.caller.cancel_by_request_rate",
+            "needs executor.cancel_request_check_ms above 0",
         );
     }
 }

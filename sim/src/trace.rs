@@ -270,6 +270,11 @@ pub struct BeginConfig {
     pub nodes: Vec<BeginNode>,
     /// The protocol of each lane, in lane order (the primary first).
     pub lanes: Vec<Protocol>,
+    /// How often a running executor looks for cancel requests in the ledger. Written only for
+    /// a series whose operator makes one (the judge then needs it), so every other trace keeps
+    /// the bytes it had before requests were simulated.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cancel_request_check_ms: Option<u64>,
 }
 
 /// A call node as the caller will submit it.
@@ -295,6 +300,9 @@ pub enum CallerAction {
     Resubmit,
     /// Cancel again after an executor restart that had not recorded the cancel.
     Recancel,
+    /// An operator's cancel written into the ledger as a request (`toolop cancel NODE`), for
+    /// whichever executor process owns the node to find on its next look.
+    CancelRequest,
 }
 
 impl CallerAction {
@@ -306,6 +314,7 @@ impl CallerAction {
             CallerAction::Retire => "retire",
             CallerAction::Resubmit => "resubmit",
             CallerAction::Recancel => "recancel",
+            CallerAction::CancelRequest => "cancel_request",
         }
     }
 }

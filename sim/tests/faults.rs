@@ -169,3 +169,55 @@ fn a_redeploy_counts_only_for_a_submission_the_server_received() {
         "{file}: tool_redeployed never fired in {SERIES} series"
     );
 }
+
+/// An operator's cancel through the ledger (`toolop cancel NODE`: a request the executor owning
+/// the node finds on its next look) is exercised in every protocol, on the SQLite ledger and
+/// among replicas: requests are made, executors pick them up, and cancels for those nodes go
+/// out on the network after them (read from the network, not from the executor's report).
+#[test]
+fn operators_cancel_requests_reach_executors_in_every_protocol() {
+    use toolop::runner::Observation;
+    use toolop_sim::fake::codec::ExchangeKind;
+    use toolop_sim::trace::{CallerAction, Dir};
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    for file in [
+        "scenarios/mcp_faults.toml",
+        "scenarios/mcp_ext_faults.toml",
+        "scenarios/aip151_faults.toml",
+        "scenarios/mcp_sqlite.toml",
+        "scenarios/mcp_replicas.toml",
+    ] {
+        let sc = Scenario::load(&root.join(file)).unwrap();
+        let (mut requested, mut picked, mut cancelled) = (0, 0, 0);
+        for seed in 0..60 {
+            let r = run_series(&sc, seed).unwrap();
+            let mut asked: BTreeMap<String, u64> = BTreeMap::new();
+            for e in &r.trace.events {
+                match &e.what {
+                    What::Caller {
+                        action: CallerAction::CancelRequest,
+                        node,
+                    } => {
+                        requested += 1;
+                        asked.insert(node.clone(), e.t_ms);
+                    }
+                    What::Exec {
+                        obs: Observation::CancelRequestPicked { moot: false, .. },
+                        ..
+                    } => picked += 1,
+                    What::Net {
+                        dir: Dir::ToServer,
+                        exchange: ExchangeKind::Cancel,
+                        node: Some(node),
+                        ..
+                    } if asked.remove(node).is_some() => cancelled += 1,
+                    _ => {}
+                }
+            }
+        }
+        assert!(
+            requested > 0 && picked > 0 && cancelled > 0,
+            "{file}: {requested} requests, {picked} picked up, {cancelled} cancels after one"
+        );
+    }
+}

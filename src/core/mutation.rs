@@ -68,10 +68,14 @@ pub enum Mutation {
     /// whose reply waits unread, is handed to a person as it thaws (mcp_ext_faults seed
     /// 1183230, before beats).
     TakeUpLeaseFromSenderStep,
+    /// Look for operators' cancel requests in the ledger (`toolop cancel NODE`) only when the
+    /// executor starts: a running executor never finds one, and the operator's cancel waits
+    /// for the next restart while the operation runs on.
+    CancelRequestsOnlyAtStart,
 }
 
 impl Mutation {
-    pub const ALL: [Mutation; 25] = [
+    pub const ALL: [Mutation; 26] = [
         Mutation::FreshKeyOnSubmitTimeout,
         Mutation::ResubmitWithoutLookup,
         Mutation::FailOnCancelClick,
@@ -97,6 +101,7 @@ impl Mutation {
         Mutation::EffectReconciliationOnAnyLateEnd,
         Mutation::PollNotRearmed,
         Mutation::TakeUpLeaseFromSenderStep,
+        Mutation::CancelRequestsOnlyAtStart,
     ];
 
     pub fn name(self) -> String {

@@ -162,7 +162,13 @@ pub fn measure_and_check(trace: &Trace) -> (SeriesMetrics, Vec<Violation>) {
         }
     }
     let down = executor_down_spans(trace);
-    for (node, clicked_ms) in caller_times(trace, CallerAction::Cancel) {
+    // From the click, or from the operator's request (the executor's look at the ledger is
+    // part of what the operator waits for).
+    let mut asked = caller_times(trace, CallerAction::Cancel);
+    for (node, t) in caller_times(trace, CallerAction::CancelRequest) {
+        asked.entry(node).or_insert(t);
+    }
+    for (node, clicked_ms) in asked {
         if let Some((t, _)) = settled.get(node.as_str()).filter(|(t, _)| *t >= clicked_ms) {
             let known = outcome_known_after(trace, &node, clicked_ms)
                 .unwrap_or(*t)

@@ -245,6 +245,7 @@ pub const FIELDS: &[Field] = &[
     f("workload.tools[].input_rate", Unit::Rate, RATE, "Probability the work asks for input (one or two rounds) while it runs.").only(MCP).ex("0.3"),
     f("workload.tools[].blocks", Unit::Count, (0.0, 100.0), "Content blocks in the result, drawn per call node.").pair().ex("[1, 3]"),
     f("workload.caller.cancel_rate", Unit::Rate, RATE, "Probability the caller cancels a call node.").ex("0.2"),
+    f("workload.caller.cancel_by_request_rate", Unit::Rate, RATE, "Of the cancels, the share an operator makes through the ledger (`toolop cancel NODE` from another terminal) instead of clicking in the caller; drawn per cancelled call node. A running executor finds the request on its next look (`executor.cancel_request_check_ms`), one that starts at once. A call node the ledger does not hold yet is cancelled by a click.").ex("0.5"),
     f("workload.caller.cancel_after_ms", Unit::Ms, (0.0, WEEK), "How long after its submission a cancel or detach comes, drawn per call node.").pair().ex("[500, 60000]"),
     f("workload.caller.detach_rate", Unit::Rate, RATE, "Probability the caller stops waiting (never a server-side cancel).").ex("0.1"),
 

@@ -165,6 +165,19 @@ pub const RULES: &[Rule] = &[
         },
     },
     Rule {
+        doc: "`workload.caller.cancel_by_request_rate` above 0 needs `executor.cancel_request_check_ms` above 0 (with 0 a running executor never looks for requests).",
+        check: |s| {
+            if s.workload.caller.cancel_by_request_rate > 0.0 && s.executor.cancel_request_check_ms == 0 {
+                bad(
+                    "workload.caller.cancel_by_request_rate",
+                    "needs executor.cancel_request_check_ms above 0: with 0 a running executor never looks for cancel requests, so an operator's request waits for the next restart",
+                )
+            } else {
+                Ok(())
+            }
+        },
+    },
+    Rule {
         doc: "`executor.core.poll.initial_interval_ms` is at most `interval_cap_ms`.",
         check: |s| {
             let p = &s.executor.core.poll;

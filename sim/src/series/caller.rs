@@ -15,7 +15,8 @@ pub(super) fn submission_key(params: &super::Params, node: &str) -> String {
 }
 
 pub(super) async fn drive(world: &Arc<World>) -> String {
-    let mut plan: Vec<(u64, u8, Input)> = vec![];
+    // (when, tie order, what, whether a cancel is an operator's request through the ledger)
+    let mut plan: Vec<(u64, u8, Input, bool)> = vec![];
     for n in &world.params.nodes {
         let node = CallNode {
             id: n.id.clone(),
@@ -28,20 +29,27 @@ pub(super) async fn drive(world: &Arc<World>) -> String {
             .lock()
             .expect("directory lock")
             .insert(node.submission_key.clone(), n.id.clone());
-        plan.push((n.submit_at_ms, 0, Input::Submit(node)));
+        plan.push((n.submit_at_ms, 0, Input::Submit(node), false));
         if let Some(t) = n.cancel_at_ms {
-            plan.push((t, 1, Input::Cancel { node: n.id.clone() }));
+            let cancel = Input::Cancel { node: n.id.clone() };
+            plan.push((t, 1, cancel, n.cancel_by_request));
         }
         if let Some(t) = n.detach_at_ms {
-            plan.push((t, 2, Input::Detach { node: n.id.clone() }));
+            plan.push((t, 2, Input::Detach { node: n.id.clone() }, false));
         }
     }
     if let Some(t) = world.sc.retire_primary_at_ms {
-        plan.push((t, 3, Input::RetireAdapter(world.sc.protocol.adapter_id())));
+        let retire = Input::RetireAdapter(world.sc.protocol.adapter_id());
+        plan.push((t, 3, retire, false));
     }
     plan.sort_by_key(|a| (a.0, a.1));
-    for (at, _, input) in plan {
+    for (at, _, input, by_request) in plan {
         tokio::time::sleep_until(world.origin + Duration::from_millis(at)).await;
+        if let Input::Cancel { node } = &input {
+            if by_request && request_cancel(world, node) {
+                continue;
+            }
+        }
         let (action, node) = match &input {
             Input::Submit(n) => {
                 world.submitted.lock().expect("caller lock").push(n.clone());
@@ -82,6 +90,32 @@ pub(super) async fn drive(world: &Arc<World>) -> String {
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
     "simulated time limit reached".into()
+}
+
+/// An operator cancels `node` as `toolop cancel NODE` does: a request written into the shared
+/// ledger, which the process owning the node finds on its next look and takes once the cancel
+/// is committed. The ledger holds it across restarts, so it is never repeated. `false` when the
+/// ledger does not hold the node yet (the CLI would refuse an unknown node): the caller then
+/// clicks instead.
+fn request_cancel(world: &World, node: &str) -> bool {
+    let mut ledger = world.ledger.lock().expect("ledger lock");
+    let known = ledger
+        .by_call_node(node)
+        .expect("in-memory ledger reads cannot fail")
+        .is_some();
+    if !known {
+        return false;
+    }
+    // The operator's event goes first, as a click's does (judges read trace order); no await
+    // between the read and the write, so no executor step comes in between.
+    world.push(What::Caller {
+        action: CallerAction::CancelRequest,
+        node: node.to_string(),
+    });
+    ledger
+        .request_cancel(node, world.now_ms())
+        .expect("the ledger holds the node");
+    true
 }
 
 /// After an executor restart the caller repeats what the dead process may not have taken in:

@@ -331,6 +331,11 @@ pub async fn world_main_with(sc: Scenario, params: Params, mode: PlanMode) -> Se
                     })
                     .collect(),
                 lanes: sc.lanes(),
+                cancel_request_check_ms: params
+                    .nodes
+                    .iter()
+                    .any(|n| n.cancel_by_request && n.cancel_at_ms.is_some())
+                    .then_some(sc.executor.cancel_request_check_ms),
             }),
         },
     );

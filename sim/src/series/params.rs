@@ -36,6 +36,8 @@ pub struct NodeParams {
     pub script: TaskScript,
     pub submit_at_ms: u64,
     pub cancel_at_ms: Option<u64>,
+    /// The cancel is an operator's request through the ledger, not the caller's click.
+    pub cancel_by_request: bool,
     pub detach_at_ms: Option<u64>,
 }
 
@@ -103,6 +105,7 @@ pub fn draw_params(sc: &Scenario, seed: u64) -> Params {
             script,
             submit_at_ms,
             cancel_at_ms,
+            cancel_by_request: false,
             detach_at_ms,
         });
     }
@@ -126,6 +129,13 @@ pub fn draw_params(sc: &Scenario, seed: u64) -> Params {
     let hi = hi.min(sc.faults.safety_window_ms.saturating_sub(1));
     let rollback_t = rng.gen_range(lo.min(hi)..=hi);
     let rollback_at_ms = (rollback_roll < faults.rate(FaultKind::Rollback)).then_some(rollback_t);
+    // Drawn last, so that every draw above is the one it was before requests existed.
+    let by_request = sc.workload.caller.cancel_by_request_rate;
+    if by_request > 0.0 {
+        for n in nodes.iter_mut().filter(|n| n.cancel_at_ms.is_some()) {
+            n.cancel_by_request = rng.gen_bool(by_request);
+        }
+    }
     Params {
         scenario: sc.name.clone(),
         seed,
@@ -233,7 +243,7 @@ impl Params {
                 .and_then(|v| v.as_str().map(String::from))
                 .unwrap_or_default();
             s.push_str(&format!(
-                "  {} tool={} submit_at={}ms duration={}ms outcome={outcome} inputs_at=[{}] blocks={} cancel_at={} detach_at={}\n",
+                "  {} tool={} submit_at={}ms duration={}ms outcome={outcome} inputs_at=[{}] blocks={} cancel_at={}{} detach_at={}\n",
                 n.id,
                 n.tool,
                 n.submit_at_ms,
@@ -241,9 +251,45 @@ impl Params {
                 inputs.join(", "),
                 n.script.blocks,
                 opt(n.cancel_at_ms),
+                if n.cancel_by_request && n.cancel_at_ms.is_some() {
+                    " (a request through the ledger)"
+                } else {
+                    ""
+                },
                 opt(n.detach_at_ms)
             ));
         }
         s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Operators' requests are drawn after everything else: a scenario that turns them on
+    /// draws every other parameter as before (the trace of a series without a request keeps
+    /// its hash), and only cancelled call nodes are requests.
+    #[test]
+    fn requests_leave_every_other_draw_as_it_was() {
+        let path =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios/mcp_faults.toml");
+        let with = Scenario::load(&path).expect("a default scenario loads");
+        assert!(with.workload.caller.cancel_by_request_rate > 0.0);
+        let mut without = with.clone();
+        without.workload.caller.cancel_by_request_rate = 0.0;
+        let mut requests = 0;
+        for seed in 0..200 {
+            let a = draw_params(&with, seed);
+            let mut b = draw_params(&without, seed);
+            for (x, y) in a.nodes.iter().zip(b.nodes.iter_mut()) {
+                assert!(!y.cancel_by_request);
+                assert!(!x.cancel_by_request || x.cancel_at_ms.is_some());
+                requests += u32::from(x.cancel_by_request);
+                y.cancel_by_request = x.cancel_by_request;
+            }
+            assert_eq!(a, b, "seed {seed}");
+        }
+        assert!(requests > 20, "{requests} requests in 200 series");
     }
 }

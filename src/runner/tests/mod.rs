@@ -650,7 +650,8 @@ fn cancel_requests_in_the_ledger_are_picked_up_and_taken_after_the_commit() {
 /// executor does not speak) is left for that executor: not picked up, not acted on, not taken.
 #[test]
 fn a_cancel_request_for_another_executors_record_is_left_alone() {
-    let owners: [(&str, u64, fn(&mut ToolOperation)); 2] = [
+    type Owner = (&'static str, u64, fn(&mut ToolOperation));
+    let owners: [Owner; 2] = [
         ("a newer epoch", 2, |r| r.execution_epoch = 2),
         ("another lane", 1, |r| r.adapter = AdapterId::Aip151),
     ];

@@ -1,5 +1,5 @@
 //! Always: a cancel for a call node reaches the network only after the caller asked for it
-//! (`cancel`, or `recancel` after a restart). A caller that stops waiting (`detach`) only stops
+//! (`cancel`, `recancel` after a restart, or an operator's `cancel_request` in the ledger). A caller that stops waiting (`detach`) only stops
 //! local waiting; it is never a server-side cancel. Judged from the frames the network carried
 //! (a cancel exchange the world attributes to the node, from any executor) and the caller's own
 //! record of its clicks, never from the executor's report of what it sent.
@@ -26,7 +26,7 @@ pub fn violations(v: &View) -> Vec<Violation> {
     for e in &v.trace.events {
         match &e.what {
             What::Caller {
-                action: CallerAction::Cancel | CallerAction::Recancel,
+                action: CallerAction::Cancel | CallerAction::Recancel | CallerAction::CancelRequest,
                 node,
             } => {
                 asked.insert(node);
@@ -78,6 +78,15 @@ mod tests {
             .caller(crate::trace::CallerAction::Recancel, "n1")
             .sent("n1", "cancel");
         assert_eq!(check(&b.build(SETTLED)), vec![]);
+        // An operator's request in the ledger asks for it too; a request for another node
+        // does not.
+        for (asked_for, violations) in [("n1", 0), ("n2", 1)] {
+            let mut b = happy("n1", 0);
+            b.at(500)
+                .caller(crate::trace::CallerAction::CancelRequest, asked_for);
+            b.at(900).sent("n1", "cancel");
+            assert_eq!(check(&b.build(SETTLED)).len(), violations, "{asked_for}");
+        }
     }
 
     #[test]

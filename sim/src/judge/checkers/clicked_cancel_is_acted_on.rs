@@ -15,11 +15,16 @@
 //! another process took shows in the ledger only then. An end the server reached before such
 //! a hold let go supersedes the click, as an end the reply showed would.
 //!
+//! An operator's cancel request in the ledger (`cancel_request`, as `toolop cancel NODE` writes
+//! it) is judged as a click from the executors' next look (`cancel_request_check_ms` after it),
+//! and every process knows of it (they all look at the ledger); a cancel sent since the request
+//! acts on it.
+//!
 //! This catches a click that is dropped on the way (for instance remembered while the operation
 //! id is unknown and then forgotten when it becomes known), which otherwise only shows
 //! statistically, as a slow cancel.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::no_action_from_old_epoch::drain_allowance_ms;
 use super::view::{
@@ -50,6 +55,14 @@ pub fn violations(v: &View) -> Vec<Violation> {
     for (node, t) in caller_times(v.trace, CallerAction::Recancel) {
         clicks.entry(node).or_insert(t);
     }
+    // An operator's request in the ledger reaches the executor at its next look: from then it
+    // is judged as a click. A cancel sent since the request counts as acting on it.
+    let look_ms = v.config.cancel_request_check_ms.unwrap_or(0);
+    let requested = caller_times(v.trace, CallerAction::CancelRequest);
+    for (node, t) in &requested {
+        clicks.entry(node.clone()).or_insert(t + look_ms);
+    }
+    let asked_at = |node: &str, clicked: u64| requested.get(node).copied().unwrap_or(clicked);
     let mut cancels: BTreeMap<&str, Vec<u64>> = BTreeMap::new();
     for s in sends(v.trace).filter(|s| s.exchange == ExchangeKind::Cancel) {
         if let Some(node) = s.node {
@@ -112,7 +125,7 @@ pub fn violations(v: &View) -> Vec<Violation> {
     writes.sort_by_key(|w| w.landed_ms);
     // A reply past its request's timeout answers a request the executor had given up on.
     let times = RequestTimes::of(v);
-    let holds = ClickHolders::of(v.trace, &clicks);
+    let holds = ClickHolders::of(v.trace, &clicks, &requested);
     let epochs = newest_epochs(v.trace);
     let settled = store_facts(v.trace);
     let mut out = vec![];
@@ -187,17 +200,22 @@ pub fn violations(v: &View) -> Vec<Violation> {
         if newest_epoch_at(&epochs, until) > a.exec.0 {
             continue;
         }
+        let since = asked_at(node, clicked);
         let acted = cancels
             .get(node)
-            .is_some_and(|c| c.iter().any(|&c| c >= clicked && c <= until));
+            .is_some_and(|c| c.iter().any(|&c| c >= since && c <= until));
         let settled_in_time = settled.get(node).is_some_and(|(s, _)| *s <= until);
         if !acted && !settled_in_time {
             judged.push(node);
+            let asked = match requested.get(node) {
+                Some(t) => format!("an operator requested a cancel in the ledger at {t} ms (executors look every {look_ms} ms)"),
+                None => format!("the caller clicked cancel at {clicked} ms"),
+            };
             out.push(Violation {
                 checker: NAME,
                 node: Some(node.to_string()),
                 detail: format!(
-                    "the caller clicked cancel at {clicked} ms; at {at} ms executor epoch {} incarnation {} was shown task {task} {} and no cancel left by {} ms",
+                    "{asked}; at {at} ms executor epoch {} incarnation {} was shown task {task} {} and no cancel left by {} ms",
                     a.exec.0,
                     a.exec.1,
                     status.as_str(),
@@ -233,10 +251,16 @@ struct ClickHolders {
     recorded: BTreeMap<String, u64>,
     /// Per node: the first click.
     clicked: BTreeMap<String, u64>,
+    /// Nodes an operator asked to cancel through the ledger: every process looks there.
+    requested: BTreeSet<String>,
 }
 
 impl ClickHolders {
-    fn of(trace: &Trace, clicks: &BTreeMap<String, u64>) -> ClickHolders {
+    fn of(
+        trace: &Trace,
+        clicks: &BTreeMap<String, u64>,
+        requested: &BTreeMap<String, u64>,
+    ) -> ClickHolders {
         let mut replicas = BTreeMap::new();
         let mut to_replicas: BTreeMap<String, Vec<u64>> = BTreeMap::new();
         let mut recorded = BTreeMap::new();
@@ -274,6 +298,7 @@ impl ClickHolders {
             to_replicas,
             recorded,
             clicked: clicks.clone(),
+            requested: requested.keys().cloned().collect(),
         }
     }
 
@@ -282,6 +307,9 @@ impl ClickHolders {
         let Some(&started) = self.replicas.get(&incarnation) else {
             return true;
         };
+        if self.requested.contains(node) {
+            return true;
+        }
         let clicked = self.clicked.get(node).copied().unwrap_or(u64::MAX);
         started >= clicked
             || self
@@ -347,6 +375,62 @@ mod tests {
         // A reply showing the task running after the server had ended it asks nothing.
         let mut b = clicked_early();
         b.truth.tasks.get_mut("t-n1").expect("task").terminal_at_ms = Some(4_000);
+        assert_eq!(check(&b.build(SETTLED)), vec![]);
+    }
+
+    /// An operator requests n1's cancel in the ledger at 100 ms; executors look every 1,000 ms.
+    /// The reply naming the task arrives at 5,000 ms, from incarnation `incarnation`.
+    fn requested(incarnation: u32) -> Tb {
+        asked(incarnation, CallerAction::CancelRequest)
+    }
+
+    /// As [`requested`], with the cancel asked by `action` at 100 ms.
+    fn asked(incarnation: u32, action: CallerAction) -> Tb {
+        let mut b = Tb::new();
+        if action == CallerAction::CancelRequest {
+            b.config.cancel_request_check_ms = Some(1_000);
+        }
+        b.exec(1, incarnation);
+        b.at(0).submit("n1").sent("n1", "submit");
+        b.at(100).caller(action, "n1");
+        b.at(5_000)
+            .recv_shows("n1", "submit", "submitted", working("n1"))
+            .moved("n1", &[Submitting, Working]);
+        b.task("t-n1", "n1", Some(TaskStatus::Cancelled), None, Some(9_000));
+        b
+    }
+
+    #[test]
+    fn an_operators_request_is_judged_as_a_click_from_the_next_look() {
+        let v = check(&requested(1).build(SETTLED));
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(
+            v[0].detail.contains("an operator requested a cancel in the ledger at 100 ms (executors look every 1000 ms); at 5000 ms executor epoch 1 incarnation 1"),
+            "{v:?}"
+        );
+        // Acted on within the bound: clean.
+        let mut b = requested(1);
+        b.at(5_000).sent("n1", "cancel");
+        assert_eq!(check(&b.build(SETTLED)), vec![]);
+        // A cancel sent after the request, before the executors' next look was due, acts on it.
+        let mut b = requested(1);
+        b.at(600).sent("n1", "cancel");
+        assert_eq!(check(&b.build(SETTLED)), vec![]);
+        // Every process looks at the ledger: a replica that started before the request knows
+        // of it. A click goes to one process only, so the same replica is not judged on one.
+        let replica = |b: &mut Tb| {
+            b.at(0).push(What::World {
+                action: WorldAction::ReplicaStart {
+                    incarnation: 1_000,
+                    epoch: 1,
+                },
+            });
+        };
+        let mut b = requested(1_000);
+        replica(&mut b);
+        assert_eq!(check(&b.build(SETTLED)).len(), 1);
+        let mut b = asked(1_000, CallerAction::Cancel);
+        replica(&mut b);
         assert_eq!(check(&b.build(SETTLED)), vec![]);
     }
 

@@ -56,6 +56,7 @@ impl Tb {
                 shadow_tools: vec![],
                 nodes: vec![],
                 lanes: vec![crate::scenario::Protocol::Mcp20251125],
+                cancel_request_check_ms: None,
             },
             events: vec![],
             t: 0,
