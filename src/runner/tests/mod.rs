@@ -248,6 +248,12 @@ async fn until_within(what: &str, limit_s: u64, ok: impl Fn() -> bool) {
     panic!("gave up waiting ({limit_s} s) until {what}");
 }
 
+/// The record's cancel generation (how many cancels it has committed).
+fn generation_of(ledger: &SharedLedger, id: &str) -> u32 {
+    let rec = ledger.lock().unwrap().by_call_node(id).unwrap();
+    rec.expect("the record").cancel_generation
+}
+
 fn state_of(ledger: &SharedLedger, id: &str) -> Option<LocalState> {
     ledger.lock().unwrap().local_state(id).unwrap()
 }
@@ -612,16 +618,7 @@ fn cancel_requests_in_the_ledger_are_picked_up_and_taken_after_the_commit() {
             ledger.lock().unwrap().cancel_requests().unwrap().is_empty()
         })
         .await;
-        assert_eq!(
-            ledger
-                .lock()
-                .unwrap()
-                .by_call_node("n1")
-                .unwrap()
-                .unwrap()
-                .cancel_generation,
-            1
-        );
+        assert_eq!(generation_of(&ledger, "n1"), 1);
 
         // While it runs: a request for a new node is picked up on a wake-up.
         next.inputs.send(Input::Submit(node("n2"))).unwrap();
@@ -740,23 +737,18 @@ fn a_cancel_request_whose_click_was_not_applied_stays() {
                 1,
                 "the request was taken"
             );
-            assert_eq!(l.by_call_node("n1").unwrap().unwrap().cancel_generation, 0);
+            assert_eq!(
+                l.by_call_node("n1").unwrap().unwrap().cancel_generation,
+                0,
+                "cancelled"
+            );
         }
         on.store(false, std::sync::atomic::Ordering::SeqCst);
         until("the request is taken once the click is applied", || {
             ledger.lock().unwrap().cancel_requests().unwrap().is_empty()
         })
         .await;
-        assert_eq!(
-            ledger
-                .lock()
-                .unwrap()
-                .by_call_node("n1")
-                .unwrap()
-                .unwrap()
-                .cancel_generation,
-            1
-        );
+        assert_eq!(generation_of(&ledger, "n1"), 1);
         r.stop().await;
     });
 }
