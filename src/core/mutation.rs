@@ -72,10 +72,14 @@ pub enum Mutation {
     /// executor starts: a running executor never finds one, and the operator's cancel waits
     /// for the next restart while the operation runs on.
     CancelRequestsOnlyAtStart,
+    /// Send every call task-augmented, whatever `tools/list` said of the tool: a tool that
+    /// forbids tasks is run and refused (the TS SDK) or refused (the Python SDK, the spec)
+    /// where the executor could have called it synchronously.
+    IgnoreToolTaskSupport,
 }
 
 impl Mutation {
-    pub const ALL: [Mutation; 26] = [
+    pub const ALL: [Mutation; 27] = [
         Mutation::FreshKeyOnSubmitTimeout,
         Mutation::ResubmitWithoutLookup,
         Mutation::FailOnCancelClick,
@@ -102,6 +106,7 @@ impl Mutation {
         Mutation::PollNotRearmed,
         Mutation::TakeUpLeaseFromSenderStep,
         Mutation::CancelRequestsOnlyAtStart,
+        Mutation::IgnoreToolTaskSupport,
     ];
 
     pub fn name(self) -> String {

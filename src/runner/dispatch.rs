@@ -112,13 +112,22 @@ impl Runner {
         let caps = &self.lanes[lane].caps;
         let tool = caps.tools.get(&node.tool).cloned();
         let task_capable = caps.tasks_tool_call;
+        #[cfg(feature = "mutations")]
+        let ignore_support = self
+            .cfg
+            .core
+            .mutated(crate::core::mutation::Mutation::IgnoreToolTaskSupport);
+        #[cfg(not(feature = "mutations"))]
+        let ignore_support = false;
         let (tool_version, synchronous, refusal) = match &tool {
             None => (
                 String::new(),
                 false,
                 Some(format!("server lists no tool \"{}\"", node.tool)),
             ),
-            Some(t) if task_capable && t.task_support != TaskSupport::Forbidden => {
+            Some(t)
+                if ignore_support || task_capable && t.task_support != TaskSupport::Forbidden =>
+            {
                 (t.descriptor_digest.clone(), false, None)
             }
             Some(t) => match (self.cfg.no_task_support, t.sync_upper_bound_ms) {

@@ -131,6 +131,10 @@ pub const CHECKER_LINES: &[(&str, &str)] = &[
         "stall_only_behind_another_process",
         "a node is rescued from having nothing armed only when another process of its epoch drove it",
     ),
+    (
+        "task_calls_only_where_listed",
+        "a call is task-augmented only for a tool whose listed descriptor allows tasks",
+    ),
 ];
 
 /// One line per gate (the rows of every gate table).

@@ -409,6 +409,11 @@ pub trait Codec: ResultShape + Send {
         let _ = exchange;
         neutral_shows(response, self.caps())
     }
+    /// Task-augmented calls of tools that forbid tasks decoded since the last take (protocols
+    /// whose client chooses per call whether it is a task: MCP 2025-11-25).
+    fn take_forbidden_task_calls(&mut self) -> Vec<crate::fake::truth::ForbiddenTaskCall> {
+        Vec::new()
+    }
     /// `d`, a task-augmented submission, as a server redeployed since the executor listed its
     /// tools answers it when the tool no longer supports tasks (the `tool_redeployed` fault).
     /// Only codecs whose protocol expresses the fault change it.

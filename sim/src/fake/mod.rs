@@ -60,7 +60,11 @@ impl FakeServer {
     /// Read a client frame (on the wire, before any fault): what it asks and whether a reply is
     /// due.
     pub fn decode(&mut self, frame: OutFrame) -> Decoded {
-        self.codec.decode(frame)
+        let decoded = self.codec.decode(frame);
+        for call in self.codec.take_forbidden_task_calls() {
+            self.service.note_forbidden_task_call(call);
+        }
+        decoded
     }
 
     /// A task-augmented submission as a server redeployed without task support for its tool

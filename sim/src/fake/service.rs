@@ -346,6 +346,11 @@ impl TaskService {
         &self.truth
     }
 
+    /// A task-augmented call of a tool that forbids tasks reached the server (the codec saw it).
+    pub fn note_forbidden_task_call(&mut self, call: crate::fake::truth::ForbiddenTaskCall) {
+        self.truth.forbidden_task_calls.push(call);
+    }
+
     pub fn config(&self) -> &ServiceConfig {
         &self.cfg
     }

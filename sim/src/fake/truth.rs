@@ -108,6 +108,21 @@ pub struct GroundTruth {
     pub duplicate_submits_deduped: u32,
     /// Client answers that answered no pending input round, in arrival order.
     pub stale_input_responses: Vec<StaleInputResponse>,
+    /// Task-augmented calls of a tool whose descriptor, as this server listed it, forbids
+    /// tasks, in arrival order (a redeploy the client could not know of, the `tool_redeployed`
+    /// fault, is not one). Written only when there is one, so other traces keep their bytes.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub forbidden_task_calls: Vec<ForbiddenTaskCall>,
+}
+
+/// A task-augmented `tools/call` of a tool whose descriptor forbids tasks.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ForbiddenTaskCall {
+    pub call_node: String,
+    pub tool: String,
+    /// What the server did with it: ran the tool and then refused the call (the TS SDK), or
+    /// refused it without running (the Python SDK, the spec's reading).
+    pub ran: bool,
 }
 
 impl GroundTruth {
@@ -126,6 +141,7 @@ impl GroundTruth {
             }
             out.duplicate_submits_deduped += t.duplicate_submits_deduped;
             out.stale_input_responses.extend(t.stale_input_responses);
+            out.forbidden_task_calls.extend(t.forbidden_task_calls);
         }
         out
     }

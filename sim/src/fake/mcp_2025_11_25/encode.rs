@@ -278,6 +278,10 @@ impl Codec for McpCodec {
         self.redeployed_without_tasks(d)
     }
 
+    fn take_forbidden_task_calls(&mut self) -> Vec<crate::fake::truth::ForbiddenTaskCall> {
+        std::mem::take(&mut self.forbidden_task_calls)
+    }
+
     fn encode_reply(&mut self, call: CallId, response: &Response, shape: &Shape) -> InFrame {
         jsonrpc::encode_reply(self, call, response, shape)
     }

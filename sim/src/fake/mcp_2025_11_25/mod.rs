@@ -114,6 +114,8 @@ pub struct McpCodec {
     round_ids: BTreeMap<(String, u32), Value>,
     rounds_by_wire_id: BTreeMap<String, Vec<(String, u32)>>,
     elicit_counter: u64,
+    /// Task-augmented calls of tools that forbid tasks, for the service's truth.
+    forbidden_task_calls: Vec<crate::fake::truth::ForbiddenTaskCall>,
 }
 
 /// The fake MCP 2025-11-25 server: this codec with the task service its profile asks for.
@@ -136,6 +138,7 @@ impl McpCodec {
             round_ids: BTreeMap::new(),
             rounds_by_wire_id: BTreeMap::new(),
             elicit_counter: 0,
+            forbidden_task_calls: Vec::new(),
         }
     }
 
@@ -314,10 +317,19 @@ impl McpCodec {
                     }
                 },
             },
-            (Some(_), false) => match forbidden_with_task(profile, &name) {
-                None => (RunAs::InlineThenRefuse, None),
-                Some(d) => return refuse(self, id, d),
-            },
+            (Some(_), false) => {
+                let refusal = forbidden_with_task(profile, &name);
+                self.forbidden_task_calls
+                    .push(crate::fake::truth::ForbiddenTaskCall {
+                        call_node: script.call_node.clone(),
+                        tool: name.clone(),
+                        ran: refusal.is_none(),
+                    });
+                match refusal {
+                    None => (RunAs::InlineThenRefuse, None),
+                    Some(d) => return refuse(self, id, d),
+                }
+            }
             (None, _) if support == TaskSupport::Required => {
                 let d = match profile {
                     Profile::TsSdk => Direct::Result(texts::error_result(&format!(

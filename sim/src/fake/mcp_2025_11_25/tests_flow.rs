@@ -526,6 +526,16 @@ fn augmentation_edges_per_profile() {
             assert!(d.s.truth().sync_runs.is_empty());
         }
         assert!(d.s.truth().tasks.is_empty());
+        // Whatever the profile answered, the truth keeps the call (the judge's
+        // `task_calls_only_where_listed` reads it), and whether the tool ran.
+        assert_eq!(
+            d.s.truth().forbidden_task_calls,
+            vec![crate::fake::truth::ForbiddenTaskCall {
+                call_node: "edge".into(),
+                tool: "forb".into(),
+                ran: profile == Profile::TsSdk,
+            }]
+        );
         // Required tool without task.
         let r = d.call(
             "tools/call",

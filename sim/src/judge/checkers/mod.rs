@@ -71,6 +71,8 @@ pub mod settles_within_bound;
 pub mod shadow_never_reaches_outbox;
 /// The stall watch rescues a node only when another process of its epoch drove it.
 pub mod stall_only_behind_another_process;
+/// A call is task-augmented only for a tool whose listed descriptor allows tasks.
+pub mod task_calls_only_where_listed;
 /// 4. Every UNKNOWN operation is queryable by task id or by submission key.
 pub mod unknown_is_queryable;
 /// Shared readings: `Begin`/`Final`, settle times, the node's server task.
@@ -93,7 +95,7 @@ pub struct Violation {
 type Checker = fn(&view::View) -> Vec<Violation>;
 
 /// Every checker, in report order: (name, check).
-pub const CHECKERS: [(&str, Checker); 27] = [
+pub const CHECKERS: [(&str, Checker); 28] = [
     (at_most_one_receipt::NAME, at_most_one_receipt::violations),
     (
         completed_needs_verified_result::NAME,
@@ -168,6 +170,10 @@ pub const CHECKERS: [(&str, Checker); 27] = [
     (
         stall_only_behind_another_process::NAME,
         stall_only_behind_another_process::violations,
+    ),
+    (
+        task_calls_only_where_listed::NAME,
+        task_calls_only_where_listed::violations,
     ),
 ];
 
@@ -295,7 +301,8 @@ mod tests {
                 "no_write_from_fenced_epoch",
                 "digest_kept_across_restart",
                 "no_needless_effect_reconciliation",
-                "stall_only_behind_another_process"
+                "stall_only_behind_another_process",
+                "task_calls_only_where_listed"
             ]
         );
     }
