@@ -418,3 +418,82 @@ fn a_fenced_process_leaves_refused_input_requests_to_the_newer_epoch() {
         );
     });
 }
+
+/// An `elicitation/create` for our task `t1`, request id `id`, asking with `schema`.
+fn elicit_t1(id: Value, schema: Value) -> InFrame {
+    let ask = json!({"jsonrpc": "2.0", "id": id, "method": "elicitation/create", "params": {
+        "mode": "form", "message": "Approve?", "requestedSchema": schema,
+        "_meta": {"io.modelcontextprotocol/related-task": {"taskId": "t1"}}}});
+    InFrame::message(serde_json::to_vec(&ask).unwrap())
+}
+
+/// A refused request (here: n1's answered round, delivered again after its receipt) is left
+/// unanswered while another call node holds a round open under the same request id: servers
+/// reuse ids (the TS SDK's 0), and one that routes an answer by id alone would take it as that
+/// node's. Under another id it is answered: the gate's answer again for the same request (same
+/// id, same schema), a decline for another request under the answered id (another schema).
+#[test]
+fn a_refused_request_under_an_id_another_node_holds_open_is_not_answered() {
+    let same =
+        json!({"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]});
+    for (open_id, replay_answered) in [(json!(0), false), (json!(5), true)] {
+        on_tokio(async {
+            let InputRound {
+                ledger,
+                mut gate,
+                inputs,
+                handle,
+                answers,
+                in_tx,
+                ..
+            } = input_round(config());
+            accept_round_until_receipt(&ledger, &mut gate, &inputs).await;
+            // n2, another process's node, waits for its person under `open_id`.
+            let mut n2 = ToolOperation::new(
+                "n2",
+                "report",
+                "v1",
+                json!({}),
+                AdapterId::Mcp20251125,
+                "k2",
+                1,
+                0,
+                60_000,
+            );
+            n2.local_state = LocalState::InputRequired;
+            n2.operation_id = Some("t2".into());
+            n2.pending_input = Some(crate::record::PendingInput {
+                round: 1,
+                server_request_id: open_id.clone(),
+                schema_digest: "another".into(),
+                deadline_ms: u64::MAX / 2,
+                request: json!({}),
+                requested_schema: json!({"type": "object"}),
+            });
+            ledger.lock().unwrap().insert(n2, 1).unwrap();
+            in_tx.send(elicit_t1(json!(0), same.clone())).unwrap();
+            let other = json!({"type": "object", "properties": {"why": {"type": "string"}}});
+            in_tx.send(elicit_t1(json!(0), other)).unwrap();
+            // Both are read before the shutdown (inputs and frames in one loop, frames first
+            // when both wait); then the answers that reached the server are counted.
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            inputs.send(Input::Shutdown).unwrap();
+            assert_eq!(handle.await.unwrap(), Exit::Shutdown);
+            let sent = &answers.lock().unwrap().0;
+            if !replay_answered {
+                assert_eq!(sent.len(), 1, "only the round's own answer: {sent:?}");
+                return;
+            }
+            assert_eq!(sent.len(), 3, "{sent:?}");
+            assert_eq!(
+                sent[1], sent[0],
+                "the same request hears the gate's answer again"
+            );
+            assert_eq!(
+                sent[2]["action"], "decline",
+                "another request under the answered id is not answered with its answer: {}",
+                sent[2]
+            );
+        });
+    }
+}
