@@ -474,9 +474,13 @@ fn a_refused_request_under_an_id_another_node_holds_open_is_not_answered() {
             in_tx.send(elicit_t1(json!(0), same.clone())).unwrap();
             let other = json!({"type": "object", "properties": {"why": {"type": "string"}}});
             in_tx.send(elicit_t1(json!(0), other)).unwrap();
-            // Both are read before the shutdown (inputs and frames in one loop, frames first
-            // when both wait); then the answers that reached the server are counted.
-            tokio::time::sleep(Duration::from_millis(200)).await;
+            // Nothing shows a request left unanswered but the silence: give the runner time to
+            // read both (it reads a frame in well under a millisecond).
+            if replay_answered {
+                until("three answers", || answers.lock().unwrap().0.len() >= 3).await;
+            } else {
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
             inputs.send(Input::Shutdown).unwrap();
             assert_eq!(handle.await.unwrap(), Exit::Shutdown);
             let sent = &answers.lock().unwrap().0;
