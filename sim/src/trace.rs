@@ -275,6 +275,11 @@ pub struct BeginConfig {
     /// the bytes it had before requests were simulated.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cancel_request_check_ms: Option<u64>,
+    /// Tools of this series' call nodes that the executor is configured to run synchronously:
+    /// they forbid tasks, publish a synchronous bound, and `executor.no_task_support` is
+    /// `run_sync`. Written only when there is one, so other traces keep their bytes.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub sync_tools: Vec<String>,
 }
 
 /// A call node as the caller will submit it.

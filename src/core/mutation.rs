@@ -76,10 +76,13 @@ pub enum Mutation {
     /// forbids tasks is run and refused (the TS SDK) or refused (the Python SDK, the spec)
     /// where the executor could have called it synchronously.
     IgnoreToolTaskSupport,
+    /// Refuse every tool that forbids tasks, even one that publishes a synchronous bound with
+    /// the executor configured to run such tools synchronously (`no_task_support = run_sync`).
+    RefuseSynchronousTools,
 }
 
 impl Mutation {
-    pub const ALL: [Mutation; 27] = [
+    pub const ALL: [Mutation; 28] = [
         Mutation::FreshKeyOnSubmitTimeout,
         Mutation::ResubmitWithoutLookup,
         Mutation::FailOnCancelClick,
@@ -107,6 +110,7 @@ impl Mutation {
         Mutation::TakeUpLeaseFromSenderStep,
         Mutation::CancelRequestsOnlyAtStart,
         Mutation::IgnoreToolTaskSupport,
+        Mutation::RefuseSynchronousTools,
     ];
 
     pub fn name(self) -> String {

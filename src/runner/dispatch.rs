@@ -119,6 +119,13 @@ impl Runner {
             .mutated(crate::core::mutation::Mutation::IgnoreToolTaskSupport);
         #[cfg(not(feature = "mutations"))]
         let ignore_support = false;
+        #[cfg(feature = "mutations")]
+        let refuse_sync = self
+            .cfg
+            .core
+            .mutated(crate::core::mutation::Mutation::RefuseSynchronousTools);
+        #[cfg(not(feature = "mutations"))]
+        let refuse_sync = false;
         let (tool_version, synchronous, refusal) = match &tool {
             None => (
                 String::new(),
@@ -131,7 +138,9 @@ impl Runner {
                 (t.descriptor_digest.clone(), false, None)
             }
             Some(t) => match (self.cfg.no_task_support, t.sync_upper_bound_ms) {
-                (NoTaskSupport::RunSync, Some(_)) => (t.descriptor_digest.clone(), true, None),
+                (NoTaskSupport::RunSync, Some(_)) if !refuse_sync => {
+                    (t.descriptor_digest.clone(), true, None)
+                }
                 _ => (
                     t.descriptor_digest.clone(),
                     false,

@@ -135,6 +135,10 @@ pub const CHECKER_LINES: &[(&str, &str)] = &[
         "task_calls_only_where_listed",
         "a call is task-augmented only for a tool whose listed descriptor allows tasks",
     ),
+    (
+        "runnable_call_not_refused",
+        "a call the executor is configured to run synchronously is never refused by it locally",
+    ),
 ];
 
 /// One line per gate (the rows of every gate table).

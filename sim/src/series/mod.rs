@@ -292,6 +292,29 @@ pub async fn world_main(sc: Scenario, params: Params) -> SeriesResult {
 }
 
 /// [`world_main`] with the fault plan in `mode` (draw, or replay a schedule's firings).
+/// The tools of the series' call nodes the executor is configured to run synchronously (their
+/// descriptor forbids tasks in so many words and publishes a bound, and the executor runs such
+/// tools synchronously), in name order.
+fn sync_tools(sc: &Scenario, params: &Params) -> Vec<String> {
+    if sc.executor.no_task_support != toolop::runner::NoTaskSupport::RunSync {
+        return Vec::new();
+    }
+    let called: BTreeSet<&str> = params.nodes.iter().map(|n| n.tool.as_str()).collect();
+    let mut out: Vec<String> = sc
+        .workload
+        .tools
+        .iter()
+        .filter(|t| {
+            t.task_support == Some(toolop::protocol::TaskSupport::Forbidden)
+                && t.sync_upper_bound_ms.is_some()
+                && called.contains(t.name.as_str())
+        })
+        .map(|t| t.name.clone())
+        .collect();
+    out.sort();
+    out
+}
+
 pub async fn world_main_with(sc: Scenario, params: Params, mode: PlanMode) -> SeriesResult {
     let origin = Instant::now();
     let trace: SharedTrace = Arc::new(Mutex::new(Trace::new(sc.limits.max_events)));
@@ -336,6 +359,7 @@ pub async fn world_main_with(sc: Scenario, params: Params, mode: PlanMode) -> Se
                     .iter()
                     .any(|n| n.cancel_by_request && n.cancel_at_ms.is_some())
                     .then_some(sc.executor.cancel_request_check_ms),
+                sync_tools: sync_tools(&sc, &params),
             }),
         },
     );

@@ -65,6 +65,8 @@ pub mod poll_rate_within_bound;
 pub mod retired_adapter_drains;
 /// A 429/503's Retry-After is waited out before the refused request is repeated.
 pub mod retry_after_honoured;
+/// A call the executor is configured to run synchronously is never refused by it locally.
+pub mod runnable_call_not_refused;
 /// Liveness: every call node settles within the bound after the safety phase.
 pub mod settles_within_bound;
 /// Launch control: shadow operations never reach the outbox.
@@ -95,7 +97,7 @@ pub struct Violation {
 type Checker = fn(&view::View) -> Vec<Violation>;
 
 /// Every checker, in report order: (name, check).
-pub const CHECKERS: [(&str, Checker); 28] = [
+pub const CHECKERS: [(&str, Checker); 29] = [
     (at_most_one_receipt::NAME, at_most_one_receipt::violations),
     (
         completed_needs_verified_result::NAME,
@@ -174,6 +176,10 @@ pub const CHECKERS: [(&str, Checker); 28] = [
     (
         task_calls_only_where_listed::NAME,
         task_calls_only_where_listed::violations,
+    ),
+    (
+        runnable_call_not_refused::NAME,
+        runnable_call_not_refused::violations,
     ),
 ];
 
@@ -302,7 +308,8 @@ mod tests {
                 "digest_kept_across_restart",
                 "no_needless_effect_reconciliation",
                 "stall_only_behind_another_process",
-                "task_calls_only_where_listed"
+                "task_calls_only_where_listed",
+                "runnable_call_not_refused"
             ]
         );
     }

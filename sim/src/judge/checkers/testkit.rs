@@ -57,6 +57,7 @@ impl Tb {
                 nodes: vec![],
                 lanes: vec![crate::scenario::Protocol::Mcp20251125],
                 cancel_request_check_ms: None,
+                sync_tools: vec![],
             },
             events: vec![],
             t: 0,
