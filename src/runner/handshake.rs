@@ -96,7 +96,7 @@ async fn admit(r: &mut Runner) {
 
 /// How long attempt `attempt` (0-based) waits: the first timeout, doubled per retry, at most the
 /// request timeout.
-fn attempt_timeout_ms(r: &Runner, attempt: u32) -> u64 {
+pub(super) fn attempt_timeout_ms(r: &Runner, attempt: u32) -> u64 {
     let first = r
         .cfg
         .handshake_first_timeout_ms

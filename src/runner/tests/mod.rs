@@ -897,6 +897,22 @@ fn bare_runner(ledger: &SharedLedger, cfg: RunnerConfig) -> Runner {
     )
 }
 
+/// A handshake attempt waits twice as long as the one before, from the first timeout up to the
+/// request timeout: a slow server is given time, and a lost answer is asked again soon.
+#[test]
+fn handshake_attempts_back_off_up_to_the_request_timeout() {
+    on_tokio(async {
+        let mut cfg = config();
+        cfg.handshake_first_timeout_ms = 300;
+        cfg.request_timeout_ms = 2_000;
+        let r = bare_runner(&memory(), cfg);
+        let waits: Vec<u64> = (0..6)
+            .map(|a| super::handshake::attempt_timeout_ms(&r, a))
+            .collect();
+        assert_eq!(waits, [300, 600, 1_200, 2_000, 2_000, 2_000]);
+    });
+}
+
 #[test]
 fn a_stale_timer_does_not_take_up_a_node_another_timer_still_drives() {
     on_tokio(async {
