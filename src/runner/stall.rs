@@ -28,7 +28,7 @@ use crate::record::{LocalState, ToolOperation};
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Watch {
     pub(super) at_ms: u64,
-    version: u64,
+    pub(super) version: u64,
     /// Shorter than a request timeout (a cancel another process committed): the loop wakes for
     /// it. Only two executors on one epoch make such a watch, so a single executor's traces
     /// keep their wake-ups.
@@ -49,7 +49,7 @@ impl Runner {
     }
 
     /// Watch `node` from `at_ms` unless a watch already falls due sooner.
-    fn arm(&mut self, node: &str, at_ms: u64, version: u64, urgent: bool) {
+    pub(super) fn arm(&mut self, node: &str, at_ms: u64, version: u64, urgent: bool) {
         if self.stall_at.get(node).is_none_or(|w| w.at_ms > at_ms) {
             self.stall_at.insert(
                 node.to_string(),

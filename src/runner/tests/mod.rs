@@ -1016,6 +1016,59 @@ fn a_cancel_watch_that_falls_due_while_a_timer_drives_the_node_takes_nothing_up(
     });
 }
 
+/// A stall watch keeps the sooner of two times: arming it later never postpones a watch
+/// already due sooner, and one due sooner replaces it. A cancel another process committed is
+/// watched for `cancel_take_up_ms` from now.
+#[test]
+fn a_stall_watch_keeps_the_sooner_time_and_a_cancel_watch_runs_the_take_up() {
+    on_tokio(async {
+        let ledger = memory();
+        let mut r = bare_runner(&ledger, config());
+        let watch = |r: &Runner| {
+            let w = &r.stall_at["n1"];
+            (w.at_ms, w.version, w.urgent)
+        };
+        r.arm("n1", 5_000, 1, false);
+        r.arm("n1", 7_000, 2, true);
+        assert_eq!(
+            watch(&r),
+            (5_000, 1, false),
+            "a later time postpones nothing"
+        );
+        r.arm("n1", 3_000, 3, true);
+        assert_eq!(watch(&r), (3_000, 3, true), "a sooner time is taken");
+        r.arm("n1", 3_000, 4, false);
+        assert_eq!(watch(&r), (3_000, 3, true), "the same time keeps the watch");
+
+        let server = Server::new(None, false);
+        working_n1(&ledger, &server).await.stop().await;
+        write_as(&ledger, "n1", 1, |r| {
+            r.local_state = LocalState::CancelRequested;
+            r.cancel_generation = 1;
+        });
+        let rec = ledger.lock().unwrap().by_call_node("n1").unwrap().unwrap();
+        let mut cfg = config();
+        cfg.cancel_take_up_ms = 500;
+        let mut r = bare_runner(&ledger, cfg);
+        let ctx = crate::core::Ctx {
+            now_ms: r.now_ms(),
+            jitter_permille: 0,
+            epoch: 1,
+            process: 5_000_000,
+            overtaken_sender_until_ms: None,
+        };
+        let before_ms = r.now_ms();
+        r.watch_cancel_of_another("n1", &rec, &ctx, 0, rec.version);
+        let after_ms = r.now_ms();
+        let (at_ms, _, urgent) = watch(&r);
+        assert!(urgent);
+        assert!(
+            (before_ms + 500..=after_ms + 500).contains(&at_ms),
+            "due {at_ms} ms, armed between {before_ms} and {after_ms} ms"
+        );
+    });
+}
+
 /// A submit timer armed on one version, fired after another process submitted, leaves the
 /// submission to that process even when a step of this one read the newer version in between
 /// without changing it (mcp_replicas seed 574077: a cancel click that changed nothing hid the
