@@ -1069,6 +1069,42 @@ fn a_stall_watch_keeps_the_sooner_time_and_a_cancel_watch_runs_the_take_up() {
     });
 }
 
+/// A duplicate call for a node another process made is watched only while that node is open
+/// and of this executor's epoch or older: a settled node, or a newer epoch's, is nobody's here.
+#[test]
+fn a_duplicate_call_watches_only_an_open_node_of_this_epoch() {
+    on_tokio(async {
+        let ledger = memory();
+        ledger.lock().unwrap().bump_epoch().unwrap();
+        let open = |id: &str, epoch: u64| {
+            let mut r = ToolOperation::new(
+                id,
+                "report",
+                "v1",
+                json!({}),
+                AdapterId::Mcp20251125,
+                &format!("k-{id}"),
+                epoch,
+                0,
+                60_000,
+            );
+            r.local_state = LocalState::Working;
+            r
+        };
+        let mut settled = open("settled", 1);
+        settled.local_state = LocalState::Unknown;
+        for rec in [open("mine", 1), settled, open("newer", 2)] {
+            ledger.lock().unwrap().insert(rec, 2).unwrap();
+        }
+        let mut r = bare_runner(&ledger, config());
+        for node in ["mine", "settled", "newer"] {
+            r.watch_duplicate(node);
+        }
+        let watched: Vec<&str> = r.stall_at.keys().map(String::as_str).collect();
+        assert_eq!(watched, ["mine"]);
+    });
+}
+
 /// A submit timer armed on one version, fired after another process submitted, leaves the
 /// submission to that process even when a step of this one read the newer version in between
 /// without changing it (mcp_replicas seed 574077: a cancel click that changed nothing hid the
