@@ -1105,6 +1105,72 @@ fn a_duplicate_call_watches_only_an_open_node_of_this_epoch() {
     });
 }
 
+/// A stall watch that falls due on a record another process wrote meanwhile looks again later,
+/// and takes nothing up: a request timeout on, or, while the record still asks for another
+/// process's unsent cancel and the watch was the short one, `cancel_take_up_ms` on. A watch on
+/// a node this process covers (a timer) or was fenced from is dropped.
+#[test]
+fn a_stall_watch_on_a_record_written_meanwhile_looks_again_later() {
+    on_tokio(async {
+        let mut cfg = config();
+        cfg.request_timeout_ms = 2_000;
+        cfg.cancel_take_up_ms = 500;
+        // (the record asks for another process's cancel, the watch was urgent) -> (re-armed
+        // after, urgent)
+        let cases = [
+            (false, false, 2_000, false),
+            (true, false, 2_000, false),
+            (true, true, 500, true),
+        ];
+        for (cancelling, urgent, after, again_urgent) in cases {
+            let ledger = memory();
+            let server = Server::new(None, false);
+            working_n1(&ledger, &server).await.stop().await;
+            if cancelling {
+                write_as(&ledger, "n1", 1, |r| {
+                    r.local_state = LocalState::CancelRequested;
+                    r.cancel_generation = 1;
+                });
+            }
+            let rec = ledger.lock().unwrap().by_call_node("n1").unwrap().unwrap();
+            let mut r = bare_runner(&ledger, cfg.clone());
+            // Armed on an older version: the record was written since.
+            r.arm("n1", 0, rec.version - 1, urgent);
+            let before_ms = r.now_ms();
+            r.fire_stalls().await;
+            let w = r.stall_at.get("n1").copied().expect("watched again");
+            assert!(
+                (before_ms + after..=r.now_ms() + after).contains(&w.at_ms),
+                "{}: due {} ms, want {after} ms after {before_ms}",
+                rec.local_state,
+                w.at_ms
+            );
+            assert_eq!((w.version, w.urgent), (rec.version, again_urgent));
+            assert!(r.queue.is_empty(), "nothing taken up");
+            // Covered by a timer of this process, or fenced: dropped, not looked at again.
+            for fenced in [false, true] {
+                let mut r = bare_runner(&ledger, cfg.clone());
+                if fenced {
+                    r.fenced.insert("n1".to_string());
+                } else {
+                    let at_ms = r.now_ms() + 60_000;
+                    let schedule = crate::core::Command::Schedule {
+                        at_ms,
+                        timer: Timer::PollDue,
+                    };
+                    r.execute("n1", 0, schedule);
+                }
+                r.arm("n1", 0, rec.version - 1, false);
+                r.fire_stalls().await;
+                assert!(
+                    !r.stall_at.contains_key("n1"),
+                    "fenced {fenced}: watched again"
+                );
+            }
+        }
+    });
+}
+
 /// A submit timer armed on one version, fired after another process submitted, leaves the
 /// submission to that process even when a step of this one read the newer version in between
 /// without changing it (mcp_replicas seed 574077: a cancel click that changed nothing hid the
