@@ -882,6 +882,27 @@ fn a_call_for_a_node_another_process_left_is_taken_up() {
 /// (mcp_ext_faults seed 2412: a poll 643 ms after the last, the server suggesting 1000 ms).
 /// A runner on epoch 1 (process 5,000,000) that is not serving: a test drives its steps and
 /// reads its timers and queue directly.
+/// What the core is told in a step of `r` (epoch 1, the bare runner's process) now.
+fn ctx_now(r: &Runner) -> crate::core::Ctx {
+    crate::core::Ctx {
+        now_ms: r.now_ms(),
+        jitter_permille: 0,
+        epoch: 1,
+        process: 5_000_000,
+        overtaken_sender_until_ms: None,
+    }
+}
+
+/// Another process on epoch 1 commits a cancel of `node` it has not sent yet; the record after.
+fn cancel_committed_elsewhere(ledger: &SharedLedger, node: &str) -> ToolOperation {
+    write_as(ledger, node, 1, |r| {
+        r.local_state = LocalState::CancelRequested;
+        r.cancel_generation = 1;
+    });
+    let rec = ledger.lock().unwrap().by_call_node(node).unwrap();
+    rec.expect("the record")
+}
+
 fn bare_runner(ledger: &SharedLedger, cfg: RunnerConfig) -> Runner {
     let (approvals, _) = mpsc::unbounded_channel();
     Runner::new(
@@ -970,22 +991,12 @@ fn a_cancel_watch_that_falls_due_while_a_timer_drives_the_node_takes_nothing_up(
         let server = Server::new(None, false);
         working_n1(&ledger, &server).await.stop().await;
         // Another process on the same epoch committed a cancel it has not sent yet.
-        write_as(&ledger, "n1", 1, |r| {
-            r.local_state = LocalState::CancelRequested;
-            r.cancel_generation = 1;
-        });
-        let rec = ledger.lock().unwrap().by_call_node("n1").unwrap().unwrap();
+        let rec = cancel_committed_elsewhere(&ledger, "n1");
         for driven in [true, false] {
             let mut cfg = config();
             cfg.cancel_take_up_ms = 0;
             let mut r = bare_runner(&ledger, cfg);
-            let ctx = crate::core::Ctx {
-                now_ms: r.now_ms(),
-                jitter_permille: 0,
-                epoch: 1,
-                process: 5_000_000,
-                overtaken_sender_until_ms: None,
-            };
+            let ctx = ctx_now(&r);
             // Nothing of this process covers the node yet: the short watch is armed, due now.
             r.watch_cancel_of_another("n1", &rec, &ctx, 0, rec.version);
             assert!(r.stall_at.contains_key("n1"), "the cancel watch is armed");
@@ -1042,21 +1053,11 @@ fn a_stall_watch_keeps_the_sooner_time_and_a_cancel_watch_runs_the_take_up() {
 
         let server = Server::new(None, false);
         working_n1(&ledger, &server).await.stop().await;
-        write_as(&ledger, "n1", 1, |r| {
-            r.local_state = LocalState::CancelRequested;
-            r.cancel_generation = 1;
-        });
-        let rec = ledger.lock().unwrap().by_call_node("n1").unwrap().unwrap();
+        let rec = cancel_committed_elsewhere(&ledger, "n1");
         let mut cfg = config();
         cfg.cancel_take_up_ms = 500;
         let mut r = bare_runner(&ledger, cfg);
-        let ctx = crate::core::Ctx {
-            now_ms: r.now_ms(),
-            jitter_permille: 0,
-            epoch: 1,
-            process: 5_000_000,
-            overtaken_sender_until_ms: None,
-        };
+        let ctx = ctx_now(&r);
         let before_ms = r.now_ms();
         r.watch_cancel_of_another("n1", &rec, &ctx, 0, rec.version);
         let after_ms = r.now_ms();
