@@ -17,13 +17,7 @@ impl Runner {
         if now < self.next_cancel_check_ms {
             return;
         }
-        #[cfg(feature = "mutations")]
-        let only_at_start = self
-            .cfg
-            .core
-            .mutated(crate::core::mutation::Mutation::CancelRequestsOnlyAtStart);
-        #[cfg(not(feature = "mutations"))]
-        let only_at_start = false;
+        let only_at_start = planted!(self, CancelRequestsOnlyAtStart);
         self.next_cancel_check_ms = match self.cfg.cancel_request_check_ms {
             _ if only_at_start => u64::MAX,
             0 => u64::MAX,

@@ -112,20 +112,8 @@ impl Runner {
         let caps = &self.lanes[lane].caps;
         let tool = caps.tools.get(&node.tool).cloned();
         let task_capable = caps.tasks_tool_call;
-        #[cfg(feature = "mutations")]
-        let ignore_support = self
-            .cfg
-            .core
-            .mutated(crate::core::mutation::Mutation::IgnoreToolTaskSupport);
-        #[cfg(not(feature = "mutations"))]
-        let ignore_support = false;
-        #[cfg(feature = "mutations")]
-        let refuse_sync = self
-            .cfg
-            .core
-            .mutated(crate::core::mutation::Mutation::RefuseSynchronousTools);
-        #[cfg(not(feature = "mutations"))]
-        let refuse_sync = false;
+        let ignore_support = planted!(self, IgnoreToolTaskSupport);
+        let refuse_sync = planted!(self, RefuseSynchronousTools);
         let (tool_version, synchronous, refusal) = match &tool {
             None => (
                 String::new(),

@@ -3,6 +3,25 @@
 //! transaction), and only then executes the step's commands. Runs on real tokio in production
 //! and on madsim's tokio in the simulator: the same code.
 
+/// Whether the planted mutation `$name` is on (`toolop-sim mutants`); `false` in a build without
+/// the `mutations` feature. A macro, as the core's `mutated!` is: the plant's name does not exist
+/// without the feature, and cargo-mutants leaves macro arguments alone.
+macro_rules! planted {
+    ($runner:expr, $name:ident) => {{
+        #[cfg(feature = "mutations")]
+        {
+            $runner
+                .cfg
+                .core
+                .mutated(crate::core::mutation::Mutation::$name)
+        }
+        #[cfg(not(feature = "mutations"))]
+        {
+            false
+        }
+    }};
+}
+
 mod beat;
 mod cancels;
 mod commit;
@@ -708,13 +727,7 @@ impl Runner {
         if !self.queue.is_empty() {
             self.drop_fenced_sends();
         }
-        #[cfg(feature = "mutations")]
-        let unlimited = self
-            .cfg
-            .core
-            .mutated(crate::core::mutation::Mutation::NoQpsLimiter);
-        #[cfg(not(feature = "mutations"))]
-        let unlimited = false;
+        let unlimited = planted!(self, NoQpsLimiter);
         while let Some(q) = self.queue.front() {
             if self.settled_in_ledger(&q.node) {
                 let q = self.queue.pop_front().expect("front exists");
