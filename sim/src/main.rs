@@ -46,6 +46,8 @@ enum Cmd {
         /// The scenario file (TOML; see docs/scenario-reference.md).
         #[arg(long)]
         scenario: PathBuf,
+        #[command(flatten)]
+        set: cli::SetArgs,
         /// The seed: everything the series draws follows from it.
         #[arg(long)]
         seed: u64,
@@ -59,6 +61,8 @@ enum Cmd {
         /// The scenario file; required unless --schedule names it.
         #[arg(long)]
         scenario: Option<PathBuf>,
+        #[command(flatten)]
+        set: cli::SetArgs,
         /// The seed; required unless --schedule names it.
         #[arg(long)]
         seed: Option<u64>,
@@ -98,6 +102,8 @@ enum Cmd {
         /// The scenario file.
         #[arg(long)]
         scenario: PathBuf,
+        #[command(flatten)]
+        set: cli::SetArgs,
         /// The failing seed.
         #[arg(long)]
         seed: u64,
@@ -172,11 +178,16 @@ fn main() -> ExitCode {
     match cli.cmd {
         Cmd::Run {
             scenario,
+            set,
             seed,
             reports,
-        } => cli::single::run(&scenario, seed, &reports),
+        } => match set.checked() {
+            Ok(sets) => cli::single::run(&scenario, sets, seed, &reports),
+            Err(code) => code,
+        },
         Cmd::Replay {
             scenario,
+            set,
             seed,
             schedule,
             reports,
@@ -184,40 +195,49 @@ fn main() -> ExitCode {
             node,
             mutation,
             json,
-        } => cli::single::replay_cmd(
-            scenario,
-            seed,
-            schedule,
-            &reports,
-            &View {
-                verbose,
-                node,
-                json,
-            },
-            mutation.as_deref(),
-        ),
+        } => match set.checked() {
+            Ok(sets) => cli::single::replay_cmd(
+                scenario,
+                sets,
+                seed,
+                schedule,
+                &reports,
+                &View {
+                    verbose,
+                    node,
+                    json,
+                },
+                mutation.as_deref(),
+            ),
+            Err(code) => code,
+        },
         Cmd::Shrink {
             scenario,
+            set,
             seed,
             checker,
             out,
             max_replays,
             reports,
-        } => cli::single::shrink_cmd(
-            &scenario,
-            seed,
-            checker.as_deref(),
-            out,
-            max_replays,
-            &reports,
-        ),
+        } => match set.checked() {
+            Ok(sets) => cli::single::shrink_cmd(
+                &scenario,
+                sets,
+                seed,
+                checker.as_deref(),
+                out,
+                max_replays,
+                &reports,
+            ),
+            Err(code) => code,
+        },
         Cmd::Gate(args) => cli::gate::gate(args),
         Cmd::Merge(args) => cli::shard::merge_cmd(args),
         Cmd::Bench {
             scenario,
             series,
             jobs,
-        } => match cli::load_all(&scenario) {
+        } => match cli::load_all(&scenario, &[]) {
             Ok(s) => {
                 print!("{}", bench::run(&s, series, jobs));
                 ExitCode::SUCCESS
@@ -244,7 +264,7 @@ fn main() -> ExitCode {
 }
 
 fn mutants_cmd(paths: &[PathBuf], series: u64, jobs: usize) -> ExitCode {
-    let scenarios = match cli::load_all(paths) {
+    let scenarios = match cli::load_all(paths, &[]) {
         Ok(s) => s,
         Err(code) => return code,
     };

@@ -15,6 +15,8 @@ pub use crate::series::ledger::LedgerKind;
 /// Every field a scenario can set: unit, bounds, protocols, meaning (the one table validation
 /// and the reference share).
 pub mod fields;
+/// `--set FIELD=VALUE`: fields changed on the command line.
+pub mod overrides;
 /// `docs/scenario-reference.md`, rendered from [`fields`] and [`validate::RULES`].
 pub mod reference;
 /// Validation against the field table and the rules between fields.

@@ -531,3 +531,144 @@ fn color_follows_the_flag_and_no_color() {
     let plain = run_seed(Path::new("scenarios/smoke.toml"), "1", &r);
     assert!(!String::from_utf8_lossy(&plain.stdout).contains("\u{1b}["));
 }
+
+/// The `trace hash: ...` line of a run or replay.
+fn trace_hash(o: &Output) -> String {
+    let t = text(o);
+    t.lines()
+        .find_map(|l| l.strip_prefix("trace hash: "))
+        .unwrap_or_else(|| panic!("no trace hash in:\n{t}"))
+        .to_string()
+}
+
+/// `--set` changes a field for one command; every command it prints (a failing seed's replay, a
+/// shrunk schedule) applies the same settings, so what it names is what ran.
+#[test]
+fn set_changes_a_field_and_every_printed_command_repeats_it() {
+    let d = scratch("set");
+    let reports = d.to_str().unwrap();
+    let canary = "scenarios/canary_must_fail.toml";
+    // The canary ignores the server's poll interval; honouring it makes seed 3 pass.
+    let fixed = sim(&[
+        "run",
+        "--scenario",
+        canary,
+        "--seed",
+        "3",
+        "--reports",
+        reports,
+        "--set",
+        "executor.core.poll.honor_server_interval=true",
+    ]);
+    assert_exit(&fixed, 0, "all properties hold");
+    assert_exit(
+        &run_seed(&root().join(canary), "3", &d),
+        1,
+        "poll_interval_honoured",
+    );
+
+    // A gate with a setting: its failing seed's replay names it, and replays the same series.
+    let set = "executor.core.poll.jitter_fraction=0.5";
+    let o = sim(&[
+        "gate",
+        "--scenario",
+        canary,
+        "--seeds",
+        "3",
+        "--json",
+        "--run",
+        "s",
+        "--reports",
+        reports,
+        "--set",
+        set,
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let replay = v["failing"][0]["replay"].as_str().unwrap().to_string();
+    assert_eq!(
+        replay,
+        format!("toolop-sim replay --scenario {canary} --set {set} --seed 3")
+    );
+    let md = std::fs::read_to_string(d.join("s").join("summary.md")).unwrap();
+    assert!(md.contains(&replay), "{md}");
+    let args: Vec<&str> = replay.split(' ').skip(2).collect();
+    let mut with_reports = vec!["replay", "--reports", reports];
+    with_reports.extend(args);
+    let replayed = sim(&with_reports);
+    assert_exit(&replayed, 1, "poll_interval_honoured");
+    let direct = sim(&[
+        "run",
+        "--scenario",
+        canary,
+        "--seed",
+        "3",
+        "--reports",
+        reports,
+        "--set",
+        set,
+    ]);
+    assert_eq!(trace_hash(&replayed), trace_hash(&direct));
+    let unset = run_seed(&root().join(canary), "3", &d);
+    assert_ne!(
+        trace_hash(&direct),
+        trace_hash(&unset),
+        "the setting changed the series"
+    );
+
+    // A shrunk schedule stores the settings, and `replay --schedule` applies them again.
+    let out = d.join("schedule.toml");
+    let o = sim(&[
+        "shrink",
+        "--scenario",
+        canary,
+        "--seed",
+        "3",
+        "--max-replays",
+        "20",
+        "--out",
+        out.to_str().unwrap(),
+        "--set",
+        set,
+    ]);
+    assert_exit(&o, 0, "replay: toolop-sim replay --schedule");
+    let stored = std::fs::read_to_string(&out).unwrap();
+    assert!(stored.contains(&format!("sets = [\"{set}\"]")), "{stored}");
+    let o = sim(&[
+        "replay",
+        "--schedule",
+        out.to_str().unwrap(),
+        "--reports",
+        reports,
+    ]);
+    assert_exit(&o, 1, "reproduced");
+    assert!(!text(&o).contains("NOT reproduced"), "{}", text(&o));
+}
+
+/// A bad setting is refused with exit 2, naming the setting and what is wrong; a value the
+/// scenario rules refuse names the file, the settings and the field.
+#[test]
+fn bad_settings_are_usage_errors_that_name_them() {
+    let d = scratch("bad-set");
+    let reports = d.to_str().unwrap();
+    for (set, needle) in [
+        ("executor.max_qpz=3", "--set executor.max_qpz=3: `executor.max_qpz` is not a scenario field"),
+        ("executor.max_qps", "expected FIELD=VALUE"),
+        ("executor.max_qps=lots", "is not a TOML value"),
+        (
+            "faults.rates.poll_503=2",
+            "scenarios/smoke.toml with --set faults.rates.poll_503=2: field `faults.rates.poll_503`",
+        ),
+    ] {
+        for cmd in ["run", "gate", "replay", "shrink"] {
+            let o = sim(&[
+                cmd, "--scenario", "scenarios/smoke.toml", "--seed", "1", "--reports", reports,
+                "--set", set,
+            ]
+            .into_iter()
+            .filter(|a| !(cmd == "gate" && (*a == "--seed" || *a == "1")))
+            .collect::<Vec<_>>());
+            assert_exit(&o, 2, needle);
+        }
+    }
+}

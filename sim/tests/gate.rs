@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 mod common;
 use common::{root, sim};
 
+use toolop_sim::scenario::overrides::{self, Setting};
 use toolop_sim::scenario::Scenario;
 use toolop_sim::series::run_series;
 
@@ -269,15 +270,22 @@ fn every_regression_seed_passes_every_checker() {
 /// 37) turned off. They are drawn after everything else, so with them off the series is the one
 /// the seed was found in, and the mechanism it pinned replays (72 of the 107 seeds of the
 /// scenarios that make requests draw one now).
+/// The setting that turns the scenarios' later additions off (tests/sim_gate.rs runs the same).
+const AS_FOUND: &str = "workload.caller.cancel_by_request_rate=0";
+
 fn as_found(name: &str, seed: u64) {
     let rel = format!("scenarios/{name}.toml");
-    let mut sc = Scenario::load(&root().join(&rel)).unwrap_or_else(|e| panic!("{rel}: {e}"));
+    let file = root().join(&rel);
+    let sc = Scenario::load(&file).unwrap_or_else(|e| panic!("{rel}: {e}"));
     if sc.workload.caller.cancel_by_request_rate == 0.0 {
         return;
     }
-    sc.workload.caller.cancel_by_request_rate = 0.0;
+    let sets = [Setting::parse(AS_FOUND).unwrap()];
+    let sc = overrides::load(&file, &sets).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(sc.workload.caller.cancel_by_request_rate, 0.0);
     let replay = format!(
-        "toolop-sim replay --scenario {rel} --seed {seed}, with `cancel_by_request_rate = 0` in the file (the series as the seed was found)"
+        "toolop-sim replay --scenario {rel}{} --seed {seed}",
+        overrides::flags(&sets)
     );
     let r = run_series(&sc, seed).unwrap_or_else(|e| panic!("{e}; replay: {replay}"));
     let violations = toolop_sim::judge::checkers::check_all(&r.trace);

@@ -15,10 +15,7 @@ fn default_set() -> Vec<Loaded> {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
     toolop_sim::campaign::mutants::DEFAULT_SET
         .iter()
-        .map(|f| Loaded {
-            file: PathBuf::from(f),
-            scenario: Scenario::load(&root.join(f)).unwrap(),
-        })
+        .map(|f| Loaded::plain(PathBuf::from(f), Scenario::load(&root.join(f)).unwrap()))
         .collect()
 }
 

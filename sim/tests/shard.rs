@@ -29,9 +29,23 @@ const SET: [&str; 3] = [
 
 /// Runs shard k of n of `series` series from `start` into `<reports>/gate/shard-k-of-n`.
 fn shard(reports: &Path, set: &[&str], series: u64, start: u64, k: u64, n: u64) -> PathBuf {
+    shard_with(reports, set, &[], series, start, k, n)
+}
+
+/// [`shard`] with more flags (`--set ...`).
+fn shard_with(
+    reports: &Path,
+    set: &[&str],
+    flags: &[&str],
+    series: u64,
+    start: u64,
+    k: u64,
+    n: u64,
+) -> PathBuf {
     let (series, start, shard) = (series.to_string(), start.to_string(), format!("{k}/{n}"));
     let mut args = vec!["gate", "--scenario"];
     args.extend(set);
+    args.extend(flags);
     args.extend([
         "--series",
         &series,
@@ -267,6 +281,72 @@ fn merge_refuses_shards_that_are_not_one_sweep() {
     refused(
         &[["merge"].as_slice(), &s(&[&a[0], &a[1]])].concat(),
         &[&format!("{} line 1", rows.display()), "expected 4"],
+    );
+    let _ = std::fs::remove_dir_all(&base);
+}
+
+/// Shards run with `--set` carry the settings: the merge judges the scenarios as they ran (the
+/// same report as one run with the settings), and refuses a shard run with other settings.
+#[test]
+fn shards_with_settings_merge_as_one_run_with_them() {
+    let base = tmp("settings");
+    let set = &SET[..2];
+    let flags = ["--set", "executor.core.poll.jitter_fraction=0.5"];
+    let dirs: Vec<String> = (0..2)
+        .map(|k| {
+            shard_with(&base.join("shards"), set, &flags, 10, 0, k, 2)
+                .display()
+                .to_string()
+        })
+        .collect();
+    let merged_reports = base.join("merged");
+    let merged = sim(&[
+        ["merge"].as_slice(),
+        &s(&[&dirs[0], &dirs[1]]),
+        &["--reports", merged_reports.to_str().unwrap()],
+    ]
+    .concat());
+    let single_reports = base.join("single");
+    let mut args = vec!["gate", "--scenario"];
+    args.extend(set);
+    args.extend(flags);
+    args.extend([
+        "--series",
+        "10",
+        "--reports",
+        single_reports.to_str().unwrap(),
+    ]);
+    let single = sim(&args);
+    assert_eq!(
+        merged.status.code(),
+        single.status.code(),
+        "{}",
+        text(&merged)
+    );
+    let (m, one) = (
+        report_files(&merged_reports.join("gate")),
+        report_files(&single_reports.join("gate")),
+    );
+    assert_eq!(m, one);
+    // The settings changed the series: the same sweep without them hashes otherwise.
+    let plain_reports = base.join("plain");
+    let mut args = vec!["gate", "--scenario"];
+    args.extend(set);
+    args.extend([
+        "--series",
+        "10",
+        "--reports",
+        plain_reports.to_str().unwrap(),
+    ]);
+    sim(&args);
+    let csv = |d: &Path| std::fs::read_to_string(d.join("gate/series.csv")).unwrap();
+    assert_ne!(csv(&single_reports), csv(&plain_reports));
+    let plain = shard(&base.join("p"), set, 10, 0, 1, 2)
+        .display()
+        .to_string();
+    refused(
+        &[["merge"].as_slice(), &s(&[&dirs[0], &plain])].concat(),
+        &["scenarios", "--set executor.core.poll.jitter_fraction=0.5"],
     );
     let _ = std::fs::remove_dir_all(&base);
 }

@@ -14,10 +14,7 @@ fn trace_hashes_match_the_committed_list() {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
     let scenarios: Vec<Loaded> = hashes::DEFAULT_SET
         .iter()
-        .map(|f| Loaded {
-            file: PathBuf::from(f),
-            scenario: Scenario::load(&root.join(f)).unwrap(),
-        })
+        .map(|f| Loaded::plain(PathBuf::from(f), Scenario::load(&root.join(f)).unwrap()))
         .collect();
     let list = root.join(hashes::LIST_PATH);
     let committed = hashes::parse(&std::fs::read_to_string(&list).unwrap())

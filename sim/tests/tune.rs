@@ -240,10 +240,7 @@ fn the_recommendation_follows_the_latency_target_and_rechecks_with_the_gate() {
         "toolop-sim gate --scenario {} --series 60 --start-seed 60",
         file.display()
     )));
-    let loaded = [Loaded {
-        file: file.clone(),
-        scenario: Scenario::load(&file).unwrap(),
-    }];
+    let loaded = [Loaded::plain(file.clone(), Scenario::load(&file).unwrap())];
     let (rows, _) = sweep::run(&loaded, 0, 60, 2, &|| {});
     let digest = toolop::digest::sha256_hex(
         rows.iter()

@@ -127,7 +127,7 @@ pub fn differences(committed: &[HashLine], fresh: &[HashLine], limit: usize) -> 
                 k.1,
                 o.hash,
                 n.hash,
-                sweep::replay_command(std::path::Path::new(&k.0), k.1)
+                sweep::replay_command(&k.0, k.1)
             )),
             Some(_) => {}
         }

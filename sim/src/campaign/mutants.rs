@@ -84,9 +84,7 @@ pub fn hunt(scenarios: &[Loaded], m: Mutation, budget: u64, jobs: usize) -> Muta
                 r.violations.iter().map(|v| v.checker.to_string()).collect();
             caught_by.dedup();
             let fault_events = r.metrics.faults.values().map(|&n| u64::from(n)).sum();
-            let which = planted
-                .iter()
-                .find(|l| l.file.display().to_string() == r.scenario_file);
+            let which = planted.iter().find(|l| l.source() == r.scenario_file);
             let shrunk_fault_events = which.and_then(|l| {
                 let s = crate::campaign::shrink::shrink_seed(
                     &l.scenario,

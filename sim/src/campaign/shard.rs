@@ -20,6 +20,7 @@ use crate::judge::checkers::{self, Violation};
 use crate::judge::gates::SeriesRow;
 use crate::judge::metrics::SeriesMetrics;
 use crate::report::hdr;
+use crate::scenario::overrides::{self, Setting};
 
 /// The manifest's file name in a shard folder.
 pub const MANIFEST: &str = "shard.json";
@@ -86,6 +87,9 @@ pub fn parse_shard(s: &str) -> Result<Shard, String> {
 pub struct ScenarioText {
     pub file: String,
     pub text: String,
+    /// The `--set FIELD=VALUE` settings the shard applied to the text, in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sets: Vec<String>,
 }
 
 /// `shard.json`.
@@ -415,9 +419,13 @@ pub fn merge(mut shards: Vec<ShardDir>, build: &str) -> Result<Merged, String> {
                     .iter()
                     .map(|s| {
                         format!(
-                            "{} (sha256:{})",
+                            "{} (sha256:{}){}",
                             s.file,
-                            &toolop::digest::hex(&Sha256::digest(&s.text))[..12]
+                            &toolop::digest::hex(&Sha256::digest(&s.text))[..12],
+                            s.sets
+                                .iter()
+                                .map(|x| format!(" --set {x}"))
+                                .collect::<String>()
                         )
                     })
                     .collect::<Vec<_>>()
@@ -465,10 +473,17 @@ pub fn merge(mut shards: Vec<ShardDir>, build: &str) -> Result<Merged, String> {
         .scenarios
         .iter()
         .map(|s| {
-            crate::scenario::Scenario::parse(&s.file, &s.text)
+            let sets = s
+                .sets
+                .iter()
+                .map(|a| Setting::parse(a))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| format!("{}: scenario {}: {e}", f0.display(), s.file))?;
+            overrides::apply(&s.file, &s.text, &sets)
                 .map(|scenario| Loaded {
                     file: PathBuf::from(&s.file),
                     scenario,
+                    sets,
                 })
                 .map_err(|e| format!("{}: scenario {}: {e}", f0.display(), s.file))
         })

@@ -22,6 +22,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+use crate::campaign::sweep::Loaded;
 use crate::judge::checkers;
 use crate::scenario::Scenario;
 use crate::series::faults::{Schedule, ScheduleSize};
@@ -328,23 +329,27 @@ pub fn shrink_schedule(
 }
 
 /// Shrink and write: the shrunk schedule to `out`, the recorded one next to it
-/// ([`original_path`]). Returns the shrink and the two paths.
+/// ([`original_path`]). Both name the scenario file and its `--set` settings. Returns the
+/// shrink and the two paths.
 pub fn shrink_to_file(
-    sc: &Scenario,
-    scenario_file: &str,
+    l: &Loaded,
     seed: u64,
     checker: Option<&str>,
     max_replays: u32,
     out: &Path,
 ) -> Result<Option<(Shrunk, PathBuf)>, String> {
-    let Some(mut s) = shrink_seed(sc, scenario_file, seed, checker, max_replays)? else {
+    let file = l.file.display().to_string();
+    let Some(mut s) = shrink_seed(&l.scenario, &file, seed, checker, max_replays)? else {
         return Ok(None);
     };
     // Stored relative to the schedule file's folder, so `replay --schedule` works from any
     // working directory (and the pair can be moved together).
-    let stored = scenario_relative_to(Path::new(scenario_file), out);
-    s.shrunk.scenario = stored.clone();
-    s.original.scenario = stored;
+    let stored = scenario_relative_to(&l.file, out);
+    let sets: Vec<String> = l.sets.iter().map(ToString::to_string).collect();
+    for schedule in [&mut s.shrunk, &mut s.original] {
+        schedule.scenario = stored.clone();
+        schedule.sets = sets.clone();
+    }
     s.shrunk.save(out)?;
     let orig = original_path(out);
     s.original.save(&orig)?;

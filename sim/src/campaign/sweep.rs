@@ -11,14 +11,35 @@ use std::time::{Duration, Instant};
 use crate::judge::checkers;
 use crate::judge::gates::SeriesRow;
 use crate::judge::metrics;
+use crate::scenario::overrides::{self, Setting};
 use crate::scenario::Scenario;
 use crate::series::{self, SeriesResult};
 
-/// A scenario and the file it came from (for replay commands).
+/// A scenario, the file it came from and the `--set` settings applied to it (for replay
+/// commands).
 #[derive(Clone, Debug)]
 pub struct Loaded {
     pub file: PathBuf,
     pub scenario: Scenario,
+    pub sets: Vec<Setting>,
+}
+
+impl Loaded {
+    /// A file as it is, with no settings.
+    pub fn plain(file: PathBuf, scenario: Scenario) -> Loaded {
+        Loaded {
+            file,
+            scenario,
+            sets: vec![],
+        }
+    }
+
+    /// Where the scenario came from, as a command gives it: the file, then ` --set ...` for
+    /// each setting. Rows carry it as `scenario_file`, so every replay command made from a row
+    /// applies the same settings.
+    pub fn source(&self) -> String {
+        format!("{}{}", self.file.display(), overrides::flags(&self.sets))
+    }
 }
 
 /// Which scenario and seed the `i`-th series of a sweep runs: scenarios take turns.
@@ -27,12 +48,10 @@ pub fn assignment(scenarios: &[Loaded], start_seed: u64, i: u64) -> (usize, u64)
     ((i % scenarios.len() as u64) as usize, start_seed + i)
 }
 
-/// The exact command that replays one series.
-pub fn replay_command(file: &std::path::Path, seed: u64) -> String {
-    format!(
-        "toolop-sim replay --scenario {} --seed {seed}",
-        file.display()
-    )
+/// The exact command that replays one series; `source` is a [`Loaded::source`] (a file and
+/// its settings).
+pub fn replay_command(source: impl std::fmt::Display, seed: u64) -> String {
+    format!("toolop-sim replay --scenario {source} --seed {seed}")
 }
 
 /// Turn one finished series into its row: checkers and metrics read the trace, then it is dropped.
@@ -41,7 +60,7 @@ pub fn row_of(l: &Loaded, r: &SeriesResult) -> SeriesRow {
     SeriesRow {
         seed: r.params.seed,
         scenario: l.scenario.name.clone(),
-        scenario_file: l.file.display().to_string(),
+        scenario_file: l.source(),
         protocol: l.scenario.protocol.name().to_string(),
         metrics,
         violations,
@@ -251,12 +270,11 @@ fn report_slow(inflight: &mut InFlight, scenarios: &[Loaded], hooks: &Hooks) {
     for (which, seed, started, reported) in inflight.values_mut() {
         if !*reported && started.elapsed() >= hooks.slow_after {
             *reported = true;
-            let file = &scenarios[*which].file;
+            let source = scenarios[*which].source();
             (hooks.on_slow)(&format!(
-                "series seed {seed} of {} has run {} s of wall time and is still running; alone: {}",
-                file.display(),
+                "series seed {seed} of {source} has run {} s of wall time and is still running; alone: {}",
                 started.elapsed().as_secs(),
-                replay_command(file, *seed)
+                replay_command(&source, *seed)
             ));
         }
     }
@@ -270,7 +288,7 @@ fn failed_row(l: &Loaded, seed: u64, error: String) -> SeriesRow {
     SeriesRow {
         seed,
         scenario: l.scenario.name.clone(),
-        scenario_file: l.file.display().to_string(),
+        scenario_file: l.source(),
         protocol: l.scenario.protocol.name().to_string(),
         metrics: Default::default(),
         violations: vec![checkers::Violation {
@@ -294,10 +312,7 @@ mod tests {
     #[test]
     fn the_watchdog_names_a_slow_series_once() {
         let file = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scenarios/smoke.toml");
-        let loaded = [Loaded {
-            scenario: Scenario::load(&file).unwrap(),
-            file,
-        }];
+        let loaded = [Loaded::plain(file.clone(), Scenario::load(&file).unwrap())];
         let said = Mutex::new(vec![]);
         let on_slow = |m: &str| said.lock().unwrap().push(m.to_string());
         let mut inflight: InFlight = BTreeMap::from([(0, (0, 7, Instant::now(), false))]);

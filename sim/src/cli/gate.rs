@@ -30,6 +30,8 @@ pub struct GateArgs {
     /// Worker threads (1 to 256); each series runs on its own OS thread.
     #[arg(long, default_value_t = 2, value_parser = jobs_parser)]
     pub jobs: usize,
+    #[command(flatten)]
+    pub set: super::SetArgs,
     /// The first seed; series i runs seed start_seed + i (seeds never wrap).
     #[arg(long, default_value_t = 0)]
     pub start_seed: u64,
@@ -88,7 +90,11 @@ pub fn gate(a: GateArgs) -> ExitCode {
     if let Err(code) = super::check_run_name("--run", &a.run) {
         return code;
     }
-    let scenarios = match super::load_all(&a.scenario) {
+    let scenarios = match a
+        .set
+        .checked()
+        .and_then(|sets| super::load_all(&a.scenario, sets))
+    {
         Ok(s) => s,
         Err(code) => return code,
     };
@@ -96,7 +102,7 @@ pub fn gate(a: GateArgs) -> ExitCode {
         Ok(p) => p,
         Err(e) => return usage_error(e),
     };
-    let names: Vec<String> = a.scenario.iter().map(|p| p.display().to_string()).collect();
+    let names: Vec<String> = scenarios.iter().map(Loaded::source).collect();
     if let Some(shard) = a.shard {
         return super::shard::run_shard(&a, &scenarios, &plan, shard);
     }
@@ -403,22 +409,12 @@ fn shrink_one(scenarios: &[Loaded], checker: &str, row: &gates::SeriesRow, dir: 
         text: String::new(),
         replay: None,
     };
-    let Some(l) = scenarios
-        .iter()
-        .find(|l| l.file.display().to_string() == row.scenario_file)
-    else {
+    let Some(l) = scenarios.iter().find(|l| l.source() == row.scenario_file) else {
         s.text = "scenario not found".into();
         return s;
     };
     let out = dir.join(format!("{checker}-{}-{}.toml", l.scenario.name, row.seed));
-    match shrink::shrink_to_file(
-        &l.scenario,
-        &row.scenario_file,
-        row.seed,
-        Some(checker),
-        GATE_SHRINK_REPLAYS,
-        &out,
-    ) {
+    match shrink::shrink_to_file(l, row.seed, Some(checker), GATE_SHRINK_REPLAYS, &out) {
         Ok(Some((sh, _))) => {
             s.text = sh.render();
             s.replay = Some(shrink::replay_command(&out));

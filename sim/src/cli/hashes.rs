@@ -30,7 +30,7 @@ pub struct HashesArgs {
 
 pub fn hashes_cmd(a: HashesArgs) -> ExitCode {
     let paths: Vec<PathBuf> = a.scenario.iter().map(PathBuf::from).collect();
-    let scenarios = match super::load_all(&paths) {
+    let scenarios = match super::load_all(&paths, &[]) {
         Ok(s) => s,
         Err(code) => return code,
     };

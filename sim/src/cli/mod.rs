@@ -7,8 +7,8 @@ use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 
 use toolop_sim::campaign::sweep::Loaded;
+use toolop_sim::scenario::overrides::{self, Setting};
 use toolop_sim::scenario::validate::{is_safe_segment, SAFE_SEGMENT};
-use toolop_sim::scenario::Scenario;
 
 pub mod gate;
 pub mod hashes;
@@ -27,20 +27,48 @@ pub fn usage_error(msg: impl std::fmt::Display) -> ExitCode {
     ExitCode::from(EXIT_USAGE)
 }
 
-pub fn load(path: &Path) -> Result<Scenario, ExitCode> {
-    Scenario::load(path).map_err(usage_error)
+/// `--set FIELD=VALUE` (repeatable): what the flag reads, for clap.
+pub fn setting_parser(arg: &str) -> Result<Setting, String> {
+    Setting::parse(arg)
 }
 
-pub fn load_all(paths: &[PathBuf]) -> Result<Vec<Loaded>, ExitCode> {
-    paths
-        .iter()
-        .map(|p| {
-            load(p).map(|scenario| Loaded {
-                file: p.clone(),
-                scenario,
-            })
+/// The `--set` flag every command that runs series from a scenario file takes.
+#[derive(clap::Args, Clone, Debug, Default)]
+pub struct SetArgs {
+    /// Change one field of every scenario for this run, e.g.
+    /// --set executor.core.poll.initial_interval_ms=250 --set faults.rates.poll_503=0
+    /// (repeatable, applied in order; any field of docs/scenario-reference.md; the value is
+    /// TOML, a bare word is text). Replay commands repeat the settings.
+    #[arg(long = "set", value_name = "FIELD=VALUE", value_parser = setting_parser)]
+    pub sets: Vec<Setting>,
+}
+
+impl SetArgs {
+    /// The settings, or the usage error when there are more than one command applies.
+    pub fn checked(&self) -> Result<&[Setting], ExitCode> {
+        if self.sets.len() > overrides::MAX_SETTINGS {
+            return Err(usage_error(format!(
+                "--set given {} times; at most {} settings",
+                self.sets.len(),
+                overrides::MAX_SETTINGS
+            )));
+        }
+        Ok(&self.sets)
+    }
+}
+
+pub fn load(path: &Path, sets: &[Setting]) -> Result<Loaded, ExitCode> {
+    overrides::load(path, sets)
+        .map(|scenario| Loaded {
+            file: path.to_path_buf(),
+            scenario,
+            sets: sets.to_vec(),
         })
-        .collect()
+        .map_err(usage_error)
+}
+
+pub fn load_all(paths: &[PathBuf], sets: &[Setting]) -> Result<Vec<Loaded>, ExitCode> {
+    paths.iter().map(|p| load(p, sets)).collect()
 }
 
 /// A name that becomes a folder under --reports (`--run`): one safe path segment, so nothing is

@@ -2,7 +2,7 @@
 //! shards checked to be the parts of one sweep, then judged and reported exactly as a
 //! single-machine gate: `campaign::shard` says why blocks and how the checks go).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -78,7 +78,7 @@ pub fn merge_cmd(a: MergeArgs) -> ExitCode {
             merged
                 .scenarios
                 .iter()
-                .map(|l| l.file.display().to_string())
+                .map(Loaded::source)
                 .collect::<Vec<_>>()
                 .join(", "),
             seeds_text(&plan),
@@ -118,6 +118,7 @@ pub fn run_shard(a: &GateArgs, scenarios: &[Loaded], plan: &Plan, shard: Shard) 
             Ok(text) => texts.push(ScenarioText {
                 file: l.file.display().to_string(),
                 text,
+                sets: l.sets.iter().map(ToString::to_string).collect(),
             }),
             Err(e) => return usage_error(format!("cannot read {}: {e}", l.file.display())),
         }
@@ -175,7 +176,7 @@ pub fn run_shard(a: &GateArgs, scenarios: &[Loaded], plan: &Plan, shard: Shard) 
             "  {} (seed {}): {}",
             r.violations[0].checker,
             r.seed,
-            sweep::replay_command(Path::new(&r.scenario_file), r.seed)
+            sweep::replay_command(&r.scenario_file, r.seed)
         );
     }
     println!(

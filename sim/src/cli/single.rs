@@ -8,6 +8,7 @@ use serde_json::json;
 use toolop_sim::campaign::{shrink, sweep};
 use toolop_sim::judge::checkers::{self, Violation};
 use toolop_sim::report::{summary, timeline};
+use toolop_sim::scenario::overrides::Setting;
 use toolop_sim::series;
 use toolop_sim::series::faults::Schedule;
 
@@ -20,13 +21,14 @@ pub struct View {
     pub json: bool,
 }
 
-pub fn run(path: &Path, seed: u64, reports: &Path) -> ExitCode {
-    let sc = match super::load(path) {
-        Ok(s) => s,
+pub fn run(path: &Path, sets: &[Setting], seed: u64, reports: &Path) -> ExitCode {
+    let loaded = match super::load(path, sets) {
+        Ok(l) => l,
         Err(code) => return code,
     };
-    print!("{}", series::draw_params(&sc, seed).render());
-    let result = match series::run_series(&sc, seed) {
+    let sc = &loaded.scenario;
+    print!("{}", series::draw_params(sc, seed).render());
+    let result = match series::run_series(sc, seed) {
         Ok(r) => r,
         Err(e) => return usage_error(e),
     };
@@ -43,7 +45,7 @@ pub fn run(path: &Path, seed: u64, reports: &Path) -> ExitCode {
     );
     println!("trace: {}", file.display());
     println!("trace hash: {}", result.hash);
-    let replay = sweep::replay_command(path, seed);
+    let replay = sweep::replay_command(loaded.source(), seed);
     let violations = checkers::check_all(&result.trace);
     print_verdict(&violations);
     println!("replay: {replay}");
@@ -79,6 +81,7 @@ fn exit_of(violations: &[Violation]) -> ExitCode {
 
 pub fn replay_cmd(
     scenario: Option<PathBuf>,
+    sets: &[Setting],
     seed: Option<u64>,
     schedule_file: Option<PathBuf>,
     reports: &Path,
@@ -124,7 +127,26 @@ pub fn replay_cmd(
     let (Some(path), Some(seed)) = (path, seed) else {
         return usage_error("replay needs --scenario and --seed, or --schedule");
     };
-    replay(&path, seed, schedule.as_ref(), reports, view, mutation)
+    // A schedule's own settings first (the series it was recorded from), then the flags'.
+    let mut all = vec![];
+    if let (Some(file), Some(s)) = (schedule_file.as_deref(), schedule.as_ref()) {
+        for text in &s.sets {
+            match Setting::parse(text) {
+                Ok(set) => all.push(set),
+                Err(e) => return usage_error(format!("{}: field `sets`: {e}", file.display())),
+            }
+        }
+    }
+    all.extend_from_slice(sets);
+    replay(
+        &path,
+        &all,
+        seed,
+        schedule.as_ref(),
+        reports,
+        view,
+        mutation,
+    )
 }
 
 /// A checker name given by the user (a flag or a schedule's field) must exist.
@@ -141,16 +163,18 @@ pub fn check_checker(what: &str, c: &str) -> Result<(), ExitCode> {
 
 fn replay(
     path: &Path,
+    sets: &[Setting],
     seed: u64,
     schedule: Option<&Schedule>,
     reports: &Path,
     view: &View,
     mutation: Option<toolop::core::mutation::Mutation>,
 ) -> ExitCode {
-    let mut sc = match super::load(path) {
-        Ok(s) => s,
+    let loaded = match super::load(path, sets) {
+        Ok(l) => l,
         Err(code) => return code,
     };
+    let mut sc = loaded.scenario.clone();
     sc.executor.core.mutation = mutation;
     let params = match series::params_with(&sc, seed, schedule) {
         Ok(p) => p,
@@ -176,7 +200,7 @@ fn replay(
         .map(|c| (c, violations.iter().any(|v| v.checker == c)));
     if view.json {
         let out = json!({
-            "scenario": path.display().to_string(),
+            "scenario": loaded.source(),
             "seed": seed,
             "end_reason": result.end_reason,
             "end_ms": result.end_ms,
@@ -239,24 +263,26 @@ fn replay(
 
 pub fn shrink_cmd(
     path: &Path,
+    sets: &[Setting],
     seed: u64,
     checker: Option<&str>,
     out: Option<PathBuf>,
     max_replays: u32,
     reports: &Path,
 ) -> ExitCode {
-    let sc = match super::load(path) {
-        Ok(s) => s,
+    let loaded = match super::load(path, sets) {
+        Ok(l) => l,
         Err(code) => return code,
     };
+    let sc = &loaded.scenario;
     if let Some(c) = checker {
         if let Err(code) = check_checker("--checker", c) {
             return code;
         }
     }
-    let out = out.unwrap_or_else(|| shrink::default_path(reports, &sc, seed));
-    let file = path.display().to_string();
-    match shrink::shrink_to_file(&sc, &file, seed, checker, max_replays, &out) {
+    let out = out.unwrap_or_else(|| shrink::default_path(reports, sc, seed));
+    let file = loaded.source();
+    match shrink::shrink_to_file(&loaded, seed, checker, max_replays, &out) {
         Ok(Some((s, original))) => {
             println!("shrink scenario={file} seed={seed} checker={}", s.checker);
             println!(

@@ -288,7 +288,7 @@ pub fn evaluate(
                     )
                 })
                 .collect(),
-            replay: replay_command(std::path::Path::new(&r.scenario_file), r.seed),
+            replay: replay_command(&r.scenario_file, r.seed),
         })
         .collect();
     SweepReport {

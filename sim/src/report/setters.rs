@@ -3,7 +3,6 @@
 //! failing metric gate this lists the series with the largest share of it, with replay commands.
 
 use std::fmt::Write as _;
-use std::path::Path;
 
 use crate::campaign::sweep::replay_command;
 use crate::judge::gates::{SeriesRow, SweepReport};
@@ -74,7 +73,7 @@ pub fn setters_text(r: &SweepReport) -> String {
                 "  seed {} ({}): {v}\n    replay: {}",
                 row.seed,
                 row.scenario_file,
-                replay_command(Path::new(&row.scenario_file), row.seed)
+                replay_command(&row.scenario_file, row.seed)
             );
         }
     }

@@ -201,6 +201,7 @@ pub fn schedule_of(scenario_file: &str, r: &SeriesResult, sc: &Scenario) -> Sche
     let short = r.params.server_max_ttl_ms != sc.server.max_ttl_ms;
     Schedule {
         scenario: scenario_file.to_string(),
+        sets: vec![],
         seed: r.params.seed,
         checker: None,
         rollback: r.params.rollback_at_ms.is_some(),

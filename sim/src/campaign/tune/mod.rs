@@ -397,10 +397,7 @@ pub fn run(args: &TuneArgs, on_series: &(dyn Fn() + Sync)) -> Result<TuneReport,
                         .map(|(seed, _)| (i, seed));
                     differing.lock().expect("crn lock").extend(differ);
                 }
-                let loaded = [Loaded {
-                    file: file.clone(),
-                    scenario: scenario.clone(),
-                }];
+                let loaded = [Loaded::plain(file.clone(), scenario.clone())];
                 let (rows, _) = sweep::run(&loaded, args.start_seed, args.series, inner, on_series);
                 let wall_ms = point_started.elapsed().as_millis() as u64;
                 let hashes: String = rows

@@ -319,6 +319,7 @@ mod plan_tests {
     fn schedule_file_round_trips_and_rejects_bad_input() {
         let s = Schedule {
             scenario: "scenarios/x.toml".into(),
+            sets: vec!["executor.max_qps=7".into()],
             seed: 9,
             checker: Some("poll_rate_within_bound".into()),
             rollback: false,

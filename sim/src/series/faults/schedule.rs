@@ -48,6 +48,9 @@ pub enum PlanMode {
 pub struct Schedule {
     /// The scenario file, relative to the schedule file's folder (or absolute).
     pub scenario: String,
+    /// The `--set FIELD=VALUE` settings the series ran with, applied to the scenario in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sets: Vec<String>,
     pub seed: u64,
     /// The checker that failed (set on shrunk schedules): what a replay should reproduce.
     #[serde(default, skip_serializing_if = "Option::is_none")]
