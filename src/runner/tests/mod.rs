@@ -1890,6 +1890,53 @@ fn a_submission_lease_runs_on_a_request_timeout_past_the_senders_last_beat() {
     });
 }
 
+/// On a paused clock: `now_ms` moves only by `tokio::time::advance`, so a test can stand at
+/// the exact millisecond a rule turns on.
+fn on_paused_tokio(test: impl std::future::Future<Output = ()>) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    rt.block_on(test);
+}
+
+/// A sender's beat that expires at this very millisecond is stale, and a submission lease that
+/// ends at it has ended: at that instant neither holds on. Held, the lease would re-arm its timer
+/// for "now" and fire again at once, round after round, without time moving (the two `>` of
+/// `stall.rs` that `>=` survived 2,000 gate series: no series lands on the instant).
+#[test]
+fn a_beat_or_a_lease_that_ends_this_millisecond_holds_nothing() {
+    on_paused_tokio(async {
+        let ledger = memory();
+        let mut cfg = config();
+        cfg.beat_timeout_ms = 1_000;
+        cfg.request_timeout_ms = 10_000;
+        let mut r = bare_runner(&ledger, cfg);
+        let mut rec = crate::ledger::tests::fixtures::rec("n1");
+        rec.local_state = LocalState::Submitting;
+        rec.submit_attempts = 1;
+        rec.submitted_by = Some(42);
+        ledger.lock().unwrap().insert(rec.clone(), 1).unwrap();
+        beat_42(&ledger, 1, r.now_ms());
+        tokio::time::advance(Duration::from_millis(999)).await;
+        assert_eq!(r.now_ms(), 999, "the clock moves only when told");
+        assert_eq!(
+            r.sender_alive_until_ms(&rec),
+            Some(1_000),
+            "a millisecond left"
+        );
+        tokio::time::advance(Duration::from_millis(1)).await;
+        assert_eq!(r.sender_alive_until_ms(&rec), None, "expires now: stale");
+        // Stale, and the lease runs to a request timeout past the beat's end: 11,000 ms.
+        tokio::time::advance(Duration::from_millis(9_999)).await;
+        assert!(r.lease_held("n1"), "a millisecond of lease left");
+        tokio::time::advance(Duration::from_millis(1)).await;
+        assert_eq!(r.now_ms(), 11_000);
+        assert!(!r.lease_held("n1"), "the lease ends now");
+    });
+}
+
 /// What the core hears of the sender of a request a not-found streak overtook
 /// (`Ctx::overtaken_sender_until_ms`): its last beat plus the beat timeout, counting beats no
 /// later than a request timeout after the overtaking; nothing for this process's own request,
