@@ -181,7 +181,7 @@ fn main() -> ExitCode {
             set,
             seed,
             reports,
-        } => match set.checked() {
+        } => match cli::checked_sets(&set) {
             Ok(sets) => cli::single::run(&scenario, sets, seed, &reports),
             Err(code) => code,
         },
@@ -195,7 +195,7 @@ fn main() -> ExitCode {
             node,
             mutation,
             json,
-        } => match set.checked() {
+        } => match cli::checked_sets(&set) {
             Ok(sets) => cli::single::replay_cmd(
                 scenario,
                 sets,
@@ -219,7 +219,7 @@ fn main() -> ExitCode {
             out,
             max_replays,
             reports,
-        } => match set.checked() {
+        } => match cli::checked_sets(&set) {
             Ok(sets) => cli::single::shrink_cmd(
                 &scenario,
                 sets,

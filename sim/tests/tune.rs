@@ -144,6 +144,39 @@ fn a_setting_that_breaks_the_qps_bound_is_reported_failing() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// `tune --set` changes the base scenario before the grid does: every point's file (which its
+/// failing seeds and the re-check replay from) holds the setting, and a grid knob the setting
+/// also names takes the grid's value.
+#[test]
+fn settings_apply_to_every_point_and_the_grid_wins_over_them() {
+    let (dir, grid) = setup("set", INTERVAL_GRID);
+    let mut a = TuneArgs {
+        jobs: 1,
+        ..args(&dir, &grid, 3)
+    };
+    for s in [
+        "executor.request_timeout_ms=12345",
+        "executor.core.poll.initial_interval_ms=777",
+    ] {
+        a.set
+            .sets
+            .push(toolop_sim::scenario::overrides::Setting::parse(s).unwrap());
+    }
+    let r = tune::run(&a, &|| {}).unwrap();
+    assert_eq!(r.points.len(), 3);
+    for (p, interval_ms) in r.points.iter().zip([1000, 3000, 9000]) {
+        let sc = Scenario::parse(&p.file.display().to_string(), &p.scenario_toml).unwrap();
+        assert_eq!(
+            sc.executor.request_timeout_ms,
+            12_345,
+            "{}",
+            p.file.display()
+        );
+        assert_eq!(sc.executor.core.poll.initial_interval_ms, interval_ms);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn the_recommendation_follows_the_latency_target_and_rechecks_with_the_gate() {
     let (dir, grid) = setup("target", INTERVAL_GRID);

@@ -90,14 +90,11 @@ pub fn gate(a: GateArgs) -> ExitCode {
     if let Err(code) = super::check_run_name("--run", &a.run) {
         return code;
     }
-    let scenarios = match a
-        .set
-        .checked()
-        .and_then(|sets| super::load_all(&a.scenario, sets))
-    {
-        Ok(s) => s,
-        Err(code) => return code,
-    };
+    let scenarios =
+        match super::checked_sets(&a.set).and_then(|sets| super::load_all(&a.scenario, sets)) {
+            Ok(s) => s,
+            Err(code) => return code,
+        };
     let plan = match plan_of(&a) {
         Ok(p) => p,
         Err(e) => return usage_error(e),

@@ -27,34 +27,11 @@ pub fn usage_error(msg: impl std::fmt::Display) -> ExitCode {
     ExitCode::from(EXIT_USAGE)
 }
 
-/// `--set FIELD=VALUE` (repeatable): what the flag reads, for clap.
-pub fn setting_parser(arg: &str) -> Result<Setting, String> {
-    Setting::parse(arg)
-}
+pub use toolop_sim::scenario::overrides::SetArgs;
 
-/// The `--set` flag every command that runs series from a scenario file takes.
-#[derive(clap::Args, Clone, Debug, Default)]
-pub struct SetArgs {
-    /// Change one field of every scenario for this run, e.g.
-    /// --set executor.core.poll.initial_interval_ms=250 --set faults.rates.poll_503=0
-    /// (repeatable, applied in order; any field of docs/scenario-reference.md; the value is
-    /// TOML, a bare word is text). Replay commands repeat the settings.
-    #[arg(long = "set", value_name = "FIELD=VALUE", value_parser = setting_parser)]
-    pub sets: Vec<Setting>,
-}
-
-impl SetArgs {
-    /// The settings, or the usage error when there are more than one command applies.
-    pub fn checked(&self) -> Result<&[Setting], ExitCode> {
-        if self.sets.len() > overrides::MAX_SETTINGS {
-            return Err(usage_error(format!(
-                "--set given {} times; at most {} settings",
-                self.sets.len(),
-                overrides::MAX_SETTINGS
-            )));
-        }
-        Ok(&self.sets)
-    }
+/// The settings of `--set`, or the usage error when there are too many.
+pub fn checked_sets(a: &SetArgs) -> Result<&[Setting], ExitCode> {
+    a.checked().map_err(usage_error)
 }
 
 pub fn load(path: &Path, sets: &[Setting]) -> Result<Loaded, ExitCode> {

@@ -83,6 +83,30 @@ impl std::fmt::Display for Setting {
     }
 }
 
+/// The `--set` flag of every command that runs series from a scenario file.
+#[derive(clap::Args, Clone, Debug, Default)]
+pub struct SetArgs {
+    /// Change one field of every scenario for this run, e.g.
+    /// --set executor.core.poll.initial_interval_ms=250 --set faults.rates.poll_503=0
+    /// (repeatable, applied in order; any field of docs/scenario-reference.md; the value is
+    /// TOML, a bare word is text). Replay commands repeat the settings.
+    #[arg(long = "set", value_name = "FIELD=VALUE", value_parser = Setting::parse)]
+    pub sets: Vec<Setting>,
+}
+
+impl SetArgs {
+    /// The settings, or why there are too many.
+    pub fn checked(&self) -> Result<&[Setting], String> {
+        if self.sets.len() > MAX_SETTINGS {
+            return Err(format!(
+                "--set given {} times; at most {MAX_SETTINGS} settings",
+                self.sets.len()
+            ));
+        }
+        Ok(&self.sets)
+    }
+}
+
 /// ` --set A=1 --set B=2`: the settings as flags to append to a command (empty for none).
 pub fn flags(sets: &[Setting]) -> String {
     sets.iter()

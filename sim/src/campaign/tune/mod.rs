@@ -56,6 +56,8 @@ pub struct TuneArgs {
     /// The scenario whose executor settings the grid varies.
     #[arg(long)]
     pub scenario: PathBuf,
+    #[command(flatten)]
+    pub set: crate::scenario::overrides::SetArgs,
     /// The grid file (TOML): lists or ranges of executor poll settings.
     #[arg(long)]
     pub grid: PathBuf,
@@ -89,6 +91,7 @@ impl TuneArgs {
     pub fn new(scenario: impl Into<PathBuf>, grid: impl Into<PathBuf>, series: u64) -> TuneArgs {
         TuneArgs {
             scenario: scenario.into(),
+            set: Default::default(),
             grid: grid.into(),
             series,
             jobs: 2,
@@ -332,7 +335,10 @@ pub fn run(args: &TuneArgs, on_series: &(dyn Fn() + Sync)) -> Result<TuneReport,
     if args.start_seed.checked_add(args.series).is_none() {
         return Err(TuneError::Usage("--start-seed + --series overflows".into()));
     }
-    let base = Scenario::load(&args.scenario).map_err(TuneError::Scenario)?;
+    let sets = args.set.checked().map_err(TuneError::Usage)?;
+    // The settings apply before the grid's: every point file holds both.
+    let base =
+        crate::scenario::overrides::load(&args.scenario, sets).map_err(TuneError::Scenario)?;
     let grid = Grid::load(&args.grid)?;
     let settings = grid.settings(&base)?;
     let varied = grid.varied();
