@@ -140,14 +140,34 @@ fn regression_seeds() -> Vec<(String, u64)> {
 }
 
 /// The settings a regression seed runs under: the scenario as it is now and, where the scenario
-/// has gained a draw since (operators' cancel requests, session 37, drawn last), with that draw
-/// off: the series the seed was found in, so the mechanism it pinned still replays.
+/// has gained a draw since (operators' cancel requests, session 37; series without the toolop
+/// extensions, session 38; both drawn last), with those draws off: the series the seed was
+/// found in, so the mechanism it pinned still replays. sim/tests/gate.rs does the same.
 fn settings_of(scenario: &str) -> Vec<Vec<&'static str>> {
-    const AS_FOUND: &str = "workload.caller.cancel_by_request_rate=0";
-    let text = std::fs::read_to_string(root().join(scenario))
-        .unwrap_or_else(|e| panic!("{scenario}: {e}"));
-    if text.contains("cancel_by_request_rate") {
-        vec![vec![], vec![AS_FOUND]]
+    const AS_FOUND: [&str; 2] = [
+        "workload.caller.cancel_by_request_rate=0",
+        "server.toolop_extensions_rate=1",
+    ];
+    let path = root().join(scenario);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{scenario}: {e}"));
+    let doc: toml::Table = toml::from_str(&text).unwrap_or_else(|e| panic!("{scenario}: {e}"));
+    // A number at a dotted path, or the field's default when the file leaves it out.
+    let rate = |path: &str, default: f64| {
+        let mut v: Option<&toml::Value> = None;
+        for (i, part) in path.split('.').enumerate() {
+            v = if i == 0 {
+                doc.get(part)
+            } else {
+                v.and_then(|t| t.get(part))
+            };
+        }
+        v.and_then(|v| v.as_float().or(v.as_integer().map(|i| i as f64)))
+            .unwrap_or(default)
+    };
+    let requests = rate("workload.caller.cancel_by_request_rate", 0.0);
+    let extensions = rate("server.toolop_extensions_rate", 1.0);
+    if requests > 0.0 || extensions < 1.0 {
+        vec![vec![], AS_FOUND.to_vec()]
     } else {
         vec![vec![]]
     }

@@ -171,9 +171,18 @@ fn bad_scenarios_unknown_faults_and_rates_out_of_range_exit_2() {
 /// Series `seed` of `scenarios/<name>.toml`, run in this process, and the command that replays
 /// it.
 fn series_of(name: &str, seed: u64) -> (toolop_sim::series::SeriesResult, String) {
+    series_with(name, seed, &[])
+}
+
+/// [`series_of`] with `--set` settings (the replay command names them).
+fn series_with(name: &str, seed: u64, sets: &[&str]) -> (toolop_sim::series::SeriesResult, String) {
     let rel = format!("scenarios/{name}.toml");
-    let sc = Scenario::load(&root().join(&rel)).unwrap_or_else(|e| panic!("{rel}: {e}"));
-    let replay = format!("toolop-sim replay --scenario {rel} --seed {seed}");
+    let sets: Vec<Setting> = sets.iter().map(|s| Setting::parse(s).unwrap()).collect();
+    let sc = overrides::load(&root().join(&rel), &sets).unwrap_or_else(|e| panic!("{e}"));
+    let replay = format!(
+        "toolop-sim replay --scenario {rel}{} --seed {seed}",
+        overrides::flags(&sets)
+    );
     let r = run_series(&sc, seed).unwrap_or_else(|e| panic!("{e}; replay: {replay}"));
     (r, replay)
 }
@@ -181,7 +190,12 @@ fn series_of(name: &str, seed: u64) -> (toolop_sim::series::SeriesResult, String
 /// Series `seed` of `scenarios/<name>.toml`, which must pass every checker, and its replay
 /// command.
 fn clean_series_of(name: &str, seed: u64) -> (toolop_sim::series::SeriesResult, String) {
-    let (r, replay) = series_of(name, seed);
+    clean(series_of(name, seed))
+}
+
+fn clean(
+    (r, replay): (toolop_sim::series::SeriesResult, String),
+) -> (toolop_sim::series::SeriesResult, String) {
     let violations = toolop_sim::judge::checkers::check_all(&r.trace);
     assert!(violations.is_empty(), "{violations:?}; replay: {replay}");
     (r, replay)
@@ -214,11 +228,11 @@ fn canary_seed_481_fails_on_pacing_not_on_approvals() {
 /// wrote since this one last saw it is now left to that process. Since the submission lease
 /// (a resumed SUBMITTING record waits for its sender's reply), seed 918 no longer takes that
 /// path and stays clean; seed 45 (the only one of 0..1500 that does) is where the timer is left
-/// out now.
+/// out now, as it was found (it draws no extensions since session 38).
 #[test]
 fn mcp_replicas_seed_918_leaves_the_submission_to_the_process_that_made_it() {
     clean_series_of("mcp_replicas", 918);
-    let (r, replay) = clean_series_of("mcp_replicas", 45);
+    let (r, replay) = clean(series_with("mcp_replicas", 45, &AS_FOUND));
     let left = r.trace.events.iter().any(|e| {
         matches!(
             &e.what,
@@ -265,29 +279,25 @@ fn every_regression_seed_passes_every_checker() {
     assert!(count >= 40, "{}: only {count} seeds", list.display());
 }
 
-/// Series `seed` of `scenarios/<name>.toml` as it was when the seed was found, if the scenario
-/// has changed since in a way that changes the series: its operators' cancel requests (session
-/// 37) turned off. They are drawn after everything else, so with them off the series is the one
-/// the seed was found in, and the mechanism it pinned replays (72 of the 107 seeds of the
-/// scenarios that make requests draw one now).
-/// The setting that turns the scenarios' later additions off (tests/sim_gate.rs runs the same).
-const AS_FOUND: &str = "workload.caller.cancel_by_request_rate=0";
+/// The settings that turn the scenarios' later draws off (tests/sim_gate.rs runs the same):
+/// operators' cancel requests (session 37) and series without the toolop extensions (session
+/// 38). Both are drawn after everything else, and a certain draw takes nothing from the
+/// generator, so with these a series is the one its seed was found in.
+const AS_FOUND: [&str; 2] = [
+    "workload.caller.cancel_by_request_rate=0",
+    "server.toolop_extensions_rate=1",
+];
 
+/// Series `seed` of `scenarios/<name>.toml` as it was when the seed was found, if the scenario
+/// has changed since in a way that changes the series, so the mechanism it pinned still replays
+/// (72 of the 107 seeds of the scenarios that make requests draw one now).
 fn as_found(name: &str, seed: u64) {
     let rel = format!("scenarios/{name}.toml");
-    let file = root().join(&rel);
-    let sc = Scenario::load(&file).unwrap_or_else(|e| panic!("{rel}: {e}"));
-    if sc.workload.caller.cancel_by_request_rate == 0.0 {
+    let sc = Scenario::load(&root().join(&rel)).unwrap_or_else(|e| panic!("{rel}: {e}"));
+    if sc.workload.caller.cancel_by_request_rate == 0.0 && sc.server.toolop_extensions_rate == 1.0 {
         return;
     }
-    let sets = [Setting::parse(AS_FOUND).unwrap()];
-    let sc = overrides::load(&file, &sets).unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(sc.workload.caller.cancel_by_request_rate, 0.0);
-    let replay = format!(
-        "toolop-sim replay --scenario {rel}{} --seed {seed}",
-        overrides::flags(&sets)
-    );
-    let r = run_series(&sc, seed).unwrap_or_else(|e| panic!("{e}; replay: {replay}"));
-    let violations = toolop_sim::judge::checkers::check_all(&r.trace);
-    assert!(violations.is_empty(), "{violations:?}; replay: {replay}");
+    let (r, _) = clean(series_with(name, seed, &AS_FOUND));
+    let p = &r.params;
+    assert!(p.toolop_extensions && p.nodes.iter().all(|n| !n.cancel_by_request));
 }

@@ -49,7 +49,6 @@ pub(super) fn draw_in(rng: &mut ChaCha8Rng, [lo, hi]: [u64; 2]) -> u64 {
 pub fn draw_params(sc: &Scenario, seed: u64) -> Params {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let profile = sc.server.profiles[rng.gen_range(0..sc.server.profiles.len())];
-    let toolop_extensions = rng.gen_bool(sc.server.toolop_extensions_rate);
     let n = rng.gen_range(sc.workload.call_nodes[0]..=sc.workload.call_nodes[1]);
     let total_weight: u32 = sc.workload.tools.iter().map(|t| t.weight).sum();
     let mut nodes = Vec::with_capacity(n as usize);
@@ -136,6 +135,11 @@ pub fn draw_params(sc: &Scenario, seed: u64) -> Params {
             n.cancel_by_request = rng.gen_bool(by_request);
         }
     }
+    // After everything else too (session 38): every scenario offered the extensions in every
+    // series until then, and a certain draw takes nothing from the generator, so a series that
+    // still offers them is the one it was. A series without them runs as against a real SDK
+    // server: no idempotency key, no lookup by key, no result digest.
+    let toolop_extensions = rng.gen_bool(sc.server.toolop_extensions_rate);
     Params {
         scenario: sc.name.clone(),
         seed,
@@ -275,8 +279,10 @@ mod tests {
     fn requests_leave_every_other_draw_as_it_was() {
         let path =
             std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios/mcp_faults.toml");
-        let with = Scenario::load(&path).expect("a default scenario loads");
+        let mut with = Scenario::load(&path).expect("a default scenario loads");
         assert!(with.workload.caller.cancel_by_request_rate > 0.0);
+        // The extensions' draw comes after the requests' (its own test is below).
+        with.server.toolop_extensions_rate = 1.0;
         let mut without = with.clone();
         without.workload.caller.cancel_by_request_rate = 0.0;
         let mut requests = 0;
@@ -292,5 +298,31 @@ mod tests {
             assert_eq!(a, b, "seed {seed}");
         }
         assert!(requests > 20, "{requests} requests in 200 series");
+    }
+
+    /// Series without the toolop extensions are drawn last of all: a scenario that offers them
+    /// in only some series draws every other parameter as one that offers them always (the
+    /// trace of a series that offers them keeps its hash), whatever its requests.
+    #[test]
+    fn the_extensions_draw_leaves_every_other_draw_as_it_was() {
+        let path =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios/mcp_faults.toml");
+        let some = Scenario::load(&path).expect("a default scenario loads");
+        assert!(some.server.toolop_extensions_rate < 1.0);
+        let mut always = some.clone();
+        always.server.toolop_extensions_rate = 1.0;
+        let mut without = 0;
+        for seed in 0..200 {
+            let a = draw_params(&some, seed);
+            let mut b = draw_params(&always, seed);
+            assert!(b.toolop_extensions);
+            without += u32::from(!a.toolop_extensions);
+            b.toolop_extensions = a.toolop_extensions;
+            assert_eq!(a, b, "seed {seed}");
+        }
+        assert!(
+            (60..=140).contains(&without),
+            "{without} of 200 series without"
+        );
     }
 }
