@@ -435,7 +435,7 @@ impl<'a> Machine<'a> {
                 "a synchronous call went unanswered; calling again could run the tool twice",
             );
         }
-        if !self.cfg.key_lookup {
+        if !self.cfg.key_lookup && !mutated!(self, LookupWithoutExtension) {
             return self
                 .hand_over("submission outcome unknown and the server offers no lookup by key");
         }

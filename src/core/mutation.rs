@@ -79,10 +79,16 @@ pub enum Mutation {
     /// Refuse every tool that forbids tasks, even one that publishes a synchronous bound with
     /// the executor configured to run such tools synchronously (`no_task_support = run_sync`).
     RefuseSynchronousTools,
+    /// Resolve a submission whose reply was lost by looking it up by key whether or not the
+    /// server offers lookup by key: a real SDK server ignores the key it does not know, nothing
+    /// it lists names the key, and the executor reads that as "never created" and submits
+    /// again (a second operation). Caught only in series without the toolop extensions
+    /// (session 38; until then every series offered them).
+    LookupWithoutExtension,
 }
 
 impl Mutation {
-    pub const ALL: [Mutation; 28] = [
+    pub const ALL: [Mutation; 29] = [
         Mutation::FreshKeyOnSubmitTimeout,
         Mutation::ResubmitWithoutLookup,
         Mutation::FailOnCancelClick,
@@ -111,6 +117,7 @@ impl Mutation {
         Mutation::CancelRequestsOnlyAtStart,
         Mutation::IgnoreToolTaskSupport,
         Mutation::RefuseSynchronousTools,
+        Mutation::LookupWithoutExtension,
     ];
 
     pub fn name(self) -> String {
