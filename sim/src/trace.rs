@@ -393,6 +393,15 @@ pub enum WorldAction {
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         killed: bool,
     },
+    /// A process whose crash fail point had fired tried to write to the ledger (`write`: the
+    /// ledger call, `node`: the call node it names, if any). The write did not land: a dead
+    /// process writes nothing.
+    WriteAfterCrash {
+        incarnation: u32,
+        write: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        node: Option<String>,
+    },
 }
 
 /// What a fault did, as far as judges and people need to know.

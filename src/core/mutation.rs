@@ -85,10 +85,14 @@ pub enum Mutation {
     /// again (a second operation). Caught only in series without the toolop extensions
     /// (session 38; until then every series offered them).
     LookupWithoutExtension,
+    /// End the process's beat on the way down from a crash, as a clean-up handler would: a
+    /// real crash (kill -9, a power cut) runs no clean-up, so replicas that read "left" from
+    /// the ended beat in the simulator read "frozen" from a stale one in life.
+    EndBeatOnCrash,
 }
 
 impl Mutation {
-    pub const ALL: [Mutation; 29] = [
+    pub const ALL: [Mutation; 30] = [
         Mutation::FreshKeyOnSubmitTimeout,
         Mutation::ResubmitWithoutLookup,
         Mutation::FailOnCancelClick,
@@ -118,6 +122,7 @@ impl Mutation {
         Mutation::IgnoreToolTaskSupport,
         Mutation::RefuseSynchronousTools,
         Mutation::LookupWithoutExtension,
+        Mutation::EndBeatOnCrash,
     ];
 
     pub fn name(self) -> String {

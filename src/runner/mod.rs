@@ -498,7 +498,9 @@ impl Runner {
                 exit
             }
         };
-        if beating && !matches!(exit, Exit::Crashed(_)) {
+        // A crash ends nothing: a dead process runs no clean-up, and its beat goes stale.
+        let crashed = matches!(exit, Exit::Crashed(_)) && !planted!(self, EndBeatOnCrash);
+        if beating && !crashed {
             beats.end();
         }
         exit

@@ -139,6 +139,10 @@ pub const CHECKER_LINES: &[(&str, &str)] = &[
         "runnable_call_not_refused",
         "a call the executor is configured to run synchronously is never refused by it locally",
     ),
+    (
+        "nothing_written_after_crash",
+        "a process whose crash fail point fired writes nothing more to the ledger",
+    ),
 ];
 
 /// One line per gate (the rows of every gate table).

@@ -270,6 +270,14 @@ fn world_action(a: &WorldAction) -> String {
         } => {
             format!("second executor incarnation {incarnation} stopped: {exit}")
         }
+        WorldAction::WriteAfterCrash {
+            incarnation,
+            write,
+            node,
+        } => format!(
+            "executor incarnation {incarnation} tried a ledger {write}{} after its crash (refused: a dead process writes nothing)",
+            node.as_deref().map(|n| format!(" of {n}")).unwrap_or_default()
+        ),
     }
 }
 

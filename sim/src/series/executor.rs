@@ -48,21 +48,28 @@ impl Observer for SimObserver {
     }
 }
 
-/// Crash fail points, decided by the series' fault plan.
+/// Crash fail points, decided by the series' fault plan. A process that crashes is dead from
+/// that moment: its ledger front refuses what it writes after (`ProcessLedger::dead`).
 struct SimCrash {
     world: Arc<World>,
+    held: CommitDelayCell,
 }
 
 impl CrashPoints for SimCrash {
     fn crash_here(&mut self, point: CrashPoint, node: &str) -> bool {
-        self.world
+        let crashed = self
+            .world
             .fire(
                 0,
                 FaultKind::ExecutorCrash,
                 Some(node),
                 FaultDetail::Crash { point },
             )
-            .is_some()
+            .is_some();
+        if crashed {
+            self.held.lock().expect("delay lock").crashed = true;
+        }
+        crashed
     }
 }
 
@@ -113,6 +120,7 @@ pub(super) fn start(
     )
     .with_crash_points(Box::new(SimCrash {
         world: world.clone(),
+        held: held.clone(),
     }))
     .with_commit_delay(Box::new(SimCommitDelay {
         world: world.clone(),

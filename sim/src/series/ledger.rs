@@ -27,7 +27,7 @@ use toolop::runner::CommitDelay;
 
 use super::World;
 use crate::series::faults::FaultKind;
-use crate::trace::{FaultDetail, What};
+use crate::trace::{FaultDetail, What, WorldAction};
 
 /// Which ledger implementation a series runs on.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -170,6 +170,26 @@ impl ProcessLedger {
     fn saw(&self, node: &str, version: u64) {
         self.seen.borrow_mut().insert(node.to_string(), version);
     }
+
+    /// A process whose crash fail point fired is dead: a real one (kill -9, power loss) runs
+    /// no clean-up, so no write of its lands, and the world records each it tried
+    /// (`nothing_written_after_crash` judges them). Without this the simulator would let a
+    /// crash end gracefully, and code that leans on that would pass here and fail in life.
+    fn dead(&self, write: &'static str, node: Option<&str>) -> Result<(), LedgerError> {
+        if !self.held.lock().expect("delay lock").crashed {
+            return Ok(());
+        }
+        self.world.push(What::World {
+            action: WorldAction::WriteAfterCrash {
+                incarnation: self.incarnation,
+                write: write.into(),
+                node: node.map(String::from),
+            },
+        });
+        Err(LedgerError::Storage(
+            "the process crashed: nothing it writes lands".into(),
+        ))
+    }
 }
 
 impl Ledger for ProcessLedger {
@@ -178,6 +198,7 @@ impl Ledger for ProcessLedger {
     }
 
     fn bump_epoch(&mut self) -> Result<u64, LedgerError> {
+        self.dead("bump_epoch", None)?;
         self.shared().bump_epoch()
     }
 
@@ -186,6 +207,7 @@ impl Ledger for ProcessLedger {
         record: ToolOperation,
         writer_epoch: u64,
     ) -> Result<ToolOperation, LedgerError> {
+        self.dead("insert", Some(&record.call_node_id))?;
         let inserted = self.shared().insert(record, writer_epoch);
         if let Ok(r) = &inserted {
             self.saw(&r.call_node_id, r.version);
@@ -200,6 +222,7 @@ impl Ledger for ProcessLedger {
     }
 
     fn commit(&mut self, write: Write) -> Result<ToolOperation, LedgerError> {
+        self.dead("commit", Some(&write.record.call_node_id))?;
         let node = write.record.call_node_id.clone();
         let mut fact = LedgerWrite {
             node: node.clone(),
@@ -337,10 +360,12 @@ impl Ledger for ProcessLedger {
         consumer_id: &str,
         at_ms: u64,
     ) -> Result<bool, LedgerError> {
+        self.dead("mark_delivered", None)?;
         self.shared().mark_delivered(receipt_id, consumer_id, at_ms)
     }
 
     fn request_cancel(&mut self, call_node_id: &str, at_ms: u64) -> Result<(), LedgerError> {
+        self.dead("request_cancel", Some(call_node_id))?;
         self.shared().request_cancel(call_node_id, at_ms)
     }
 
@@ -349,6 +374,7 @@ impl Ledger for ProcessLedger {
     }
 
     fn take_cancel_request(&mut self, call_node_id: &str) -> Result<(), LedgerError> {
+        self.dead("take_cancel_request", Some(call_node_id))?;
         self.shared().take_cancel_request(call_node_id)
     }
 
@@ -356,6 +382,7 @@ impl Ledger for ProcessLedger {
     // one record's transaction, and the beat is a row of its own. A process frozen whole
     // (`process_pause`) beats not at all.
     fn beat(&mut self, beat: Beat) -> Result<(), LedgerError> {
+        self.dead("beat", None)?;
         // A frozen process writes nothing, its beat included (`process_pause`).
         if self.world.now_ms() < self.held.lock().expect("delay lock").frozen_until_ms {
             return Ok(());
@@ -364,6 +391,7 @@ impl Ledger for ProcessLedger {
     }
 
     fn end_beat(&mut self, process: u64) -> Result<(), LedgerError> {
+        self.dead("end_beat", None)?;
         self.shared().end_beat(process)
     }
 
@@ -391,6 +419,8 @@ pub(crate) struct SimCommitDelay {
 pub(crate) struct Held {
     pub delay_ms: u64,
     pub frozen_until_ms: u64,
+    /// A crash fail point fired in this process: it is dead, and nothing it writes lands.
+    pub crashed: bool,
     /// The earliest a new pause may begin: the longest pause after the last one thawed.
     pub next_pause_ms: u64,
 }

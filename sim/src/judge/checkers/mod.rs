@@ -53,6 +53,8 @@ pub mod no_send_after_receipt;
 pub mod no_stale_overwrite;
 /// Nothing a process of a fenced epoch writes lands in the ledger.
 pub mod no_write_from_fenced_epoch;
+/// A process whose crash fail point fired writes nothing more (a real crash runs no clean-up).
+pub mod nothing_written_after_crash;
 /// Every outbox entry's terminal state and payload are the server's.
 pub mod outbox_payload_matches_truth;
 /// 8. Every outbox entry traces back to a terminal receipt.
@@ -97,7 +99,7 @@ pub struct Violation {
 type Checker = fn(&view::View) -> Vec<Violation>;
 
 /// Every checker, in report order: (name, check).
-pub const CHECKERS: [(&str, Checker); 29] = [
+pub const CHECKERS: [(&str, Checker); 30] = [
     (at_most_one_receipt::NAME, at_most_one_receipt::violations),
     (
         completed_needs_verified_result::NAME,
@@ -180,6 +182,10 @@ pub const CHECKERS: [(&str, Checker); 29] = [
     (
         runnable_call_not_refused::NAME,
         runnable_call_not_refused::violations,
+    ),
+    (
+        nothing_written_after_crash::NAME,
+        nothing_written_after_crash::violations,
     ),
 ];
 
@@ -309,7 +315,8 @@ mod tests {
                 "no_needless_effect_reconciliation",
                 "stall_only_behind_another_process",
                 "task_calls_only_where_listed",
-                "runnable_call_not_refused"
+                "runnable_call_not_refused",
+                "nothing_written_after_crash"
             ]
         );
     }

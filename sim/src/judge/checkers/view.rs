@@ -362,7 +362,9 @@ pub fn executor_down_spans(trace: &Trace) -> Vec<(u64, u64)> {
                 alive.insert(*incarnation, *epoch);
             }
             A::OldEpochStopped { epoch } => alive.retain(|_, e| e != epoch),
-            A::ExecutorTaskFailed { .. } | A::IncarnationLimit { .. } => {}
+            A::ExecutorTaskFailed { .. }
+            | A::IncarnationLimit { .. }
+            | A::WriteAfterCrash { .. } => {}
         }
         let up = alive.values().any(|e| *e == newest);
         match (up, down_since) {
