@@ -1937,6 +1937,25 @@ fn a_beat_or_a_lease_that_ends_this_millisecond_holds_nothing() {
     });
 }
 
+/// With nothing to do, the loop still wakes an idle period from now (every wait is bounded),
+/// and anything due sooner (a timer) wakes it sooner; never earlier than now.
+#[test]
+fn an_idle_runner_wakes_an_idle_period_from_now() {
+    on_paused_tokio(async {
+        let ledger = memory();
+        let mut cfg = config();
+        cfg.idle_wake_ms = 60_000;
+        cfg.cancel_request_check_ms = 0;
+        let mut r = bare_runner(&ledger, cfg);
+        tokio::time::advance(Duration::from_millis(5)).await;
+        assert_eq!(r.next_wake_ms(), 60_005);
+        r.set_timer("n1", Timer::PollDue, 7_000);
+        assert_eq!(r.next_wake_ms(), 7_000);
+        tokio::time::advance(Duration::from_millis(10_000)).await;
+        assert_eq!(r.next_wake_ms(), 10_005, "a timer past due wakes it now");
+    });
+}
+
 /// What the core hears of the sender of a request a not-found streak overtook
 /// (`Ctx::overtaken_sender_until_ms`): its last beat plus the beat timeout, counting beats no
 /// later than a request timeout after the overtaking; nothing for this process's own request,
