@@ -554,6 +554,14 @@ impl Runner {
             self.resume_unless_held(&node).await;
         }
         let exit = self.serve(transports, inputs).await;
+        // A crash that fired in the step that also found the connection gone (or the ledger
+        // failed) is still a crash: the process died there, whatever it noticed on its way out
+        // (mcp_sqlite seed 17403: a reply crashed the process as a dropped connection was being
+        // read, and it left as "disconnected" and ended its beat).
+        let exit = match self.crashed {
+            Some(point) => Exit::Crashed(point),
+            None => exit,
+        };
         self.observe(Observation::Exit {
             reason: exit.to_string(),
         });
@@ -924,6 +932,10 @@ impl Runner {
     }
 
     async fn fail_all_pending(&mut self) {
+        if self.crashed.is_some() {
+            // A dead process loses nothing more: it is gone, and its requests with it.
+            return;
+        }
         let all = std::mem::take(&mut self.pending);
         for (_, p) in all {
             self.lose(p).await;

@@ -1937,6 +1937,38 @@ fn a_beat_or_a_lease_that_ends_this_millisecond_holds_nothing() {
     });
 }
 
+/// A crashed runner is dead: it loses no pending request (no `Lost` for a request it can
+/// no longer read) and acts on nothing more, however it came to leave its loop.
+#[test]
+fn a_crashed_runner_fails_nothing_pending() {
+    on_paused_tokio(async {
+        let ledger = memory();
+        let mut r = bare_runner(&ledger, config());
+        r.pending.insert(
+            1,
+            Pending {
+                lane: 0,
+                node: "n1".into(),
+                kind: RequestKind::Poll,
+                seq: 1,
+                epoch: 1,
+                sent_ms: 0,
+                deadline_ms: 10_000,
+            },
+        );
+        r.crashed = Some(CrashPoint::AfterReplyBeforeCommit);
+        r.fail_all_pending().await;
+        assert_eq!(
+            r.pending.len(),
+            1,
+            "a dead process's requests die with it, unread"
+        );
+        r.crashed = None;
+        r.fail_all_pending().await;
+        assert!(r.pending.is_empty(), "a live one loses them");
+    });
+}
+
 /// With nothing to do, the loop still wakes an idle period from now (every wait is bounded),
 /// and anything due sooner (a timer) wakes it sooner; never earlier than now.
 #[test]
