@@ -1937,6 +1937,40 @@ fn a_beat_or_a_lease_that_ends_this_millisecond_holds_nothing() {
     });
 }
 
+/// A process the ledger has fenced (a newer epoch took over) sends nothing it had queued: the
+/// new epoch owns those records. Its queue is dropped and the nodes are fenced; an unfenced
+/// process sends. (The survey's `flush` survivors: the guard deleted, or run only on an empty
+/// queue, passed 2,000 gate series; 20,000 caught it once, at mcp seed 13,283.)
+#[test]
+fn a_fenced_process_sends_nothing_it_had_queued() {
+    on_paused_tokio(async {
+        for fenced in [false, true] {
+            let ledger = memory();
+            let mut r = bare_runner(&ledger, config());
+            let mut rec = crate::ledger::tests::fixtures::rec("n1");
+            rec.local_state = LocalState::Working;
+            ledger.lock().unwrap().insert(rec, 1).unwrap();
+            r.queue.push_back(Queued {
+                lane: 0,
+                node: "n1".into(),
+                out: crate::protocol::Outbound::Poll {
+                    operation_id: "t-1".into(),
+                },
+                seq: 1,
+            });
+            if fenced {
+                ledger.lock().unwrap().bump_epoch().unwrap();
+            }
+            let (t, mut out_rx, _in_tx) = ChannelTransport::pair();
+            let mut transports = [t];
+            assert!(r.flush(&mut transports).await.is_ok());
+            assert!(r.queue.is_empty());
+            assert_eq!(out_rx.try_recv().is_ok(), !fenced, "fenced {fenced}");
+            assert_eq!(r.fenced.contains("n1"), fenced);
+        }
+    });
+}
+
 /// A crashed runner is dead: it loses no pending request (no `Lost` for a request it can
 /// no longer read) and acts on nothing more, however it came to leave its loop.
 #[test]
