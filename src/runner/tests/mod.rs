@@ -1971,6 +1971,66 @@ fn a_fenced_process_sends_nothing_it_had_queued() {
     });
 }
 
+/// A process's own last status read of a node is the time it last sent a poll for it, not any
+/// send: a take-up resumes polling the policy's delay after it (`own_read_not_before`; mcp_ext_faults
+/// seed 428000), and a fetch or a cancel sent later must not push that back or pull it forward.
+#[test]
+fn the_last_read_sent_is_the_last_poll_sent() {
+    on_paused_tokio(async {
+        let ledger = memory();
+        let mut r = bare_runner(&ledger, config());
+        let mut rec = crate::ledger::tests::fixtures::rec("n1");
+        rec.local_state = LocalState::Working;
+        ledger.lock().unwrap().insert(rec, 1).unwrap();
+        let (t, _out_rx, _in_tx) = ChannelTransport::pair();
+        let mut transports = [t];
+        let send = |r: &mut Runner, out| {
+            r.queue.push_back(Queued {
+                lane: 0,
+                node: "n1".into(),
+                out,
+                seq: 1,
+            })
+        };
+        let operation_id = || "t-1".to_string();
+        tokio::time::advance(Duration::from_millis(5)).await;
+        send(
+            &mut r,
+            crate::protocol::Outbound::FetchResult {
+                operation_id: operation_id(),
+            },
+        );
+        assert!(r.flush(&mut transports).await.is_ok());
+        assert_eq!(
+            r.last_read_sent_ms.get("n1"),
+            None,
+            "a fetch is no status read"
+        );
+        tokio::time::advance(Duration::from_millis(5)).await;
+        send(
+            &mut r,
+            crate::protocol::Outbound::Poll {
+                operation_id: operation_id(),
+            },
+        );
+        assert!(r.flush(&mut transports).await.is_ok());
+        assert_eq!(r.last_read_sent_ms.get("n1"), Some(&10));
+        tokio::time::advance(Duration::from_millis(5_000)).await;
+        send(
+            &mut r,
+            crate::protocol::Outbound::FetchResult {
+                operation_id: operation_id(),
+            },
+        );
+        assert!(r.flush(&mut transports).await.is_ok());
+        assert_eq!(
+            r.last_read_sent_ms.get("n1"),
+            Some(&10),
+            "still the poll's time"
+        );
+    });
+}
+
 /// A crashed runner is dead: it loses no pending request (no `Lost` for a request it can
 /// no longer read) and acts on nothing more, however it came to leave its loop.
 #[test]
