@@ -172,7 +172,18 @@ enum Cmd {
 #[global_allocator]
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// `toolop-sim gate ... | head` closes stdout early. Rust ignores SIGPIPE, so the next print
+/// panicked with a backtrace; like any Unix tool, the process now ends quietly by the signal.
+fn quiet_on_closed_pipe() {
+    #[cfg(unix)]
+    // SAFETY: one signal's default disposition restored at start-up, before any thread runs.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
 fn main() -> ExitCode {
+    quiet_on_closed_pipe();
     let cli = Cli::parse();
     cli::set_color(cli.color);
     match cli.cmd {

@@ -672,3 +672,36 @@ fn bad_settings_are_usage_errors_that_name_them() {
         }
     }
 }
+
+/// `toolop-sim ... | head`: a reader that goes away ends the command quietly (by SIGPIPE, as
+/// any Unix tool), never with a panic and a backtrace on the terminal.
+#[test]
+#[cfg(unix)]
+fn a_closed_pipe_ends_the_command_quietly() {
+    use std::os::unix::process::ExitStatusExt as _;
+    let d = scratch("pipe");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_toolop-sim"))
+        .args([
+            "run",
+            "--scenario",
+            "scenarios/mcp_faults.toml",
+            "--seed",
+            "3",
+        ])
+        .args(["--reports", d.to_str().unwrap()])
+        .current_dir(root())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(
+        out.status.signal(),
+        Some(13),
+        "ended by SIGPIPE: {:?}",
+        out.status
+    );
+}
