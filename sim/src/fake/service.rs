@@ -120,6 +120,18 @@ pub struct Policy {
     pub input: InputDelivery,
     /// Every status change is also pushed to the client.
     pub notify_status: bool,
+    pub after_answer: AfterAnswer,
+}
+
+/// What a task's status does once its input request is answered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AfterAnswer {
+    /// It goes back to `working` at once (the spec's "should"; the Python SDK's `elicit()`).
+    Working,
+    /// The TS SDK leaves the move to the app (spec/mcp-tasks.md section 14), and not every app
+    /// makes it: for every other task (odd sequence numbers) the status stays `input_required`
+    /// while the work runs on, until it ends or asks again.
+    AppMayLeaveInputRequired,
 }
 
 /// How task ids look.

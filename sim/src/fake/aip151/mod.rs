@@ -37,7 +37,7 @@ use crate::fake::codec::{
     Request, Response, ResultBody, ResultShape, RunAs, Shape, Stop, Submit, TaskView,
 };
 use crate::fake::script::TaskScript;
-use crate::fake::service::{AtTerminal, CancelRule, Dedupe, InputDelivery, Policy};
+use crate::fake::service::{AfterAnswer, AtTerminal, CancelRule, Dedupe, InputDelivery, Policy};
 use crate::fake::truth::{payload_digest, TaskStatus};
 use crate::trace::Shows;
 
@@ -606,6 +606,7 @@ impl Codec for AipCodec {
             },
             input: InputDelivery::Shown,
             notify_status: false,
+            after_answer: AfterAnswer::Working,
         }
     }
 

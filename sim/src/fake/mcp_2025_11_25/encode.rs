@@ -10,7 +10,7 @@ use crate::fake::codec::{
 };
 use crate::fake::jsonrpc::{self, Direct, INTERNAL_ERROR, INVALID_PARAMS, TOOL_ERROR};
 use crate::fake::service::{
-    AtTerminal, CancelEffect, CancelRule, Dedupe, InputDelivery, Policy, RunningWork,
+    AfterAnswer, AtTerminal, CancelEffect, CancelRule, Dedupe, InputDelivery, Policy, RunningWork,
 };
 use crate::fake::truth::{payload_digest, TaskStatus};
 
@@ -267,6 +267,11 @@ impl Codec for McpCodec {
             dedupe: Dedupe::WhileRetained,
             input: InputDelivery::Pushed,
             notify_status: p != Profile::SpecStrict,
+            after_answer: if p == Profile::TsSdk {
+                AfterAnswer::AppMayLeaveInputRequired
+            } else {
+                AfterAnswer::Working
+            },
         }
     }
 

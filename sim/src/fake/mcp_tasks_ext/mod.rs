@@ -42,7 +42,7 @@ use crate::fake::jsonrpc::{
 use crate::fake::script::ScriptOutcome;
 #[cfg(test)]
 use crate::fake::script::TaskScript;
-use crate::fake::service::{AtTerminal, CancelRule, Dedupe, InputDelivery, Policy};
+use crate::fake::service::{AfterAnswer, AtTerminal, CancelRule, Dedupe, InputDelivery, Policy};
 use crate::fake::truth::{payload_digest, AnswerAction, TaskStatus};
 use crate::trace::Shows;
 
@@ -477,6 +477,7 @@ impl Codec for ExtCodec {
             dedupe: Dedupe::WhileRetained,
             input: InputDelivery::Shown,
             notify_status: false,
+            after_answer: AfterAnswer::Working,
         }
     }
 

@@ -3,8 +3,8 @@
 use rand::Rng;
 
 use super::{
-    CancelEffect, Dedupe, Ev, InlineRun, InputDelivery, KeyedInline, Reply, Task, TaskService,
-    Work, WorkState,
+    AfterAnswer, CancelEffect, Dedupe, Ev, InlineRun, InputDelivery, KeyedInline, Reply, Task,
+    TaskService, Work, WorkState,
 };
 use crate::fake::codec::{AnswerItem, CallId, Request, Response, ResultShape, RunAs, Submit};
 use crate::fake::truth::{StaleInputResponse, SyncRunKind, SyncRunTruth, TaskStatus, TaskTruth};
@@ -389,12 +389,21 @@ impl TaskService {
             r.content = item.content;
             r.answer_meant_for = meant_for;
             r.answered_by_frame = frame;
-            self.set_status(
-                seq,
-                TaskStatus::Working,
-                now,
-                crate::fake::codec::Note::Answered,
-            );
+            let app_leaves_it = self.cfg.policy.after_answer
+                == AfterAnswer::AppMayLeaveInputRequired
+                && seq % 2 == 1;
+            if app_leaves_it {
+                // Nothing changes that a client sees: the status stays `input_required` (no
+                // update, so no status push) while the work runs on.
+                self.reschedule(seq);
+            } else {
+                self.set_status(
+                    seq,
+                    TaskStatus::Working,
+                    now,
+                    crate::fake::codec::Note::Answered,
+                );
+            }
             return;
         }
         // Stale: attributed to the task it named, else the one whose round under this id was

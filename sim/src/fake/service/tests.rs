@@ -30,6 +30,7 @@ fn policy() -> Policy {
         dedupe: Dedupe::WhileRetained,
         input: InputDelivery::Shown,
         notify_status: false,
+        after_answer: AfterAnswer::Working,
     }
 }
 
@@ -441,4 +442,75 @@ fn an_inline_run_keeps_its_key_for_the_window_a_task_would() {
         )
         .is_empty());
     assert_eq!(s.truth().sync_runs.len(), 2, "a new run past the window");
+}
+
+/// A TS app may never move an answered task back to `working` (the SDK leaves it to the app):
+/// under that policy every other task's status stays `input_required` after its answer while
+/// its work runs on to the end; the other tasks, and every task under the spec's policy, go back
+/// to `working` at once.
+#[test]
+fn an_answered_task_stays_input_required_where_the_app_leaves_it() {
+    for after_answer in [AfterAnswer::Working, AfterAnswer::AppMayLeaveInputRequired] {
+        let mut s = service(Policy {
+            after_answer,
+            ..policy()
+        });
+        let mut ids = vec![];
+        for node in ["n1", "n2"] {
+            let script = TaskScript {
+                call_node: node.into(),
+                duration_ms: 1_000,
+                input_at_ms: vec![100],
+                ..TaskScript::default()
+            };
+            let submit = Request::Submit(Submit {
+                tool: "t".into(),
+                script,
+                key: None,
+                dedupe: false,
+                run: RunAs::Task,
+                requested_ttl_ms: None,
+            });
+            ids.push(id_of(&ask(&mut s, 0, submit)));
+        }
+        s.advance(100, &Plain);
+        let mut shown = vec![];
+        for id in &ids {
+            ask(&mut s, 110, Request::Poll { task: id.clone() });
+            let answer = Request::Answer {
+                task: Some(id.clone()),
+                items: vec![AnswerItem {
+                    candidates: vec![(id.clone(), 1)],
+                    prefer_task: Some(id.clone()),
+                    action: AnswerAction::Accept,
+                    content: None,
+                }],
+            };
+            ask(&mut s, 200, answer);
+            let Response::Task(view) = ask(&mut s, 300, Request::Poll { task: id.clone() }) else {
+                panic!("a live task reads back");
+            };
+            shown.push(view.status);
+        }
+        let stays = after_answer == AfterAnswer::AppMayLeaveInputRequired;
+        // Sequence numbers start at 1: the first task's is odd.
+        let left = if stays {
+            TaskStatus::InputRequired
+        } else {
+            TaskStatus::Working
+        };
+        assert_eq!(shown, [left, TaskStatus::Working], "{after_answer:?}");
+        s.advance(1_200, &Plain);
+        for id in &ids {
+            let Response::Task(view) = ask(&mut s, 1_200, Request::Poll { task: id.clone() })
+            else {
+                panic!("a live task reads back");
+            };
+            assert!(
+                view.status.is_terminal(),
+                "the work ran on to its end: {:?}",
+                view.status
+            );
+        }
+    }
 }
