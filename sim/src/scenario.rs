@@ -472,13 +472,21 @@ impl Scenario {
     }
 
     pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
-        let file = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|e| ScenarioError {
-            file: file.clone(),
-            field: "(file)".into(),
-            problem: format!("cannot read: {e}"),
-        })?;
+        let (file, text) = Scenario::read(path)?;
         Scenario::parse(&file, &text)
+    }
+
+    /// A scenario file's name (as errors give it) and text.
+    pub fn read(path: &Path) -> Result<(String, String), ScenarioError> {
+        let file = path.display().to_string();
+        match std::fs::read_to_string(path) {
+            Ok(text) => Ok((file, text)),
+            Err(e) => Err(ScenarioError {
+                file,
+                field: "(file)".into(),
+                problem: format!("cannot read: {e}"),
+            }),
+        }
     }
 
     pub fn parse(file: &str, text: &str) -> Result<Scenario, ScenarioError> {

@@ -532,6 +532,21 @@ fn color_follows_the_flag_and_no_color() {
     assert!(!String::from_utf8_lossy(&plain.stdout).contains("\u{1b}["));
 }
 
+/// `toolop-sim run --scenario <scenario> --seed <seed> --reports <reports> --set <set>`.
+fn run_set(scenario: &str, seed: &str, reports: &str, set: &str) -> Output {
+    sim(&[
+        "run",
+        "--scenario",
+        scenario,
+        "--seed",
+        seed,
+        "--reports",
+        reports,
+        "--set",
+        set,
+    ])
+}
+
 /// The `trace hash: ...` line of a run or replay.
 fn trace_hash(o: &Output) -> String {
     let t = text(o);
@@ -549,17 +564,12 @@ fn set_changes_a_field_and_every_printed_command_repeats_it() {
     let reports = d.to_str().unwrap();
     let canary = "scenarios/canary_must_fail.toml";
     // The canary ignores the server's poll interval; honouring it makes seed 3 pass.
-    let fixed = sim(&[
-        "run",
-        "--scenario",
+    let fixed = run_set(
         canary,
-        "--seed",
         "3",
-        "--reports",
         reports,
-        "--set",
         "executor.core.poll.honor_server_interval=true",
-    ]);
+    );
     assert_exit(&fixed, 0, "all properties hold");
     assert_exit(
         &run_seed(&root().join(canary), "3", &d),
@@ -597,17 +607,7 @@ fn set_changes_a_field_and_every_printed_command_repeats_it() {
     with_reports.extend(args);
     let replayed = sim(&with_reports);
     assert_exit(&replayed, 1, "poll_interval_honoured");
-    let direct = sim(&[
-        "run",
-        "--scenario",
-        canary,
-        "--seed",
-        "3",
-        "--reports",
-        reports,
-        "--set",
-        set,
-    ]);
+    let direct = run_set(canary, "3", reports, set);
     assert_eq!(trace_hash(&replayed), trace_hash(&direct));
     let unset = run_seed(&root().join(canary), "3", &d);
     assert_ne!(

@@ -65,6 +65,17 @@ fn shard_with(
     reports.join("gate").join(format!("shard-{k}-of-{n}"))
 }
 
+/// One gate over the whole plan (no shard) into `<reports>/gate`.
+fn single_run(reports: &Path, set: &[&str], flags: &[&str], series: u64, start: u64) -> Output {
+    let (series, start) = (series.to_string(), start.to_string());
+    let mut args = vec!["gate", "--scenario"];
+    args.extend(set);
+    args.extend(flags);
+    args.extend(["--series", &series, "--start-seed", &start]);
+    args.extend(["--reports", reports.to_str().unwrap()]);
+    sim(&args)
+}
+
 /// Every file under `dir` (relative path -> bytes), the wall-time figures and the report
 /// folder's own path blanked.
 fn report_files(dir: &Path) -> Vec<(String, String)> {
@@ -127,17 +138,7 @@ fn four_shards_merged_equal_one_run() {
     args.extend(["--reports", merged_reports.to_str().unwrap()]);
     let merged = sim(&args);
     let single_reports = base.join("single");
-    let mut args = vec!["gate", "--scenario"];
-    args.extend(SET);
-    args.extend([
-        "--series",
-        "90",
-        "--start-seed",
-        "5",
-        "--reports",
-        single_reports.to_str().unwrap(),
-    ]);
-    let single = sim(&args);
+    let single = single_run(&single_reports, &SET, &[], 90, 5);
     assert_eq!(
         merged.status.code(),
         single.status.code(),
@@ -307,16 +308,7 @@ fn shards_with_settings_merge_as_one_run_with_them() {
     ]
     .concat());
     let single_reports = base.join("single");
-    let mut args = vec!["gate", "--scenario"];
-    args.extend(set);
-    args.extend(flags);
-    args.extend([
-        "--series",
-        "10",
-        "--reports",
-        single_reports.to_str().unwrap(),
-    ]);
-    let single = sim(&args);
+    let single = single_run(&single_reports, set, &flags, 10, 0);
     assert_eq!(
         merged.status.code(),
         single.status.code(),
@@ -330,15 +322,7 @@ fn shards_with_settings_merge_as_one_run_with_them() {
     assert_eq!(m, one);
     // The settings changed the series: the same sweep without them hashes otherwise.
     let plain_reports = base.join("plain");
-    let mut args = vec!["gate", "--scenario"];
-    args.extend(set);
-    args.extend([
-        "--series",
-        "10",
-        "--reports",
-        plain_reports.to_str().unwrap(),
-    ]);
-    sim(&args);
+    single_run(&plain_reports, set, &[], 10, 0);
     let csv = |d: &Path| std::fs::read_to_string(d.join("gate/series.csv")).unwrap();
     assert_ne!(csv(&single_reports), csv(&plain_reports));
     let plain = shard(&base.join("p"), set, 10, 0, 1, 2)

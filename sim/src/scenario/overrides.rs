@@ -146,16 +146,10 @@ fn check_kind(unit: Unit, pair: bool, value: &toml::Value) -> Result<(), String>
 
 /// Loads `file` and applies `sets` in order. With no settings this is [`Scenario::load`].
 pub fn load(file: &std::path::Path, sets: &[Setting]) -> Result<Scenario, ScenarioError> {
-    let scenario = Scenario::load(file)?;
+    let (name, text) = Scenario::read(file)?;
     if sets.is_empty() {
-        return Ok(scenario);
+        return Scenario::parse(&name, &text);
     }
-    let name = file.display().to_string();
-    let text = std::fs::read_to_string(file).map_err(|e| ScenarioError {
-        file: name.clone(),
-        field: "(file)".into(),
-        problem: format!("cannot read: {e}"),
-    })?;
     apply(&name, &text, sets)
 }
 

@@ -1809,10 +1809,7 @@ fn a_submission_is_left_to_its_sender_while_the_sender_beats() {
     on_tokio(async {
         let ledger = memory();
         let mut r = bare_runner(&ledger, config());
-        let mut rec = crate::ledger::tests::fixtures::rec("n1");
-        rec.local_state = LocalState::Submitting;
-        rec.submit_attempts = 1;
-        rec.submitted_by = Some(42);
+        let rec = submitting_of_42();
         assert_eq!(r.sender_alive_until_ms(&rec), None, "no beat");
         let now_ms = r.now_ms();
         beat_42(&ledger, 1, now_ms);
@@ -1856,10 +1853,7 @@ fn a_submission_lease_runs_on_a_request_timeout_past_the_senders_last_beat() {
         let mut cfg = config();
         cfg.beat_timeout_ms = 1;
         let mut r = bare_runner(&ledger, cfg);
-        let mut rec = crate::ledger::tests::fixtures::rec("n1");
-        rec.local_state = LocalState::Submitting;
-        rec.submit_attempts = 1;
-        rec.submitted_by = Some(42);
+        let rec = submitting_of_42();
         ledger.lock().unwrap().insert(rec, 1).unwrap();
         let beat_ms = r.now_ms();
         beat_42(&ledger, 1, beat_ms);
@@ -1913,10 +1907,7 @@ fn a_beat_or_a_lease_that_ends_this_millisecond_holds_nothing() {
         cfg.beat_timeout_ms = 1_000;
         cfg.request_timeout_ms = 10_000;
         let mut r = bare_runner(&ledger, cfg);
-        let mut rec = crate::ledger::tests::fixtures::rec("n1");
-        rec.local_state = LocalState::Submitting;
-        rec.submit_attempts = 1;
-        rec.submitted_by = Some(42);
+        let rec = submitting_of_42();
         ledger.lock().unwrap().insert(rec.clone(), 1).unwrap();
         beat_42(&ledger, 1, r.now_ms());
         tokio::time::advance(Duration::from_millis(999)).await;
@@ -1947,9 +1938,7 @@ fn a_fenced_process_sends_nothing_it_had_queued() {
         for fenced in [false, true] {
             let ledger = memory();
             let mut r = bare_runner(&ledger, config());
-            let mut rec = crate::ledger::tests::fixtures::rec("n1");
-            rec.local_state = LocalState::Working;
-            ledger.lock().unwrap().insert(rec, 1).unwrap();
+            insert_working_n1(&ledger);
             r.queue.push_back(Queued {
                 lane: 0,
                 node: "n1".into(),
@@ -1979,9 +1968,7 @@ fn the_last_read_sent_is_the_last_poll_sent() {
     on_paused_tokio(async {
         let ledger = memory();
         let mut r = bare_runner(&ledger, config());
-        let mut rec = crate::ledger::tests::fixtures::rec("n1");
-        rec.local_state = LocalState::Working;
-        ledger.lock().unwrap().insert(rec, 1).unwrap();
+        insert_working_n1(&ledger);
         let (t, _out_rx, _in_tx) = ChannelTransport::pair();
         let mut transports = [t];
         let send = |r: &mut Runner, out| {
@@ -2191,13 +2178,26 @@ fn a_zero_beat_interval_never_beats() {
     });
 }
 
-/// `n1` in the ledger as process 42 (epoch 1) left it: its submission sent and in flight.
-fn sent_by_42(ledger: &SharedLedger) {
+/// n1 in SUBMITTING, its submission sent by process 42 (another process of this epoch).
+fn submitting_of_42() -> ToolOperation {
     let mut rec = crate::ledger::tests::fixtures::rec("n1");
     rec.local_state = LocalState::Submitting;
     rec.submit_attempts = 1;
-    rec.submitted_at_ms = Some(0);
     rec.submitted_by = Some(42);
+    rec
+}
+
+/// n1 in WORKING, inserted in `ledger`.
+fn insert_working_n1(ledger: &SharedLedger) {
+    let mut rec = crate::ledger::tests::fixtures::rec("n1");
+    rec.local_state = LocalState::Working;
+    ledger.lock().unwrap().insert(rec, 1).unwrap();
+}
+
+/// `n1` in the ledger as process 42 (epoch 1) left it: its submission sent and in flight.
+fn sent_by_42(ledger: &SharedLedger) {
+    let mut rec = submitting_of_42();
+    rec.submitted_at_ms = Some(0);
     ledger.lock().unwrap().insert(rec, 1).unwrap();
 }
 
