@@ -2018,6 +2018,28 @@ fn the_last_read_sent_is_the_last_poll_sent() {
     });
 }
 
+/// A fence ends one record's work: its timers go, and every other node's stay.
+#[test]
+fn a_fence_drops_only_the_fenced_nodes_timers() {
+    on_paused_tokio(async {
+        let ledger = memory();
+        let mut r = bare_runner(&ledger, config());
+        r.set_timer("n1", Timer::PollDue, 1_000);
+        r.set_timer("n1", Timer::CancelRequery, 2_000);
+        r.set_timer("n2", Timer::PollDue, 1_500);
+        let e = crate::ledger::LedgerError::StaleEpoch {
+            call_node_id: "n1".into(),
+            writer: 1,
+            current: 2,
+        };
+        r.fence("n1", e);
+        assert!(r.fenced.contains("n1"));
+        let left: Vec<(u64, String, Timer)> = r.timers.iter().cloned().collect();
+        assert_eq!(left, vec![(1_500, "n2".to_string(), Timer::PollDue)]);
+        assert_eq!(r.timer_at.len(), 1);
+    });
+}
+
 /// A crashed runner is dead: it loses no pending request (no `Lost` for a request it can
 /// no longer read) and acts on nothing more, however it came to leave its loop.
 #[test]
