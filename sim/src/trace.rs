@@ -280,6 +280,11 @@ pub struct BeginConfig {
     /// `run_sync`. Written only when there is one, so other traces keep their bytes.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub sync_tools: Vec<String>,
+    /// Of those, the tools whose published bound is longer than the request timeout, with the
+    /// bound: a synchronous call of one is waited for up to its bound, not a request timeout.
+    /// Written only when there is one (session 38), so other traces keep their bytes.
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub slow_sync_bounds_ms: std::collections::BTreeMap<String, u64>,
 }
 
 /// A call node as the caller will submit it.

@@ -89,10 +89,14 @@ pub enum Mutation {
     /// real crash (kill -9, a power cut) runs no clean-up, so replicas that read "left" from
     /// the ended beat in the simulator read "frozen" from a stale one in life.
     EndBeatOnCrash,
+    /// Give a synchronous call the request timeout, not the bound its tool published: a slow
+    /// tool that promised an answer within a minute is handed to a person at ten seconds,
+    /// although its answer (and its effect) is on the way.
+    SyncCallOnRequestTimeout,
 }
 
 impl Mutation {
-    pub const ALL: [Mutation; 30] = [
+    pub const ALL: [Mutation; 31] = [
         Mutation::FreshKeyOnSubmitTimeout,
         Mutation::ResubmitWithoutLookup,
         Mutation::FailOnCancelClick,
@@ -123,6 +127,7 @@ impl Mutation {
         Mutation::RefuseSynchronousTools,
         Mutation::LookupWithoutExtension,
         Mutation::EndBeatOnCrash,
+        Mutation::SyncCallOnRequestTimeout,
     ];
 
     pub fn name(self) -> String {

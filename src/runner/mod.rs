@@ -890,7 +890,8 @@ impl Runner {
 
     fn timeout_for(&self, q: &Queued) -> u64 {
         match &q.out {
-            Outbound::SubmitSync { tool, .. } => self.lanes[q.lane]
+            Outbound::SubmitSync { tool, .. } if !planted!(self, SyncCallOnRequestTimeout) => self
+                .lanes[q.lane]
                 .caps
                 .tools
                 .get(tool)

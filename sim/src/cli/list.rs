@@ -143,6 +143,10 @@ pub const CHECKER_LINES: &[(&str, &str)] = &[
         "nothing_written_after_crash",
         "a process whose crash fail point fired writes nothing more to the ledger",
     ),
+    (
+        "sync_reply_awaited",
+        "a synchronous call of a slow tool is waited for up to the bound the tool published",
+    ),
 ];
 
 /// One line per gate (the rows of every gate table).

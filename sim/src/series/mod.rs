@@ -295,6 +295,19 @@ pub async fn world_main(sc: Scenario, params: Params) -> SeriesResult {
 /// The tools of the series' call nodes the executor is configured to run synchronously (their
 /// descriptor forbids tasks in so many words and publishes a bound, and the executor runs such
 /// tools synchronously), in name order.
+/// The synchronous tools (`sync_tools`) whose bound is longer than the request timeout, with
+/// their bounds.
+fn slow_sync_bounds_ms(sc: &Scenario, params: &Params) -> BTreeMap<String, u64> {
+    let runs_sync = sync_tools(sc, params);
+    sc.workload
+        .tools
+        .iter()
+        .filter(|t| runs_sync.contains(&t.name))
+        .filter_map(|t| Some((t.name.clone(), t.sync_upper_bound_ms?)))
+        .filter(|(_, bound_ms)| *bound_ms > sc.executor.request_timeout_ms)
+        .collect()
+}
+
 fn sync_tools(sc: &Scenario, params: &Params) -> Vec<String> {
     if sc.executor.no_task_support != toolop::runner::NoTaskSupport::RunSync {
         return Vec::new();
@@ -360,6 +373,7 @@ pub async fn world_main_with(sc: Scenario, params: Params, mode: PlanMode) -> Se
                     .any(|n| n.cancel_by_request && n.cancel_at_ms.is_some())
                     .then_some(sc.executor.cancel_request_check_ms),
                 sync_tools: sync_tools(&sc, &params),
+                slow_sync_bounds_ms: slow_sync_bounds_ms(&sc, &params),
             }),
         },
     );

@@ -75,6 +75,8 @@ pub mod settles_within_bound;
 pub mod shadow_never_reaches_outbox;
 /// The stall watch rescues a node only when another process of its epoch drove it.
 pub mod stall_only_behind_another_process;
+/// A synchronous call of a slow tool is waited for up to the tool's published bound.
+pub mod sync_reply_awaited;
 /// A call is task-augmented only for a tool whose listed descriptor allows tasks.
 pub mod task_calls_only_where_listed;
 /// 4. Every UNKNOWN operation is queryable by task id or by submission key.
@@ -99,7 +101,7 @@ pub struct Violation {
 type Checker = fn(&view::View) -> Vec<Violation>;
 
 /// Every checker, in report order: (name, check).
-pub const CHECKERS: [(&str, Checker); 30] = [
+pub const CHECKERS: [(&str, Checker); 31] = [
     (at_most_one_receipt::NAME, at_most_one_receipt::violations),
     (
         completed_needs_verified_result::NAME,
@@ -187,6 +189,7 @@ pub const CHECKERS: [(&str, Checker); 30] = [
         nothing_written_after_crash::NAME,
         nothing_written_after_crash::violations,
     ),
+    (sync_reply_awaited::NAME, sync_reply_awaited::violations),
 ];
 
 /// Run every checker over a trace, in `CHECKERS` order.
@@ -316,7 +319,8 @@ mod tests {
                 "stall_only_behind_another_process",
                 "task_calls_only_where_listed",
                 "runnable_call_not_refused",
-                "nothing_written_after_crash"
+                "nothing_written_after_crash",
+                "sync_reply_awaited"
             ]
         );
     }

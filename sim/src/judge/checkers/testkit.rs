@@ -58,6 +58,7 @@ impl Tb {
                 lanes: vec![crate::scenario::Protocol::Mcp20251125],
                 cancel_request_check_ms: None,
                 sync_tools: vec![],
+                slow_sync_bounds_ms: Default::default(),
             },
             events: vec![],
             t: 0,
