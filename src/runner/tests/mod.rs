@@ -1885,7 +1885,9 @@ fn a_submission_lease_runs_on_a_request_timeout_past_the_senders_last_beat() {
 }
 
 /// On a paused clock: `now_ms` moves only by `tokio::time::advance`, so a test can stand at
-/// the exact millisecond a rule turns on.
+/// the exact millisecond a rule turns on. Real tokio's `test-util` only: under `--cfg madsim`
+/// (the ledger suite builds these tests too) time is madsim's.
+#[cfg(not(madsim))]
 fn on_paused_tokio(test: impl std::future::Future<Output = ()>) {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -1899,6 +1901,7 @@ fn on_paused_tokio(test: impl std::future::Future<Output = ()>) {
 /// ends at it has ended: at that instant neither holds on. Held, the lease would re-arm its timer
 /// for "now" and fire again at once, round after round, without time moving (the two `>` of
 /// `stall.rs` that `>=` survived 2,000 gate series: no series lands on the instant).
+#[cfg(not(madsim))]
 #[test]
 fn a_beat_or_a_lease_that_ends_this_millisecond_holds_nothing() {
     on_paused_tokio(async {
@@ -1932,6 +1935,7 @@ fn a_beat_or_a_lease_that_ends_this_millisecond_holds_nothing() {
 /// new epoch owns those records. Its queue is dropped and the nodes are fenced; an unfenced
 /// process sends. (The survey's `flush` survivors: the guard deleted, or run only on an empty
 /// queue, passed 2,000 gate series; 20,000 caught it once, at mcp seed 13,283.)
+#[cfg(not(madsim))]
 #[test]
 fn a_fenced_process_sends_nothing_it_had_queued() {
     on_paused_tokio(async {
@@ -1963,6 +1967,7 @@ fn a_fenced_process_sends_nothing_it_had_queued() {
 /// A process's own last status read of a node is the time it last sent a poll for it, not any
 /// send: a take-up resumes polling the policy's delay after it (`own_read_not_before`; mcp_ext_faults
 /// seed 428000), and a fetch or a cancel sent later must not push that back or pull it forward.
+#[cfg(not(madsim))]
 #[test]
 fn the_last_read_sent_is_the_last_poll_sent() {
     on_paused_tokio(async {
@@ -2019,6 +2024,7 @@ fn the_last_read_sent_is_the_last_poll_sent() {
 }
 
 /// A fence ends one record's work: its timers go, and every other node's stay.
+#[cfg(not(madsim))]
 #[test]
 fn a_fence_drops_only_the_fenced_nodes_timers() {
     on_paused_tokio(async {
@@ -2042,6 +2048,7 @@ fn a_fence_drops_only_the_fenced_nodes_timers() {
 
 /// A crashed runner is dead: it loses no pending request (no `Lost` for a request it can
 /// no longer read) and acts on nothing more, however it came to leave its loop.
+#[cfg(not(madsim))]
 #[test]
 fn a_crashed_runner_fails_nothing_pending() {
     on_paused_tokio(async {
@@ -2074,6 +2081,7 @@ fn a_crashed_runner_fails_nothing_pending() {
 
 /// With nothing to do, the loop still wakes an idle period from now (every wait is bounded),
 /// and anything due sooner (a timer) wakes it sooner; never earlier than now.
+#[cfg(not(madsim))]
 #[test]
 fn an_idle_runner_wakes_an_idle_period_from_now() {
     on_paused_tokio(async {
@@ -2210,6 +2218,7 @@ fn submitting_of_42() -> ToolOperation {
 }
 
 /// n1 in WORKING, inserted in `ledger`.
+#[cfg(not(madsim))]
 fn insert_working_n1(ledger: &SharedLedger) {
     let mut rec = crate::ledger::tests::fixtures::rec("n1");
     rec.local_state = LocalState::Working;
