@@ -1943,14 +1943,7 @@ fn a_fenced_process_sends_nothing_it_had_queued() {
             let ledger = memory();
             let mut r = bare_runner(&ledger, config());
             insert_working_n1(&ledger);
-            r.queue.push_back(Queued {
-                lane: 0,
-                node: "n1".into(),
-                out: crate::protocol::Outbound::Poll {
-                    operation_id: "t-1".into(),
-                },
-                seq: 1,
-            });
+            queue_n1(&mut r, poll_t1());
             if fenced {
                 ledger.lock().unwrap().bump_epoch().unwrap();
             }
@@ -1976,50 +1969,17 @@ fn the_last_read_sent_is_the_last_poll_sent() {
         insert_working_n1(&ledger);
         let (t, _out_rx, _in_tx) = ChannelTransport::pair();
         let mut transports = [t];
-        let send = |r: &mut Runner, out| {
-            r.queue.push_back(Queued {
-                lane: 0,
-                node: "n1".into(),
-                out,
-                seq: 1,
-            })
-        };
-        let operation_id = || "t-1".to_string();
-        tokio::time::advance(Duration::from_millis(5)).await;
-        send(
-            &mut r,
-            crate::protocol::Outbound::FetchResult {
-                operation_id: operation_id(),
-            },
-        );
-        assert!(r.flush(&mut transports).await.is_ok());
-        assert_eq!(
-            r.last_read_sent_ms.get("n1"),
-            None,
-            "a fetch is no status read"
-        );
-        tokio::time::advance(Duration::from_millis(5)).await;
-        send(
-            &mut r,
-            crate::protocol::Outbound::Poll {
-                operation_id: operation_id(),
-            },
-        );
-        assert!(r.flush(&mut transports).await.is_ok());
-        assert_eq!(r.last_read_sent_ms.get("n1"), Some(&10));
-        tokio::time::advance(Duration::from_millis(5_000)).await;
-        send(
-            &mut r,
-            crate::protocol::Outbound::FetchResult {
-                operation_id: operation_id(),
-            },
-        );
-        assert!(r.flush(&mut transports).await.is_ok());
-        assert_eq!(
-            r.last_read_sent_ms.get("n1"),
-            Some(&10),
-            "still the poll's time"
-        );
+        // Each step: time moves on by `after_ms`, `out` for n1 is queued and flushed.
+        for (after_ms, out, read_ms, why) in [
+            (5, fetch_t1(), None, "a fetch is no status read"),
+            (5, poll_t1(), Some(10), "the poll's time"),
+            (5_000, fetch_t1(), Some(10), "still the poll's time"),
+        ] {
+            tokio::time::advance(Duration::from_millis(after_ms)).await;
+            queue_n1(&mut r, out);
+            assert!(r.flush(&mut transports).await.is_ok());
+            assert_eq!(r.last_read_sent_ms.get("n1").copied(), read_ms, "{why}");
+        }
     });
 }
 
@@ -2215,6 +2175,31 @@ fn submitting_of_42() -> ToolOperation {
     rec.submit_attempts = 1;
     rec.submitted_by = Some(42);
     rec
+}
+
+/// Queues `out` for n1 on lane 0, as the runner's own sends are queued.
+#[cfg(not(madsim))]
+fn queue_n1(r: &mut Runner, out: crate::protocol::Outbound) {
+    r.queue.push_back(Queued {
+        lane: 0,
+        node: "n1".into(),
+        out,
+        seq: 1,
+    });
+}
+
+#[cfg(not(madsim))]
+fn poll_t1() -> crate::protocol::Outbound {
+    crate::protocol::Outbound::Poll {
+        operation_id: "t-1".into(),
+    }
+}
+
+#[cfg(not(madsim))]
+fn fetch_t1() -> crate::protocol::Outbound {
+    crate::protocol::Outbound::FetchResult {
+        operation_id: "t-1".into(),
+    }
 }
 
 /// n1 in WORKING, inserted in `ledger`.

@@ -36,13 +36,6 @@ pub fn violations(v: &View) -> Vec<Violation> {
     submitted.extend(t.tasks.values().map(|k| k.call_node.as_str()));
     submitted.extend(t.tasks_created_per_call_node.keys().map(String::as_str));
     submitted.extend(t.forbidden_task_calls.iter().map(|c| c.call_node.as_str()));
-    let tool_of = |node: &str| {
-        v.config
-            .nodes
-            .iter()
-            .find(|n| n.id == node)
-            .map(|n| n.tool.as_str())
-    };
     store_facts(v.trace)
         .into_iter()
         .filter(|(_, (_, fact))| {
@@ -53,7 +46,7 @@ pub fn violations(v: &View) -> Vec<Violation> {
         })
         .filter(|(node, _)| !submitted.contains(node.as_str()))
         .filter_map(|(node, _)| {
-            let tool = tool_of(&node)?;
+            let tool = v.tool_of(&node)?;
             v.config.sync_tools.iter().any(|t| t == tool).then(|| Violation {
                 checker: NAME,
                 node: Some(node.clone()),

@@ -18,10 +18,8 @@ pub fn violations(v: &View) -> Vec<Violation> {
         .outbox
         .iter()
         .filter(|e| {
-            v.config
-                .nodes
-                .iter()
-                .any(|n| n.id == e.call_node_id && v.config.shadow_tools.contains(&n.tool))
+            v.tool_of(&e.call_node_id)
+                .is_some_and(|t| v.config.shadow_tools.iter().any(|s| s == t))
         })
         .map(|e| Violation {
             checker: NAME,

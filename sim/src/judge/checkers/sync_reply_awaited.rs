@@ -28,13 +28,6 @@ pub fn violations(v: &View) -> Vec<Violation> {
     if bounds.is_empty() {
         return vec![];
     }
-    let tool_of = |node: &str| {
-        v.config
-            .nodes
-            .iter()
-            .find(|n| n.id == node)
-            .map(|n| n.tool.as_str())
-    };
     let epochs = newest_epochs(v.trace);
     let replies = arrivals(v.trace);
     let mut out = vec![];
@@ -42,7 +35,7 @@ pub fn violations(v: &View) -> Vec<Violation> {
         if fact != StoreFact::Reconcile {
             continue;
         }
-        let Some(bound_ms) = tool_of(&node).and_then(|t| bounds.get(t)).copied() else {
+        let Some(bound_ms) = v.tool_of(&node).and_then(|t| bounds.get(t)).copied() else {
             continue;
         };
         let came = sends(v.trace)

@@ -122,6 +122,15 @@ impl<'a> View<'a> {
             .find(|n| n.id == node)
             .map(|n| n.key.as_str())
     }
+
+    /// The tool the caller calls for `node`.
+    pub fn tool_of(&self, node: &str) -> Option<&'a str> {
+        self.config
+            .nodes
+            .iter()
+            .find(|n| n.id == node)
+            .map(|n| n.tool.as_str())
+    }
 }
 
 /// Run `f` over a complete trace, or report the single incomplete-trace violation.
