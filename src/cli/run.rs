@@ -188,9 +188,7 @@ fn prepare(
     }
     // The target first: whatever happens next, `resume` knows where this node's server is.
     store.set_target(&id, target)?;
-    let digest =
-        crate::digest::sha256_hex(format!("{id}/{}/{}", unix_ms(), std::process::id()).as_bytes());
-    let key = format!("toolop-{}", &digest[..32]);
+    let key = mint_submission_key(&format!("{id}/{}/{}", unix_ms(), std::process::id()));
     Ok((
         id.clone(),
         Some(CallNode {
@@ -200,6 +198,20 @@ fn prepare(
             submission_key: key,
         }),
     ))
+}
+
+/// A fresh submission key: a UUID4 made of the first 16 bytes of `seed`'s SHA-256. The key rides
+/// as AIP-155 `request_id`, which a service may require to be a UUID4 (36 characters); MCP
+/// servers take any string, so one form serves every protocol.
+fn mint_submission_key(seed: &str) -> String {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(seed.as_bytes());
+    let mut bytes = [0u8; 16];
+    bytes.copy_from_slice(&digest[..16]);
+    uuid::Builder::from_random_bytes(bytes)
+        .into_uuid()
+        .hyphenated()
+        .to_string()
 }
 
 pub fn call(
@@ -502,4 +514,21 @@ fn settled(records: &[ToolOperation], nodes: &BTreeSet<String>, notes: &SharedNo
         && records
             .iter()
             .all(|r| r.local_state.is_final() || notes.fenced.contains_key(&r.call_node_id))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::mint_submission_key;
+
+    #[test]
+    fn a_minted_key_is_a_uuid4_of_36_characters() {
+        let key = mint_submission_key("report-0/1765000000000/4242");
+        assert_eq!(key.len(), 36, "{key}");
+        let parsed = uuid::Uuid::parse_str(&key).expect("a UUID");
+        assert_eq!(parsed.get_version(), Some(uuid::Version::Random), "{key}");
+        assert_eq!(parsed.get_variant(), uuid::Variant::RFC4122, "{key}");
+        assert_eq!(parsed.hyphenated().to_string(), key, "lower case, hyphenated");
+        assert_eq!(key, mint_submission_key("report-0/1765000000000/4242"));
+        assert_ne!(key, mint_submission_key("report-0/1765000000001/4242"));
+    }
 }

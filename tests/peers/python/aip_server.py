@@ -6,6 +6,8 @@ no official AIP-151 server SDK to use instead.
 
 - POST /v1/reports:{tool}   body: the arguments plus AIP-155 `requestId` -> an Operation.
   Deduplicates by requestId (returns the existing operation) and counts creations per key.
+  A requestId must be a UUID4 (lower-case, hyphenated): AIP-155 lets a method require that form
+  with `(google.api.field_info).format = UUID4`; anything else is 400 INVALID_ARGUMENT.
   Tools: build_report {month, ms?} completes; failing_job ends with error code 13; slow_job
   {ms?} runs ms (default 30000) and honours cancel.
 - GET  /v1/operations/{id}          -> the Operation (`done` omitted while running, as proto3 does)
@@ -50,6 +52,14 @@ def view(op):
     return out
 
 
+def is_uuid4(text):
+    try:
+        parsed = uuid.UUID(text)
+    except (ValueError, TypeError, AttributeError):
+        return False
+    return parsed.version == 4 and str(parsed) == text
+
+
 def status_error(http, code, status, message):
     return JSONResponse({"error": {"code": http, "message": message, "status": status}}, status_code=http)
 
@@ -60,6 +70,8 @@ async def submit(request):
         return status_error(404, 5, "NOT_FOUND", f"no method {tool}")
     body = await request.json()
     key = body.pop("requestId", None)
+    if key is not None and not is_uuid4(key):
+        return status_error(400, 3, "INVALID_ARGUMENT", "request_id must be a UUID4")
     if key and key in BY_KEY:
         return JSONResponse(view(OPS[BY_KEY[key]]))
     op_id = uuid.uuid4().hex
