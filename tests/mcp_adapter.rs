@@ -1014,12 +1014,30 @@ fn frame(
 #[test]
 fn classifies_real_inbound_frames() {
     let a = adapter();
-    match a.classify(&server_frame(TS, "02-happy-path-poll", 17)) {
-        Inbound::Ignored { what } => assert!(what.contains("notifications/tasks/status"), "{what}"),
+    // A status notification is read as the task it carries (the runner hands it on only
+    // after a confirmed cancel); one whose params are no task is malformed, never a panic.
+    for sdk in [TS, PY] {
+        match a.classify(&server_frame(sdk, "02-happy-path-poll", 17)) {
+            Inbound::StatusPushed(v) => {
+                assert!(!v.operation_id.is_empty(), "{sdk}: {v:?}");
+                assert_eq!(v.status, ProtocolStatus::Working, "{sdk}");
+            }
+            other => panic!("{sdk}: {other:?}"),
+        }
+    }
+    let no_task = br#"{"jsonrpc":"2.0","method":"notifications/tasks/status","params":{"status":"completed"}}"#;
+    match a.classify(&frame(200, None, None, no_task)) {
+        Inbound::Malformed { reason } => {
+            assert!(
+                reason.starts_with("notifications/tasks/status: "),
+                "{reason}"
+            )
+        }
         other => panic!("{other:?}"),
     }
+    let other_note = br#"{"jsonrpc":"2.0","method":"notifications/progress","params":{}}"#;
     assert!(matches!(
-        a.classify(&server_frame(PY, "02-happy-path-poll", 24)),
+        a.classify(&frame(200, None, None, other_note)),
         Inbound::Ignored { .. }
     ));
     assert_eq!(

@@ -527,7 +527,11 @@ mod tests {
         let parsed = uuid::Uuid::parse_str(&key).expect("a UUID");
         assert_eq!(parsed.get_version(), Some(uuid::Version::Random), "{key}");
         assert_eq!(parsed.get_variant(), uuid::Variant::RFC4122, "{key}");
-        assert_eq!(parsed.hyphenated().to_string(), key, "lower case, hyphenated");
+        assert_eq!(
+            parsed.hyphenated().to_string(),
+            key,
+            "lower case, hyphenated"
+        );
         assert_eq!(key, mint_submission_key("report-0/1765000000000/4242"));
         assert_ne!(key, mint_submission_key("report-0/1765000000001/4242"));
     }

@@ -259,6 +259,9 @@ impl<'a> Machine<'a> {
                 }
                 STAYED
             }
+            // Advisory while the operation lives (MCP §7): polls decide, so a push that raced a
+            // newer poll reply can never move the record back.
+            Event::StatusPushed(_) => rejected(Rejection::NotApplicable),
         }
     }
 
@@ -266,7 +269,8 @@ impl<'a> Machine<'a> {
         if let Event::Reply {
             reply: Reply::Status(v) | Reply::CancelAcknowledged(v),
             ..
-        } = ev
+        }
+        | Event::StatusPushed(v) = ev
         {
             let late_completion = matches!(v.status, P::Completed | P::Failed);
             let after_cancel = self.rec.local_state == S::CancelledAccepted
@@ -274,6 +278,7 @@ impl<'a> Machine<'a> {
             if after_cancel
                 && late_completion
                 && Some(&v.operation_id) == self.rec.operation_id.as_ref()
+                && !mutated!(self, EffectReconciliationDropped)
             {
                 self.cmds.push(Command::EffectReconciliation {
                     reason: format!(
@@ -286,6 +291,10 @@ impl<'a> Machine<'a> {
         }
         if let Event::CallerDetached = ev {
             self.rec.caller_detached = true;
+            return STAYED;
+        }
+        // A push asked for nothing: one that changes nothing is no refusal either.
+        if let Event::StatusPushed(_) = ev {
             return STAYED;
         }
         rejected(Rejection::AlreadyFinal)

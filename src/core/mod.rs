@@ -13,7 +13,7 @@ pub mod transitions;
 
 use serde::{Deserialize, Serialize};
 
-use crate::protocol::{ApprovalReply, InputRequest, Outbound, Reply, RequestKind};
+use crate::protocol::{ApprovalReply, InputRequest, Outbound, Reply, RequestKind, TaskView};
 use crate::record::{LocalState, TerminalState, ToolOperation};
 pub use poll::{PollPolicy, QpsLimiter};
 
@@ -172,6 +172,10 @@ pub enum Event {
     CancelClicked,
     /// The caller stopped waiting. Never a server-side cancel.
     CallerDetached,
+    /// The server pushed the operation's status unasked (an MCP status notification). Advisory:
+    /// a live operation keeps being polled; after a confirmed cancel, a task shown ending after
+    /// all raises an effect reconciliation, as a late status reply does.
+    StatusPushed(TaskView),
 }
 
 impl Event {
@@ -188,6 +192,7 @@ impl Event {
             Event::ApprovalReplied { .. } => "approval_replied".into(),
             Event::CancelClicked => "cancel_clicked".into(),
             Event::CallerDetached => "caller_detached".into(),
+            Event::StatusPushed(_) => "status_pushed".into(),
         }
     }
 }

@@ -93,10 +93,14 @@ pub enum Mutation {
     /// tool that promised an answer within a minute is handed to a person at ten seconds,
     /// although its answer (and its effect) is on the way.
     SyncCallOnRequestTimeout,
+    /// Drop a late completed or failed status that arrives after a confirmed cancel, as any
+    /// status after a final state is dropped: the cancelled effect may be real, the CANCELLED
+    /// receipt no longer tells the truth, and nobody is asked to undo or confirm it.
+    EffectReconciliationDropped,
 }
 
 impl Mutation {
-    pub const ALL: [Mutation; 31] = [
+    pub const ALL: [Mutation; 32] = [
         Mutation::FreshKeyOnSubmitTimeout,
         Mutation::ResubmitWithoutLookup,
         Mutation::FailOnCancelClick,
@@ -128,6 +132,7 @@ impl Mutation {
         Mutation::LookupWithoutExtension,
         Mutation::EndBeatOnCrash,
         Mutation::SyncCallOnRequestTimeout,
+        Mutation::EffectReconciliationDropped,
     ];
 
     pub fn name(self) -> String {

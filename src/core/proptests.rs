@@ -177,6 +177,7 @@ fn arb_ev() -> impl Strategy<Value = Ev> {
         })),
         1 => Just(Ev::Plain(Event::CancelClicked)),
         1 => Just(Ev::Plain(Event::CallerDetached)),
+        1 => arb_view().prop_map(|v| Ev::Plain(Event::StatusPushed(v))),
     ]
 }
 

@@ -762,6 +762,25 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
          reply:poll:status => stay [effect]",
     ),
     (
+        // mcp_faults seed 100: the server pushed `completed` for a task it had confirmed
+        // cancelled. A push is advisory while the operation lives (polls decide), changes nothing
+        // after any other end, and after a confirmed cancel asks for a person as a poll would.
+        "a pushed status moves nothing, except a task ending after its confirmed cancel",
+        |s| {
+            s.working().ev(Event::StatusPushed(view(P::Completed)));
+            s.ev(Event::CancelClicked).reply(RequestKind::Cancel, Reply::CancelAcknowledged(view(P::Cancelled)));
+            s.ev(Event::StatusPushed(view(P::Cancelled)));
+            s.ev(Event::StatusPushed(view(P::Failed)));
+        },
+        "start => stay [send:submit#1]
+         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
+         status_pushed => rejected:not_applicable
+         cancel_clicked => WORKING->CANCEL_REQUESTED [send:cancel#2]
+         reply:cancel:cancel_ack => CANCEL_REQUESTED->CANCELLED_ACCEPTED [accept:cancelled]
+         status_pushed => stay
+         status_pushed => stay [effect]",
+    ),
+    (
         "a late poll answer never overwrites a newer state",
         |s| {
             s.working().timer(Timer::PollDue).lost(RequestKind::Poll).timer(Timer::PollDue);

@@ -397,7 +397,21 @@ fn classify_frame(frame: &InFrame, parsed: &Result<Value, String>) -> Inbound {
     ) {
         (Some("elicitation/create"), true) => input_request(msg),
         (Some(m), true) => Inbound::ServerRequest(server_request(&msg["id"], m)),
-        // Status notifications are advisory (§7): the executor keeps polling.
+        // Status notifications are advisory (§7): the executor keeps polling, and reads one only
+        // to learn that a task it saw cancelled ended after all.
+        (Some("notifications/tasks/status"), false) => {
+            match msg.get("params").and_then(Value::as_object) {
+                Some(params) => match task(params) {
+                    Ok(view) => Inbound::StatusPushed(view),
+                    Err(reason) => Inbound::Malformed {
+                        reason: format!("notifications/tasks/status: {reason}"),
+                    },
+                },
+                None => Inbound::Malformed {
+                    reason: "notifications/tasks/status: params is not an object".into(),
+                },
+            }
+        }
         (Some(m), false) => Inbound::Ignored {
             what: format!("notification {m}"),
         },

@@ -315,7 +315,11 @@ pub enum Inbound {
     InputRequest(InputRequest),
     /// A server request the runner answers at once with [`Adapter::encode_server_answer`].
     ServerRequest(ServerRequest),
-    /// A notification or server request we do not act on (status notifications are advisory).
+    /// The server pushed an operation's status unasked (MCP `notifications/tasks/status`).
+    /// Advisory (the executor keeps polling): the runner hands it on only to a node whose cancel
+    /// was accepted, where a task shown ending after all needs a person.
+    StatusPushed(TaskView),
+    /// A notification or server request we do not act on.
     Ignored {
         what: String,
     },

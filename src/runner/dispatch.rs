@@ -301,6 +301,7 @@ impl Runner {
                 }
             }
             Inbound::ServerRequest(req) => self.answer_server_request(lane, req),
+            Inbound::StatusPushed(view) => self.on_status_pushed(view).await,
             Inbound::Ignored { .. } => {}
             // An HTTP response belongs to its POST: a body cut on the way fails that exchange
             // now (the adapter decodes it as malformed) instead of after the request timeout
@@ -315,6 +316,27 @@ impl Runner {
                 self.on_response(rpc_id, frame).await;
             }
             Inbound::Malformed { reason } => self.observe(Observation::Malformed { reason }),
+        }
+    }
+
+    /// A status the server pushed unasked. Advisory (MCP §7): a live node keeps polling, and a
+    /// final one has nothing a push could change, except a node whose cancel was accepted: a
+    /// task shown ending after all (its effect may be real) must reach a person. Only that node
+    /// hears it, so pushes cost nothing elsewhere (mcp_faults seed 100: the server pushed
+    /// `completed` for a task it had confirmed cancelled, and the executor dropped it).
+    async fn on_status_pushed(&mut self, view: crate::protocol::TaskView) {
+        let owner = self
+            .ledger
+            .lock()
+            .expect("ledger lock")
+            .by_operation_id(&view.operation_id);
+        match owner {
+            Ok(Some(rec)) if rec.local_state == crate::record::LocalState::CancelledAccepted => {
+                let node = rec.call_node_id.clone();
+                self.handle(&node, Event::StatusPushed(view)).await;
+            }
+            Ok(_) => {}
+            Err(e) => self.ledger_failed(e),
         }
     }
 

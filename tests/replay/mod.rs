@@ -212,6 +212,7 @@ pub fn render(adapter: &dyn Adapter, t: &Transcript, ext: bool) -> String {
     for m in &t.messages {
         let line = match adapter.classify(&m.frame) {
             Inbound::Ignored { what } => format!("ignored: {what}"),
+            Inbound::StatusPushed(v) => format!("status pushed {}", task(&v)),
             Inbound::Malformed { reason } => format!("MALFORMED: {reason}"),
             Inbound::ServerRequest(r) => format!(
                 "server request id={} method={} answered {}",

@@ -27,6 +27,9 @@ pub mod clicked_cancel_is_acted_on;
 pub mod completed_needs_verified_result;
 /// Once a result digest is in the ledger, no later write accepts another one.
 pub mod digest_kept_across_restart;
+/// A task shown ending after its confirmed cancel, read by the accepting process, is handed to
+/// a person (an effect reconciliation).
+pub mod effect_reconciliation_raised;
 /// An input round is answered with the answer given for it (never a replayed older one).
 pub mod input_answer_matches_round;
 /// The shared ledger's write history as the world recorded it.
@@ -101,7 +104,7 @@ pub struct Violation {
 type Checker = fn(&view::View) -> Vec<Violation>;
 
 /// Every checker, in report order: (name, check).
-pub const CHECKERS: [(&str, Checker); 31] = [
+pub const CHECKERS: [(&str, Checker); 32] = [
     (at_most_one_receipt::NAME, at_most_one_receipt::violations),
     (
         completed_needs_verified_result::NAME,
@@ -190,6 +193,10 @@ pub const CHECKERS: [(&str, Checker); 31] = [
         nothing_written_after_crash::violations,
     ),
     (sync_reply_awaited::NAME, sync_reply_awaited::violations),
+    (
+        effect_reconciliation_raised::NAME,
+        effect_reconciliation_raised::violations,
+    ),
 ];
 
 /// Run every checker over a trace, in `CHECKERS` order.
@@ -320,7 +327,8 @@ mod tests {
                 "task_calls_only_where_listed",
                 "runnable_call_not_refused",
                 "nothing_written_after_crash",
-                "sync_reply_awaited"
+                "sync_reply_awaited",
+                "effect_reconciliation_raised"
             ]
         );
     }
