@@ -522,7 +522,11 @@ impl Runner {
     /// in flight or a send queued (its answer or its timeout steps the node), or a timer still
     /// set that the record's state acts on. A timer is judged by stepping it on the record (the
     /// core is pure): one left from a state the record has since left drives nothing, and must
-    /// not keep the node from being taken up (mcp_sqlite seed 233).
+    /// not keep the node from being taken up (mcp_sqlite seed 233). A request in flight is
+    /// judged the same way, by its timeout: one older than what the record has applied is
+    /// answered as stale whatever comes back (mcp_replicas seed 592590: a fetch sent 10 s
+    /// before, long overtaken, covered a cancel whose committer had died, and the cancel waited
+    /// 6.5 s for that fetch's timeout).
     pub(super) fn drives_otherwise(
         &self,
         node: &str,
@@ -530,9 +534,16 @@ impl Runner {
         ctx: &Ctx,
         lane: usize,
     ) -> bool {
-        if self.pending.values().any(|p| p.node == node)
-            || self.queue.iter().any(|q| q.node == node)
-        {
+        let core = &self.lanes[lane].core;
+        let live_request = self.pending.values().filter(|p| p.node == node).any(|p| {
+            let lost = Event::Lost {
+                kind: p.kind,
+                seq: p.seq,
+                epoch: p.epoch,
+            };
+            !idle(&core::step(rec, &lost, ctx, core))
+        });
+        if live_request || self.queue.iter().any(|q| q.node == node) {
             return true;
         }
         self.timer_at
