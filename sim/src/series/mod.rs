@@ -486,6 +486,84 @@ mod tests {
         pub(super) static LAST_WORLD: RefCell<Weak<World>> = const { RefCell::new(Weak::new()) };
     }
 
+    /// The real SDKs send a task's `elicitation/create` on the `tasks/result` stream that waits
+    /// on that task. With two processes on one server (mcp_replicas seed 14, and 29 more of the
+    /// 900 listed series), the fake sent it to the newest connection instead, a process that
+    /// had not asked. Judged from the trace: every input push goes to a process whose result
+    /// read of that node was in flight, whenever one was; and here one goes to a process that
+    /// is not the newest to connect.
+    #[test]
+    fn an_input_request_rides_the_result_read_waiting_for_its_task() {
+        use crate::fake::codec::ExchangeKind as X;
+        use crate::trace::{Dir, What, WorldAction as A};
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios/mcp_replicas.toml");
+        let sc = Scenario::load(&path).expect("a default scenario loads");
+        let result = run_series_here(&sc, 14).expect("the series runs");
+        // In flight: (request id) -> (process, node), from a fetch's send to its reply's emission.
+        let mut reads: BTreeMap<u64, ((u64, u32), String)> = BTreeMap::new();
+        let (mut judged, mut not_newest) = (0, 0);
+        // The process that connected last (a restart, a replica, a rollback).
+        let mut newest = (1, 1);
+        for e in &result.trace.events {
+            if let What::World { action } = &e.what {
+                match action {
+                    A::ExecutorRestart { incarnation, epoch }
+                    | A::ReplicaStart { incarnation, epoch }
+                    | A::Rollback { incarnation, epoch } => newest = (*epoch, *incarnation),
+                    // A process that went down took its reads with it.
+                    A::ExecutorDown { incarnation, .. } | A::ReplicaStop { incarnation, .. } => {
+                        reads.retain(|_, ((_, i), _)| i != incarnation)
+                    }
+                    _ => {}
+                }
+            }
+            let What::Net {
+                dir,
+                exchange,
+                node,
+                epoch,
+                incarnation,
+                request_id,
+                ..
+            } = &e.what
+            else {
+                continue;
+            };
+            let process = (*epoch, *incarnation);
+            match (dir, exchange, node, request_id) {
+                (Dir::ToServer, X::Fetch, Some(n), Some(id)) => {
+                    reads.insert(*id, (process, n.clone()));
+                }
+                (Dir::ToExecutor, X::Fetch, _, Some(id)) => {
+                    reads.remove(id);
+                }
+                (Dir::ToExecutor, X::ServerRequest, Some(n), None) => {
+                    let waiting: Vec<(u64, u32)> = reads
+                        .values()
+                        .filter(|(_, node)| node == n)
+                        .map(|(p, _)| *p)
+                        .collect();
+                    if waiting.is_empty() {
+                        continue;
+                    }
+                    judged += 1;
+                    assert!(
+                        waiting.contains(&process),
+                        "at {} ms the input request for {n} went to {process:?}, not to a process whose result read waits: {waiting:?}",
+                        e.t_ms
+                    );
+                    not_newest += usize::from(process != newest);
+                }
+                _ => {}
+            }
+        }
+        assert!(judged > 0, "no input request met a waiting result read");
+        assert!(
+            not_newest > 0,
+            "every input request went to the newest process anyway"
+        );
+    }
+
     #[test]
     fn a_series_leaves_nothing_of_its_world_behind() {
         // Channel wakers held by tasks still waiting when a series ends form cycles through

@@ -523,8 +523,30 @@ impl Net {
         request_id
     }
 
+    /// Where the server of `lane` sends something unasked. An input request rides the stream
+    /// of a result read waiting on its task (the real SDKs send `elicitation/create` on the
+    /// `tasks/result` stream that holds the task, spec/mcp-tasks.md), the newest such read;
+    /// anything else, or an input request no read waits for, goes to the lane's newest
+    /// connection (its standalone GET stream).
+    fn push_target(&self, lane: usize, exchange: ExchangeKind, shown: &Shows) -> Option<u32> {
+        let waiting = match (exchange, shown) {
+            (ExchangeKind::ServerRequest, Shows::Input { task, .. }) => self
+                .inflight
+                .range((lane, CallId(0))..)
+                .take_while(|((l, _), _)| *l == lane)
+                .filter(|(_, i)| {
+                    i.exchange == ExchangeKind::Fetch && i.task.as_deref() == Some(task.as_str())
+                })
+                .map(|(_, i)| i.conn)
+                .filter(|c| self.conns.contains_key(c))
+                .max(),
+            _ => None,
+        };
+        waiting.or_else(|| self.latest_connection(lane))
+    }
+
     /// Something the server of `lane` sends unasked (an input request, a status notification):
-    /// to the lane's newest connection.
+    /// see [`Net::push_target`].
     pub fn push(
         &mut self,
         lane: usize,
@@ -533,7 +555,7 @@ impl Net {
         node: Option<String>,
         shown: Shows,
     ) {
-        let Some(conn) = self.latest_connection(lane) else {
+        let Some(conn) = self.push_target(lane, exchange, &shown) else {
             return;
         };
         let mut verdict = NetVerdict::Deliver;
