@@ -122,21 +122,10 @@ mod tests {
     use super::*;
     use crate::fake::codec::ExchangeKind;
     use crate::judge::checkers::ledger_writes::build;
-    use crate::judge::checkers::testkit::{assert_clean, Tb, SETTLED};
+    use crate::judge::checkers::testkit::{assert_clean, task_shows as shows, Tb, SETTLED};
     use crate::trace::{Dir, NetVerdict};
     use toolop::ledger::EffectItem;
     use toolop::record::LocalState;
-
-    fn shows(task: &str, status: TaskStatus) -> Shows {
-        Shows::Task {
-            task: task.into(),
-            status,
-            poll_interval_ms: None,
-            input_round: None,
-            ttl_ms: None,
-            result: false,
-        }
-    }
 
     /// n1 cancelled (receipt committed at 3,040 by epoch 1 incarnation 1), n2 settles at
     /// 9,000; at `flip_ms` the server shows n1's task completed after all, to epoch 1

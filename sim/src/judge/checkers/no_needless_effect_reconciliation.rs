@@ -87,19 +87,8 @@ fn nodes_shown_completing_after_cancel<'a>(v: &View<'a>) -> BTreeSet<&'a str> {
 mod tests {
     use super::*;
     use crate::fake::codec::ExchangeKind;
-    use crate::judge::checkers::testkit::{assert_clean, Tb, SETTLED};
+    use crate::judge::checkers::testkit::{assert_clean, task_shows as shows, Tb, SETTLED};
     use toolop::ledger::EffectItem;
-
-    fn shows(task: &str, status: TaskStatus) -> Shows {
-        Shows::Task {
-            task: task.into(),
-            status,
-            poll_interval_ms: None,
-            input_round: None,
-            ttl_ms: None,
-            result: false,
-        }
-    }
 
     fn effect(b: &mut Tb, node: &str, at_ms: u64) {
         b.ledger.effect_reconciliations.push(EffectItem {

@@ -577,16 +577,21 @@ pub fn exchange_of(kind: &str) -> ExchangeKind {
     }
 }
 
-/// What a reply the executor names `reply` shows in the clean stories (task `t-<node>`).
-pub fn shows_of(node: &str, reply: &str) -> Shows {
-    let task = |status| Shows::Task {
-        task: format!("t-{node}"),
+/// A frame showing `task` in `status`, with no hints and no result.
+pub fn task_shows(task: &str, status: TaskStatus) -> Shows {
+    Shows::Task {
+        task: task.into(),
         status,
         poll_interval_ms: None,
         input_round: None,
         ttl_ms: None,
         result: false,
-    };
+    }
+}
+
+/// What a reply the executor names `reply` shows in the clean stories (task `t-<node>`).
+pub fn shows_of(node: &str, reply: &str) -> Shows {
+    let task = |status| task_shows(&format!("t-{node}"), status);
     match reply {
         "submitted" => task(TaskStatus::Working),
         // The clean stories read a status once, when the work is done.
