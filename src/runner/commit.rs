@@ -422,7 +422,7 @@ impl Runner {
             && idle(step)
             && resumable
             && matches!(event, Event::Timer(_))
-            && !self.drives_otherwise(node, rec, ctx, lane)
+            && !self.drives_otherwise(node, rec, ctx, lane, false)
     }
 
     /// When a status read the `resumed` step schedules may leave at the earliest: the polling
@@ -522,17 +522,23 @@ impl Runner {
     /// in flight or a send queued (its answer or its timeout steps the node), or a timer still
     /// set that the record's state acts on. A timer is judged by stepping it on the record (the
     /// core is pure): one left from a state the record has since left drives nothing, and must
-    /// not keep the node from being taken up (mcp_sqlite seed 233). A request in flight is
-    /// judged the same way, by its timeout: one older than what the record has applied is
-    /// answered as stale whatever comes back (mcp_replicas seed 592590: a fetch sent 10 s
-    /// before, long overtaken, covered a cancel whose committer had died, and the cancel waited
-    /// 6.5 s for that fetch's timeout).
+    /// not keep the node from being taken up (mcp_sqlite seed 233).
+    ///
+    /// A request in flight covers the node, except, for a cancel another process committed
+    /// (`for_cancel`), one the record has moved past: judged as a timer is, by stepping its
+    /// timeout, it is answered as stale whatever comes back (mcp_replicas seed 592590: a fetch
+    /// sent 10 s before, long overtaken, covered a cancel whose committer had died, and the
+    /// cancel waited 6.5 s for that fetch's timeout). Elsewhere it keeps covering: a timer
+    /// taken up past this process's own request in flight, overtaken by another process's
+    /// newer one, read the status 830 ms after this process's last read, inside the server's
+    /// interval (mcp_ext_faults seed 567261).
     pub(super) fn drives_otherwise(
         &self,
         node: &str,
         rec: &ToolOperation,
         ctx: &Ctx,
         lane: usize,
+        for_cancel: bool,
     ) -> bool {
         let core = &self.lanes[lane].core;
         let live_request = self.pending.values().filter(|p| p.node == node).any(|p| {
@@ -541,7 +547,7 @@ impl Runner {
                 seq: p.seq,
                 epoch: p.epoch,
             };
-            !idle(&core::step(rec, &lost, ctx, core))
+            !for_cancel || !idle(&core::step(rec, &lost, ctx, core))
         });
         if live_request || self.queue.iter().any(|q| q.node == node) {
             return true;

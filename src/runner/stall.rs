@@ -75,7 +75,7 @@ impl Runner {
         lane: usize,
         version: u64,
     ) {
-        if self.drives_otherwise(node, rec, ctx, lane) {
+        if self.drives_otherwise(node, rec, ctx, lane, true) {
             self.stall_at.remove(node);
             return;
         }
@@ -90,7 +90,7 @@ impl Runner {
             return self.covered(node);
         };
         // Judging timers draws no jitter: the draw would shift the seeded sequence.
-        self.drives_otherwise(node, rec, &self.ctx(0), lane)
+        self.drives_otherwise(node, rec, &self.ctx(0), lane, true)
     }
 
     /// A call for `node` came while the ledger already held it. If another process made it (this
