@@ -147,6 +147,10 @@ pub const CHECKER_LINES: &[(&str, &str)] = &[
         "sync_reply_awaited",
         "a synchronous call of a slow tool is waited for up to the bound the tool published",
     ),
+    (
+        "effect_reconciliation_raised",
+        "a task shown ending after its confirmed cancel, read by the accepting process, reaches a person",
+    ),
 ];
 
 /// One line per gate (the rows of every gate table).
