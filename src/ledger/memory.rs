@@ -125,7 +125,8 @@ impl Ledger for MemoryLedger {
                 at_ms: w.now_ms,
             });
         }
-        if let Some(reason) = w.effect {
+        let asked = |e: &EffectItem| e.call_node_id == id && e.operation_id == next.operation_id;
+        if let Some(reason) = w.effect.filter(|_| !self.effects.iter().any(asked)) {
             self.effects.push(EffectItem {
                 call_node_id: id.clone(),
                 operation_id: next.operation_id.clone(),

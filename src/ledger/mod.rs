@@ -131,6 +131,9 @@ pub struct Write {
     pub record: ToolOperation,
     pub accept: Option<AcceptSpec>,
     pub reconcile: Option<String>,
+    /// Ask a person about a side effect (a task that ended after its confirmed cancel). At most
+    /// one item per call node and operation: a second frame showing the same late end (a
+    /// duplicated push, a late poll reply) asks nothing new, and the first item stays.
     pub effect: Option<String>,
     pub now_ms: u64,
 }
@@ -180,6 +183,7 @@ pub trait Ledger {
     fn outbox(&self) -> Result<Vec<OutboxEntry>, LedgerError>;
     /// In the order the items were written.
     fn reconciliation_queue(&self) -> Result<Vec<ReconcileItem>, LedgerError>;
+    /// In the order the items were written; one per call node and operation.
     fn effect_reconciliations(&self) -> Result<Vec<EffectItem>, LedgerError>;
     /// The outbox entry of one call node, if it has one.
     fn outbox_entry(&self, call_node_id: &str) -> Result<Option<OutboxEntry>, LedgerError>;

@@ -223,7 +223,8 @@ pub(super) fn commit(
             .execute(params![id, next.operation_id, next.submission_key, reason, w.now_ms])?;
     }
     if let Some(reason) = &w.effect {
-        tx.prepare_cached("INSERT INTO effect_reconciliations (call_node_id, operation_id, reason, at_ms) VALUES (?1, ?2, ?3, ?4)")?
+        // One item per call node and operation (`Write::effect`).
+        tx.prepare_cached("INSERT INTO effect_reconciliations (call_node_id, operation_id, reason, at_ms) SELECT ?1, ?2, ?3, ?4 WHERE NOT EXISTS (SELECT 1 FROM effect_reconciliations WHERE call_node_id = ?1 AND operation_id IS ?2)")?
             .execute(params![id, next.operation_id, reason, w.now_ms])?;
     }
     note_operation_id(&tx, &next)?;

@@ -460,6 +460,16 @@ pub fn reconciliation_queue_and_effect_records<L: Ledger>(new: fn() -> L) {
         (e.len(), e[0].reason.as_str(), e[0].operation_id.as_deref()),
         (1, "late", Some("op-a"))
     );
+    // The same late end seen again (a duplicated push) asks nothing new: the first item stays.
+    let now = l.by_call_node("a").unwrap().unwrap();
+    l.commit(Write {
+        effect: Some("late again".into()),
+        now_ms: 6,
+        ..write(&now, now.clone())
+    })
+    .unwrap();
+    let e = l.effect_reconciliations().unwrap();
+    assert_eq!((e.len(), e[0].reason.as_str(), e[0].at_ms), (1, "late", 5));
     let b = l.insert(rec("b"), INITIAL_EPOCH).unwrap();
     let mut next = b.clone();
     next.local_state = LocalState::Unknown;
