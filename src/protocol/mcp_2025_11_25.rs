@@ -400,15 +400,14 @@ fn classify_frame(frame: &InFrame, parsed: &Result<Value, String>) -> Inbound {
         // Status notifications are advisory (§7): the executor keeps polling, and reads one only
         // to learn that a task it saw cancelled ended after all.
         (Some("notifications/tasks/status"), false) => {
-            match msg.get("params").and_then(Value::as_object) {
-                Some(params) => match task(params) {
-                    Ok(view) => Inbound::StatusPushed(view),
-                    Err(reason) => Inbound::Malformed {
-                        reason: format!("notifications/tasks/status: {reason}"),
-                    },
-                },
-                None => Inbound::Malformed {
-                    reason: "notifications/tasks/status: params is not an object".into(),
+            let params = msg.get("params").and_then(Value::as_object);
+            match params
+                .ok_or_else(|| "params is not an object".to_string())
+                .and_then(task)
+            {
+                Ok(view) => Inbound::StatusPushed(view),
+                Err(reason) => Inbound::Malformed {
+                    reason: format!("notifications/tasks/status: {reason}"),
                 },
             }
         }

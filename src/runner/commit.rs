@@ -555,10 +555,7 @@ impl Runner {
         self.timer_at
             .keys()
             .filter(|(n, _)| n == node)
-            .any(|(_, timer)| {
-                let step = core::step(rec, &Event::Timer(*timer), ctx, &self.lanes[lane].core);
-                !idle(&step)
-            })
+            .any(|(_, timer)| !idle(&core::step(rec, &Event::Timer(*timer), ctx, core)))
     }
 
     /// The step is in the ledger: report it, then run its commands.

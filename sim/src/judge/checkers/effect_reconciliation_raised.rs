@@ -76,13 +76,16 @@ pub fn violations(v: &View) -> Vec<Violation> {
             .tasks
             .get(task)
             .is_some_and(|t| t.terminal_status == Some(TaskStatus::Cancelled));
+        if !cancelled_first {
+            continue;
+        }
         let Some(&(_, _, _, committed_ms)) = accepted
             .iter()
             .find(|(n, t, p, c)| *n == node && t == task && *p == f.exec && *c < at_ms)
         else {
             continue;
         };
-        if !cancelled_first || ended_or_superseded(v.trace, f.exec) || !reported.insert(node) {
+        if ended_or_superseded(v.trace, f.exec) || !reported.insert(node) {
             continue;
         }
         out.push(Violation {

@@ -12,7 +12,8 @@ use crate::fake::codec::ExchangeKind;
 use crate::fake::truth::{GroundTruth, TaskTruth};
 use crate::scenario::Protocol;
 use crate::trace::{
-    BeginConfig, CallerAction, Dir, FaultDetail, NetVerdict, Shows, StoreFact, Trace, What,
+    BeginConfig, BeginNode, CallerAction, Dir, FaultDetail, NetVerdict, Shows, StoreFact, Trace,
+    What,
 };
 
 use super::Violation;
@@ -114,22 +115,19 @@ impl<'a> View<'a> {
         self.ledger.records.iter().find(|r| r.call_node_id == node)
     }
 
+    /// The call node as the caller will submit it (`Begin`'s config).
+    fn begin_node(&self, node: &str) -> Option<&'a BeginNode> {
+        self.config.nodes.iter().find(|n| n.id == node)
+    }
+
     /// The submission key the caller gave `node` (the world's record of it).
     pub fn caller_key(&self, node: &str) -> Option<&'a str> {
-        self.config
-            .nodes
-            .iter()
-            .find(|n| n.id == node)
-            .map(|n| n.key.as_str())
+        self.begin_node(node).map(|n| n.key.as_str())
     }
 
     /// The tool the caller calls for `node`.
     pub fn tool_of(&self, node: &str) -> Option<&'a str> {
-        self.config
-            .nodes
-            .iter()
-            .find(|n| n.id == node)
-            .map(|n| n.tool.as_str())
+        self.begin_node(node).map(|n| n.tool.as_str())
     }
 }
 

@@ -537,8 +537,8 @@ impl Net {
                 .filter(|(_, i)| {
                     i.exchange == ExchangeKind::Fetch && i.task.as_deref() == Some(task.as_str())
                 })
+                // A dropped connection's reads left `inflight` with it (`disconnect`).
                 .map(|(_, i)| i.conn)
-                .filter(|c| self.conns.contains_key(c))
                 .max(),
             _ => None,
         };
