@@ -499,6 +499,7 @@ mod tests {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios/mcp_replicas.toml");
         let sc = Scenario::load(&path).expect("a default scenario loads");
         let result = run_series_here(&sc, 14).expect("the series runs");
+        let replay = crate::campaign::sweep::replay_command("scenarios/mcp_replicas.toml", 14);
         // In flight: (request id) -> (process, node), from a fetch's send to its reply's emission.
         let mut reads: BTreeMap<u64, ((u64, u32), String)> = BTreeMap::new();
         let (mut judged, mut not_newest) = (0, 0);
@@ -549,7 +550,7 @@ mod tests {
                     judged += 1;
                     assert!(
                         waiting.contains(&process),
-                        "at {} ms the input request for {n} went to {process:?}, not to a process whose result read waits: {waiting:?}",
+                        "at {} ms the input request for {n} went to {process:?}, not to a process whose result read waits: {waiting:?} ({replay})",
                         e.t_ms
                     );
                     not_newest += usize::from(process != newest);
@@ -557,10 +558,13 @@ mod tests {
                 _ => {}
             }
         }
-        assert!(judged > 0, "no input request met a waiting result read");
+        assert!(
+            judged > 0,
+            "no input request met a waiting result read ({replay})"
+        );
         assert!(
             not_newest > 0,
-            "every input request went to the newest process anyway"
+            "every input request went to the newest process anyway ({replay})"
         );
     }
 
