@@ -69,7 +69,7 @@ impl Protocol {
                 ServerProfile::TsSdk,
                 ServerProfile::PythonSdk,
             ],
-            Protocol::McpTasksExt => &[ServerProfile::SpecStrict],
+            Protocol::McpTasksExt => &[ServerProfile::SpecStrict, ServerProfile::Rmcp],
             Protocol::Aip151 => &[
                 ServerProfile::CancelDoneOk,
                 ServerProfile::CancelDoneFailedPrecondition,
@@ -96,6 +96,8 @@ pub enum ServerProfile {
     TsSdk,
     /// MCP: `mcp==1.30.0`.
     PythonSdk,
+    /// The tasks extension: crates.io `rmcp =3.11.0` (its `TaskManager`).
+    Rmcp,
     /// AIP-151: CancelOperation on a done operation answers `200 {}`.
     CancelDoneOk,
     /// AIP-151: ... answers `400 FAILED_PRECONDITION`.
@@ -110,6 +112,7 @@ impl ServerProfile {
             ServerProfile::SpecStrict => "spec-strict",
             ServerProfile::TsSdk => "ts-sdk",
             ServerProfile::PythonSdk => "python-sdk",
+            ServerProfile::Rmcp => "rmcp",
             ServerProfile::CancelDoneOk => "cancel-done-ok",
             ServerProfile::CancelDoneFailedPrecondition => "cancel-done-failed-precondition",
             ServerProfile::CancelDoneNotFound => "cancel-done-not-found",
@@ -122,6 +125,7 @@ impl ServerProfile {
             ServerProfile::SpecStrict => "the protocol text read strictly",
             ServerProfile::TsSdk => "`@modelcontextprotocol/sdk@1.32.2` (ids, error texts, ttl quirks, pushed elicitations). Elicitations are numbered 0, 1, 2, ... per server, as the SDK numbers a session's requests (the peer in `tests/peers/ts`, two tasks in one session: ids 0 and 1; every executor process shares the node's session), and an answer is paired by its id alone, whatever task its related-task `_meta` names. Until session 27 the profile asked every round with id `0`, which MCP forbids within a session",
             ServerProfile::PythonSdk => "`mcp==1.30.0` (ids, error texts, status messages, ttl quirks)",
+            ServerProfile::Rmcp => "crates.io `rmcp =3.11.0` (`TaskManager`): a task still running at its ttl ends `failed` with `-32603` \"task expired: TTL elapsed before completion\" and its work is aborted; a terminal task goes one ttl after it ended; both only when a request reaches the server, which has no background sweeper (spec/mcp-tasks.md section 16). The strict profile deletes a running task at its ttl instead, as the extension allows",
             ServerProfile::CancelDoneOk => "CancelOperation on a done operation answers `200 {}`",
             ServerProfile::CancelDoneFailedPrecondition => {
                 "CancelOperation on a done operation answers `400 FAILED_PRECONDITION`"

@@ -181,6 +181,8 @@ pub enum Request {
 pub enum Stop {
     Cancelled,
     Preempted,
+    /// Failed by the server's ttl sweep while running ([`super::service::Expiry`]).
+    Expired,
 }
 
 /// A tool result: `blocks` text blocks made of `text` (see [`TaskScript::block_text`]).
@@ -216,6 +218,8 @@ pub enum Note {
     },
     Cancelled,
     Preempted,
+    /// The server's ttl sweep failed the running task.
+    Expired,
 }
 
 /// A task as the service shows it.

@@ -139,6 +139,10 @@ impl FakeServer {
         self.service.take_finished_after_cancel()
     }
 
+    pub fn take_expired_running(&mut self) -> Vec<String> {
+        self.service.take_expired_running()
+    }
+
     /// The call node a request is about, as this server knows it (from the script a task was
     /// submitted with), and the submission key it names.
     pub fn node_of(&self, request: &Request) -> (Option<String>, Option<String>) {
@@ -240,6 +244,7 @@ pub fn server_for(protocol: Protocol, setup: &ServerSetup, rng: ChaCha8Rng) -> F
                 ServerProfile::PythonSdk => mcp_2025_11_25::Profile::PythonSdk,
                 // Validation admits only the three above for this protocol.
                 ServerProfile::SpecStrict
+                | ServerProfile::Rmcp
                 | ServerProfile::CancelDoneOk
                 | ServerProfile::CancelDoneFailedPrecondition
                 | ServerProfile::CancelDoneNotFound => mcp_2025_11_25::Profile::SpecStrict,
@@ -258,6 +263,7 @@ pub fn server_for(protocol: Protocol, setup: &ServerSetup, rng: ChaCha8Rng) -> F
             cfg.toolop_extensions = setup.toolop_extensions;
             cfg.poll_interval_ms = setup.poll_interval_ms.unwrap_or(cfg.poll_interval_ms);
             cfg.ttl_ms = setup.max_ttl_ms;
+            cfg.rmcp = setup.profile == ServerProfile::Rmcp;
             mcp_tasks_ext::server(cfg, rng)
         }
         Protocol::Aip151 => {
@@ -281,7 +287,8 @@ pub fn server_for(protocol: Protocol, setup: &ServerSetup, rng: ChaCha8Rng) -> F
                 ServerProfile::CancelDoneOk
                 | ServerProfile::SpecStrict
                 | ServerProfile::TsSdk
-                | ServerProfile::PythonSdk => aip151::CancelOnDone::Ok,
+                | ServerProfile::PythonSdk
+                | ServerProfile::Rmcp => aip151::CancelOnDone::Ok,
             };
             aip151::server(cfg, setup.max_ttl_ms, a.preempt_rate, rng)
         }

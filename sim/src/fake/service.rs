@@ -87,6 +87,19 @@ pub enum AtTerminal {
     DeleteAfter(u64),
 }
 
+/// What a task's ttl does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Expiry {
+    /// The record goes at its deletion time, on time, running or not; running work keeps
+    /// going (the TS and Python SDKs, a strict server).
+    Delete,
+    /// The SDK's sweep, run only when a request reaches the server (no background sweeper):
+    /// a task still running past its ttl ends `failed` and its work is aborted; a terminal
+    /// task goes once its deletion time has passed (rmcp's `TaskManager::sweep_expired`:
+    /// spec/mcp-tasks.md section 16).
+    FailRunningOnCall,
+}
+
 /// How long a submission key finds its task again.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Dedupe {
@@ -118,6 +131,7 @@ pub struct Policy {
     pub at_terminal: AtTerminal,
     pub dedupe: Dedupe,
     pub input: InputDelivery,
+    pub expiry: Expiry,
     /// Every status change is also pushed to the client.
     pub notify_status: bool,
     pub after_answer: AfterAnswer,
@@ -309,6 +323,8 @@ pub struct TaskService {
     truth: GroundTruth,
     /// Marked tasks whose work ended while they were cancelled, not reported yet.
     finished_after_cancel: Vec<String>,
+    /// Tasks a sweep failed at their ttl while running, not reported yet.
+    expired_running: Vec<String>,
 }
 
 impl TaskService {
@@ -333,6 +349,7 @@ impl TaskService {
             out: Vec::new(),
             truth: GroundTruth::default(),
             finished_after_cancel: Vec::new(),
+            expired_running: Vec::new(),
         }
     }
 

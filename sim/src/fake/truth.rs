@@ -57,6 +57,9 @@ pub enum WorkEnd {
     StoppedByCancel,
     /// Stopped by the service itself (AIP-151 pre-emption): no side effect.
     Preempted,
+    /// Aborted by the server's ttl sweep (rmcp fails a task still running at its ttl): no
+    /// side effect.
+    Expired,
     /// Needed input from a task that was terminal or deleted: no side effect.
     AbortedAtInput,
 }

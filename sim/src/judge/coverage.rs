@@ -58,11 +58,16 @@ impl ProtocolCoverage {
     }
 }
 
-/// Whether `f` happens in scenario `l`: a positive rate, or the fault it follows from has one.
+/// Whether `f` happens in scenario `l`: a positive rate, or the fault it follows from has one,
+/// on a server profile that shows it.
 fn enabled(l: &Loaded, f: FaultKind) -> bool {
-    l.scenario.faults.enabled(f)
+    let rated = l.scenario.faults.enabled(f)
         || f.follows_from()
-            .is_some_and(|src| l.scenario.faults.enabled(src))
+            .is_some_and(|src| l.scenario.faults.enabled(src));
+    let shown = f
+        .needs_profile()
+        .is_none_or(|p| l.scenario.server.profiles.contains(&p));
+    rated && shown
 }
 
 /// The coverage `protocol` must show over `scenarios` (those whose primary lane speaks it).

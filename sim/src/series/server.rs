@@ -121,11 +121,37 @@ fn serve_one(world: &World, lane: usize, server: &SharedServer, marked: &mut Mar
         .lock()
         .expect("server lock")
         .serve(now, decoded, faults, Some(d.frame));
+    note_ttl_failures(world, lane, server);
     for r in replies {
         if let (Response::NotFound { expired: true }, Some(t)) = (&r.response, &task) {
             note_expiry(world, lane, server, exchange, t, node);
         }
         carry(world, lane, marked, r.call, r.response);
+    }
+}
+
+/// Tasks the request's sweep failed at their ttl while they ran (the `rmcp` profile): the
+/// `ttl_fails_running_task` fault, which follows from the short ttl that
+/// `server_deletes_running_task` draws.
+fn note_ttl_failures(world: &World, lane: usize, server: &SharedServer) {
+    let failed = {
+        let mut s = server.lock().expect("server lock");
+        let ids = s.take_expired_running();
+        ids.into_iter()
+            .map(|task| {
+                let node = s.service().node_of_task(&task).map(str::to_string);
+                (task, node)
+            })
+            .collect::<Vec<_>>()
+    };
+    for (task, node) in failed {
+        let detail = FaultDetail::Task { task };
+        world.note(
+            lane,
+            FaultKind::TtlFailsRunningTask,
+            node.as_deref(),
+            detail,
+        );
     }
 }
 

@@ -37,7 +37,9 @@ use crate::fake::codec::{
     Request, Response, ResultBody, ResultShape, RunAs, Shape, Stop, Submit, TaskView,
 };
 use crate::fake::script::TaskScript;
-use crate::fake::service::{AfterAnswer, AtTerminal, CancelRule, Dedupe, InputDelivery, Policy};
+use crate::fake::service::{
+    AfterAnswer, AtTerminal, CancelRule, Dedupe, Expiry, InputDelivery, Policy,
+};
 use crate::fake::truth::{payload_digest, TaskStatus};
 use crate::trace::Shows;
 
@@ -462,6 +464,11 @@ impl AipCodec {
                 Outcome::Stopped(Stop::Preempted) => {
                     m.insert("error".into(), error(ABORTED, PREEMPTED_MESSAGE));
                 }
+                Outcome::Stopped(Stop::Expired) => {
+                    unreachable!(
+                        "this policy deletes at the ttl (Expiry::Delete): no sweep fails a task"
+                    )
+                }
                 Outcome::Nothing => {}
             }
         }
@@ -605,6 +612,7 @@ impl Codec for AipCodec {
                 window_ms: self.cfg.dedupe_window_ms,
             },
             input: InputDelivery::Shown,
+            expiry: Expiry::Delete,
             notify_status: false,
             after_answer: AfterAnswer::Working,
         }

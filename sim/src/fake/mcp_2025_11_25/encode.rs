@@ -10,7 +10,8 @@ use crate::fake::codec::{
 };
 use crate::fake::jsonrpc::{self, Direct, INTERNAL_ERROR, INVALID_PARAMS, TOOL_ERROR};
 use crate::fake::service::{
-    AfterAnswer, AtTerminal, CancelEffect, CancelRule, Dedupe, InputDelivery, Policy, RunningWork,
+    AfterAnswer, AtTerminal, CancelEffect, CancelRule, Dedupe, Expiry, InputDelivery, Policy,
+    RunningWork,
 };
 use crate::fake::truth::{payload_digest, TaskStatus};
 
@@ -266,6 +267,7 @@ impl Codec for McpCodec {
             },
             dedupe: Dedupe::WhileRetained,
             input: InputDelivery::Pushed,
+            expiry: Expiry::Delete,
             notify_status: p != Profile::SpecStrict,
             after_answer: if p == Profile::TsSdk {
                 AfterAnswer::AppMayLeaveInputRequired

@@ -3,7 +3,8 @@
 //! responses.
 //!
 //! ## Behaviour
-//! - `initialize` answers protocol `2026-07-28` with `capabilities.extensions[
+//! - `initialize` answers protocol `2026-07-28` (the `rmcp` profile: `2025-11-25`, as rmcp
+//!   does) with `capabilities.extensions[
 //!   "io.modelcontextprotocol/tasks"]`, and with the toolop extensions also
 //!   `experimental["io.toolop/idempotency"]` (`retentionMs` = the ttl, when there is one).
 //! - `tools/call` reads the per-request capability in `_meta["io.modelcontextprotocol/
@@ -23,6 +24,10 @@
 //! - `isError` results end `completed`; `tool_error` ends `failed` with the error inlined.
 //! - ttl (`ttlMs`) counts from creation and starts again at terminal; a deleted task answers
 //!   `-32602` "unknown task: <id>", as rmcp words an unknown task (it says nothing of expiry).
+//!   Strict: the record goes at its ttl, running or not, and the work keeps going. The `rmcp`
+//!   profile ([`ExtConfig::rmcp`]): a task still running at its ttl ends `failed` with
+//!   `-32603` "task expired: TTL elapsed before completion" and its work is aborted; a terminal
+//!   task goes one ttl after it ended; both only when a request reaches the server.
 //! - `tasks/list` and `tasks/result` do not exist: `-32601`, like any unknown method.
 //! - The toolop extensions: submissions deduplicated by `_meta["io.toolop/idempotency-key"]`,
 //!   results carry `_meta["io.toolop/result-digest"]` (over the result without `_meta` and
@@ -34,15 +39,18 @@ use toolop::transport::{InFrame, OutFrame};
 
 use crate::fake::codec::{
     neutral_shows, AnswerItem, CallId, Codec, CodecCaps, Decoded, ExchangeKind, FakeTool, Note,
-    Outcome, Push, Request, Response, ResultBody, ResultShape, RunAs, Shape, Submit, TaskView,
+    Outcome, Push, Request, Response, ResultBody, ResultShape, RunAs, Shape, Stop, Submit,
+    TaskView,
 };
 use crate::fake::jsonrpc::{
-    self, Direct, Incoming, RpcCalls, INVALID_PARAMS, METHOD_NOT_FOUND, TOOL_ERROR,
+    self, Direct, Incoming, RpcCalls, INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, TOOL_ERROR,
 };
 use crate::fake::script::ScriptOutcome;
 #[cfg(test)]
 use crate::fake::script::TaskScript;
-use crate::fake::service::{AfterAnswer, AtTerminal, CancelRule, Dedupe, InputDelivery, Policy};
+use crate::fake::service::{
+    AfterAnswer, AtTerminal, CancelRule, Dedupe, Expiry, InputDelivery, Policy,
+};
 use crate::fake::truth::{payload_digest, AnswerAction, TaskStatus};
 use crate::trace::Shows;
 
@@ -50,6 +58,8 @@ use crate::trace::Shows;
 mod tests;
 
 pub const PROTOCOL_VERSION: &str = "2026-07-28";
+/// rmcp's words for a task its ttl sweep failed (rmcp-3.11.0 seq 206).
+pub const EXPIRED_MESSAGE: &str = "task expired: TTL elapsed before completion";
 pub const EXTENSION_ID: &str = "io.modelcontextprotocol/tasks";
 const META_CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
 /// MCP 2026-07-28: the request needs a client capability it did not declare.
@@ -67,6 +77,8 @@ pub struct ExtConfig {
     /// Range the delay between a cancel and its effect is drawn from.
     pub cancel_delay_ms: (u64, u64),
     pub tools: Vec<FakeTool>,
+    /// rmcp's ttl sweep ([`Expiry::FailRunningOnCall`]) instead of deletion at the ttl.
+    pub rmcp: bool,
 }
 
 impl ExtConfig {
@@ -80,6 +92,7 @@ impl ExtConfig {
             task_threshold_ms: 1000,
             cancel_delay_ms: (0, 2000),
             tools,
+            rmcp: false,
         }
     }
 }
@@ -217,8 +230,15 @@ impl ExtCodec {
             };
             caps["experimental"] = json!({ jsonrpc::EXT_IDEMPOTENCY: ext });
         }
+        // rmcp 3.11.0 answers a 2026-07-28 `initialize` with 2025-11-25 and the extension
+        // (rmcp-3.11.0 seq 3): the executor must go on in the older revision.
+        let version = if self.cfg.rmcp {
+            "2025-11-25"
+        } else {
+            PROTOCOL_VERSION
+        };
         json!({
-            "protocolVersion": PROTOCOL_VERSION,
+            "protocolVersion": version,
             "capabilities": caps,
             "serverInfo": {"name": "toolop-fake-mcp-ext", "version": PROTOCOL_VERSION},
         })
@@ -311,11 +331,8 @@ impl ExtCodec {
             Inlined::Result(b) => {
                 m.insert("result".into(), self.with_meta(b, cut));
             }
-            Inlined::Error(message) => {
-                m.insert(
-                    "error".into(),
-                    json!({"code": TOOL_ERROR, "message": message}),
-                );
+            Inlined::Error(code, message) => {
+                m.insert("error".into(), json!({"code": code, "message": message}));
             }
             Inlined::Input(n) => {
                 let text = if v.call_node.is_empty() {
@@ -345,7 +362,8 @@ impl ExtCodec {
 /// (`get_task_result`) and by what the trace says the reply showed (`shows`).
 enum Inlined<'a> {
     Result(&'a ResultBody),
-    Error(&'a str),
+    /// The JSON-RPC error a failed task carries: its code and message.
+    Error(i64, &'a str),
     Input(u32),
     Nothing,
 }
@@ -353,7 +371,12 @@ enum Inlined<'a> {
 fn inlined(v: &TaskView) -> Inlined<'_> {
     match (v.status, &v.outcome, v.pending_round) {
         (TaskStatus::Completed, Some(Outcome::Result(b)), _) => Inlined::Result(b),
-        (TaskStatus::Failed, Some(Outcome::ToolError { message }), _) => Inlined::Error(message),
+        (TaskStatus::Failed, Some(Outcome::ToolError { message }), _) => {
+            Inlined::Error(TOOL_ERROR, message)
+        }
+        (TaskStatus::Failed, Some(Outcome::Stopped(Stop::Expired)), _) => {
+            Inlined::Error(INTERNAL_ERROR, EXPIRED_MESSAGE)
+        }
         (TaskStatus::InputRequired, _, Some(n)) => Inlined::Input(n),
         _ => Inlined::Nothing,
     }
@@ -446,6 +469,8 @@ fn status_message(v: &TaskView) -> Option<String> {
             ..
         } => Some(v.text.clone()),
         Note::Preempted => Some("Pre-empted".into()),
+        // rmcp keeps the last progress message (rmcp-3.11.0 seq 206); the fake reports none.
+        Note::Expired => None,
         Note::Answered | Note::Ended { .. } => None,
     }
 }
@@ -453,6 +478,15 @@ fn status_message(v: &TaskView) -> Option<String> {
 impl ResultShape for ExtCodec {
     fn payload(&self, body: &ResultBody) -> Option<Value> {
         Some(result_payload(body, false))
+    }
+
+    /// A tool error's message, and the ttl sweep's: each is the `error` a failed task inlines.
+    fn error_message(&self, outcome: &Outcome) -> Option<String> {
+        match outcome {
+            Outcome::ToolError { message } => Some(message.clone()),
+            Outcome::Stopped(Stop::Expired) => Some(EXPIRED_MESSAGE.into()),
+            _ => None,
+        }
     }
 }
 
@@ -476,6 +510,11 @@ impl Codec for ExtCodec {
             at_terminal: AtTerminal::RestartTtl,
             dedupe: Dedupe::WhileRetained,
             input: InputDelivery::Shown,
+            expiry: if self.cfg.rmcp {
+                Expiry::FailRunningOnCall
+            } else {
+                Expiry::Delete
+            },
             notify_status: false,
             after_answer: AfterAnswer::Working,
         }
@@ -538,7 +577,7 @@ impl Codec for ExtCodec {
                     ..
                 } = &mut shown
                 {
-                    *result = read && matches!(inline, Inlined::Result(_) | Inlined::Error(_));
+                    *result = read && matches!(inline, Inlined::Result(_) | Inlined::Error(..));
                     *input_round = match inline {
                         Inlined::Input(n) if read => Some(n),
                         _ => None,

@@ -150,6 +150,18 @@ fn initialize_advertises_the_extension_and_2026_07_28() {
         r["result"]["capabilities"]["experimental"][EXT_IDEMPOTENCY],
         json!({"retentionMs": 60_000})
     );
+
+    // rmcp answers with the older revision, and the extension (rmcp-3.11.0 seq 3).
+    let mut d = Drv::with(
+        ExtConfig {
+            rmcp: true,
+            ..cfg()
+        },
+        7,
+    );
+    let r = d.call("initialize", json!({"protocolVersion": "2026-07-28"}));
+    assert_eq!(r["result"]["protocolVersion"], "2025-11-25");
+    assert_eq!(r["result"]["capabilities"]["extensions"][EXT], json!({}));
 }
 
 #[test]
@@ -618,6 +630,89 @@ fn ttl_restarts_at_terminal_and_deletion_is_not_found() {
         (true, 1, 1)
     );
     assert_eq!(t.terminal_status, None, "never seen terminal");
+}
+
+/// rmcp's `TaskManager` (spec/mcp-tasks.md section 16, `transcripts/rmcp-3.11.0` seq 185-208):
+/// a task still running at its ttl ends `failed` with -32603 and its work is aborted; the
+/// failed task goes one ttl later; and both happen only when a request reaches the server.
+#[test]
+fn rmcp_fails_a_running_task_at_its_ttl_and_sweeps_only_on_a_request() {
+    let rmcp = || ExtConfig {
+        ttl_ms: Some(1_500),
+        rmcp: true,
+        ..cfg()
+    };
+    let mut d = Drv::with(rmcp(), 7);
+    let id = d.submit("auto", &script("n1", 5_000, ScriptOutcome::Completed));
+    d.to(1_499);
+    assert_eq!(d.status(&id), "working", "not yet at its ttl");
+    d.to(1_600);
+    let g = d.get(&id);
+    let r = &g["result"];
+    assert_eq!(r["status"], "failed", "{g}");
+    assert_eq!(r["error"]["code"], -32603, "{g}");
+    assert_eq!(r["error"]["message"], EXPIRED_MESSAGE, "{g}");
+    assert!(r.get("result").is_none(), "{g}");
+    // The work never ends: no side effect, even past its scripted end.
+    d.to(6_000);
+    let t = d.truth(&id);
+    assert_eq!(t.terminal_status, Some(TaskStatus::Failed));
+    assert_eq!(
+        t.terminal_at_ms,
+        Some(1_600),
+        "failed by the request's sweep"
+    );
+    assert_eq!(t.work_end, Some(WorkEnd::Expired));
+    assert_eq!(t.side_effects, 0);
+    assert_eq!(t.error_message.as_deref(), Some(EXPIRED_MESSAGE));
+    assert_eq!(
+        t.deleted_at_ms, None,
+        "no request since: nothing swept it away"
+    );
+    // The ttl started again when it failed (1,600 + 1,500), and the next request sweeps it.
+    let g = d.get(&id);
+    assert_eq!(g["error"]["code"], -32602, "{g}");
+    assert_eq!(d.truth(&id).deleted_at_ms, Some(6_000));
+
+    // Work that ends past the ttl, before any request swept it, completes: the sweep fails only
+    // what is still running when a request comes.
+    let mut d = Drv::with(rmcp(), 7);
+    let id = d.submit("auto", &script("n2", 1_800, ScriptOutcome::Completed));
+    d.to(2_000);
+    assert_eq!(d.status(&id), "completed");
+    assert_eq!(d.truth(&id).side_effects, 1);
+
+    // Any request sweeps every task of the server, not only the one it names.
+    let mut d = Drv::with(rmcp(), 7);
+    let a = d.submit("auto", &script("n3", 5_000, ScriptOutcome::Completed));
+    d.to(1_000);
+    let b = d.submit("auto", &script("n4", 5_000, ScriptOutcome::Completed));
+    d.to(1_700);
+    assert_eq!(d.status(&b), "working");
+    assert_eq!(d.truth(&a).terminal_status, Some(TaskStatus::Failed));
+    assert_eq!(d.truth(&a).terminal_at_ms, Some(1_700));
+}
+
+/// Without the profile, a running task is deleted at its ttl, on time and with no request
+/// needed, and never fails there.
+#[test]
+fn without_the_rmcp_profile_a_running_task_is_deleted_not_failed() {
+    let mut d = Drv::with(
+        ExtConfig {
+            ttl_ms: Some(1_500),
+            ..cfg()
+        },
+        7,
+    );
+    let id = d.submit("auto", &script("n1", 5_000, ScriptOutcome::Completed));
+    d.to(1_600);
+    assert_eq!(d.get(&id)["error"]["code"], -32602);
+    assert_eq!(d.truth(&id).terminal_status, None);
+    assert_eq!(
+        d.truth(&id).deleted_at_ms,
+        Some(1_500),
+        "on time, no request needed"
+    );
 }
 
 #[test]

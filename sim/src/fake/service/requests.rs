@@ -35,6 +35,7 @@ impl TaskService {
     ) -> Vec<Reply> {
         self.process_until(now_ms, shape);
         let now = self.clock;
+        self.sweep_on_call(now, shape);
         let response = match request {
             Request::Submit(s) => self.submit(now, call, s, shape),
             Request::Poll { task } => Some(self.poll(now, &task)),

@@ -29,6 +29,7 @@ fn policy() -> Policy {
         at_terminal: AtTerminal::RestartTtl,
         dedupe: Dedupe::WhileRetained,
         input: InputDelivery::Shown,
+        expiry: Expiry::Delete,
         notify_status: false,
         after_answer: AfterAnswer::Working,
     }

@@ -1,7 +1,9 @@
 //! Task lifecycles over simulated time: the schedule, work milestones, input rounds, terminal
 //! states, cancel effects, pre-emption, deletion, inline runs and the status-after-cancel flip.
 
-use super::{AtTerminal, Ev, InputDelivery, Out, Reply, RunningWork, TaskService, WorkState};
+use super::{
+    AtTerminal, Ev, Expiry, InputDelivery, Out, Reply, RunningWork, TaskService, WorkState,
+};
 use crate::fake::codec::{Note, Outcome, Push, Response, ResultBody, ResultShape, Stop};
 use crate::fake::script::ScriptOutcome;
 use crate::fake::truth::{payload_digest, InputRoundTruth, SyncRunKind, TaskStatus, WorkEnd};
@@ -47,7 +49,9 @@ impl TaskService {
             task.next_work_event(),
             task.preempt_at.filter(|_| running),
             task.cancel_at.filter(|_| open),
-            task.delete_at.filter(|_| !task.deleted),
+            // A sweep on a request deletes instead (`sweep_on_call`).
+            task.delete_at
+                .filter(|_| !task.deleted && self.cfg.policy.expiry == Expiry::Delete),
         ];
         let evs = [
             Ev::Work(seq),
@@ -291,6 +295,47 @@ impl TaskService {
         self.settle_held(seq, t);
     }
 
+    /// A request reached the server at `now` (events due by then already processed): under
+    /// [`Expiry::FailRunningOnCall`], every task past its deletion time is swept. One still
+    /// running ends `failed`, its work aborted (rmcp's ttl is a hard stop, unlike its
+    /// cooperative cancel), and its ttl starts again; one already terminal goes. A task failed
+    /// here is not deleted by the same sweep (rmcp: phase 1, then phase 2).
+    pub(super) fn sweep_on_call(&mut self, now: u64, shape: &dyn ResultShape) {
+        if self.cfg.policy.expiry != Expiry::FailRunningOnCall {
+            return;
+        }
+        let due: Vec<u64> = self
+            .tasks
+            .iter()
+            .filter(|(_, t)| !t.deleted && t.delete_at.is_some_and(|d| d <= now))
+            .map(|(seq, _)| *seq)
+            .collect();
+        for seq in due {
+            if self.task(seq).status.is_terminal() {
+                self.delete_task(seq, now);
+            } else {
+                self.expire_running(seq, now, shape);
+            }
+        }
+    }
+
+    /// The sweep fails a task still running (or waiting for input) at `t`: no side effect.
+    fn expire_running(&mut self, seq: u64, t: u64, shape: &dyn ResultShape) {
+        if self.task(seq).work.state != WorkState::Ended {
+            self.end_work(seq, t, WorkEnd::Expired);
+        }
+        self.abandon_round(seq, t);
+        let outcome = Outcome::Stopped(Stop::Expired);
+        if let Some(message) = shape.error_message(&outcome) {
+            self.tt(seq).error_message = Some(message);
+        }
+        self.task_mut(seq).outcome = Some(outcome);
+        self.set_status(seq, TaskStatus::Failed, t, Note::Expired);
+        self.settle_held(seq, t);
+        let id = self.task(seq).id.clone();
+        self.expired_running.push(id);
+    }
+
     /// The task becomes cancelled at `t`: the round goes, running work stops or keeps running
     /// by the policy (or the status-after-cancel mark), held reads settle.
     pub(super) fn cancel_now(&mut self, seq: u64, t: u64) {
@@ -442,6 +487,11 @@ impl TaskService {
     /// Marked tasks whose work ended while they were cancelled, since the last call.
     pub fn take_finished_after_cancel(&mut self) -> Vec<String> {
         std::mem::take(&mut self.finished_after_cancel)
+    }
+
+    /// Tasks a sweep failed at their ttl while running since the last call (by id).
+    pub fn take_expired_running(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.expired_running)
     }
 
     /// Status-after-cancel: a marked, cancelled task whose work has finished shows the work's

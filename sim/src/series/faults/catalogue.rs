@@ -7,7 +7,7 @@
 use serde::{Deserialize, Serialize};
 use toolop::record::LocalState::{self, *};
 
-use crate::scenario::Protocol;
+use crate::scenario::{Protocol, ServerProfile};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -88,10 +88,16 @@ pub enum FaultKind {
     /// no beat, while its connections keep receiving. Another process on the same ledger sees
     /// it go quiet, which a slow commit (the process still beats) does not show.
     ProcessPause,
+    /// The server ends a task still running at its ttl `failed` and aborts its work (rmcp's
+    /// ttl sweep). Follows from the short ttl `server_deletes_running_task` draws, on the
+    /// `rmcp` profile of the tasks extension.
+    /// (Last, as every fault added later: a fault's discriminant seeds its decisions
+    /// (`FaultPlan`), so one added in between would move every later fault's draws.)
+    TtlFailsRunningTask,
 }
 
 impl FaultKind {
-    pub const ALL: [FaultKind; 27] = [
+    pub const ALL: [FaultKind; 28] = [
         FaultKind::LostResponseAfterCreation,
         FaultKind::LostRequest,
         FaultKind::PollsOutOfOrder,
@@ -119,6 +125,7 @@ impl FaultKind {
         FaultKind::LedgerCommitLostReply,
         FaultKind::ToolRedeployed,
         FaultKind::ProcessPause,
+        FaultKind::TtlFailsRunningTask,
     ];
 
     pub fn name(self) -> String {
@@ -159,6 +166,9 @@ impl FaultKind {
             F::ConnectionDrop => "the connection drops; whatever was in flight is lost",
             F::ExecutorCrash => "the executor crashes at a fail point and restarts from the ledger",
             F::ServerDeletesRunningTask => "the server deletes a running task at its (short) ttl",
+            F::TtlFailsRunningTask => {
+                "the server fails a running task at its (short) ttl and aborts the work (rmcp; follows from server_deletes_running_task)"
+            }
             F::Rollback => "an operator rollback: a newer epoch takes over the in-flight work",
             F::ApprovalReplay => "the approval agent sends an older round's answer again",
             F::StatusAfterCancel => {
@@ -194,7 +204,20 @@ impl FaultKind {
     /// expiry follows from a short server ttl.
     pub fn follows_from(self) -> Option<FaultKind> {
         match self {
-            FaultKind::NotFoundAfterExpiry => Some(FaultKind::ServerDeletesRunningTask),
+            FaultKind::NotFoundAfterExpiry | FaultKind::TtlFailsRunningTask => {
+                Some(FaultKind::ServerDeletesRunningTask)
+            }
+            _ => None,
+        }
+    }
+}
+
+impl FaultKind {
+    /// The server profile a fault needs, for faults only one real server shows: a scenario
+    /// whose profiles leave it out cannot produce it.
+    pub fn needs_profile(self) -> Option<ServerProfile> {
+        match self {
+            FaultKind::TtlFailsRunningTask => Some(ServerProfile::Rmcp),
             _ => None,
         }
     }
@@ -282,6 +305,7 @@ const MCP_TASKS_EXT: &[Cell] = &[
     c(F::ConnectionDrop, &[Working]),
     c(F::ExecutorCrash, &[Working]),
     c(F::ServerDeletesRunningTask, &[Working]),
+    c(F::TtlFailsRunningTask, &[Working]),
     c(F::Rollback, &[Working]),
     c(F::ApprovalReplay, &[InputRequired]),
     c(F::StatusAfterCancel, &[CancelledAccepted]),
@@ -401,7 +425,9 @@ mod tests {
                 f.name()
             );
         }
-        assert_eq!(row(Protocol::Mcp20251125).len(), FaultKind::ALL.len());
+        // MCP 2025-11-25 expresses every fault but rmcp's ttl sweep (its SDKs delete instead).
+        assert_eq!(row(Protocol::Mcp20251125).len(), FaultKind::ALL.len() - 1);
+        assert!(!expresses(Protocol::Mcp20251125, F::TtlFailsRunningTask));
         assert_eq!(
             reachable(Protocol::Aip151, F::ApprovalReplay),
             &[] as &[LocalState]
