@@ -285,13 +285,19 @@ impl TaskService {
             self.reschedule(seq);
             return;
         }
+        self.fail_stopped(seq, t, Stop::Preempted, Note::Preempted, shape);
+    }
+
+    /// The service itself stopped the task at `t` (`stop`): the round goes, the task shows
+    /// `failed` with the stop's error message, held reads settle.
+    fn fail_stopped(&mut self, seq: u64, t: u64, stop: Stop, note: Note, shape: &dyn ResultShape) {
         self.abandon_round(seq, t);
-        let outcome = Outcome::Stopped(Stop::Preempted);
+        let outcome = Outcome::Stopped(stop);
         if let Some(message) = shape.error_message(&outcome) {
             self.tt(seq).error_message = Some(message);
         }
         self.task_mut(seq).outcome = Some(outcome);
-        self.set_status(seq, TaskStatus::Failed, t, Note::Preempted);
+        self.set_status(seq, TaskStatus::Failed, t, note);
         self.settle_held(seq, t);
     }
 
@@ -324,14 +330,7 @@ impl TaskService {
         if self.task(seq).work.state != WorkState::Ended {
             self.end_work(seq, t, WorkEnd::Expired);
         }
-        self.abandon_round(seq, t);
-        let outcome = Outcome::Stopped(Stop::Expired);
-        if let Some(message) = shape.error_message(&outcome) {
-            self.tt(seq).error_message = Some(message);
-        }
-        self.task_mut(seq).outcome = Some(outcome);
-        self.set_status(seq, TaskStatus::Failed, t, Note::Expired);
-        self.settle_held(seq, t);
+        self.fail_stopped(seq, t, Stop::Expired, Note::Expired, shape);
         let id = self.task(seq).id.clone();
         self.expired_running.push(id);
     }
