@@ -1264,6 +1264,72 @@ fn a_take_up_reads_no_sooner_after_this_process_own_read_than_the_interval() {
     });
 }
 
+/// Another writer changes the record (by `change`) between the read and the commit of the
+/// first `event` this runner tries to commit, and then no more.
+struct ChangeOnce {
+    ledger: SharedLedger,
+    event: &'static str,
+    change: Option<fn(&mut ToolOperation)>,
+}
+
+impl CommitDelay for ChangeOnce {
+    fn before_commit(
+        &mut self,
+        node: &str,
+        event: &str,
+    ) -> Option<std::pin::Pin<Box<dyn Future<Output = ()> + Send + 'static>>> {
+        if event == self.event {
+            if let Some(change) = self.change.take() {
+                write_as(&self.ledger, node, 1, change);
+            }
+        }
+        None
+    }
+}
+
+/// A commit that lost its race steps the event it was given again, and decides afresh whether
+/// to take the node up: the resume its first attempt turned the event into is not kept. Here
+/// the write in between asks for 60 s between reads, so the timer's fresh take-up waits that
+/// long after this process's own read, where a kept resume would read at once (mcp_replicas
+/// seed 253 has such a retry on a record another process had meanwhile moved to a pending
+/// approval: a kept resume asked the person again).
+#[test]
+fn a_retry_after_a_lost_race_decides_the_take_up_afresh() {
+    on_tokio(async {
+        let ledger = memory();
+        let server = Server::new(None, false);
+        working_n1(&ledger, &server).await.stop().await;
+        let interval_elsewhere = ChangeOnce {
+            ledger: ledger.clone(),
+            event: "resume",
+            change: Some(|rec| rec.poll_cursor.server_interval_ms = Some(60_000)),
+        };
+        let mut r = bare_runner(&ledger, config()).with_commit_delay(Box::new(interval_elsewhere));
+        // A timer that drives nothing in WORKING: this process has now seen the record.
+        r.handle("n1", Event::Timer(Timer::FetchDue)).await;
+        let read_at_ms = r.now_ms();
+        r.last_read_sent_ms.insert("n1".into(), read_at_ms);
+        // Past the 5 ms the policy asks for after that read: the first attempt takes the node up.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        // Another process moved the record: its result read holds a stream open, which a take-up
+        // here closes, so the take-up writes (and meets the write in between).
+        write_as(&ledger, "n1", 1, |rec| rec.input_stream_open = true);
+        r.handle("n1", Event::Timer(Timer::FetchDue)).await;
+        let at = |timer| r.timer_at.get(&("n1".to_string(), timer)).copied();
+        assert!(r.queue.is_empty(), "nothing sent at once");
+        assert_eq!(
+            at(Timer::PollDue),
+            None,
+            "no read inside the newer interval"
+        );
+        assert!(
+            at(Timer::FetchDue).is_some_and(|t| t >= read_at_ms + 60_000),
+            "the timer looks again once the interval ran out: {:?}",
+            at(Timer::FetchDue)
+        );
+    });
+}
+
 /// A single executor always covers its nodes: through a whole call with polls, a result and a
 /// receipt, the stall watch never fires.
 #[test]
