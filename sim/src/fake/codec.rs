@@ -220,6 +220,8 @@ pub enum Note {
     Preempted,
     /// The server's ttl sweep failed the running task.
     Expired,
+    /// A cancel withdrew the pending input round; the task works until the cancel takes effect.
+    InputWithdrawn,
 }
 
 /// A task as the service shows it.

@@ -132,6 +132,10 @@ pub struct Policy {
     pub dedupe: Dedupe,
     pub input: InputDelivery,
     pub expiry: Expiry,
+    /// A cancel of a task waiting for input withdraws the pending round at once, and the task
+    /// shows `working` until the cancel takes effect (rmcp's `cancel_task` clears its pending
+    /// inputs: the tool's input request fails and it stops on its own).
+    pub cancel_withdraws_input: bool,
     /// Every status change is also pushed to the client.
     pub notify_status: bool,
     pub after_answer: AfterAnswer,

@@ -613,6 +613,7 @@ impl Codec for AipCodec {
             },
             input: InputDelivery::Shown,
             expiry: Expiry::Delete,
+            cancel_withdraws_input: false,
             notify_status: false,
             after_answer: AfterAnswer::Working,
         }

@@ -268,6 +268,7 @@ impl Codec for McpCodec {
             dedupe: Dedupe::WhileRetained,
             input: InputDelivery::Pushed,
             expiry: Expiry::Delete,
+            cancel_withdraws_input: false,
             notify_status: p != Profile::SpecStrict,
             after_answer: if p == Profile::TsSdk {
                 AfterAnswer::AppMayLeaveInputRequired

@@ -27,7 +27,9 @@
 //!   Strict: the record goes at its ttl, running or not, and the work keeps going. The `rmcp`
 //!   profile ([`ExtConfig::rmcp`]): a task still running at its ttl ends `failed` with
 //!   `-32603` "task expired: TTL elapsed before completion" and its work is aborted; a terminal
-//!   task goes one ttl after it ended; both only when a request reaches the server.
+//!   task goes one ttl after it ended; both only when a request reaches the server. A cancel of a
+//!   task waiting for input withdraws the round at once: `working`, no `inputRequests`, until
+//!   the cancel takes effect.
 //! - `tasks/list` and `tasks/result` do not exist: `-32601`, like any unknown method.
 //! - The toolop extensions: submissions deduplicated by `_meta["io.toolop/idempotency-key"]`,
 //!   results carry `_meta["io.toolop/result-digest"]` (over the result without `_meta` and
@@ -470,7 +472,7 @@ fn status_message(v: &TaskView) -> Option<String> {
         } => Some(v.text.clone()),
         Note::Preempted => Some("Pre-empted".into()),
         // rmcp keeps the last progress message (rmcp-3.11.0 seq 206); the fake reports none.
-        Note::Expired => None,
+        Note::Expired | Note::InputWithdrawn => None,
         Note::Answered | Note::Ended { .. } => None,
     }
 }
@@ -515,6 +517,7 @@ impl Codec for ExtCodec {
             } else {
                 Expiry::Delete
             },
+            cancel_withdraws_input: self.cfg.rmcp,
             notify_status: false,
             after_answer: AfterAnswer::Working,
         }

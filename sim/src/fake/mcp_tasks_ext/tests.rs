@@ -560,6 +560,51 @@ fn cancel_while_waiting_for_input_abandons_the_round() {
     );
 }
 
+/// rmcp's `cancel_task` clears the pending inputs at once: until the cancel takes effect the
+/// task shows `working` with nothing to answer (spec/mcp-tasks.md section 16), and an answer
+/// to the withdrawn round is stale. The strict profile keeps asking until the effect
+/// (`cancel_while_waiting_for_input_abandons_the_round`).
+#[test]
+fn rmcp_withdraws_the_round_when_the_cancel_is_acknowledged() {
+    let mut d = Drv::with(
+        ExtConfig {
+            rmcp: true,
+            ..cfg()
+        },
+        7,
+    );
+    let s = TaskScript {
+        input_at_ms: vec![100],
+        ..script("n1", 2_000, ScriptOutcome::Completed)
+    };
+    let id = d.submit("auto", &s);
+    d.to(100);
+    assert_eq!(d.status(&id), "input_required");
+    d.cancel(&id);
+    let g = d.get(&id);
+    assert_eq!(g["result"]["status"], "working", "{g}");
+    assert!(g["result"].get("inputRequests").is_none(), "{g}");
+    d.update(
+        &id,
+        json!({"input-1": {"action": "accept", "content": {"ok": true}}}),
+    );
+    d.to(400);
+    assert_eq!(d.status(&id), "cancelled");
+    let t = d.truth(&id);
+    assert_eq!(t.input_rounds[0].abandoned_at_ms, Some(100), "at the ack");
+    assert_eq!(
+        (t.stale_input_responses, t.side_effects, t.work_end),
+        (1, 0, Some(WorkEnd::StoppedByCancel))
+    );
+
+    // Strict: the round stays asked until the cancel takes effect.
+    let mut d = Drv::new();
+    let id = d.submit("auto", &s);
+    d.to(100);
+    d.cancel(&id);
+    assert_eq!(d.status(&id), "input_required");
+}
+
 #[test]
 fn cancel_delays_are_drawn_from_the_configured_range() {
     let mut d = Drv::with(

@@ -6,7 +6,7 @@ use super::{
     AfterAnswer, CancelEffect, Dedupe, Ev, InlineRun, InputDelivery, KeyedInline, Reply, Task,
     TaskService, Work, WorkState,
 };
-use crate::fake::codec::{AnswerItem, CallId, Request, Response, ResultShape, RunAs, Submit};
+use crate::fake::codec::{AnswerItem, CallId, Note, Request, Response, ResultShape, RunAs, Submit};
 use crate::fake::truth::{StaleInputResponse, SyncRunKind, SyncRunTruth, TaskStatus, TaskTruth};
 
 /// A request's effect on the fault decisions that ride on it (the status-after-cancel mark, a
@@ -318,6 +318,10 @@ impl TaskService {
                 Response::Task(self.view(seq))
             }
             CancelEffect::Delayed { min_ms, max_ms } => {
+                if self.cfg.policy.cancel_withdraws_input && status == TaskStatus::InputRequired {
+                    self.abandon_round(seq, now);
+                    self.set_status(seq, TaskStatus::Working, now, Note::InputWithdrawn);
+                }
                 if self.task(seq).cancel_at.is_none() {
                     let delay = self.rng.gen_range(min_ms.min(max_ms)..=max_ms.max(min_ms));
                     let at = now.saturating_add(delay);

@@ -30,6 +30,7 @@ fn policy() -> Policy {
         dedupe: Dedupe::WhileRetained,
         input: InputDelivery::Shown,
         expiry: Expiry::Delete,
+        cancel_withdraws_input: false,
         notify_status: false,
         after_answer: AfterAnswer::Working,
     }
