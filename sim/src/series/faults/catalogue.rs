@@ -210,9 +210,7 @@ impl FaultKind {
             _ => None,
         }
     }
-}
 
-impl FaultKind {
     /// The server profile a fault needs, for faults only one real server shows: a scenario
     /// whose profiles leave it out cannot produce it.
     pub fn needs_profile(self) -> Option<ServerProfile> {
