@@ -1175,6 +1175,13 @@ impl<'a> Machine<'a> {
             // 404 streak running, and its third 404 handed a live task to a person).
             S::CancelRequested => {
                 self.shown_alive();
+                if self.rec.cancel_pending && latest {
+                    if let Some(answered) = self.answer_input_while_cancelling(reqs) {
+                        self.rec.last_server_status =
+                            Some(crate::record::ProtocolStatus::InputRequired);
+                        return answered;
+                    }
+                }
                 return self.on_status(crate::record::ProtocolStatus::InputRequired, latest);
             }
             _ => return rejected(Rejection::NotApplicable),
@@ -1628,19 +1635,29 @@ impl<'a> Machine<'a> {
             });
         }
         self.rec.pending_input = None;
-        self.rec.answered_inputs.push(p.server_request_id.clone());
+        self.answer(p.server_request_id, p.schema_digest, reply)
+    }
+
+    /// Send `reply` as the answer to the server's request `server_request_id`, and remember it
+    /// as answered (so that copies of the request are not asked again) and as the last answer
+    /// (so that a lost one can be said again).
+    fn answer(
+        &mut self,
+        server_request_id: serde_json::Value,
+        schema_digest: String,
+        reply: ApprovalReply,
+    ) -> R {
+        self.rec.answered_inputs.push(server_request_id.clone());
         if self.rec.answered_inputs.len() > ANSWERED_INPUTS_MAX {
             self.rec.answered_inputs.remove(0);
         }
-        self.rec
-            .answered_input_digests
-            .push(p.schema_digest.clone());
+        self.rec.answered_input_digests.push(schema_digest.clone());
         if self.rec.answered_input_digests.len() > ANSWERED_INPUTS_MAX {
             self.rec.answered_input_digests.remove(0);
         }
         self.rec.last_answer = Some(crate::record::LastAnswer {
-            server_request_id: p.server_request_id.clone(),
-            schema_digest: p.schema_digest.clone(),
+            server_request_id: server_request_id.clone(),
+            schema_digest,
             reply: reply.clone(),
             lost: false,
             resends: 0,
@@ -1648,11 +1665,40 @@ impl<'a> Machine<'a> {
         });
         self.send(Outbound::InputResponse {
             operation_id: self.op_id(),
-            server_request_id: p.server_request_id,
+            server_request_id,
             reply,
         });
         self.schedule_poll_after(None);
         STAYED
+    }
+
+    /// Input requests shown while a best-effort cancel of ours was taken and the operation still
+    /// runs: the cancel did not stop the tool (it may never: a tool that ignores cancels), and
+    /// it now waits on us. The caller asked to cancel, so nobody is asked: each new request is
+    /// answered `cancel` at once, and a lost answer is said again. Unanswered, the tool would
+    /// wait until the wait budget handed a live task to a person (mcp_ext_faults seed 472,
+    /// session 41: 849 reads of `input_required` in 30 minutes, then UNKNOWN). `None`: nothing
+    /// to answer.
+    fn answer_input_while_cancelling(&mut self, reqs: &[InputRequest]) -> Option<R> {
+        let ours = |r: &&InputRequest| {
+            r.related_operation_id
+                .as_ref()
+                .is_none_or(|rel| self.rec.operation_id.as_ref() == Some(rel))
+        };
+        let fresh = reqs
+            .iter()
+            .filter(ours)
+            .find(|r| !self.rec.answered_inputs.contains(&r.server_request_id));
+        if let Some(req) = fresh {
+            let (id, digest) = (req.server_request_id.clone(), req.schema_digest.clone());
+            return Some(self.answer(id, digest, ApprovalReply::Cancel));
+        }
+        let last = self.rec.last_answer.clone()?;
+        let still_asked = reqs
+            .iter()
+            .filter(ours)
+            .any(|r| r.server_request_id == last.server_request_id);
+        (still_asked && last.lost && self.may_resend(&last)).then(|| self.resend_last_answer(last))
     }
 
     fn request_cancel(&mut self) -> R {

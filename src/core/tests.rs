@@ -1634,6 +1634,36 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
          reply:poll:status => rejected:stale_answer",
     ),
     (
+        // mcp_ext_faults seed 472 (session 41): a tool that ignores cancels asked for input after
+        // the cancel was taken, nobody answered, and the wait budget handed the live task to a
+        // person. The caller asked to cancel, so the executor answers `cancel` by itself, once
+        // per request, and again only when that answer was lost.
+        "input asked while a best-effort cancel is taken is answered cancel, without asking anyone",
+        |s| {
+            s.working().ev(Event::CancelClicked).reply(RequestKind::Cancel, Reply::CancelPending);
+            s.timer(Timer::CancelRequery).reply(RequestKind::Poll, Reply::InputRequests(vec![input(1)]));
+            s.timer(Timer::CancelRequery).reply(RequestKind::Poll, Reply::InputRequests(vec![input(1)]));
+            s.lost(RequestKind::InputResponse).timer(Timer::CancelRequery).reply(RequestKind::Poll, Reply::InputRequests(vec![input(1)]));
+            s.timer(Timer::CancelRequery).reply(RequestKind::Poll, Reply::InputRequests(vec![input(1), input(2)]));
+            s.timer(Timer::CancelRequery).reply(RequestKind::Poll, Reply::Status(view(P::Completed)));
+        },
+        "start => stay [send:submit#1]
+         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
+         cancel_clicked => WORKING->CANCEL_REQUESTED [send:cancel#2]
+         reply:cancel:cancel_pending => stay [at2000:cancel_requery]
+         timer:cancel_requery => stay [send:poll#3]
+         reply:poll:input_requests => stay [send:input_response#4 at1500:cancel_requery]
+         timer:cancel_requery => stay [send:poll#5]
+         reply:poll:input_requests => stay [at2000:cancel_requery]
+         lost:input_response => stay
+         timer:cancel_requery => stay [send:poll#6]
+         reply:poll:input_requests => stay [send:input_response#7 at2000:cancel_requery]
+         timer:cancel_requery => stay [send:poll#8]
+         reply:poll:input_requests => stay [send:input_response#9 at2000:cancel_requery]
+         timer:cancel_requery => stay [send:poll#10]
+         reply:poll:status => CANCEL_REQUESTED->TERMINAL_OBSERVED [at0:fetch_due]",
+    ),
+    (
         // mcp_ext_replicas seed 233499: two lagging 404s, then a poll's input requests read after
         // the cancel left: they show the task alive, so the next 404 starts the count again.
         "input requests read while cancelling show the operation alive to a not-found streak",

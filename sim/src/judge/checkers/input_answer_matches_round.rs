@@ -13,7 +13,8 @@
 //!   was earlier: the world may have held the commit, or its writer died before asking) had passed
 //!   (the executor declines by itself then), or the world's ledger held the node final when
 //!   the answer left (a node no process drives any more is declined, fail-safe);
-//! - `cancel`: the agent cancelled such a question.
+//! - `cancel`: the agent cancelled such a question, or the caller had asked to cancel the call
+//!   node (the executor answers `cancel` by itself a round asked while its cancel is pending).
 //!
 //! A replayed answer of an older round (the approval-replay fault) forwarded as the answer to
 //! the round now asked is the bug this catches. Nothing the executor says enters: not its round
@@ -28,11 +29,11 @@ use std::collections::BTreeMap;
 
 use serde_json::{json, Value};
 
-use super::view::{judge, sends, View};
+use super::view::{caller_times, judge, sends, View};
 use super::Violation;
 use crate::fake::codec::ExchangeKind;
 use crate::fake::truth::AnswerAction;
-use crate::trace::{ApprovalAction, Question, Trace, What, WriteOutcome};
+use crate::trace::{ApprovalAction, CallerAction, Question, Trace, What, WriteOutcome};
 
 pub const NAME: &str = "input_answer_matches_round";
 
@@ -106,6 +107,13 @@ pub fn violations(v: &View) -> Vec<Violation> {
         .filter(|f| f.exchange == ExchangeKind::Answer)
         .map(|f| (f.frame, f.t_ms))
         .collect();
+    // Per node, when the caller first asked to cancel it (a click, or a request through the
+    // ledger): a round the server asks after that is answered `cancel` by the executor itself.
+    let mut cancel_asked = caller_times(v.trace, CallerAction::Cancel);
+    for (node, t) in caller_times(v.trace, CallerAction::CancelRequest) {
+        let first = cancel_asked.entry(node).or_insert(t);
+        *first = (*first).min(t);
+    }
     let empty = vec![];
     for (task_id, task) in &v.truth.tasks {
         for r in &task.input_rounds {
@@ -212,9 +220,12 @@ pub fn violations(v: &View) -> Vec<Violation> {
                         Some(_) => None,
                     }
                 }
-                AnswerAction::Cancel if answered(ApprovalAction::Cancel).next().is_none() => {
+                AnswerAction::Cancel
+                    if answered(ApprovalAction::Cancel).next().is_none()
+                        && cancel_asked.get(node).is_none_or(|t| *t > sent) =>
+                {
                     Some(format!(
-                        "{what} (sent at {sent} ms), but the agent did not cancel {round_words}"
+                        "{what} (sent at {sent} ms), but neither the agent cancelled {round_words} nor the caller the call node"
                     ))
                 }
                 AnswerAction::Cancel | AnswerAction::Error => None,
@@ -475,6 +486,38 @@ mod tests {
         b.truth.tasks.get_mut("t-n1").expect("task").input_rounds[0].answered_by_frame = Some(999);
         let v = check(&b.build(SETTLED));
         assert!(v[0].detail.contains("never saw an executor send"), "{v:?}");
+    }
+
+    /// A `cancel` nobody gave is caught; after the caller asked to cancel the node (a click or
+    /// a request through the ledger), the executor answers `cancel` by itself.
+    #[test]
+    fn a_cancel_answer_needs_the_agent_or_the_caller_to_have_cancelled_first() {
+        let build = |caller: Option<(u64, crate::trace::CallerAction)>| {
+            let mut b = Tb::new();
+            b.happy_path("n1", 0);
+            if let Some((t, action)) = caller {
+                b.at(t).caller(action, "n1");
+            }
+            let r = round(&mut b, "n1", 1, 400, 410, "cancel", None);
+            b.truth.tasks.get_mut("t-n1").expect("task").input_rounds = vec![r];
+            check(&b.build(SETTLED))
+        };
+        let v = build(None);
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(v[0].detail.contains("nor the caller"), "{v:?}");
+        assert_eq!(
+            build(Some((300, crate::trace::CallerAction::Cancel))),
+            vec![]
+        );
+        assert_eq!(
+            build(Some((400, crate::trace::CallerAction::CancelRequest))),
+            vec![]
+        );
+        // A click after the answer left does not excuse it.
+        assert_eq!(
+            build(Some((401, crate::trace::CallerAction::Cancel))).len(),
+            1
+        );
     }
 
     #[test]
