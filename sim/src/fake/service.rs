@@ -239,6 +239,8 @@ struct Task {
     preempt_at: Option<u64>,
     /// Status-after-cancel: the work outlives a cancel, and its end may later be shown.
     keeps_working_after_cancel: bool,
+    /// The tool never looks for a cancel: every cancel is acknowledged and the work runs on.
+    ignores_cancel: bool,
     /// Scheduled times: work, pre-emption, cancel effect, deletion.
     sched: [Option<u64>; 4],
 }
@@ -412,6 +414,7 @@ impl TaskService {
                 t.live()
                     && !t.status.is_terminal()
                     && t.cancel_at.is_none()
+                    && !t.ignores_cancel
                     && t.work.state == WorkState::Running
             })
     }

@@ -180,6 +180,10 @@ pub struct TaskTruth {
     pub effects_after_deletion: u32,
     pub work_end: Option<WorkEnd>,
     pub work_end_at_ms: Option<u64>,
+    /// When the server first acknowledged a cancel it then ignored (`cancel_ignored`): from
+    /// here to the work's end no executor can learn who won. Left out of the trace when unset.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cancel_ignored_at_ms: Option<u64>,
     pub deleted_at_ms: Option<u64>,
     pub input_rounds: Vec<InputRoundTruth>,
     /// Client answers attributed to this task that answered no pending round.
@@ -213,6 +217,7 @@ impl TaskTruth {
             effects_after_deletion: 0,
             work_end: None,
             work_end_at_ms: None,
+            cancel_ignored_at_ms: None,
             deleted_at_ms: None,
             input_rounds: Vec::new(),
             stale_input_responses: 0,

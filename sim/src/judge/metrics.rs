@@ -46,7 +46,9 @@ pub struct SeriesMetrics {
     /// that had settled before the click has nothing to confirm and is left out. Time in which
     /// the world kept every executor process of the newest epoch down (crashed, not yet
     /// restarted) is not counted: no executor can confirm anything then, and the restart delay
-    /// is the world's, not the code's (`view::executor_down_spans`).
+    /// is the world's, not the code's (`view::executor_down_spans`). Nor is the time in which
+    /// the server held an acknowledged cancel it ignored, until the work ended
+    /// (`cancel_ignored`): who won is decided then, by the server.
     pub cancel_confirmation_ms: Vec<u64>,
     /// Time spent not knowing whether an operation exists: entering SUBMISSION_UNKNOWN to leaving
     /// it, and submission to hand-off for nodes that end in UNKNOWN.
@@ -162,6 +164,7 @@ pub fn measure_and_check(trace: &Trace) -> (SeriesMetrics, Vec<Violation>) {
         }
     }
     let down = executor_down_spans(trace);
+    let ignored = ignored_cancel_spans(trace);
     // From the click, or from the operator's request (the executor's look at the ledger is
     // part of what the operator waits for).
     let mut asked = caller_times(trace, CallerAction::Cancel);
@@ -173,8 +176,10 @@ pub fn measure_and_check(trace: &Trace) -> (SeriesMetrics, Vec<Violation>) {
             let known = outcome_known_after(trace, &node, clicked_ms)
                 .unwrap_or(*t)
                 .min(*t);
-            let down_ms = covered_ms(&down, clicked_ms, known);
-            m.cancel_confirmation_ms.push(known - clicked_ms - down_ms);
+            let mut held = down.clone();
+            held.extend(ignored.get(node.as_str()).into_iter().flatten().copied());
+            let held_ms = covered_ms(&merged(held), clicked_ms, known);
+            m.cancel_confirmation_ms.push(known - clicked_ms - held_ms);
         }
     }
     m.unknown_reconciliation_ms = unknown_durations(trace, &submitted, &settled);
@@ -208,6 +213,42 @@ impl Judged<'_> {
             .filter(|x| x.checker == checker)
             .count() as u32
     }
+}
+
+/// Per call node, the spans in which its server held a cancel it had acknowledged and was
+/// ignoring (`cancel_ignored`): from the first ack to the task's end (or deletion, or the end of
+/// the trace), read from the ground truth. Until the work ends, no executor can know who won.
+fn ignored_cancel_spans(trace: &Trace) -> BTreeMap<&str, Vec<(u64, u64)>> {
+    let last_ms = trace.events.last().map_or(0, |e| e.t_ms);
+    let mut out: BTreeMap<&str, Vec<(u64, u64)>> = BTreeMap::new();
+    let Some(truth) = trace.events.iter().rev().find_map(|e| match &e.what {
+        What::Final { truth, .. } => Some(truth),
+        _ => None,
+    }) else {
+        return out;
+    };
+    for t in truth.tasks.values() {
+        if let Some(from) = t.cancel_ignored_at_ms {
+            let to = t.terminal_at_ms.or(t.deleted_at_ms).unwrap_or(last_ms);
+            out.entry(t.call_node.as_str())
+                .or_default()
+                .push((from, to.max(from)));
+        }
+    }
+    out
+}
+
+/// `spans` as disjoint spans in time order, so that time two of them cover counts once.
+fn merged(mut spans: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
+    spans.sort_unstable();
+    let mut out: Vec<(u64, u64)> = Vec::with_capacity(spans.len());
+    for (a, b) in spans {
+        match out.last_mut() {
+            Some(last) if a <= last.1 => last.1 = last.1.max(b),
+            _ => out.push((a, b)),
+        }
+    }
+    out
 }
 
 /// The first time at or after `after` that `node` moved into a state that says who won a cancel.
@@ -443,5 +484,45 @@ mod tests {
             },
         });
         assert_eq!(measure(&b.build(SETTLED)).cancel_confirmation_ms, vec![20]);
+    }
+
+    /// Cancel confirmation leaves out the time a server held a cancel it acknowledged and
+    /// ignored, until the task ended (read from the ground truth), and time that is both that
+    /// and executor downtime counts once.
+    #[test]
+    fn cancel_confirmation_leaves_out_a_cancel_the_server_held_and_ignored() {
+        use crate::trace::WorldAction;
+        let mut b = Tb::new();
+        b.cancel_path("n1", 100);
+        // Clicked at 3,100, known at 3,140; the server acked at 3,105, the task ended at 3,120.
+        b.truth.tasks.get_mut("t-n1").unwrap().cancel_ignored_at_ms = Some(3_105);
+        assert_eq!(measure(&b.build(SETTLED)).cancel_confirmation_ms, vec![25]);
+        // Another node's ignored cancel is not this one's.
+        b.truth.tasks.get_mut("t-n1").unwrap().call_node = "n2".into();
+        assert_eq!(measure(&b.build(SETTLED)).cancel_confirmation_ms, vec![40]);
+        b.truth.tasks.get_mut("t-n1").unwrap().call_node = "n1".into();
+        b.at(3_110).push(What::World {
+            action: WorldAction::ExecutorDown {
+                incarnation: 1,
+                exit: "crashed".into(),
+            },
+        });
+        b.at(3_130).push(What::World {
+            action: WorldAction::ExecutorRestart {
+                incarnation: 2,
+                epoch: 1,
+            },
+        });
+        // Held or down from 3,105 to 3,130: 25 ms out of 40.
+        assert_eq!(measure(&b.build(SETTLED)).cancel_confirmation_ms, vec![15]);
+    }
+
+    #[test]
+    fn merged_spans_are_disjoint_and_cover_the_same_time() {
+        assert_eq!(
+            merged(vec![(50, 60), (10, 20), (15, 30), (30, 35), (40, 40)]),
+            vec![(10, 35), (40, 40), (50, 60)]
+        );
+        assert_eq!(merged(vec![]), vec![]);
     }
 }

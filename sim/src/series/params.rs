@@ -1,5 +1,7 @@
 //! What the seed draws for a series, in one fixed order, and how a schedule edits it.
 
+use std::collections::BTreeMap;
+
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
@@ -112,11 +114,12 @@ pub fn draw_params(sc: &Scenario, seed: u64) -> Params {
     let net_seed = rng.gen();
     let approval_seed = rng.gen();
     let jitter_seed = rng.gen();
-    let faults = FaultProfile::draw(
-        &sc.faults.max_rates(),
-        sc.faults.swarm_enable_rate,
-        &mut rng,
-    );
+    let (max_rates, max_rates_drawn_last): (BTreeMap<_, _>, BTreeMap<_, _>) = sc
+        .faults
+        .max_rates()
+        .into_iter()
+        .partition(|(f, _)| !f.drawn_last());
+    let mut faults = FaultProfile::draw(&max_rates, sc.faults.swarm_enable_rate, &mut rng);
     let short_ttl = draw_in(&mut rng, sc.faults.short_ttl_ms);
     let server_max_ttl_ms = if faults.rate(FaultKind::ServerDeletesRunningTask) > 0.0 {
         Some(short_ttl)
@@ -140,6 +143,9 @@ pub fn draw_params(sc: &Scenario, seed: u64) -> Params {
     // still offers them is the one it was. A series without them runs as against a real SDK
     // server: no idempotency key, no lookup by key, no result digest.
     let toolop_extensions = rng.gen_bool(sc.server.toolop_extensions_rate);
+    // Faults added since (session 41) are drawn after all of that, for the same reason.
+    let late = FaultProfile::draw(&max_rates_drawn_last, sc.faults.swarm_enable_rate, &mut rng);
+    faults.rates.extend(late.rates);
     Params {
         scenario: sc.name.clone(),
         seed,

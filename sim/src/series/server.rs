@@ -1,8 +1,9 @@
 //! The server room of a lane: the actor that runs the fake server (codec and task service) over
 //! simulated time, and the faults that are server behaviour rather than network behaviour, all
 //! decided here:
-//! - a completion racing a cancel, and the status-after-cancel quirk (a cancel's work outlives
-//!   it, and its end later overwrites `cancelled`): asked when a cancel meets running work;
+//! - a completion racing a cancel, the status-after-cancel quirk (a cancel's work outlives
+//!   it, and its end later overwrites `cancelled`), and a cancel acknowledged and ignored: asked
+//!   when a cancel meets running work;
 //! - not-found after expiry, and a running task deleted at its ttl: noted when the service
 //!   answers a read of a task it deleted (they follow from a short server ttl).
 //!
@@ -99,11 +100,21 @@ fn serve_one(world: &World, lane: usize, server: &SharedServer, marked: &mut Mar
             let detail = || FaultDetail::Task {
                 task: t.to_string(),
             };
-            faults.race = world
-                .fire(lane, FaultKind::CompletionCancelRace, node, detail())
+            // A cancel the tool never looks for meets neither a racing end nor a flip.
+            faults.ignore = world
+                .fire(lane, FaultKind::CancelIgnored, node, detail())
                 .is_some();
+            faults.race = !faults.ignore
+                && world
+                    .fire(lane, FaultKind::CompletionCancelRace, node, detail())
+                    .is_some();
             // Recorded when (and if) the status flips.
-            if let Some(decision) = world.ask(lane, FaultKind::StatusAfterCancel, node) {
+            let flip = if faults.ignore {
+                None
+            } else {
+                world.ask(lane, FaultKind::StatusAfterCancel, node)
+            };
+            if let Some(decision) = flip {
                 faults.keep_working = true;
                 marked.insert(
                     t.to_string(),

@@ -496,6 +496,50 @@ fn completion_wins_a_cancel_that_takes_effect_too_late() {
 }
 
 #[test]
+fn an_ignored_cancel_gets_its_empty_reply_and_the_operation_completes() {
+    let mut c = cfg();
+    c.cancel_delay_ms = (300, 300);
+    let mut d = Drv::new(c);
+    let (_, op) = d.submit(
+        "build",
+        None,
+        &script("ign", 10_000, ScriptOutcome::Completed),
+    );
+    let name = name_of(&op);
+    d.to(1_000);
+    let frame = OutFrame {
+        request_id: Some(99),
+        body: b"{}".to_vec(),
+        http: Some(HttpTarget {
+            method: "POST".into(),
+            path: format!("/v1/{name}:cancel"),
+        }),
+    };
+    let ignore = crate::fake::service::CancelFaults {
+        ignore: true,
+        ..Default::default()
+    };
+    let out = d.s.handle_with(1_000, frame, ignore);
+    assert_eq!(out.len(), 1);
+    assert_eq!(
+        (out[0].http_status, out[0].body.as_slice()),
+        (200, &b"{}"[..])
+    );
+    // Past the drawn delay, and after a second cancel: still running.
+    d.to(5_000);
+    assert_eq!(d.cancel(&name), (200, json!({})));
+    assert_eq!(d.get(&name).1.get("done"), None);
+    d.to(10_000);
+    let op = d.get(&name).1;
+    assert!(op["response"].is_object(), "{op}");
+    let t = d.truth(&name);
+    assert_eq!(
+        (t.terminal_status, t.side_effects, t.cancel_ignored_at_ms),
+        (Some(TaskStatus::Completed), 1, Some(1_000))
+    );
+}
+
+#[test]
 fn cancel_is_unimplemented_when_configured() {
     let mut a = api();
     a.cancel_supported = false;

@@ -33,6 +33,7 @@ fn a_marked_task_flips_to_its_outcome_after_cancel_and_the_truth_keeps_cancelled
             CancelFaults {
                 keep_working: true,
                 race: false,
+                ..Default::default()
             },
         );
         assert_eq!(r["result"]["status"], "cancelled", "{profile:?}");
@@ -85,6 +86,7 @@ fn work_waiting_for_input_aborts_even_when_marked() {
         CancelFaults {
             keep_working: true,
             race: false,
+            ..Default::default()
         },
     );
     assert_eq!(d.truth(&id).work_end, Some(WorkEnd::AbortedAtInput));
@@ -110,6 +112,7 @@ fn a_completion_racing_the_cancel_wins_and_the_cancel_meets_a_terminal_task() {
             CancelFaults {
                 keep_working: false,
                 race: true,
+                ..Default::default()
             },
         );
         assert_eq!(r["error"]["code"], -32602, "{profile:?}: {r}");

@@ -882,6 +882,7 @@ fn a_completion_racing_a_delayed_cancel_ends_when_the_cancel_would_take_effect_a
         crate::fake::service::CancelFaults {
             race: true,
             keep_working: false,
+            ..Default::default()
         },
     );
     assert_eq!(ack["result"], json!({"resultType": "complete"}));
@@ -895,6 +896,42 @@ fn a_completion_racing_a_delayed_cancel_ends_when_the_cancel_would_take_effect_a
     assert_eq!(
         (t.terminal_status, t.work_end_at_ms, t.side_effects),
         (Some(TaskStatus::Completed), Some(300), 1)
+    );
+}
+
+#[test]
+fn an_ignored_cancel_is_acknowledged_and_the_work_runs_to_its_end() {
+    let mut d = Drv::new();
+    let id = d.submit("auto", &script("n1", 60_000, ScriptOutcome::Completed));
+    d.to(1_000);
+    assert!(d.s.service().cancel_meets_running_work(&id));
+    let ignore = crate::fake::service::CancelFaults {
+        ignore: true,
+        ..Default::default()
+    };
+    let ack = d.call_with("tasks/cancel", json!({ "taskId": id }), ignore);
+    assert_eq!(ack["result"], json!({"resultType": "complete"}));
+    assert!(
+        !d.s.service().cancel_meets_running_work(&id),
+        "a task that ignores cancels offers no further cancel decisions"
+    );
+    d.to(30_000);
+    assert_eq!(d.status(&id), "working", "no cancel ever takes effect");
+    // A second cancel is acknowledged and ignored too, and keeps the first ack's time.
+    let again = d.call_with("tasks/cancel", json!({ "taskId": id }), Default::default());
+    assert_eq!(again["result"], json!({"resultType": "complete"}));
+    d.to(61_000);
+    assert_eq!(d.status(&id), "completed");
+    let t = d.truth(&id);
+    assert_eq!(
+        (
+            t.terminal_status,
+            t.work_end_at_ms,
+            t.side_effects,
+            t.effects_after_cancel,
+            t.cancel_ignored_at_ms
+        ),
+        (Some(TaskStatus::Completed), Some(60_000), 1, 0, Some(1_000))
     );
 }
 

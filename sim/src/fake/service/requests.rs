@@ -17,6 +17,9 @@ pub struct CancelFaults {
     pub race: bool,
     /// The work outlives the cancel, and its end may later overwrite `cancelled`.
     pub keep_working: bool,
+    /// The cancel is acknowledged and never takes effect: the tool does not look for it (a
+    /// delayed cancel only; an immediate one shows `cancelled` in its reply).
+    pub ignore: bool,
 }
 
 impl TaskService {
@@ -197,6 +200,7 @@ impl TaskService {
             cancel_at: None,
             preempt_at,
             keeps_working_after_cancel: false,
+            ignores_cancel: false,
             sched: [None; 4],
         };
         let zero_time = task.script.duration_ms == 0 && task.inputs.is_empty();
@@ -299,6 +303,17 @@ impl TaskService {
         let status = self.task(seq).status;
         if status.is_terminal() {
             return Response::CancelRejected { status };
+        }
+        if faults.ignore || self.task(seq).ignores_cancel {
+            assert!(
+                matches!(self.cfg.policy.cancel.effect, CancelEffect::Delayed { .. }),
+                "only a delayed cancel can be acknowledged and then ignored"
+            );
+            // rmcp's `ignores_cancel` tool, AIP-151's best effort that gets nowhere: the ack is
+            // all there is; the work runs to its end and its outcome stands.
+            self.task_mut(seq).ignores_cancel = true;
+            self.tt(seq).cancel_ignored_at_ms.get_or_insert(now);
+            return Response::CancelAccepted;
         }
         if faults.keep_working {
             self.task_mut(seq).keeps_working_after_cancel = true;

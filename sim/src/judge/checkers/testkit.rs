@@ -362,6 +362,7 @@ impl Tb {
                 effects_after_deletion: 0,
                 work_end: None,
                 work_end_at_ms: None,
+                cancel_ignored_at_ms: None,
                 deleted_at_ms: None,
                 input_rounds: vec![],
                 stale_input_responses: 0,

@@ -94,10 +94,15 @@ pub enum FaultKind {
     /// (Last, as every fault added later: a fault's discriminant seeds its decisions
     /// (`FaultPlan`), so one added in between would move every later fault's draws.)
     TtlFailsRunningTask,
+    /// The server acknowledges a cancel and the work runs to its end as if never asked: the
+    /// tool does not look for cancels (rmcp's `ignores_cancel` tool; AIP-151's best-effort
+    /// cancel). Only where a cancel is acknowledged before it takes effect: an MCP 2025-11-25
+    /// server shows `cancelled` in its reply.
+    CancelIgnored,
 }
 
 impl FaultKind {
-    pub const ALL: [FaultKind; 28] = [
+    pub const ALL: [FaultKind; 29] = [
         FaultKind::LostResponseAfterCreation,
         FaultKind::LostRequest,
         FaultKind::PollsOutOfOrder,
@@ -126,6 +131,7 @@ impl FaultKind {
         FaultKind::ToolRedeployed,
         FaultKind::ProcessPause,
         FaultKind::TtlFailsRunningTask,
+        FaultKind::CancelIgnored,
     ];
 
     pub fn name(self) -> String {
@@ -193,6 +199,9 @@ impl FaultKind {
             F::ProcessPause => {
                 "an executor process freezes whole at a commit: no steps and no beats, its sockets still receiving"
             }
+            F::CancelIgnored => {
+                "the server acknowledges a cancel and the work runs to its end regardless"
+            }
         }
     }
 
@@ -209,6 +218,13 @@ impl FaultKind {
             }
             _ => None,
         }
+    }
+
+    /// Whether a series draws this fault's swarm switch and rate after every other draw of its
+    /// parameters: a fault added to a scenario's rates then leaves the series that do not
+    /// enable it exactly as they were (their trace hashes too).
+    pub fn drawn_last(self) -> bool {
+        matches!(self, FaultKind::CancelIgnored)
     }
 
     /// The server profile a fault needs, for faults only one real server shows: a scenario
@@ -304,6 +320,7 @@ const MCP_TASKS_EXT: &[Cell] = &[
     c(F::ExecutorCrash, &[Working]),
     c(F::ServerDeletesRunningTask, &[Working]),
     c(F::TtlFailsRunningTask, &[Working]),
+    c(F::CancelIgnored, &[CancelRequested]),
     c(F::Rollback, &[Working]),
     c(F::ApprovalReplay, &[InputRequired]),
     c(F::StatusAfterCancel, &[CancelledAccepted]),
@@ -325,6 +342,7 @@ const AIP_151: &[Cell] = &[
     c(F::PollsOutOfOrder, &[Working]),
     c(F::CompletionCancelRace, &[CancelRequested]),
     c(F::CancelAckLost, &[CancelRequested]),
+    c(F::CancelIgnored, &[CancelRequested]),
     c(F::ResultLost, &[Working, FetchingResult]),
     c(F::ResultTruncated, &[Working, FetchingResult]),
     c(F::OldEpochMessage, &[Working]),
@@ -423,9 +441,16 @@ mod tests {
                 f.name()
             );
         }
-        // MCP 2025-11-25 expresses every fault but rmcp's ttl sweep (its SDKs delete instead).
-        assert_eq!(row(Protocol::Mcp20251125).len(), FaultKind::ALL.len() - 1);
+        // MCP 2025-11-25 expresses every fault but rmcp's ttl sweep (its SDKs delete instead)
+        // and an ignored cancel (its cancel's reply shows the task `cancelled`); both delayed
+        // cancels can be ignored.
+        assert_eq!(row(Protocol::Mcp20251125).len(), FaultKind::ALL.len() - 2);
         assert!(!expresses(Protocol::Mcp20251125, F::TtlFailsRunningTask));
+        assert!(!expresses(Protocol::Mcp20251125, F::CancelIgnored));
+        assert!(
+            expresses(Protocol::McpTasksExt, F::CancelIgnored)
+                && expresses(Protocol::Aip151, F::CancelIgnored)
+        );
         assert_eq!(
             reachable(Protocol::Aip151, F::ApprovalReplay),
             &[] as &[LocalState]
