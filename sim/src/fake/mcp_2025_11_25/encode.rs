@@ -57,15 +57,21 @@ impl McpCodec {
                 m.insert("ttl".into(), Value::Null);
             }
         }
-        let interval = self
-            .cfg
-            .poll_interval_ms
-            .unwrap_or(texts::default_poll_interval_ms(profile));
-        m.insert("pollInterval".into(), json!(interval));
+        m.insert("pollInterval".into(), json!(self.poll_interval_ms()));
         if let Some(s) = texts::status_message(profile, view) {
             m.insert("statusMessage".into(), json!(s));
         }
         Value::Object(m)
+    }
+
+    /// The `pollInterval` the server suggests: the configured one, else the profile's own. The
+    /// Python SDK (mcp 1.30) creates every task with 500 and offers no way to ask for another,
+    /// so its profile says 500 whatever is configured.
+    fn poll_interval_ms(&self) -> u64 {
+        match (self.profile(), self.cfg.poll_interval_ms) {
+            (Profile::PythonSdk, _) | (_, None) => texts::default_poll_interval_ms(self.profile()),
+            (_, Some(configured_ms)) => configured_ms,
+        }
     }
 
     /// A result plus `_meta`: the related task (when given) and, with extensions, the digest of
@@ -235,11 +241,7 @@ impl Codec for McpCodec {
             poll_shows_result: false,
             poll_shows_input: false,
             result_digest: self.cfg.toolop_extensions,
-            poll_interval_ms: Some(
-                self.cfg
-                    .poll_interval_ms
-                    .unwrap_or(texts::default_poll_interval_ms(self.profile())),
-            ),
+            poll_interval_ms: Some(self.poll_interval_ms()),
         }
     }
 

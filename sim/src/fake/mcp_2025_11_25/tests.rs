@@ -255,7 +255,8 @@ fn task_creation_shape_per_profile() {
         assert_eq!(t["lastUpdatedAt"], t["createdAt"]);
         assert_eq!(d.truth(id).created_at_ms, 1_500);
     }
-    // Python ids share the session scope; a configured poll interval wins.
+    // Python ids share the session scope; the SDK's 500 wins over a configured poll interval
+    // (a configured one wins elsewhere: the first loop's `pollInterval` is the default).
     let cfg = McpConfig {
         poll_interval_ms: Some(42),
         ..McpConfig::new(Profile::PythonSdk, tools())
@@ -265,6 +266,15 @@ fn task_creation_shape_per_profile() {
     let b = d.submit("opt", &TaskScript::default(), json!({}));
     assert_ne!(a, b);
     assert_eq!(a.split(':').next(), b.split(':').next());
+    assert_eq!(d.get(&a)["result"]["pollInterval"], 500);
+    let mut d = Drv::with(
+        McpConfig {
+            poll_interval_ms: Some(42),
+            ..McpConfig::new(Profile::TsSdk, tools())
+        },
+        3,
+    );
+    let a = d.submit("opt", &TaskScript::default(), json!({}));
     assert_eq!(d.get(&a)["result"]["pollInterval"], 42);
 }
 
