@@ -74,7 +74,10 @@ mod tests {
             buckets[(j.permille() / 100) as usize] += 1;
         }
         for (i, n) in buckets.iter().enumerate() {
-            assert!((1_800..=2_200).contains(n), "bucket {i}: {n} of 20,000 ({buckets:?})");
+            assert!(
+                (1_800..=2_200).contains(n),
+                "bucket {i}: {n} of 20,000 ({buckets:?})"
+            );
         }
     }
 }

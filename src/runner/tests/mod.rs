@@ -2549,3 +2549,71 @@ fn an_adapter_says_its_fetch_is_a_status_read_exactly_when_the_frames_are_the_sa
     }
     assert_eq!(said, [false, true, true], "MCP 2025-11-25 has tasks/result");
 }
+
+/// Launch controls: a new call node goes to the launched adapter's lane exactly when its tool
+/// is long (or no tool list narrows them) and its id's stable draw is below the fraction; when
+/// the primary lane is retired every new node goes to the launched one, and with both retired
+/// none is taken. (cargo-mutants, session 41: `||` read as `&&` in "long", `&&` as `||` and `<`
+/// as `==` in the choice survived the unit tests and the gate: `mcp_retire` sends 5% of a
+/// dozen nodes, and no judge counts which lane they took.)
+#[test]
+fn launch_controls_send_the_configured_share_of_long_calls_to_the_new_adapter() {
+    use crate::protocol::mcp_tasks_ext::McpTasksExtAdapter;
+    on_tokio(async {
+        let fraction = 0.3;
+        let launched = |long_tools: Vec<String>| {
+            let mut cfg = config();
+            cfg.launch = LaunchConfig {
+                new_adapter: Some(AdapterId::McpTasksExt),
+                new_adapter_fraction: fraction,
+                long_tools,
+                shadow_tools: vec![],
+            };
+            bare_runner(&memory(), cfg).with_lane(Box::new(McpTasksExtAdapter::new()))
+        };
+        let call = |id: String, tool: &str| CallNode {
+            tool: tool.into(),
+            ..node(&id)
+        };
+        let r = launched(vec!["report".into()]);
+        let ext = r
+            .lane_of(AdapterId::McpTasksExt)
+            .expect("the launched lane");
+        let primary = r.lane_of(AdapterId::Mcp20251125).expect("the primary lane");
+        let mut on_new = 0;
+        for i in 0..1_000 {
+            let id = format!("n{i}");
+            let below = lanes::stable_fraction(&id) < fraction;
+            let want = if below { ext } else { primary };
+            assert_eq!(
+                r.lane_for_new(&call(id.clone(), "report")),
+                Some(want),
+                "{id}"
+            );
+            on_new += u32::from(below);
+            // Not a long tool: always the primary lane.
+            assert_eq!(r.lane_for_new(&call(id, "lookup")), Some(primary));
+        }
+        assert!(
+            (250..=350).contains(&on_new),
+            "{on_new} of 1,000 long calls launched"
+        );
+        // No tool list: every tool counts as long.
+        let r = launched(vec![]);
+        let id = (0..)
+            .map(|i| format!("n{i}"))
+            .find(|id| lanes::stable_fraction(id) < fraction)
+            .expect("an id below the fraction");
+        assert_eq!(r.lane_for_new(&call(id.clone(), "lookup")), Some(ext));
+        // The primary retired: everything new is launched; both retired: nothing is taken.
+        let mut r = launched(vec!["report".into()]);
+        let above = (0..)
+            .map(|i| format!("n{i}"))
+            .find(|id| lanes::stable_fraction(id) >= fraction)
+            .expect("an id above the fraction");
+        r.retire(AdapterId::Mcp20251125);
+        assert_eq!(r.lane_for_new(&call(above.clone(), "lookup")), Some(ext));
+        r.retire(AdapterId::McpTasksExt);
+        assert_eq!(r.lane_for_new(&call(above, "report")), None);
+    });
+}
