@@ -11,6 +11,7 @@ use toolop::transport::{HttpTarget, InFrame, OutFrame};
 
 use super::*;
 use crate::fake::script::ScriptOutcome;
+use crate::fake::service::CancelFaults;
 use crate::fake::truth::{payload_digest, TaskStatus, TaskTruth, WorkEnd};
 use crate::fake::FakeServer;
 
@@ -113,6 +114,17 @@ impl Drv {
     }
 
     fn send(&mut self, method: &str, path: &str, body: &[u8]) -> (u16, Value) {
+        self.send_with(method, path, body, CancelFaults::default())
+    }
+
+    /// [`Drv::send`] with the fault decisions that ride on a cancel.
+    fn send_with(
+        &mut self,
+        method: &str,
+        path: &str,
+        body: &[u8],
+        faults: CancelFaults,
+    ) -> (u16, Value) {
         let id = self.next_id;
         self.next_id += 1;
         let frame = OutFrame {
@@ -123,7 +135,7 @@ impl Drv {
                 path: path.into(),
             }),
         };
-        let out = self.s.handle(self.now, frame);
+        let out = self.s.handle_with(self.now, frame, faults);
         assert_eq!(out.len(), 1, "exactly one reply");
         let f = &out[0];
         assert_eq!(f.request_id, Some(id));
@@ -507,24 +519,12 @@ fn an_ignored_cancel_gets_its_empty_reply_and_the_operation_completes() {
     );
     let name = name_of(&op);
     d.to(1_000);
-    let frame = OutFrame {
-        request_id: Some(99),
-        body: b"{}".to_vec(),
-        http: Some(HttpTarget {
-            method: "POST".into(),
-            path: format!("/v1/{name}:cancel"),
-        }),
-    };
-    let ignore = crate::fake::service::CancelFaults {
+    let ignore = CancelFaults {
         ignore: true,
         ..Default::default()
     };
-    let out = d.s.handle_with(1_000, frame, ignore);
-    assert_eq!(out.len(), 1);
-    assert_eq!(
-        (out[0].http_status, out[0].body.as_slice()),
-        (200, &b"{}"[..])
-    );
+    let path = format!("/v1/{name}:cancel");
+    assert_eq!(d.send_with("POST", &path, b"{}", ignore), (200, json!({})));
     // Past the drawn delay, and after a second cancel: still running.
     d.to(5_000);
     assert_eq!(d.cancel(&name), (200, json!({})));
