@@ -3,7 +3,9 @@
 //! receipt or to manual reconciliation, after which it reports itself drained. Judged from the
 //! world: the operator's retirement and the caller's submissions (the caller's record), the lane
 //! each submission frame took on the network, and the store's receipts and hand-offs; the drain
-//! report is the executor's output being judged. A new operation is a call the caller first
+//! report is the executor's output being judged, and must be true when made: a report for an
+//! adapter not retired yet, or before every call submitted on its lane had settled, would let an
+//! operator take away a server that still has work. A new operation is a call the caller first
 //! handed in after the retirement: its submissions must not take the retired lane. (A call
 //! handed in before it may still go there, even when a restart made the caller hand it in again
 //! later: the executor may have taken it before it heard of the retirement.)
@@ -28,6 +30,8 @@ pub fn violations(v: &View) -> Vec<Violation> {
     // First retirement time per adapter name, and the first drain report.
     let mut retired: BTreeMap<&str, u64> = BTreeMap::new();
     let mut drained: BTreeMap<&str, u64> = BTreeMap::new();
+    // Every drain report (a process reports each retired lane once): (adapter, time).
+    let mut reports: Vec<(&str, u64)> = vec![];
     let mut handed_in: BTreeMap<&str, u64> = BTreeMap::new();
     for e in &v.trace.events {
         match &e.what {
@@ -48,6 +52,7 @@ pub fn violations(v: &View) -> Vec<Violation> {
                 ..
             } => {
                 drained.entry(adapter).or_insert(e.t_ms);
+                reports.push((adapter, e.t_ms));
             }
             _ => {}
         }
@@ -68,6 +73,39 @@ pub fn violations(v: &View) -> Vec<Violation> {
         lanes.entry(node).or_default().insert(s.lane);
     }
     let settled = store_facts(v.trace);
+    // A drain report is a claim an operator acts on (the old server can go): it must be true
+    // when made. The adapter was retired, and every call submitted on its lane before the
+    // report had settled in the store by then.
+    for &(name, at) in &reports {
+        if retired.get(name).is_none_or(|&t| t > at) {
+            out.push(Violation {
+                checker: NAME,
+                node: None,
+                detail: format!("{name} reported itself drained at {at} ms, never retired before"),
+            });
+            continue;
+        }
+        let Some(lane) = lane_of(name) else { continue };
+        let mut on_lane: BTreeSet<&str> = BTreeSet::new();
+        for s in sends(v.trace).filter(|s| s.exchange == ExchangeKind::Submit) {
+            if let Some(node) = s.node.filter(|_| s.lane == lane && s.t_ms <= at) {
+                on_lane.insert(node);
+            }
+        }
+        for node in on_lane {
+            match settled.get(node).map(|(t, _)| *t) {
+                Some(t) if t <= at => {}
+                when => out.push(Violation {
+                    checker: NAME,
+                    node: Some(node.to_string()),
+                    detail: format!(
+                        "{name} reported itself drained at {at} ms, while this call submitted on it had not settled ({})",
+                        when.map_or("it never did".to_string(), |t| format!("settled at {t} ms"))
+                    ),
+                }),
+            }
+        }
+    }
     for (&name, &t) in &retired {
         let Some(lane) = lane_of(name) else { continue };
         // Half one: a call first handed in after the retirement, submitted on the retired lane.
@@ -147,6 +185,35 @@ mod tests {
             v.iter().any(|x| x.detail.contains("new operation")),
             "{v:?}"
         );
+    }
+
+    /// A drain report must be true when made (cargo-mutants, session 41: reporting a lane
+    /// drained while its own calls ran, or a lane nobody retired, survived every judge).
+    #[test]
+    fn an_early_or_unretired_drain_report_is_caught() {
+        // Submitted at 15,000 and settled a second later; retired at 15,100, reported drained
+        // at 15,500.
+        let mut b = happy("n1", 15_000);
+        retire(&mut b, 15_100);
+        drained(&mut b, 15_500);
+        let v = check(&b.build(SETTLED));
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(v[0].detail.contains("had not settled (settled at"), "{v:?}");
+        // Reported before the retirement.
+        let mut b = happy("n1", 0);
+        drained(&mut b, 40_000);
+        retire(&mut b, 50_000);
+        let v = check(&b.build(SETTLED));
+        assert!(
+            v.iter().any(|x| x.detail.contains("never retired before")),
+            "{v:?}"
+        );
+        // Reported for an adapter nobody retired.
+        let mut b = happy("n1", 0);
+        drained(&mut b, 40_000);
+        let v = check(&b.build(SETTLED));
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(v[0].detail.contains("never retired before"), "{v:?}");
     }
 
     #[test]
