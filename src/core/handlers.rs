@@ -1685,10 +1685,12 @@ impl<'a> Machine<'a> {
                 .as_ref()
                 .is_none_or(|rel| self.rec.operation_id.as_ref() == Some(rel))
         };
-        let fresh = reqs
-            .iter()
-            .filter(ours)
-            .find(|r| !self.rec.answered_inputs.contains(&r.server_request_id));
+        // New: an id not answered yet, or an answered id asking something not answered yet (a
+        // server that reuses ids across rounds, as the approval path reads it too).
+        let fresh = reqs.iter().filter(ours).find(|r| {
+            !self.rec.answered_inputs.contains(&r.server_request_id)
+                || !self.rec.answered_input_digests.contains(&r.schema_digest)
+        });
         if let Some(req) = fresh {
             let (id, digest) = (req.server_request_id.clone(), req.schema_digest.clone());
             return Some(self.answer(id, digest, ApprovalReply::Cancel));

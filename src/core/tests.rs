@@ -1645,6 +1645,10 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
             s.timer(Timer::CancelRequery).reply(RequestKind::Poll, Reply::InputRequests(vec![input(1)]));
             s.lost(RequestKind::InputResponse).timer(Timer::CancelRequery).reply(RequestKind::Poll, Reply::InputRequests(vec![input(1)]));
             s.timer(Timer::CancelRequery).reply(RequestKind::Poll, Reply::InputRequests(vec![input(1), input(2)]));
+            // The same id asking something new (a server that reuses ids): a new request.
+            let mut reused = input(2);
+            reused.schema_digest = "s-2".into();
+            s.timer(Timer::CancelRequery).reply(RequestKind::Poll, Reply::InputRequests(vec![reused]));
             s.timer(Timer::CancelRequery).reply(RequestKind::Poll, Reply::Status(view(P::Completed)));
         },
         "start => stay [send:submit#1]
@@ -1661,6 +1665,8 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
          timer:cancel_requery => stay [send:poll#8]
          reply:poll:input_requests => stay [send:input_response#9 at2000:cancel_requery]
          timer:cancel_requery => stay [send:poll#10]
+         reply:poll:input_requests => stay [send:input_response#11 at2000:cancel_requery]
+         timer:cancel_requery => stay [send:poll#12]
          reply:poll:status => CANCEL_REQUESTED->TERMINAL_OBSERVED [at0:fetch_due]",
     ),
     (
