@@ -9,8 +9,8 @@ use toolop::runner::Observation;
 
 use crate::fake::codec::ExchangeKind;
 use crate::judge::checkers::view::{
-    arrivals, caller_times, covered_ms, executor_down_spans, node_task, observations, sends,
-    store_facts, View,
+    arrivals, caller_times, cancel_asked_times, covered_ms, executor_down_spans, node_task,
+    observations, sends, store_facts, View,
 };
 use crate::judge::checkers::{
     self, at_most_one_receipt, no_divergence, no_false_unknown, no_second_operation,
@@ -167,18 +167,17 @@ pub fn measure_and_check(trace: &Trace) -> (SeriesMetrics, Vec<Violation>) {
     let ignored = ignored_cancel_spans(trace);
     // From the click, or from the operator's request (the executor's look at the ledger is
     // part of what the operator waits for).
-    let mut asked = caller_times(trace, CallerAction::Cancel);
-    for (node, t) in caller_times(trace, CallerAction::CancelRequest) {
-        asked.entry(node).or_insert(t);
-    }
-    for (node, clicked_ms) in asked {
+    for (node, clicked_ms) in cancel_asked_times(trace) {
         if let Some((t, _)) = settled.get(node.as_str()).filter(|(t, _)| *t >= clicked_ms) {
             let known = outcome_known_after(trace, &node, clicked_ms)
                 .unwrap_or(*t)
                 .min(*t);
-            let mut held = down.clone();
-            held.extend(ignored.get(node.as_str()).into_iter().flatten().copied());
-            let held_ms = covered_ms(&merged(held), clicked_ms, known);
+            let held: Vec<(u64, u64)> = down
+                .iter()
+                .chain(ignored.get(node.as_str()).into_iter().flatten())
+                .copied()
+                .collect();
+            let held_ms = covered_ms(&held, clicked_ms, known);
             m.cancel_confirmation_ms.push(known - clicked_ms - held_ms);
         }
     }
@@ -233,19 +232,6 @@ fn ignored_cancel_spans(trace: &Trace) -> BTreeMap<&str, Vec<(u64, u64)>> {
             out.entry(t.call_node.as_str())
                 .or_default()
                 .push((from, to.max(from)));
-        }
-    }
-    out
-}
-
-/// `spans` as disjoint spans in time order, so that time two of them cover counts once.
-fn merged(mut spans: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
-    spans.sort_unstable();
-    let mut out: Vec<(u64, u64)> = Vec::with_capacity(spans.len());
-    for (a, b) in spans {
-        match out.last_mut() {
-            Some(last) if a <= last.1 => last.1 = last.1.max(b),
-            _ => out.push((a, b)),
         }
     }
     out
@@ -493,7 +479,7 @@ mod tests {
 
     /// Cancel confirmation leaves out the time a server held a cancel it acknowledged and
     /// ignored, until the task ended (read from the ground truth), and time that is both that
-    /// and executor downtime counts once.
+    /// and executor downtime counts once (`view::covered_ms`).
     #[test]
     fn cancel_confirmation_leaves_out_a_cancel_the_server_held_and_ignored() {
         let mut b = Tb::new();
@@ -508,14 +494,5 @@ mod tests {
         down_from_3110_to_3130(&mut b);
         // Held or down from 3,105 to 3,130: 25 ms out of 40.
         assert_eq!(measure(&b.build(SETTLED)).cancel_confirmation_ms, vec![15]);
-    }
-
-    #[test]
-    fn merged_spans_are_disjoint_and_cover_the_same_time() {
-        assert_eq!(
-            merged(vec![(50, 60), (10, 20), (15, 30), (30, 35), (40, 40)]),
-            vec![(10, 35), (40, 40), (50, 60)]
-        );
-        assert_eq!(merged(vec![]), vec![]);
     }
 }

@@ -29,11 +29,11 @@ use std::collections::BTreeMap;
 
 use serde_json::{json, Value};
 
-use super::view::{caller_times, judge, sends, View};
+use super::view::{cancel_asked_times, judge, sends, View};
 use super::Violation;
 use crate::fake::codec::ExchangeKind;
 use crate::fake::truth::AnswerAction;
-use crate::trace::{ApprovalAction, CallerAction, Question, Trace, What, WriteOutcome};
+use crate::trace::{ApprovalAction, Question, Trace, What, WriteOutcome};
 
 pub const NAME: &str = "input_answer_matches_round";
 
@@ -107,13 +107,9 @@ pub fn violations(v: &View) -> Vec<Violation> {
         .filter(|f| f.exchange == ExchangeKind::Answer)
         .map(|f| (f.frame, f.t_ms))
         .collect();
-    // Per node, when the caller first asked to cancel it (a click, or a request through the
-    // ledger): a round the server asks after that is answered `cancel` by the executor itself.
-    let mut cancel_asked = caller_times(v.trace, CallerAction::Cancel);
-    for (node, t) in caller_times(v.trace, CallerAction::CancelRequest) {
-        let first = cancel_asked.entry(node).or_insert(t);
-        *first = (*first).min(t);
-    }
+    // Per node, when the caller first asked to cancel it: a round the server asks after that is
+    // answered `cancel` by the executor itself.
+    let cancel_asked = cancel_asked_times(v.trace);
     let empty = vec![];
     for (task_id, task) in &v.truth.tasks {
         for r in &task.input_rounds {

@@ -389,12 +389,35 @@ pub fn executor_down_spans(trace: &Trace) -> Vec<(u64, u64)> {
     out
 }
 
-/// How much of `[from, to)` the spans cover.
+/// How much of `[from, to)` the spans cover; time that several spans cover counts once.
 pub fn covered_ms(spans: &[(u64, u64)], from: u64, to: u64) -> u64 {
-    spans
+    let mut clipped: Vec<(u64, u64)> = spans
         .iter()
-        .map(|(a, b)| (*b).min(to).saturating_sub((*a).max(from)))
-        .sum()
+        .map(|&(a, b)| (a.max(from), b.min(to)))
+        .filter(|(a, b)| a < b)
+        .collect();
+    clipped.sort_unstable();
+    let mut covered = 0;
+    let mut reached = from;
+    for (a, b) in clipped {
+        let start = a.max(reached);
+        if b > start {
+            covered += b - start;
+            reached = b;
+        }
+    }
+    covered
+}
+
+/// First time the caller asked to cancel each node: a click, or an operator's request through
+/// the ledger, whichever came first.
+pub fn cancel_asked_times(trace: &Trace) -> BTreeMap<String, u64> {
+    let mut asked = caller_times(trace, CallerAction::Cancel);
+    for (node, t) in caller_times(trace, CallerAction::CancelRequest) {
+        let first = asked.entry(node).or_insert(t);
+        *first = (*first).min(t);
+    }
+    asked
 }
 
 /// First time the caller did `action` per node.
@@ -497,6 +520,11 @@ mod tests {
         assert_eq!(spans, vec![(1_000, 2_000), (3_000, 5_000), (7_000, 9_000)]);
         assert_eq!(covered_ms(&spans, 1_500, 8_000), 500 + 2_000 + 1_000);
         assert_eq!(covered_ms(&spans, 5_000, 7_000), 0);
+        // Overlapping spans count their common time once, in any order.
+        let overlapping = [(50, 60), (10, 20), (15, 30), (30, 35), (40, 40)];
+        assert_eq!(covered_ms(&overlapping, 0, 100), 25 + 10);
+        assert_eq!(covered_ms(&overlapping, 18, 55), 17 + 5);
+        assert_eq!(covered_ms(&[], 0, 100), 0);
         // A replica of the fenced epoch keeps nothing up.
         let mut b = Tb::new();
         b.at(10).push(What::World {
