@@ -10,7 +10,7 @@
 //! handed in before it may still go there, even when a restart made the caller hand it in again
 //! later: the executor may have taken it before it heard of the retirement.)
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use toolop::runner::Observation;
 
@@ -64,14 +64,21 @@ pub fn violations(v: &View) -> Vec<Violation> {
             .position(|p| p.adapter_id().name() == name)
             .map(|l| l as u32)
     };
-    // Per node: its first submission (time, lane), and every lane it was submitted on.
+    // Per node: its first submission (time, lane). Per lane: each node submitted on it, with
+    // the time of its first submission there.
     let mut first: BTreeMap<&str, (u64, u32)> = BTreeMap::new();
-    let mut lanes: BTreeMap<&str, BTreeSet<u32>> = BTreeMap::new();
+    let mut on_lane: BTreeMap<u32, BTreeMap<&str, u64>> = BTreeMap::new();
     for s in sends(v.trace).filter(|s| s.exchange == ExchangeKind::Submit) {
         let Some(node) = s.node else { continue };
         first.entry(node).or_insert((s.t_ms, s.lane));
-        lanes.entry(node).or_default().insert(s.lane);
+        on_lane
+            .entry(s.lane)
+            .or_default()
+            .entry(node)
+            .or_insert(s.t_ms);
     }
+    let empty = BTreeMap::new();
+    let submitted_on = |lane: u32| on_lane.get(&lane).unwrap_or(&empty);
     let settled = store_facts(v.trace);
     // A drain report is a claim an operator acts on (the old server can go): it must be true
     // when made. The adapter was retired, and every call submitted on its lane before the
@@ -86,13 +93,12 @@ pub fn violations(v: &View) -> Vec<Violation> {
             continue;
         }
         let Some(lane) = lane_of(name) else { continue };
-        let mut on_lane: BTreeSet<&str> = BTreeSet::new();
-        for s in sends(v.trace).filter(|s| s.exchange == ExchangeKind::Submit) {
-            if let Some(node) = s.node.filter(|_| s.lane == lane && s.t_ms <= at) {
-                on_lane.insert(node);
-            }
-        }
-        for node in on_lane {
+        let before: Vec<&str> = submitted_on(lane)
+            .iter()
+            .filter(|(_, &t)| t <= at)
+            .map(|(&node, _)| node)
+            .collect();
+        for node in before {
             match settled.get(node).map(|(t, _)| *t) {
                 Some(t) if t <= at => {}
                 when => out.push(Violation {
@@ -122,13 +128,8 @@ pub fn violations(v: &View) -> Vec<Violation> {
             }
         }
         // Half two: everything submitted on the retired lane settles, and the drain is reported.
-        let owned: Vec<&str> = lanes
-            .iter()
-            .filter(|(_, l)| l.contains(&lane))
-            .map(|(n, _)| *n)
-            .collect();
         let mut all_settled = true;
-        for node in &owned {
+        for node in submitted_on(lane).keys() {
             if !settled.contains_key(*node) {
                 all_settled = false;
                 out.push(Violation {
