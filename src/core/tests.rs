@@ -700,6 +700,29 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
          reply:poll:input_requests => stay [send:input_response#17 at110000:poll_due]",
     ),
     (
+        // The guard on saying a lost answer again: only on the newest read, and never while a
+        // request not answered yet is shown (that one is a new round: the person is asked). A
+        // stale read still showing the old request proves nothing about the lost answer.
+        "tasks extension: a lost answer is said again on the newest read only, and a new request comes first",
+        |s| {
+            s.working().timer(Timer::PollDue).reply(RequestKind::Poll, Reply::InputRequests(vec![input(1)]));
+            s.ev(Event::ApprovalReplied { round: 1, schema_digest: "s-1".into(), reply: ApprovalReply::Decline });
+            s.lost(RequestKind::InputResponse).timer(Timer::PollDue).timer(Timer::PollDue);
+            s.ev(Event::Reply { sent_ms: None, kind: RequestKind::Poll, seq: 4, epoch: 1, reply: Reply::InputRequests(vec![input(1)]) });
+            s.reply(RequestKind::Poll, Reply::InputRequests(vec![input(1), input(2)]));
+        },
+        "start => stay [send:submit#1]
+         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
+         timer:poll_due => stay [send:poll#2]
+         reply:poll:input_requests => WORKING->INPUT_REQUIRED [ask:r1 at60000:approval_deadline]
+         approval_replied => stay [send:input_response#3 at1500:poll_due]
+         lost:input_response => stay
+         timer:poll_due => stay [send:poll#4]
+         timer:poll_due => stay [send:poll#5]
+         reply:poll:input_requests => stay
+         reply:poll:input_requests => stay [ask:r2 at60000:approval_deadline]",
+    ),
+    (
         // A status read said input_required, the stream opened for it answered with nothing new
         // (our answer already reached the server): the next status read must go out. It used to
         // wait on the stream the reply had ended, with nothing else armed (the core proptest,
