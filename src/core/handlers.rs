@@ -1194,13 +1194,9 @@ impl<'a> Machine<'a> {
         let fresh = reqs
             .iter()
             .find(|r| !self.rec.answered_inputs.contains(&r.server_request_id));
-        // Our answer's request was lost and the server still asks the same thing: say it again.
-        if let (None, Some(last)) = (fresh, self.rec.last_answer.clone()) {
-            let still_asked = reqs
-                .iter()
-                .any(|r| r.server_request_id == last.server_request_id);
-            if latest && still_asked && last.lost && self.may_resend(&last) {
-                return self.resend_last_answer(last);
+        if fresh.is_none() && latest {
+            if let Some(resent) = self.resend_if_still_asked(reqs.iter()) {
+                return resent;
             }
         }
         match fresh {
@@ -1680,10 +1676,11 @@ impl<'a> Machine<'a> {
     /// session 41: 849 reads of `input_required` in 30 minutes, then UNKNOWN). `None`: nothing
     /// to answer.
     fn answer_input_while_cancelling(&mut self, reqs: &[InputRequest]) -> Option<R> {
+        let op = self.rec.operation_id.clone();
         let ours = |r: &&InputRequest| {
             r.related_operation_id
                 .as_ref()
-                .is_none_or(|rel| self.rec.operation_id.as_ref() == Some(rel))
+                .is_none_or(|rel| op.as_ref() == Some(rel))
         };
         // New: an id not answered yet, or an answered id asking something not answered yet (a
         // server that reuses ids across rounds, as the approval path reads it too).
@@ -1695,11 +1692,17 @@ impl<'a> Machine<'a> {
             let (id, digest) = (req.server_request_id.clone(), req.schema_digest.clone());
             return Some(self.answer(id, digest, ApprovalReply::Cancel));
         }
+        self.resend_if_still_asked(reqs.iter().filter(ours))
+    }
+
+    /// Our last answer's request was lost and the server still asks the same thing (one of
+    /// `reqs` has its id): say it again, within `may_resend`. `None`: nothing to say again.
+    fn resend_if_still_asked<'r>(
+        &mut self,
+        mut reqs: impl Iterator<Item = &'r InputRequest>,
+    ) -> Option<R> {
         let last = self.rec.last_answer.clone()?;
-        let still_asked = reqs
-            .iter()
-            .filter(ours)
-            .any(|r| r.server_request_id == last.server_request_id);
+        let still_asked = reqs.any(|r| r.server_request_id == last.server_request_id);
         (still_asked && last.lost && self.may_resend(&last)).then(|| self.resend_last_answer(last))
     }
 
