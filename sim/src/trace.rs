@@ -483,6 +483,14 @@ pub enum FaultDetail {
         epoch: u64,
         incarnation: u32,
     },
+    /// The server process restarted as a request arrived: that request's frame (lost with the
+    /// process), the tasks the old process held (lost with it), and the frames still on their
+    /// way to any executor over the lane's connections, which all dropped (never arrive).
+    Restart {
+        frame: u64,
+        tasks: Vec<String>,
+        cut: Vec<u64>,
+    },
 }
 
 #[derive(Clone, Debug, Default)]

@@ -34,7 +34,7 @@ fn every_expressible_fault_fires_in_every_protocol_and_no_other_does() {
                     *fired.entry(*fault).or_default() += 1;
                     // A firing that names a node names the state the trace showed for it, except
                     // for a node the executor had not shown yet (a lost first submission, the
-                    // commit of a node's first step).
+                    // commit of a node's first step, a restart met by its first submission).
                     if node.is_some() && state.is_none() {
                         assert!(
                             matches!(
@@ -47,6 +47,7 @@ fn every_expressible_fault_fires_in_every_protocol_and_no_other_does() {
                                     | FaultKind::LedgerSlowCommit
                                     | FaultKind::ProcessPause
                                     | FaultKind::LedgerCommitLostReply
+                                    | FaultKind::ServerRestart
                             ),
                             "{} without a state: toolop-sim replay --scenario {file} --seed {seed}",
                             fault.name()

@@ -426,6 +426,9 @@ pub trait Codec: ResultShape + Send {
     fn without_task_support(&mut self, d: Decoded) -> Decoded {
         d
     }
+    /// The server process restarted (the `server_restart` fault): state a new process starts
+    /// afresh with, such as a per-session counter of the requests the server sends.
+    fn restart(&mut self) {}
 }
 
 /// What a response shows the executor, in the trace's neutral terms, for a codec whose wire

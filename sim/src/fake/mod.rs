@@ -100,6 +100,13 @@ impl FakeServer {
         }
     }
 
+    /// The server process restarts at `now_ms`, once what was due by then was advanced and
+    /// sent: see [`TaskService::restart`]. Returns the ids of the tasks lost.
+    pub fn restart(&mut self, now_ms: u64) -> Vec<String> {
+        self.codec.restart();
+        self.service.restart(now_ms)
+    }
+
     pub fn advance(&mut self, now_ms: u64) -> Vec<Out> {
         self.service.advance(now_ms, &*self.codec)
     }

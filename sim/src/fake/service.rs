@@ -35,6 +35,7 @@ use super::script::TaskScript;
 use super::truth::{GroundTruth, SyncRunKind, TaskStatus, TaskTruth};
 
 mod requests;
+mod restart;
 mod work;
 
 pub use requests::CancelFaults;
@@ -230,6 +231,8 @@ struct Task {
     work: Work,
     outcome: Option<Outcome>,
     deleted: bool,
+    /// Lost in a server restart: unknown to the new process, so "not found" as never seen.
+    lost: bool,
     delete_at: Option<u64>,
     /// Result reads held until the task is terminal or gone.
     held: Vec<CallId>,
@@ -482,11 +485,13 @@ impl TaskService {
         self.truth.tasks.get_mut(id).expect("truth for every task")
     }
 
-    /// The live task named `task_id`; else whether it existed (and expired).
+    /// The live task named `task_id`; else whether it existed (and expired). A task lost in a
+    /// restart did not exist as far as the new process knows.
     fn live(&self, task_id: &str) -> Result<u64, bool> {
         match self.by_id.get(task_id) {
             Some(&seq) if self.tasks[&seq].live() => Ok(seq),
-            found => Err(found.is_some()),
+            Some(&seq) => Err(!self.tasks[&seq].lost),
+            None => Err(false),
         }
     }
 }

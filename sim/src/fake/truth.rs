@@ -62,6 +62,8 @@ pub enum WorkEnd {
     Expired,
     /// Needed input from a task that was terminal or deleted: no side effect.
     AbortedAtInput,
+    /// Aborted by a restart of the server process (`server_restart`): no side effect.
+    LostInRestart,
 }
 
 /// How the client answered an input round.
@@ -116,6 +118,10 @@ pub struct GroundTruth {
     /// fault, is not one). Written only when there is one, so other traces keep their bytes.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub forbidden_task_calls: Vec<ForbiddenTaskCall>,
+    /// When the server process restarted (`server_restart`): each time, every task it held
+    /// was lost. Written only when there is one, so other traces keep their bytes.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub server_restarts_at_ms: Vec<u64>,
 }
 
 /// A task-augmented `tools/call` of a tool whose descriptor forbids tasks.
@@ -290,6 +296,10 @@ pub struct SyncRunTruth {
     pub result_digest: Option<String>,
     /// The tool's error, when the run ended in one.
     pub error_message: Option<String>,
+    /// When a server restart aborted the run (no side effect, no answer). Left out of the trace
+    /// when unset.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lost_at_ms: Option<u64>,
 }
 
 /// A client answer that matched no pending input round.

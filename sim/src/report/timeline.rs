@@ -245,6 +245,11 @@ fn fault_detail(d: &FaultDetail) -> String {
         FaultDetail::SecondExecutor { incarnation, epoch } => {
             format!(": replica incarnation {incarnation}, epoch {epoch}")
         }
+        FaultDetail::Restart { frame, tasks, cut } => format!(
+            ": at frame {frame}, {} task(s) lost, {} frame(s) cut on their way",
+            tasks.len(),
+            cut.len()
+        ),
     }
 }
 

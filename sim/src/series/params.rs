@@ -287,8 +287,10 @@ mod tests {
             std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios/mcp_faults.toml");
         let mut with = Scenario::load(&path).expect("a default scenario loads");
         assert!(with.workload.caller.cancel_by_request_rate > 0.0);
-        // The extensions' draw comes after the requests' (its own test is below).
+        // The extensions' draw comes after the requests', and the faults drawn last after that
+        // (their own tests are below).
         with.server.toolop_extensions_rate = 1.0;
+        without_late_faults(&mut with);
         let mut without = with.clone();
         without.workload.caller.cancel_by_request_rate = 0.0;
         let mut requests = 0;
@@ -313,8 +315,10 @@ mod tests {
     fn the_extensions_draw_leaves_every_other_draw_as_it_was() {
         let path =
             std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios/mcp_faults.toml");
-        let some = Scenario::load(&path).expect("a default scenario loads");
+        let mut some = Scenario::load(&path).expect("a default scenario loads");
         assert!(some.server.toolop_extensions_rate < 1.0);
+        // Drawn after the extensions (their own test is below).
+        without_late_faults(&mut some);
         let mut always = some.clone();
         always.server.toolop_extensions_rate = 1.0;
         let mut without = 0;
@@ -330,5 +334,40 @@ mod tests {
             (60..=140).contains(&without),
             "{without} of 200 series without"
         );
+    }
+
+    fn without_late_faults(sc: &mut Scenario) {
+        sc.faults
+            .rates
+            .retain(|name, _| FaultKind::from_name(name).is_some_and(|f| !f.drawn_last()));
+    }
+
+    /// Faults added since session 41 are drawn after everything else: a scenario that adds one
+    /// draws every other parameter as before (the trace of a series that does not enable it
+    /// keeps its hash), and only the late faults' rates differ.
+    #[test]
+    fn faults_drawn_last_leave_every_other_draw_as_it_was() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios");
+        let mut seen_late = 0;
+        for file in ["mcp_faults.toml", "mcp_ext_faults.toml"] {
+            let with = Scenario::load(&dir.join(file)).expect("a default scenario loads");
+            let late: Vec<FaultKind> = with
+                .faults
+                .max_rates()
+                .into_keys()
+                .filter(|f| f.drawn_last())
+                .collect();
+            assert!(!late.is_empty(), "{file} draws no fault last");
+            let mut without = with.clone();
+            without_late_faults(&mut without);
+            for seed in 0..200 {
+                let mut a = draw_params(&with, seed);
+                let b = draw_params(&without, seed);
+                seen_late += late.iter().filter(|f| a.faults.rate(**f) > 0.0).count();
+                a.faults.rates.retain(|f, _| !f.drawn_last());
+                assert_eq!(a, b, "{file} seed {seed}");
+            }
+        }
+        assert!(seen_late > 100, "{seen_late} late faults enabled");
     }
 }

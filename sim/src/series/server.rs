@@ -19,7 +19,7 @@
 //! the step it took for that reply was applied (moved or kept the record) rather than refused.
 //! The flip is recorded with the state it meets.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use tokio::sync::mpsc;
@@ -53,6 +53,7 @@ pub(super) async fn serve(
     let server = world.servers[lane].clone();
     let mut marked: Marked = BTreeMap::new();
     let mut finished: Vec<String> = Vec::new();
+    let mut restart = Restart::default();
     loop {
         flip_after_cancel(&world, lane, &server, &mut marked, &mut finished);
         let now = world.now_ms();
@@ -67,7 +68,9 @@ pub(super) async fn serve(
                 let now = world.now_ms();
                 let early = server.lock().expect("server lock").advance(now);
                 send_out(&world, lane, &server, &mut marked, early);
-                serve_one(&world, lane, &server, &mut marked, delivery);
+                if !restart.loses(&world, lane, &server, &mut marked, &delivery) {
+                    serve_one(&world, lane, &server, &mut marked, delivery);
+                }
             }
             _ = sleep => {
                 let now = world.now_ms();
@@ -75,6 +78,69 @@ pub(super) async fn serve(
                 send_out(&world, lane, &server, &mut marked, out);
             }
         }
+    }
+}
+
+/// The `server_restart` fault of a lane: whether it happened (once per series at most), and
+/// the connections it cut.
+#[derive(Default)]
+struct Restart {
+    done: bool,
+    cut: BTreeSet<u32>,
+}
+
+impl Restart {
+    /// Whether the old process takes `d` down with it: a request on a connection the restart
+    /// cut (it was on its way to a process that is gone), or the request the restart meets. The
+    /// restart is asked at each request that arrives while the server holds a task (the rate is
+    /// per request, so restarts spread over a series), of a server without toolop's idempotency
+    /// extension (whose contract keeps tasks and keys).
+    fn loses(
+        &mut self,
+        world: &World,
+        lane: usize,
+        server: &SharedServer,
+        marked: &mut Marked,
+        d: &Delivery,
+    ) -> bool {
+        if self.cut.contains(&d.conn) {
+            return true;
+        }
+        if self.done
+            || world.params.toolop_extensions
+            || world.params.faults.rate(FaultKind::ServerRestart) == 0.0
+            || !server.lock().expect("server lock").service().holds_a_task()
+        {
+            return false;
+        }
+        let node = d.node.as_deref();
+        let Some(decision) = world.ask(lane, FaultKind::ServerRestart, node) else {
+            return false;
+        };
+        let tasks: Vec<String> = {
+            let s = server.lock().expect("server lock");
+            let svc = s.service();
+            svc.task_ids()
+                .filter(|id| svc.holds(id))
+                .map(str::to_string)
+                .collect()
+        };
+        let cut = world.net.lock().expect("net lock").on_the_way(lane);
+        let detail = FaultDetail::Restart {
+            frame: d.frame,
+            tasks,
+            cut,
+        };
+        world.record_fault(decision, FaultKind::ServerRestart, node, detail);
+        self.done = true;
+        let now = world.now_ms();
+        let lost = server.lock().expect("server lock").restart(now);
+        for task in &lost {
+            marked.remove(task);
+        }
+        let conns = world.net.lock().expect("net lock").disconnect_lane(lane);
+        self.cut.extend(conns);
+        true
     }
 }
 

@@ -292,6 +292,13 @@ impl Codec for McpCodec {
         std::mem::take(&mut self.forbidden_task_calls)
     }
 
+    /// The TS SDK numbers the requests it sends per session from 0 (a strict server from 1),
+    /// and a restarted process has only new sessions: ids the old process used come again, for
+    /// other tasks. Rounds already numbered keep their ids, as the old process's frames did.
+    fn restart(&mut self) {
+        self.elicit_counter = 0;
+    }
+
     fn encode_reply(&mut self, call: CallId, response: &Response, shape: &Shape) -> InFrame {
         jsonrpc::encode_reply(self, call, response, shape)
     }

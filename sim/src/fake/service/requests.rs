@@ -194,6 +194,7 @@ impl TaskService {
             },
             outcome: None,
             deleted: false,
+            lost: false,
             delete_at: ttl.map(|t| now + t),
             held: Vec::new(),
             rounds: Vec::new(),
@@ -243,6 +244,7 @@ impl TaskService {
             side_effects: 0,
             result_digest: None,
             error_message: None,
+            lost_at_ms: None,
         });
         self.schedule
             .insert((now + s.script.duration_ms, Ev::Inline(seq)));

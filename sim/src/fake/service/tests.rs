@@ -516,3 +516,70 @@ fn an_answered_task_stays_input_required_where_the_app_leaves_it() {
         }
     }
 }
+
+/// A restart (`server_restart`) loses every task: running work stops without its side effect,
+/// an ended task's result is gone, a held read is never answered, and the new process knows no
+/// id of the old one (not found as never seen, not as expired).
+#[test]
+fn a_restart_loses_every_task_and_aborts_running_work() {
+    let mut s = service(policy());
+    let slow = id_of(&ask(
+        &mut s,
+        0,
+        submit("n1", "a", 5_000, ScriptOutcome::Completed),
+    ));
+    let fast = id_of(&ask(
+        &mut s,
+        0,
+        submit("n2", "b", 500, ScriptOutcome::Completed),
+    ));
+    let held = s.handle(
+        100,
+        Some(CallId(100)),
+        Request::Fetch { task: slow.clone() },
+        CancelFaults::default(),
+        None,
+        &Plain,
+    );
+    assert!(held.is_empty(), "{held:?}");
+    assert!(s.advance(1_000, &Plain).is_empty());
+    assert!(s.holds(&slow) && s.holds(&fast));
+    let mut lost = s.restart(1_000);
+    lost.sort();
+    let mut both = vec![slow.clone(), fast.clone()];
+    both.sort();
+    assert_eq!(lost, both);
+    assert!(!s.holds_a_task());
+    // Past the slow task's end: no side effect, no answer to the held read.
+    assert!(s.advance(20_000, &Plain).is_empty());
+    let t = &s.truth().tasks[&slow];
+    assert_eq!(
+        (
+            t.work_end,
+            t.side_effects,
+            t.deleted_at_ms,
+            t.terminal_status
+        ),
+        (Some(WorkEnd::LostInRestart), 0, Some(1_000), None)
+    );
+    let t = &s.truth().tasks[&fast];
+    assert_eq!(
+        (t.side_effects, t.deleted_at_ms, t.terminal_status),
+        (1, Some(1_000), Some(TaskStatus::Completed))
+    );
+    assert_eq!(s.truth().server_restarts_at_ms, vec![1_000]);
+    for task in [&slow, &fast] {
+        let r = ask(&mut s, 20_000, Request::Poll { task: task.clone() });
+        assert_eq!(r, Response::NotFound { expired: false });
+    }
+    assert_eq!(
+        ask(&mut s, 20_000, Request::Lookup { key: "a".into() }),
+        Response::Tasks(vec![])
+    );
+    let again = id_of(&ask(
+        &mut s,
+        20_000,
+        submit("n3", "c", 500, ScriptOutcome::Completed),
+    ));
+    assert!(s.holds_a_task() && s.holds(&again) && !s.holds(&slow));
+}

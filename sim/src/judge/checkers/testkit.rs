@@ -394,6 +394,7 @@ impl Tb {
             side_effects: 1,
             result_digest: digest.map(String::from),
             error_message: None,
+            lost_at_ms: None,
         });
         self
     }

@@ -292,14 +292,15 @@ pub fn arrivals(trace: &Trace) -> Vec<Frame<'_>> {
     out
 }
 
-/// The frames each connection drop the world recorded cut on their way.
+/// The frames each connection drop the world recorded cut on their way (a server restart drops
+/// every connection of its lane).
 pub fn connection_cuts(trace: &Trace) -> BTreeSet<u64> {
     trace
         .events
         .iter()
         .filter_map(|e| match &e.what {
             What::Fault {
-                detail: FaultDetail::Connection { cut, .. },
+                detail: FaultDetail::Connection { cut, .. } | FaultDetail::Restart { cut, .. },
                 ..
             } => Some(cut.iter().copied()),
             _ => None,
@@ -557,7 +558,7 @@ mod tests {
 
     /// A frame on its way when the world dropped its connection never arrives, nor one due in
     /// the drop's millisecond; one that landed before, one to another process or lane, and one
-    /// on a later connection of the process do.
+    /// on a later connection of the process do. A server restart's cut counts the same.
     #[test]
     fn a_dropped_connection_takes_what_was_on_its_way() {
         use crate::fake::codec::ExchangeKind;
@@ -606,5 +607,25 @@ mod tests {
         );
         assert!(!got.contains(&on_its_way));
         assert_eq!(connection_cuts(&trace), BTreeSet::from([on_its_way]));
+        // A server restart drops every connection of its lane: what it names as cut on the way
+        // (here the other process's frame) does not arrive either.
+        b.at(102).push(What::Fault {
+            decision: 7,
+            fault: FaultKind::ServerRestart,
+            node: None,
+            state: None,
+            detail: FaultDetail::Restart {
+                frame: 1,
+                tasks: vec!["t-n1".into()],
+                cut: vec![other_process],
+            },
+        });
+        let trace = b.assemble(false, false, None);
+        let got: Vec<u64> = arrivals(&trace).iter().map(|f| f.frame).collect();
+        assert_eq!(got, vec![landed, due_at_the_drop, later_connection]);
+        assert_eq!(
+            connection_cuts(&trace),
+            BTreeSet::from([on_its_way, other_process])
+        );
     }
 }

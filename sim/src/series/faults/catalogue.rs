@@ -99,10 +99,20 @@ pub enum FaultKind {
     /// cancel). Only where a cancel is acknowledged before it takes effect: an MCP 2025-11-25
     /// server shows `cancelled` in its reply.
     CancelIgnored,
+    /// The server process restarts, as every SDK server with an in-memory task store does on a
+    /// deploy or a crash: every task it held is gone with its stored result and its input
+    /// rounds, work still running is aborted (no side effect), every connection to it drops
+    /// (frames on their way are lost, the request that met the restart included), and the new
+    /// process answers "not found" for every task id of the old one. Asked once per lane per
+    /// series, as a request arrives while the server holds a task. Never of a server offering
+    /// toolop's idempotency extension: its contract keeps keys and tasks across a restart
+    /// (`ARCHITECTURE.md`), and a key index lost would make "not found by key" a false proof
+    /// of "never created". AIP-151 operations are durable resources: not expressed.
+    ServerRestart,
 }
 
 impl FaultKind {
-    pub const ALL: [FaultKind; 29] = [
+    pub const ALL: [FaultKind; 30] = [
         FaultKind::LostResponseAfterCreation,
         FaultKind::LostRequest,
         FaultKind::PollsOutOfOrder,
@@ -132,6 +142,7 @@ impl FaultKind {
         FaultKind::ProcessPause,
         FaultKind::TtlFailsRunningTask,
         FaultKind::CancelIgnored,
+        FaultKind::ServerRestart,
     ];
 
     pub fn name(self) -> String {
@@ -202,6 +213,9 @@ impl FaultKind {
             F::CancelIgnored => {
                 "the server acknowledges a cancel and the work runs to its end regardless"
             }
+            F::ServerRestart => {
+                "the server restarts: every task, result and connection is lost, running work aborted"
+            }
         }
     }
 
@@ -224,7 +238,7 @@ impl FaultKind {
     /// parameters: a fault added to a scenario's rates then leaves the series that do not
     /// enable it exactly as they were (their trace hashes too).
     pub fn drawn_last(self) -> bool {
-        matches!(self, FaultKind::CancelIgnored)
+        matches!(self, FaultKind::CancelIgnored | FaultKind::ServerRestart)
     }
 
     /// The server profile a fault needs, for faults only one real server shows: a scenario
@@ -295,6 +309,7 @@ const MCP_2025_11_25: &[Cell] = &[
     c(F::LedgerCommitLostReply, LEDGER_STATES),
     c(F::ProcessPause, LEDGER_STATES),
     c(F::ToolRedeployed, &[Submitting]),
+    c(F::ServerRestart, &[Working]),
 ];
 
 /// The tasks extension: input requests ride on status reads (a replay is a read showing one
@@ -330,12 +345,14 @@ const MCP_TASKS_EXT: &[Cell] = &[
     c(F::SecondExecutor, LEDGER_STATES),
     c(F::LedgerCommitLostReply, LEDGER_STATES),
     c(F::ProcessPause, LEDGER_STATES),
+    c(F::ServerRestart, &[Working]),
 ];
 
 /// AIP-151: no input requests (no replay of them, no approvals), and the body carries no
 /// request id (a reply is its HTTP response), so it cannot name another request. No tools to
-/// list, so no `tool_redeployed`. A done
-/// operation is its own result, so result faults meet status reads too.
+/// list, so no `tool_redeployed`. A done operation is its own result, so result faults meet
+/// status reads too. No `server_restart`: an operation is a durable resource that outlives the
+/// server's processes.
 const AIP_151: &[Cell] = &[
     c(F::LostResponseAfterCreation, &[Submitting]),
     c(F::LostRequest, &[Submitting, Working, FetchingResult]),

@@ -298,6 +298,40 @@ impl Net {
         self.inflight.retain(|_, i| i.conn != conn);
     }
 
+    /// The frames on their way to an executor over any open connection of `lane`.
+    pub fn on_the_way(&self, lane: usize) -> Vec<u64> {
+        let mut out: Vec<u64> = self
+            .conns
+            .values()
+            .filter(|c| c.lane == lane)
+            .flat_map(|c| {
+                c.on_the_way
+                    .lock()
+                    .expect("frames on the way")
+                    .iter()
+                    .copied()
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        out.sort_unstable();
+        out
+    }
+
+    /// Close every connection of `lane` (its server restarted), as [`Net::disconnect`] does one.
+    /// Returns the connections closed.
+    pub fn disconnect_lane(&mut self, lane: usize) -> Vec<u32> {
+        let conns: Vec<u32> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| c.lane == lane)
+            .map(|(&id, _)| id)
+            .collect();
+        for &conn in &conns {
+            self.disconnect(conn);
+        }
+        conns
+    }
+
     /// The newest open connection of a lane: where its server sends what it initiates.
     pub fn latest_connection(&self, lane: usize) -> Option<u32> {
         self.conns
