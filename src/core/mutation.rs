@@ -97,10 +97,14 @@ pub enum Mutation {
     /// status after a final state is dropped: the cancelled effect may be real, the CANCELLED
     /// receipt no longer tells the truth, and nobody is asked to undo or confirm it.
     EffectReconciliationDropped,
+    /// Report a retired adapter's lane drained as soon as it is retired, whatever still runs
+    /// on it: an operator takes the old server away while calls on it are in flight, and their
+    /// outcomes are lost with it.
+    DrainedAtRetirement,
 }
 
 impl Mutation {
-    pub const ALL: [Mutation; 32] = [
+    pub const ALL: [Mutation; 33] = [
         Mutation::FreshKeyOnSubmitTimeout,
         Mutation::ResubmitWithoutLookup,
         Mutation::FailOnCancelClick,
@@ -133,6 +137,7 @@ impl Mutation {
         Mutation::EndBeatOnCrash,
         Mutation::SyncCallOnRequestTimeout,
         Mutation::EffectReconciliationDropped,
+        Mutation::DrainedAtRetirement,
     ];
 
     pub fn name(self) -> String {

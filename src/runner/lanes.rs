@@ -125,9 +125,10 @@ impl Runner {
             Ok(recs) => recs,
             Err(e) => return self.ledger_failed(e),
         };
+        let at_retirement = planted!(self, DrainedAtRetirement);
         for i in retiring {
             let id = self.lanes[i].adapter.id();
-            if !in_flight.iter().any(|r| r.adapter == id) {
+            if at_retirement || !in_flight.iter().any(|r| r.adapter == id) {
                 self.lanes[i].drained_reported = true;
                 self.observe(Observation::AdapterDrained { adapter: id.name() });
             }

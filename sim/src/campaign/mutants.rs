@@ -6,12 +6,12 @@ use std::collections::BTreeMap;
 
 use toolop::core::mutation::Mutation;
 
-use crate::campaign::sweep::{self, Loaded};
+use crate::campaign::sweep::{self, Hooks, Loaded, Plan};
 use crate::judge::gates::SeriesRow;
 
 /// The scenario set mutants run against: the default gate set plus the load scenario that
 /// makes a missing QPS limiter visible, the SQLite ledger scenario and the replica scenarios.
-pub const DEFAULT_SET: [&str; 8] = [
+pub const DEFAULT_SET: [&str; 9] = [
     "scenarios/smoke.toml",
     "scenarios/mcp_faults.toml",
     "scenarios/mcp_load.toml",
@@ -27,6 +27,9 @@ pub const DEFAULT_SET: [&str; 8] = [
     // is caught (with beats, a lease also runs past the sender's last beat and covers it): the
     // gate set's mcp_ext_replicas with beats off.
     "scenarios/mcp_ext_replicas_nobeat.toml",
+    // A rolling upgrade: the MCP 2025-11-25 adapter retired while its calls run, where
+    // drained_at_retirement is caught (retired_adapter_drains).
+    "scenarios/mcp_retire.toml",
 ];
 
 /// Replay budget for shrinking each mutation's first failure.
@@ -71,14 +74,26 @@ fn first_failing(rows: &[SeriesRow]) -> Option<(usize, &SeriesRow)> {
         .find(|(_, r)| !r.violations.is_empty())
 }
 
+/// The series `done..done + n` of the sweep from seed 0, as one chunk of a hunt: each seed on
+/// the scenario the whole sweep gives it, as [`baseline`] runs it. (A range starting at `done`
+/// would start the scenarios' turns again at every chunk: until session 42 a hunt judged pairs
+/// of scenario and seed the unmutated executor never ran, wherever the set's size does not
+/// divide the chunk.)
+fn chunk(done: u64, n: u64) -> Plan {
+    Plan::Seeds {
+        start_seed: 0,
+        seeds: (done..done + n).collect(),
+    }
+}
+
 /// Run series in chunks until one fails or the budget is spent.
 pub fn hunt(scenarios: &[Loaded], m: Mutation, budget: u64, jobs: usize) -> MutantResult {
     let planted = plant(scenarios, Some(m));
-    let chunk = 100u64;
+    let chunk_size = 100u64;
     let mut done = 0;
     while done < budget {
-        let n = chunk.min(budget - done);
-        let (rows, _) = sweep::run(&planted, done, n, jobs, &|| {});
+        let n = chunk_size.min(budget - done);
+        let (rows, _) = sweep::run_plan(&planted, &chunk(done, n), jobs, &Hooks::default());
         if let Some((i, r)) = first_failing(&rows) {
             let mut caught_by: Vec<String> =
                 r.violations.iter().map(|v| v.checker.to_string()).collect();
@@ -172,4 +187,47 @@ pub fn table(results: &[MutantResult], baseline: &BTreeMap<String, u64>) -> Stri
         }
     ));
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scenario::Scenario;
+
+    /// A hunt's chunks run each seed on the scenario the baseline ran it on, so "the unmutated
+    /// executor on the same seeds" is true of every series a plant is judged on.
+    #[test]
+    fn a_hunt_runs_the_baselines_pairs_of_scenario_and_seed() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let set: Vec<Loaded> = DEFAULT_SET
+            .iter()
+            .map(|f| {
+                let file = root.join(f);
+                Loaded::plain(file.clone(), Scenario::load(&file).expect("set loads"))
+            })
+            .collect();
+        assert_ne!(
+            100 % set.len(),
+            0,
+            "the set's size must not divide a chunk here"
+        );
+        let whole = Plan::Range {
+            start_seed: 0,
+            series: 300,
+        };
+        for done in [0, 100, 200] {
+            let part = chunk(done, 100);
+            // A range from `done` (the hunt before session 42) starts the turns again.
+            let restarted = Plan::Range {
+                start_seed: done,
+                series: 100,
+            };
+            let mut moved = 0;
+            for i in 0..100 {
+                assert_eq!(part.series(&set, i), whole.series(&set, done + i));
+                moved += u32::from(restarted.series(&set, i) != whole.series(&set, done + i));
+            }
+            assert_eq!(moved > 0, done > 0, "chunk from {done}");
+        }
+    }
 }

@@ -165,7 +165,7 @@ impl Plan {
     }
 
     /// The scenario index and seed of the `i`-th series.
-    fn series(&self, scenarios: &[Loaded], i: u64) -> (usize, u64) {
+    pub(crate) fn series(&self, scenarios: &[Loaded], i: u64) -> (usize, u64) {
         match self {
             Plan::Range { start_seed, .. } => assignment(scenarios, *start_seed, i),
             Plan::Seeds { start_seed, seeds } => {
