@@ -1072,6 +1072,10 @@ impl<'a> Machine<'a> {
             self.schedule(0, Timer::SubmitDue);
             return STAYED;
         }
+        if mutated!(self, NotFoundIsFailure) {
+            // Planted: "the server says it is gone, so it failed".
+            return self.force_accept(S::Accepted, TerminalState::Failed, None);
+        }
         if self.not_found_predates_a_sight() {
             // Read again as after any not-found the streak allows; this one is not counted.
             return self.read_again_after_not_found();

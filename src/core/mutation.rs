@@ -101,10 +101,14 @@ pub enum Mutation {
     /// on it: an operator takes the old server away while calls on it are in flight, and their
     /// outcomes are lost with it.
     DrainedAtRetirement,
+    /// Read a task the server no longer knows as failed ("404: the task is gone, so it
+    /// failed"): a receipt for an outcome nobody saw, where the work may have completed (a
+    /// task deleted at its ttl runs on) or been lost unfinished (a server restart).
+    NotFoundIsFailure,
 }
 
 impl Mutation {
-    pub const ALL: [Mutation; 33] = [
+    pub const ALL: [Mutation; 34] = [
         Mutation::FreshKeyOnSubmitTimeout,
         Mutation::ResubmitWithoutLookup,
         Mutation::FailOnCancelClick,
@@ -138,6 +142,7 @@ impl Mutation {
         Mutation::SyncCallOnRequestTimeout,
         Mutation::EffectReconciliationDropped,
         Mutation::DrainedAtRetirement,
+        Mutation::NotFoundIsFailure,
     ];
 
     pub fn name(self) -> String {
