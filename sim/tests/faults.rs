@@ -222,3 +222,104 @@ fn operators_cancel_requests_reach_executors_in_every_protocol() {
         );
     }
 }
+
+/// A server restart, alone: the truth records it once, every task it lost is deleted at the
+/// restart with no side effect after it, and the executor hands each node whose work it aborted
+/// to a person, with no second operation (the server offers no idempotency extension, so
+/// nothing can prove "never created"). Other faults are off so that nothing else explains a
+/// hand-off or a receipt.
+#[test]
+fn a_server_restart_loses_its_tasks_and_their_nodes_go_to_a_person() {
+    use toolop_sim::fake::truth::WorkEnd;
+    use toolop_sim::trace::{FaultDetail, StoreFact};
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    for file in ["scenarios/mcp_faults.toml", "scenarios/mcp_ext_faults.toml"] {
+        let mut sc = Scenario::load(&root.join(file)).unwrap();
+        let others: Vec<String> = sc
+            .faults
+            .rates
+            .keys()
+            .filter(|f| *f != "server_restart")
+            .cloned()
+            .collect();
+        sc.faults.rates.retain(|f, _| f == "server_restart");
+        sc.faults.rates.insert("server_restart".into(), 0.2);
+        sc.faults.swarm_enable_rate = 1.0;
+        sc.server.toolop_extensions_rate = 0.0;
+        let mut sets: Vec<String> = others
+            .iter()
+            .map(|f| format!("--set faults.rates.{f}=0"))
+            .collect();
+        sets.extend([
+            "--set faults.rates.server_restart=0.2".to_string(),
+            "--set faults.swarm_enable_rate=1".to_string(),
+            "--set server.toolop_extensions_rate=0".to_string(),
+        ]);
+        let (mut restarted, mut aborted) = (0, 0);
+        for seed in 0..40 {
+            let replay = format!(
+                "toolop-sim replay --scenario {file} {} --seed {seed}",
+                sets.join(" ")
+            );
+            let r = run_series(&sc, seed).unwrap();
+            let restart = r.trace.events.iter().find_map(|e| match &e.what {
+                What::Fault {
+                    detail: FaultDetail::Restart { tasks, .. },
+                    ..
+                } => Some((e.t_ms, tasks.clone())),
+                _ => None,
+            });
+            let Some((at, lost)) = restart else { continue };
+            restarted += 1;
+            let truth = r
+                .trace
+                .events
+                .iter()
+                .find_map(|e| match &e.what {
+                    What::Final { truth, .. } => Some(truth.clone()),
+                    _ => None,
+                })
+                .expect("a finished series ends with its truth");
+            assert_eq!(truth.server_restarts_at_ms, vec![at], "{replay}");
+            let facts: Vec<(u64, &String, &StoreFact)> = r
+                .trace
+                .events
+                .iter()
+                .filter_map(|e| match &e.what {
+                    What::Store { node, fact } => Some((e.t_ms, node, fact)),
+                    _ => None,
+                })
+                .collect();
+            for id in &lost {
+                let t = &truth.tasks[id];
+                assert_eq!(t.deleted_at_ms, Some(at), "{id}: {replay}");
+                if t.work_end != Some(WorkEnd::LostInRestart) {
+                    continue;
+                }
+                aborted += 1;
+                assert_eq!(
+                    (t.side_effects, t.work_end_at_ms, t.terminal_status),
+                    (0, Some(at), None),
+                    "{id}: {replay}"
+                );
+                let node = &t.call_node;
+                let settled: Vec<&StoreFact> = facts
+                    .iter()
+                    .filter(|(_, n, _)| *n == node)
+                    .map(|(_, _, f)| *f)
+                    .collect();
+                assert_eq!(settled, vec![&StoreFact::Reconcile], "{node}: {replay}");
+                assert_eq!(
+                    truth.tasks_created_per_call_node.get(node),
+                    Some(&1),
+                    "{node}: {replay}"
+                );
+            }
+        }
+        assert!(
+            restarted >= 10,
+            "{file}: {restarted} of 40 series restarted"
+        );
+        assert!(aborted >= 10, "{file}: {aborted} tasks aborted by restarts");
+    }
+}

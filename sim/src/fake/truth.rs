@@ -140,18 +140,32 @@ impl GroundTruth {
     pub fn merge(truths: impl IntoIterator<Item = GroundTruth>) -> GroundTruth {
         let mut out = GroundTruth::default();
         for t in truths {
-            out.tasks.extend(t.tasks);
-            out.sync_runs.extend(t.sync_runs);
-            for (k, v) in t.tasks_created_per_call_node {
+            // Taken apart whole, so a field added later cannot be left out of the merge (the
+            // restarts were, at first: found by sim/tests/faults.rs).
+            let GroundTruth {
+                tasks,
+                sync_runs,
+                tasks_created_per_call_node,
+                effects_per_call_node,
+                duplicate_submits_deduped,
+                stale_input_responses,
+                forbidden_task_calls,
+                server_restarts_at_ms,
+            } = t;
+            out.tasks.extend(tasks);
+            out.sync_runs.extend(sync_runs);
+            for (k, v) in tasks_created_per_call_node {
                 *out.tasks_created_per_call_node.entry(k).or_default() += v;
             }
-            for (k, v) in t.effects_per_call_node {
+            for (k, v) in effects_per_call_node {
                 *out.effects_per_call_node.entry(k).or_default() += v;
             }
-            out.duplicate_submits_deduped += t.duplicate_submits_deduped;
-            out.stale_input_responses.extend(t.stale_input_responses);
-            out.forbidden_task_calls.extend(t.forbidden_task_calls);
+            out.duplicate_submits_deduped += duplicate_submits_deduped;
+            out.stale_input_responses.extend(stale_input_responses);
+            out.forbidden_task_calls.extend(forbidden_task_calls);
+            out.server_restarts_at_ms.extend(server_restarts_at_ms);
         }
+        out.server_restarts_at_ms.sort_unstable();
         out
     }
 }
