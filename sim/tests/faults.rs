@@ -231,6 +231,7 @@ fn operators_cancel_requests_reach_executors_in_every_protocol() {
 #[test]
 fn a_server_restart_loses_its_tasks_and_their_nodes_go_to_a_person() {
     use toolop_sim::fake::truth::WorkEnd;
+    use toolop_sim::judge::checkers::view::View;
     use toolop_sim::trace::{FaultDetail, StoreFact};
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
     for file in ["scenarios/mcp_faults.toml", "scenarios/mcp_ext_faults.toml"] {
@@ -271,15 +272,8 @@ fn a_server_restart_loses_its_tasks_and_their_nodes_go_to_a_person() {
             });
             let Some((at, lost)) = restart else { continue };
             restarted += 1;
-            let truth = r
-                .trace
-                .events
-                .iter()
-                .find_map(|e| match &e.what {
-                    What::Final { truth, .. } => Some(truth.clone()),
-                    _ => None,
-                })
-                .expect("a finished series ends with its truth");
+            let view = View::of(&r.trace).expect("a finished series has its truth");
+            let truth = view.truth;
             assert_eq!(truth.server_restarts_at_ms, vec![at], "{replay}");
             let facts: Vec<(u64, &String, &StoreFact)> = r
                 .trace

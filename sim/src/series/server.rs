@@ -117,29 +117,22 @@ impl Restart {
         let Some(decision) = world.ask(lane, FaultKind::ServerRestart, node) else {
             return false;
         };
-        let tasks: Vec<String> = {
-            let s = server.lock().expect("server lock");
-            let svc = s.service();
-            svc.task_ids()
-                .filter(|id| svc.holds(id))
-                .map(str::to_string)
-                .collect()
-        };
-        let cut = world.net.lock().expect("net lock").on_the_way(lane);
-        let detail = FaultDetail::Restart {
-            frame: d.frame,
-            tasks,
-            cut,
-        };
-        world.record_fault(decision, FaultKind::ServerRestart, node, detail);
         self.done = true;
-        let now = world.now_ms();
-        let lost = server.lock().expect("server lock").restart(now);
+        let lost = server.lock().expect("server lock").restart(world.now_ms());
         for task in &lost {
             marked.remove(task);
         }
-        let conns = world.net.lock().expect("net lock").disconnect_lane(lane);
-        self.cut.extend(conns);
+        // What was on its way is named before the connections close.
+        let mut net = world.net.lock().expect("net lock");
+        let cut = net.on_the_way(lane);
+        self.cut.extend(net.disconnect_lane(lane));
+        drop(net);
+        let detail = FaultDetail::Restart {
+            frame: d.frame,
+            tasks: lost,
+            cut,
+        };
+        world.record_fault(decision, FaultKind::ServerRestart, node, detail);
         true
     }
 }

@@ -57,9 +57,4 @@ impl TaskService {
     pub fn holds_a_task(&self) -> bool {
         self.tasks.values().any(|t| t.live())
     }
-
-    /// Whether the server holds the task named `task_id` (created, not deleted).
-    pub fn holds(&self, task_id: &str) -> bool {
-        self.live(task_id).is_ok()
-    }
 }

@@ -543,7 +543,10 @@ fn a_restart_loses_every_task_and_aborts_running_work() {
     );
     assert!(held.is_empty(), "{held:?}");
     assert!(s.advance(1_000, &Plain).is_empty());
-    assert!(s.holds(&slow) && s.holds(&fast));
+    for task in [&slow, &fast] {
+        let r = ask(&mut s, 1_000, Request::Poll { task: task.clone() });
+        assert_eq!(&id_of(&r), task);
+    }
     let mut lost = s.restart(1_000);
     lost.sort();
     let mut both = vec![slow.clone(), fast.clone()];
@@ -581,5 +584,15 @@ fn a_restart_loses_every_task_and_aborts_running_work() {
         20_000,
         submit("n3", "c", 500, ScriptOutcome::Completed),
     ));
-    assert!(s.holds_a_task() && s.holds(&again) && !s.holds(&slow));
+    assert!(s.holds_a_task());
+    let r = ask(
+        &mut s,
+        20_000,
+        Request::Poll {
+            task: again.clone(),
+        },
+    );
+    assert_eq!(id_of(&r), again);
+    let r = ask(&mut s, 20_000, Request::Poll { task: slow.clone() });
+    assert_eq!(r, Response::NotFound { expired: false });
 }

@@ -103,8 +103,9 @@ pub enum FaultKind {
     /// deploy or a crash: every task it held is gone with its stored result and its input
     /// rounds, work still running is aborted (no side effect), every connection to it drops
     /// (frames on their way are lost, the request that met the restart included), and the new
-    /// process answers "not found" for every task id of the old one. Asked once per lane per
-    /// series, as a request arrives while the server holds a task. Never of a server offering
+    /// process answers "not found" for every task id of the old one. Asked as each request
+    /// arrives while the server holds a task; fires at most once per lane per series. Never of
+    /// a server offering
     /// toolop's idempotency extension: its contract keeps keys and tasks across a restart
     /// (`ARCHITECTURE.md`), and a key index lost would make "not found by key" a false proof
     /// of "never created". AIP-151 operations are durable resources: not expressed.

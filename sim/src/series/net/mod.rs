@@ -67,6 +67,18 @@ struct Conn {
     incarnation: u32,
 }
 
+impl Conn {
+    /// The frames on their way to this connection now, in frame order.
+    fn on_the_way(&self) -> Vec<u64> {
+        self.on_the_way
+            .lock()
+            .expect("frames on the way")
+            .iter()
+            .copied()
+            .collect()
+    }
+}
+
 /// Where a frame goes and what the trace says about it, beyond the exchange.
 struct Leg<'a> {
     dir: Dir,
@@ -304,14 +316,7 @@ impl Net {
             .conns
             .values()
             .filter(|c| c.lane == lane)
-            .flat_map(|c| {
-                c.on_the_way
-                    .lock()
-                    .expect("frames on the way")
-                    .iter()
-                    .copied()
-                    .collect::<Vec<_>>()
-            })
+            .flat_map(Conn::on_the_way)
             .collect();
         out.sort_unstable();
         out
@@ -453,14 +458,7 @@ impl Net {
             }
         }
         let (lane_no, epoch, incarnation) = self.end_of(conn);
-        let on_the_way: Vec<u64> = self.conns.get(&conn).map_or(vec![], |c| {
-            c.on_the_way
-                .lock()
-                .expect("frames on the way")
-                .iter()
-                .copied()
-                .collect()
-        });
+        let on_the_way: Vec<u64> = self.conns.get(&conn).map_or(vec![], Conn::on_the_way);
         let cut = FaultDetail::Connection {
             exchange,
             lane: lane_no,
