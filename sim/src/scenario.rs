@@ -322,6 +322,24 @@ pub struct ServerSpec {
     pub poll_interval_ms: Option<u64>,
     #[serde(default)]
     pub max_ttl_ms: Option<u64>,
+    /// How the executor reaches an MCP server (see [`ServerTransport`]).
+    #[serde(default)]
+    pub transport: ServerTransport,
+}
+
+/// How the executor reaches an MCP server, as far as the simulator tells them apart: what a
+/// server restart does to the executor's side.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ServerTransport {
+    /// One connection per executor process (stdio, or a kept stream): a restart closes it, and
+    /// the process ends with it and is restarted from the ledger.
+    #[default]
+    Stream,
+    /// MCP Streamable HTTP: a POST per message under a session id. A restart forgets the
+    /// sessions; the executor process lives on, every later request on an old session is
+    /// answered HTTP 404, and its transport re-initializes, as the live one does.
+    Http,
 }
 
 fn one() -> f64 {

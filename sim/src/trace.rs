@@ -227,6 +227,9 @@ pub enum Shows {
         status: u16,
         retry_after_ms: u64,
     },
+    /// HTTP 404 for a session the server no longer knows (it restarted): nothing about any
+    /// task.
+    SessionGone,
     /// An input request of `task`'s round `round` (pushed by the server).
     Input {
         task: String,

@@ -317,6 +317,9 @@ pub enum Response {
         throttle: Throttle,
         retry_after_ms: u64,
     },
+    /// The request named a session the server does not know (it restarted since): Streamable
+    /// HTTP's 404, answered in front of the server's handlers.
+    SessionGone,
 }
 
 /// Something the server sends without being asked.
@@ -458,6 +461,7 @@ pub fn neutral_shows(response: &Response, caps: CodecCaps) -> Shows {
                 .collect(),
         },
         Response::Ack => Shows::Ack,
+        Response::SessionGone => Shows::SessionGone,
         Response::Throttled {
             throttle,
             retry_after_ms,

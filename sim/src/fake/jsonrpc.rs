@@ -188,6 +188,13 @@ pub struct RpcCalls<W> {
     book: CallBook<RpcCtx<W>>,
 }
 
+impl<W> RpcCalls<W> {
+    /// Close `call` without a body; the request id of its frame, if it had one.
+    pub fn close(&mut self, call: CallId) -> Option<u64> {
+        self.book.close(call).and_then(|c| c.request_id)
+    }
+}
+
 impl<W> Default for RpcCalls<W> {
     fn default() -> Self {
         RpcCalls {
@@ -494,6 +501,8 @@ pub(crate) trait RpcCodec {
     type What;
     fn calls(&mut self) -> &mut RpcCalls<Self::What>;
     fn reply_body(&self, what: &Self::What, response: &Response, shape: &Shape) -> Direct;
+    /// The body of this server's HTTP 404 for a session it does not know.
+    fn session_gone_body(&self) -> Vec<u8>;
 }
 
 /// [`RpcCalls::encode`] for a codec that keeps its calls in itself.
@@ -503,6 +512,15 @@ pub(crate) fn encode_reply<C: RpcCodec>(
     response: &Response,
     shape: &Shape,
 ) -> InFrame {
+    if *response == Response::SessionGone {
+        let request_id = codec.calls().close(call);
+        return InFrame {
+            request_id,
+            http_status: 404,
+            retry_after_ms: None,
+            body: codec.session_gone_body(),
+        };
+    }
     let mut calls = std::mem::take(codec.calls());
     let frame = calls.encode(call, response, shape, |what| {
         codec.reply_body(what, response, shape)

@@ -106,9 +106,10 @@ pub fn render_for(trace: &Trace, verbose: bool, node: Option<&str>) -> String {
                 request_id,
                 bytes,
                 verdict,
+                shows,
                 ..
             } if verbose => Some(format!(
-                "{:<6} net [{incarnation}] frame {frame} {} {} #{} {bytes} bytes: {}",
+                "{:<6} net [{incarnation}] frame {frame} {} {} #{} {bytes} bytes{}: {}",
                 node.as_deref().unwrap_or("-"),
                 match dir {
                     Dir::ToServer => "->",
@@ -116,6 +117,12 @@ pub fn render_for(trace: &Trace, verbose: bool, node: Option<&str>) -> String {
                 },
                 exchange.name(),
                 request_id.map_or_else(|| "-".to_string(), |r| r.to_string()),
+                // The one answer whose bytes say nothing a reader could tell apart.
+                if matches!(shows.as_deref(), Some(crate::trace::Shows::SessionGone)) {
+                    " (HTTP 404: session gone)"
+                } else {
+                    ""
+                },
                 net_verdict(verdict)
             )),
             What::Insert {

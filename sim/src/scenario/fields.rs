@@ -124,6 +124,11 @@ fn ledgers() -> Vec<String> {
     spelled([Memory, Sqlite])
 }
 
+fn transports() -> Vec<String> {
+    use crate::scenario::ServerTransport::*;
+    spelled([Stream, Http])
+}
+
 fn task_support() -> Vec<String> {
     use toolop::protocol::TaskSupport::*;
     spelled([Required, Optional, Forbidden])
@@ -194,6 +199,7 @@ pub const FIELDS: &[Field] = &[
     f("server.profiles", Unit::ChoiceList(profiles), ANY, "Which real servers the fake imitates; the seed picks one per series. Each must be a profile of `protocol` (see `toolop-sim list scenarios` and the fault table below).").ex("[\"spec-strict\"]"),
     f("server.toolop_extensions_rate", Unit::Rate, RATE, "Probability that a series' server offers the toolop extensions (idempotency key, lookup by key, result digest).").ex("1.0"),
     f("server.poll_interval_ms", Unit::Ms, (1.0, DAY), "The poll interval the server suggests; left out: the profile's own. The python-sdk profile says 500 whatever is set, as the SDK does.").optional().only(MCP).ex("500"),
+    f("server.transport", Unit::Choice(transports), ANY, "How the executor reaches the server: `stream` (one connection per executor process, as stdio: a server restart closes it and the process is restarted) or `http` (Streamable HTTP sessions: a restart forgets them, later requests on an old session get HTTP 404 and the executor's transport re-initializes).").only(MCP).ex("\"http\""),
     f("server.max_ttl_ms", Unit::Ms, (1.0, WEEK), "The longest ttl the server grants (it deletes tasks past it); left out: no limit.").optional().ex("3600000"),
 
     f("executor.max_qps", Unit::PerSecond, (1.0, 100_000.0), "The executor's limit on requests per second, shared by every operation.").ex("20"),

@@ -32,6 +32,7 @@ use crate::fake::codec::{Ask, Decoded, ExchangeKind, Push, Request, Response, Ru
 use crate::fake::service::{CancelFaults, Out};
 use crate::fake::truth::TaskStatus;
 use crate::judge::checkers::view::reply_event;
+use crate::scenario::ServerTransport;
 use crate::series::faults::FaultKind;
 use crate::trace::{FaultDetail, Shows, Trace, What};
 
@@ -68,7 +69,9 @@ pub(super) async fn serve(
                 let now = world.now_ms();
                 let early = server.lock().expect("server lock").advance(now);
                 send_out(&world, lane, &server, &mut marked, early);
-                if !restart.loses(&world, lane, &server, &mut marked, &delivery) {
+                if !session_gone(&world, lane, &mut marked, &delivery)
+                    && !restart.loses(&world, lane, &server, &mut marked, &delivery)
+                {
                     serve_one(&world, lane, &server, &mut marked, delivery);
                 }
             }
@@ -122,10 +125,18 @@ impl Restart {
         for task in &lost {
             marked.remove(task);
         }
-        // What was on its way is named before the connections close.
         let mut net = world.net.lock().expect("net lock");
-        let cut = net.on_the_way(lane);
-        self.cut.extend(net.disconnect_lane(lane));
+        let cut = if world.sc.server.transport == ServerTransport::Http {
+            // Over HTTP the executor's side holds no connection to the old process: it forgets
+            // the sessions, and what it had sent on its way was sent whole.
+            net.forget_sessions(lane);
+            vec![]
+        } else {
+            // What was on its way is named before the connections close.
+            let cut = net.on_the_way(lane);
+            self.cut.extend(net.disconnect_lane(lane));
+            cut
+        };
         drop(net);
         let detail = FaultDetail::Restart {
             frame: d.frame,
@@ -135,6 +146,25 @@ impl Restart {
         world.record_fault(decision, FaultKind::ServerRestart, node, detail);
         true
     }
+}
+
+/// Streamable HTTP (`server.transport = "http"`): a request naming a session the server does not
+/// know (it forgot every one when it restarted) is answered 404 in front of every handler, and
+/// the service never sees it; an `initialize`, which names none, opens a new one.
+fn session_gone(world: &World, lane: usize, marked: &mut Marked, d: &Delivery) -> bool {
+    let known = world
+        .net
+        .lock()
+        .expect("net lock")
+        .session_known(d.conn, d.tag);
+    if known {
+        return false;
+    }
+    // A notification or an answer to a server request has nobody waiting for a reply.
+    if let Some(call) = d.decoded.call {
+        carry(world, lane, marked, call, Response::SessionGone);
+    }
+    true
 }
 
 /// Serve one request, deciding the server-side faults that ride on it.

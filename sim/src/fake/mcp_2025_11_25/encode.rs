@@ -141,6 +141,18 @@ impl jsonrpc::RpcCodec for McpCodec {
         &mut self.calls
     }
 
+    /// As each server answers an unknown `Mcp-Session-Id`: the Python SDK's
+    /// `StreamableHTTPSessionManager` (spec/mcp-tasks.md section 14, `11-cross-session`), the
+    /// TS SDK's example routing (the peer in `tests/peers/ts`), nothing at all for the strict
+    /// profile (the spec says 404 and no more).
+    fn session_gone_body(&self) -> Vec<u8> {
+        match self.profile() {
+            Profile::PythonSdk => br#"{"jsonrpc":"2.0","id":"server-error","error":{"code":-32600,"message":"Session not found"}}"#.to_vec(),
+            Profile::TsSdk => br#"{"jsonrpc":"2.0","error":{"code":-32001,"message":"Session not found"},"id":null}"#.to_vec(),
+            Profile::SpecStrict => Vec::new(),
+        }
+    }
+
     /// The reply body (result or error) to a request of kind `what`.
     fn reply_body(&self, what: &What, response: &Response, shape: &Shape) -> Direct {
         let profile = self.profile();
@@ -231,6 +243,7 @@ fn response_name(r: &Response) -> &'static str {
         Response::Tasks(_) => "tasks",
         Response::Ack => "ack",
         Response::Throttled { .. } => "throttled",
+        Response::SessionGone => "session gone",
     }
 }
 

@@ -391,6 +391,16 @@ impl jsonrpc::RpcCodec for ExtCodec {
         &mut self.calls
     }
 
+    /// rmcp answers an unknown session with a plain-text 404 (`tests/peers/rmcp/README.md`);
+    /// the strict profile with nothing (the spec says 404 and no more).
+    fn session_gone_body(&self) -> Vec<u8> {
+        if self.cfg.rmcp {
+            b"Not Found: Session not found".to_vec()
+        } else {
+            Vec::new()
+        }
+    }
+
     fn reply_body(&self, what: &What, response: &Response, shape: &Shape) -> Direct {
         let ack = || Direct::Result(json!({"resultType": "complete"}));
         match (what, response) {

@@ -373,6 +373,7 @@ fn alive(a: &Frame, task: &str) -> bool {
         Some(
             Shows::NotFound { .. }
             | Shows::Throttled { .. }
+            | Shows::SessionGone
             | Shows::CancelRejected { .. }
             | Shows::InlineRefused,
         )
@@ -481,7 +482,7 @@ fn overtaken_elsewhere(trace: &Trace, arrived: &[Frame], node: &str, r: &Frame, 
         .filter(|o| commit_of(o.exec, o.t_ms).is_some_and(|c| c > r_commit))
         .any(|o| {
             answers(arrived, &o)
-                .filter(|a| !matches!(a.shows, Some(Shows::Throttled { .. })))
+                .filter(|a| !matches!(a.shows, Some(Shows::Throttled { .. } | Shows::SessionGone)))
                 .filter_map(|a| a.arrives_at_ms)
                 .any(|o_arr| {
                     landed(trace).any(|(t, w)| {

@@ -215,7 +215,7 @@ impl FaultKind {
                 "the server acknowledges a cancel and the work runs to its end regardless"
             }
             F::ServerRestart => {
-                "the server restarts: every task, result and connection is lost, running work aborted"
+                "the server restarts: every task and result is lost, running work aborted; every connection drops, or over HTTP every session is forgotten (404)"
             }
         }
     }

@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::mpsc;
 use tokio::time::{Duration, Instant};
-use toolop::transport::{InFrame, OutFrame, Transport, TransportError};
+use toolop::transport::{InFrame, OutFrame, TransportError};
 
 use crate::fake::codec::{Ask, CallId, Decoded, ExchangeKind, Response};
 use crate::fake::FakeServer;
@@ -23,6 +23,10 @@ use crate::series::faults::{catalogue, FaultKind, SharedPlan};
 use crate::trace::{Dir, FaultDetail, NetVerdict, SharedTrace, Shows, What};
 
 pub mod rules;
+mod session;
+
+use session::Session;
+pub use session::{SimTransport, REINIT_ID_BASE};
 
 pub use rules::Verdict;
 
@@ -43,6 +47,10 @@ pub struct NetCtx {
     pub latency_ms: [u64; 2],
     /// The executor's request timeout: a reply held longer than this arrives out of order.
     pub request_timeout_ms: u64,
+    /// MCP lanes run Streamable HTTP sessions (`server.transport = "http"`): a server restart
+    /// forgets them instead of closing connections, and each executor transport re-initializes
+    /// ([`SimTransport`]).
+    pub http_sessions: bool,
 }
 
 /// A request on its way to a server.
@@ -52,6 +60,17 @@ pub struct Delivery {
     pub frame: u64,
     pub decoded: Decoded,
     pub node: Option<String>,
+    /// The HTTP session the frame names, if the lane runs them.
+    pub tag: Tag,
+}
+
+/// The HTTP session a frame names ([`SimTransport`] on a lane with `server.transport = "http"`):
+/// the simulator's stand-in for the `Mcp-Session-Id` header. Zero on other lanes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Tag {
+    pub session: u64,
+    /// An `initialize`: it names no session, and opens `session`.
+    pub opens_session: bool,
 }
 
 /// One open connection: which lane, which executor process.
@@ -65,6 +84,9 @@ struct Conn {
     lane: usize,
     epoch: u64,
     incarnation: u32,
+    /// The HTTP sessions of this connection the server knows: those an `initialize` opened since
+    /// the server last restarted (a server holds any number of sessions).
+    sessions: BTreeSet<u64>,
 }
 
 impl Conn {
@@ -292,12 +314,15 @@ impl Net {
                 lane,
                 epoch,
                 incarnation,
+                sessions: BTreeSet::new(),
             },
         );
+        let http = n.ctx.http_sessions && n.ctx.lanes[lane] != Protocol::Aip151;
         SimTransport {
             net: net.clone(),
             conn,
             rx,
+            session: http.then(Session::default),
         }
     }
 
@@ -337,6 +362,29 @@ impl Net {
         conns
     }
 
+    /// The server of `lane` restarted over HTTP sessions: it knows none of them now. Nothing is
+    /// cut: a reply on its way had left the old process whole.
+    pub fn forget_sessions(&mut self, lane: usize) {
+        for c in self.conns.values_mut().filter(|c| c.lane == lane) {
+            c.sessions.clear();
+        }
+    }
+
+    /// Whether a frame naming `tag` on `conn` reaches the server's handlers, and the session it
+    /// opens if it is an `initialize` (only on lanes that run HTTP sessions).
+    pub fn session_known(&mut self, conn: u32, tag: Tag) -> bool {
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return true;
+        };
+        if !self.ctx.http_sessions || self.ctx.lanes[c.lane] == Protocol::Aip151 {
+            return true;
+        }
+        if tag.opens_session {
+            c.sessions.insert(tag.session);
+        }
+        c.sessions.contains(&tag.session)
+    }
+
     /// The newest open connection of a lane: where its server sends what it initiates.
     pub fn latest_connection(&self, lane: usize) -> Option<u32> {
         self.conns
@@ -347,7 +395,7 @@ impl Net {
     }
 
     /// A frame from an executor: decoded by the lane's codec, judged, carried (or not).
-    fn send(&mut self, conn: u32, frame: OutFrame) -> Result<(), TransportError> {
+    fn send(&mut self, conn: u32, frame: OutFrame, tag: Tag) -> Result<(), TransportError> {
         let Some(lane) = self.conns.get(&conn).map(|c| c.lane) else {
             return Err(TransportError::Disconnected);
         };
@@ -448,6 +496,7 @@ impl Net {
                         frame: frame_no,
                         decoded,
                         node: node.clone(),
+                        tag,
                     };
                     tokio::spawn(async move {
                         tokio::time::sleep(Duration::from_millis(latency)).await;
@@ -714,26 +763,5 @@ impl Net {
                 let _ = tx.send(frame);
             }
         });
-    }
-}
-
-/// The executor's end of one connection.
-pub struct SimTransport {
-    net: SharedNet,
-    conn: u32,
-    rx: mpsc::UnboundedReceiver<InFrame>,
-}
-
-impl Transport for SimTransport {
-    fn send(&mut self, frame: OutFrame) -> Result<(), TransportError> {
-        self.net.lock().expect("net lock").send(self.conn, frame)
-    }
-
-    async fn recv(&mut self) -> Option<InFrame> {
-        self.rx.recv().await
-    }
-
-    fn received(&mut self) -> Option<InFrame> {
-        self.rx.try_recv().ok()
     }
 }
