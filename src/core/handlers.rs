@@ -664,16 +664,25 @@ impl<'a> Machine<'a> {
         Ok(outcome)
     }
 
-    /// Whether a late reply is a verified result, named for our operation, read while fetching.
+    /// Whether a late reply, read while fetching, is our ended operation's whole outcome: a
+    /// verified result named for our operation, or the error of an operation a read showed
+    /// failed (mcp_ext_replicas seed 5046961: a process's fetch drew the error while its commit
+    /// waited behind a slow one, a replica's newer fetch met a lagging 404 meanwhile, and the
+    /// error stepped again as "stale" was set aside; the next 404 handed a failed task to a
+    /// person).
     fn late_result_of_ours(&self, kind: RequestKind, reply: &Reply) -> bool {
-        let Reply::Result(rv) = reply else {
+        if kind != RequestKind::Fetch || self.rec.local_state != S::FetchingResult {
             return false;
-        };
-        kind == RequestKind::Fetch
-            && self.rec.local_state == S::FetchingResult
-            && rv.verified
-            && rv.related_operation_id.is_some()
-            && rv.related_operation_id == self.rec.operation_id
+        }
+        match reply {
+            Reply::Result(rv) => {
+                rv.verified
+                    && rv.related_operation_id.is_some()
+                    && rv.related_operation_id == self.rec.operation_id
+            }
+            Reply::ResultIsError { .. } => self.final_answer_of_ours(reply),
+            _ => false,
+        }
     }
 
     /// Whether a stale reply is a view of our own operation answering a request sent after the

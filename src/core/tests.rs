@@ -1546,6 +1546,48 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
          reply:fetch:result_is_error => FETCHING_RESULT->ACCEPTED [accept:failed]",
     ),
     (
+        // mcp_ext_replicas seed 5046961 (session 43): a process's fetch (#3 here) drew a failed
+        // task's error, and its commit waited behind a slow one while a replica's newer fetch
+        // (#4) met a lagging replica's 404 and was applied. Stepped again, the error was
+        // "stale" and set aside; the next 404 handed a failed task to a person. The error is
+        // the failed operation's whole result, as final as a verified result: accepted late
+        // too, once a read showed the operation failed. Before that read it proves nothing.
+        "a failed operation's error answering an older fetch than one applied is accepted",
+        |s| {
+            s.working().at(1_000).timer(Timer::PollDue).reply(RequestKind::Poll, Reply::Status(view(P::Failed)));
+            s.timer(Timer::FetchDue);
+            s.timer(Timer::FetchDue);
+            s.ev(Event::Reply { sent_ms: None, kind: RequestKind::Fetch, seq: 4, epoch: 1, reply: Reply::NotFound { message: "lagging".into() } });
+            s.ev(Event::Reply { sent_ms: None, kind: RequestKind::Fetch, seq: 3, epoch: 1, reply: Reply::ResultIsError { code: 13, message: "boom".into() } });
+        },
+        "start => stay [send:submit#1]
+         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
+         timer:poll_due => stay [send:poll#2]
+         reply:poll:status => WORKING->TERMINAL_OBSERVED [at1000:fetch_due]
+         timer:fetch_due => TERMINAL_OBSERVED->FETCHING_RESULT [send:fetch#3]
+         timer:fetch_due => stay [send:fetch#4]
+         reply:fetch:not_found => stay [at2000:fetch_due]
+         reply:fetch:result_is_error => FETCHING_RESULT->ACCEPTED [accept:failed]",
+    ),
+    (
+        "a stale error of an operation no read showed failed stays stale",
+        |s| {
+            s.working().at(1_000).timer(Timer::PollDue).reply(RequestKind::Poll, Reply::Status(view(P::Completed)));
+            s.timer(Timer::FetchDue);
+            s.timer(Timer::FetchDue);
+            s.ev(Event::Reply { sent_ms: None, kind: RequestKind::Fetch, seq: 4, epoch: 1, reply: Reply::NotFound { message: "lagging".into() } });
+            s.ev(Event::Reply { sent_ms: None, kind: RequestKind::Fetch, seq: 3, epoch: 1, reply: Reply::ResultIsError { code: 13, message: "boom".into() } });
+        },
+        "start => stay [send:submit#1]
+         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
+         timer:poll_due => stay [send:poll#2]
+         reply:poll:status => WORKING->TERMINAL_OBSERVED [at1000:fetch_due]
+         timer:fetch_due => TERMINAL_OBSERVED->FETCHING_RESULT [send:fetch#3]
+         timer:fetch_due => stay [send:fetch#4]
+         reply:fetch:not_found => stay [at2000:fetch_due]
+         reply:fetch:result_is_error => rejected:stale_answer",
+    ),
+    (
         // aip151_faults seed 282576: a replica's poll (#2 here) left 50 ms after the primary's
         // (#3), showed the task working, and was applied first; the primary's 404 to #3,
         // applied after it, is older than that sight and is not counted. Two more 404s are
