@@ -10,10 +10,13 @@
 //!   `Last-Event-ID` (bounded consecutive failures). A POST stream cut before its response
 //!   arrived is resumed the same way when the server numbered its events.
 //! - HTTP 404 on a request that carried a session id: the session is gone. The 404 reaches the
-//!   adapter (it is not-found evidence, never a cancel); the transport then re-initializes by
-//!   replaying the runner's own `initialize` and `notifications/initialized`, so later requests
-//!   run on a new session. Tasks bound to the old session may be gone; the core finds that out
-//!   by reading them.
+//!   adapter (an error of that exchange: never "not found", never a cancel); the transport then
+//!   re-initializes by replaying the runner's own `initialize` and `notifications/initialized`,
+//!   so later requests run on a new session. It does so beside the runner's sends, which hold
+//!   nothing: until the new session stands they name the old one and meet 404 too, and the
+//!   runner's policy decides what to send again (a send held until then left after its
+//!   deadline, perhaps after its call went to a person: session 43). Tasks bound to the old
+//!   session may be gone; the core finds that out by reading them.
 //! - 429/503 and every other status reach the adapter with `http_status` and `retry_after_ms`.
 //! - Requests are concurrent, except that `initialize`, notifications and responses are sent
 //!   one at a time in order (the server must see `notifications/initialized` before the next
@@ -125,6 +128,13 @@ struct Session {
     generation: u64,
     /// A 404 said the session is gone; re-initialize before the next send.
     lost: bool,
+    /// A re-initialization runs (its own task). Sends go on meanwhile, naming the session the
+    /// transport has: a forgotten one is answered 404, and the runner's own policy decides
+    /// what to send again.
+    reinitializing: bool,
+    /// The session a re-initialization opened, not named by requests until its
+    /// `notifications/initialized` went out (a server may refuse a request before it).
+    opened: Option<Option<String>>,
     /// `notifications/initialized` went out on this session: the GET stream may open.
     ready: bool,
     /// The `protocolVersion` the server chose in its initialize reply (it may answer an older
@@ -248,8 +258,22 @@ async fn drive(
             );
             continue;
         }
-        if shared.session.lock().expect("session lock").lost {
-            reinitialize(&shared).await;
+        let reinit = {
+            let mut s = shared.session.lock().expect("session lock");
+            let start = s.lost && !s.reinitializing;
+            s.reinitializing |= start;
+            start
+        };
+        if reinit {
+            // Not awaited: a frame held until a new session stands would leave late, after the
+            // runner counted it lost at its deadline and perhaps handed its call to a person
+            // (the simulator's gate: mcp_ext_faults seed 1543 over HTTP, session 43, a
+            // submission sent after its node's hand-off).
+            let shared = shared.clone();
+            set.spawn(async move {
+                reinitialize(&shared).await;
+                shared.session.lock().expect("session lock").reinitializing = false;
+            });
         }
         match envelope(&frame.body) {
             Envelope::Initialize(v) => {
@@ -323,6 +347,28 @@ async fn post(
         let s = shared.session.lock().expect("session lock");
         (if initialize { None } else { s.id.clone() }, s.generation)
     };
+    let resp = send_post(shared, body, initialize, session_id.as_deref(), extra).await?;
+    note_session(shared, &resp, initialize, session_id.is_some(), generation);
+    Some(resp)
+}
+
+/// One POST naming `session_id`, a session not yet the transport's (a re-initialization's, before
+/// its initialized notification went out): no session bookkeeping.
+async fn post_on(
+    shared: &Shared,
+    body: Vec<u8>,
+    session_id: Option<String>,
+) -> Option<reqwest::Response> {
+    send_post(shared, body, false, session_id.as_deref(), &[]).await
+}
+
+async fn send_post(
+    shared: &Shared,
+    body: Vec<u8>,
+    initialize: bool,
+    session_id: Option<&str>,
+    extra: &[(&'static str, String)],
+) -> Option<reqwest::Response> {
     let mut req = shared
         .client
         .post(&shared.cfg.url)
@@ -333,7 +379,7 @@ async fn post(
     if !initialize {
         req = req.header(HEADER_PROTOCOL_VERSION, shared.protocol_version());
     }
-    if let Some(id) = &session_id {
+    if let Some(id) = session_id {
         req = req.header(HEADER_SESSION_ID, id);
     }
     for (k, v) in &shared.cfg.headers {
@@ -343,16 +389,14 @@ async fn post(
         req = req.header(*k, v);
     }
     TransportStats::bump(&shared.deliver.stats.requests);
-    let resp = match req.send().await {
-        Ok(resp) => resp,
+    match req.send().await {
+        Ok(resp) => Some(resp),
         Err(e) => {
             TransportStats::bump(&shared.deliver.stats.failures);
             tracing::info!("POST {} failed: {}", shared.cfg.url, error_text(&e));
-            return None;
+            None
         }
-    };
-    note_session(shared, &resp, initialize, session_id.is_some(), generation);
-    Some(resp)
+    }
 }
 
 /// Keep the session id an initialize reply hands out; a 404 on a request that carried the
@@ -370,6 +414,11 @@ fn note_session(
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
     let mut s = shared.session.lock().expect("session lock");
+    if initialize && resp.status().is_success() && s.reinitializing {
+        // Requests name it once its `notifications/initialized` went out (`session::promote`).
+        s.opened = Some(header);
+        return;
+    }
     if initialize && resp.status().is_success() {
         s.id = header;
         s.generation += 1;

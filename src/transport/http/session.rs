@@ -6,7 +6,7 @@ use std::sync::Arc;
 use serde_json::Value;
 use tokio::time::Duration;
 
-use super::{mark_ready, post, KeptSession, Shared};
+use super::{post, post_on, KeptSession, Shared};
 use crate::transport::body::{is_event_stream, read_capped, read_sse};
 use crate::transport::live::TransportStats;
 
@@ -64,8 +64,22 @@ async fn first_response(shared: &Shared, resp: reqwest::Response) -> Option<Vec<
     found
 }
 
+/// Requests name the session a re-initialization opened from now on (its initialized
+/// notification went out: `ready`).
+fn promote(shared: &Shared, id: Option<String>, ready: bool) {
+    let mut s = shared.session.lock().expect("session lock");
+    s.id = id;
+    s.generation += 1;
+    s.lost = false;
+    s.ready = ready;
+    TransportStats::bump(&shared.deliver.stats.sessions);
+    drop(s);
+    shared.changed.notify_waiters();
+}
+
 /// A new session after a 404: the runner's initialize and initialized notification again, under
-/// ids of the transport's own (their replies are consumed here, never delivered).
+/// ids of the transport's own (their replies are consumed here, never delivered). It runs beside
+/// the runner's sends, which name the old session until the new one is promoted.
 pub(super) async fn reinitialize(shared: &Arc<Shared>) {
     let (init, initialized) = {
         let s = shared.session.lock().expect("session lock");
@@ -85,17 +99,18 @@ pub(super) async fn reinitialize(shared: &Arc<Shared>) {
             let ok = resp.status().is_success();
             // The reply is the server's initialize result: kept, never delivered (the runner
             // negotiated already).
-            if let Some(reply) = first_response(shared, resp).await {
-                keep(shared, &reply);
-            }
-            if ok {
+            let reply = first_response(shared, resp).await;
+            let opened = shared.session.lock().expect("session lock").opened.take();
+            if let (true, Some(id)) = (ok, opened) {
                 let note = initialized.clone().unwrap_or_else(|| {
                     br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#.to_vec()
                 });
-                if let Some(resp) = post(shared, note, false, &[]).await {
-                    if resp.status().is_success() {
-                        mark_ready(shared);
-                    }
+                let ready = post_on(shared, note, id.clone())
+                    .await
+                    .is_some_and(|r| r.status().is_success());
+                promote(shared, id, ready);
+                if let Some(reply) = reply {
+                    keep(shared, &reply);
                 }
                 TransportStats::bump(&shared.deliver.stats.reinitializations);
                 return;
@@ -103,11 +118,12 @@ pub(super) async fn reinitialize(shared: &Arc<Shared>) {
         }
         tokio::time::sleep(Duration::from_millis(100u64 << attempt.min(6))).await;
     }
+    // The session stays lost, so the next send starts another round: a server that takes longer
+    // than these attempts to come back is reached once it has. (Until session 43 the transport
+    // went on without a session, and a server answers every request without one 400, never the
+    // 404 that would start a new round: the runner's calls failed for good.)
     tracing::warn!(
-        "re-initialization failed {} times; continuing without a session",
+        "re-initialization failed {} times; trying again at the next send",
         shared.cfg.reinit_attempts_max
     );
-    let mut s = shared.session.lock().expect("session lock");
-    s.lost = false;
-    s.id = None;
 }
