@@ -20,11 +20,12 @@
 //! rule, mcp_replicas seed 1731344: a replica's 503 made the primary's older "completed" stale,
 //! and a lagging 404 then handed a completed task to a person).
 //!
-//! And one the world grants: a late result read that moves the record from FETCHING_RESULT to
-//! ACCEPTED, when the network had carried an intact result of the node to that executor by the
-//! time the answer was received. An ended task's stored result does not change, so a late
-//! copy is no older than anything applied since (mcp_replicas seed 501214: a verified result
-//! lost its commit to a replica's fetch, and was stale when stepped again). Whether it was the
+//! And one the world grants: a late result read (a result, or a failed task's error) that moves
+//! the record from FETCHING_RESULT to ACCEPTED, when the network had carried an intact result of
+//! the node to that executor by the time the answer was received. An ended task's stored outcome
+//! does not change, so a late copy is no older than anything applied since (mcp_replicas seed
+//! 501214: a verified result lost its commit to a replica's fetch, and was stale when stepped
+//! again; mcp_ext_replicas seed 5046961, session 43: a failed task's error, the same way). Whether it was the
 //! right result is `completed_needs_verified_result`'s and `no_divergence`'s to judge.
 
 use std::collections::BTreeMap;
@@ -103,7 +104,7 @@ pub fn violations(v: &View) -> Vec<Violation> {
                         .is_some_and(|&nf| nf <= a.at_ms);
                 let ended_result = match obs {
                     Observation::Moved { path, .. } => {
-                        a.event == "reply:fetch:result"
+                        ENDED_OUTCOMES.contains(&a.event.as_str())
                             && path.first() == Some(&LocalState::FetchingResult)
                             && path.last() == Some(&LocalState::Accepted)
                             && results_in
@@ -144,6 +145,10 @@ pub fn violations(v: &View) -> Vec<Violation> {
     }
     out
 }
+
+/// The fetch answers that are an ended task's whole stored outcome: a result, or a failed
+/// task's error (the core's `late_result_of_ours`; mcp_ext_replicas seed 5046961).
+const ENDED_OUTCOMES: [&str; 2] = ["reply:fetch:result", "reply:fetch:result_is_error"];
 
 /// The replies that show the operation held by the server: a view of its status, a cancel the
 /// server took or refused as too late (the request named the operation), and the input requests
@@ -390,6 +395,11 @@ mod tests {
     /// executor only if `intact`. (In seed 501214 fetch 5 drew a 503, which since no longer
     /// makes older answers stale.)
     fn late_result(intact: bool, path: &[LocalState]) -> Trace {
+        late_outcome(intact, path, "result")
+    }
+
+    /// [`late_result`] with fetch 4's late answer `reply` (`result`, `result_is_error`, ...).
+    fn late_outcome(intact: bool, path: &[LocalState], reply: &'static str) -> Trace {
         let mut b = Tb::new();
         b.at(1_000);
         recv(&mut b, 1_000, "fetch", 5, "result");
@@ -414,10 +424,10 @@ mod tests {
                 Some(Shows::Outcome),
             );
         }
-        recv(&mut b, 2_000, "fetch", 4, "result");
+        recv(&mut b, 2_000, "fetch", 4, reply);
         b.obs(Observation::Moved {
             node: "n1".into(),
-            event: "reply:fetch:result".into(),
+            event: format!("reply:fetch:{reply}"),
             path: path.to_vec(),
             version: 0,
         });
@@ -440,5 +450,20 @@ mod tests {
             check(&late_result(true, &[Working, TerminalObserved])).len(),
             1
         );
+    }
+
+    #[test]
+    fn a_late_intact_error_of_a_failed_task_accepted_while_fetching_is_no_overwrite() {
+        let accepted = [FetchingResult, Accepted];
+        assert_eq!(
+            check(&late_outcome(true, &accepted, "result_is_error")),
+            vec![]
+        );
+        assert_eq!(
+            check(&late_outcome(false, &accepted, "result_is_error")).len(),
+            1
+        );
+        // Any other late answer that accepts is an overwrite, carried intact or not.
+        assert_eq!(check(&late_outcome(true, &accepted, "not_found")).len(), 1);
     }
 }
