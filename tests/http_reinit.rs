@@ -6,6 +6,9 @@
 //! their faults never touch `initialize` (tests/live_http.rs runs the same exchange against them).
 #![cfg(not(madsim))]
 
+mod common;
+
+use common::{reply_to, rt};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -13,7 +16,7 @@ use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
 use toolop::transport::http::{connect, HttpConfig};
-use toolop::transport::{InFrame, LiveTransport, OutFrame, Transport};
+use toolop::transport::{LiveTransport, OutFrame, Transport};
 
 /// How long the scripted server takes to answer the second `initialize` (the transport's replay).
 const SLOW_INIT_MS: u64 = 1_500;
@@ -174,24 +177,6 @@ fn request(id: u64, method: &str) -> OutFrame {
     }
 }
 
-/// The answer to request `id` within `ms`.
-async fn reply_to(t: &mut LiveTransport, id: u64, ms: u64) -> Option<InFrame> {
-    let deadline = tokio::time::Instant::now() + Duration::from_millis(ms);
-    loop {
-        let frame = tokio::time::timeout_at(deadline, t.recv()).await.ok()??;
-        if frame.request_id == Some(id) {
-            return Some(frame);
-        }
-    }
-}
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
 /// The runner's handshake (session `s1`), then the server restarts and forgets it: request 3
 /// meets the 404 that starts a new session.
 async fn handshake_then_restart(t: &mut LiveTransport, script: &Shared) {
@@ -230,7 +215,7 @@ async fn served_again(t: &mut LiveTransport, first: u64) -> Vec<u16> {
 
 #[test]
 fn nothing_is_held_while_a_lost_session_is_replaced() {
-    runtime().block_on(async {
+    rt().block_on(async {
         let (url, script) = serve().await;
         script.lock().unwrap().slow_replay = true;
         let mut t = connect(HttpConfig {
@@ -289,7 +274,7 @@ fn nothing_is_held_while_a_lost_session_is_replaced() {
 /// started a new round: the runner's calls failed for good.)
 #[test]
 fn a_server_that_refused_a_whole_round_of_replays_is_reached_in_the_next() {
-    runtime().block_on(async {
+    rt().block_on(async {
         let (url, script) = serve().await;
         // Two attempts a round (100 and 200 ms apart); three refusals span into the second round.
         script.lock().unwrap().refuse_replays = 3;

@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::rt;
+use common::{reply_to, rt};
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -18,7 +18,7 @@ use toolop::protocol::mcp_2025_11_25::Mcp20251125Adapter;
 use toolop::protocol::{Adapter, Reply, RequestKind};
 use toolop::runner::{NullObserver, Runner, RunnerConfig, SharedLedger};
 use toolop::transport::http::{connect, HttpConfig};
-use toolop::transport::{InFrame, LiveTransport, OutFrame, Transport, TransportStats};
+use toolop::transport::{LiveTransport, OutFrame, Transport, TransportStats};
 
 fn request(id: u64, method: &str, params: Value) -> OutFrame {
     OutFrame {
@@ -36,17 +36,6 @@ fn notification(method: &str) -> OutFrame {
         request_id: None,
         body: serde_json::to_vec(&json!({"jsonrpc": "2.0", "method": method})).unwrap(),
         http: None,
-    }
-}
-
-/// The next frame tied to request `id`, or `None` within `ms`.
-async fn reply_to(t: &mut LiveTransport, id: u64, ms: u64) -> Option<InFrame> {
-    let deadline = tokio::time::Instant::now() + Duration::from_millis(ms);
-    loop {
-        let frame = tokio::time::timeout_at(deadline, t.recv()).await.ok()??;
-        if frame.request_id == Some(id) {
-            return Some(frame);
-        }
     }
 }
 

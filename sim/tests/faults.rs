@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use toolop_sim::scenario::{Protocol, Scenario};
+use toolop_sim::scenario::{Protocol, Scenario, ServerTransport};
 use toolop_sim::series::faults::{catalogue, FaultKind};
 use toolop_sim::series::run_series;
 use toolop_sim::trace::What;
@@ -228,6 +228,43 @@ fn operators_cancel_requests_reach_executors_in_every_protocol() {
 /// to a person, with no second operation (the server offers no idempotency extension, so
 /// nothing can prove "never created"). Other faults are off so that nothing else explains a
 /// hand-off or a receipt.
+/// `file` with the server restart alone: every other fault off, the restart enabled in every
+/// series at 0.2, no toolop extensions (their contract keeps tasks across a restart), over
+/// `transport` if given; and the `--set` flags that replay it so.
+fn restart_alone(
+    root: &std::path::Path,
+    file: &str,
+    transport: Option<ServerTransport>,
+) -> (Scenario, Vec<String>) {
+    let mut sc = Scenario::load(&root.join(file)).unwrap();
+    let others: Vec<String> = sc
+        .faults
+        .rates
+        .keys()
+        .filter(|f| *f != "server_restart")
+        .cloned()
+        .collect();
+    sc.faults.rates.retain(|f, _| f == "server_restart");
+    sc.faults.rates.insert("server_restart".into(), 0.2);
+    sc.faults.swarm_enable_rate = 1.0;
+    sc.server.toolop_extensions_rate = 0.0;
+    let mut sets: Vec<String> = others
+        .iter()
+        .map(|f| format!("--set faults.rates.{f}=0"))
+        .collect();
+    sets.extend([
+        "--set faults.rates.server_restart=0.2".to_string(),
+        "--set faults.swarm_enable_rate=1".to_string(),
+        "--set server.toolop_extensions_rate=0".to_string(),
+    ]);
+    if let Some(t) = transport {
+        sc.server.transport = t;
+        let name = serde_json::to_value(t).expect("a transport spells itself");
+        sets.push(format!("--set 'server.transport={name}'"));
+    }
+    (sc, sets)
+}
+
 #[test]
 fn a_server_restart_loses_its_tasks_and_their_nodes_go_to_a_person() {
     use toolop_sim::fake::truth::WorkEnd;
@@ -235,27 +272,7 @@ fn a_server_restart_loses_its_tasks_and_their_nodes_go_to_a_person() {
     use toolop_sim::trace::{FaultDetail, StoreFact};
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
     for file in ["scenarios/mcp_faults.toml", "scenarios/mcp_ext_faults.toml"] {
-        let mut sc = Scenario::load(&root.join(file)).unwrap();
-        let others: Vec<String> = sc
-            .faults
-            .rates
-            .keys()
-            .filter(|f| *f != "server_restart")
-            .cloned()
-            .collect();
-        sc.faults.rates.retain(|f, _| f == "server_restart");
-        sc.faults.rates.insert("server_restart".into(), 0.2);
-        sc.faults.swarm_enable_rate = 1.0;
-        sc.server.toolop_extensions_rate = 0.0;
-        let mut sets: Vec<String> = others
-            .iter()
-            .map(|f| format!("--set faults.rates.{f}=0"))
-            .collect();
-        sets.extend([
-            "--set faults.rates.server_restart=0.2".to_string(),
-            "--set faults.swarm_enable_rate=1".to_string(),
-            "--set server.toolop_extensions_rate=0".to_string(),
-        ]);
+        let (sc, sets) = restart_alone(&root, file, None);
         let (mut restarted, mut aborted) = (0, 0);
         for seed in 0..40 {
             let replay = format!(
@@ -329,29 +346,7 @@ fn over_http_a_restart_answers_404_and_the_same_process_opens_a_new_session() {
     use toolop_sim::trace::{Dir, FaultDetail, Shows};
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
     for file in ["scenarios/mcp_faults.toml", "scenarios/mcp_ext_faults.toml"] {
-        let mut sc = Scenario::load(&root.join(file)).unwrap();
-        let others: Vec<String> = sc
-            .faults
-            .rates
-            .keys()
-            .filter(|f| *f != "server_restart")
-            .cloned()
-            .collect();
-        sc.faults.rates.retain(|f, _| f == "server_restart");
-        sc.faults.rates.insert("server_restart".into(), 0.2);
-        sc.faults.swarm_enable_rate = 1.0;
-        sc.server.toolop_extensions_rate = 0.0;
-        sc.server.transport = toolop_sim::scenario::ServerTransport::Http;
-        let mut sets: Vec<String> = others
-            .iter()
-            .map(|f| format!("--set faults.rates.{f}=0"))
-            .collect();
-        sets.extend([
-            "--set faults.rates.server_restart=0.2".to_string(),
-            "--set faults.swarm_enable_rate=1".to_string(),
-            "--set server.toolop_extensions_rate=0".to_string(),
-            "--set 'server.transport=\"http\"'".to_string(),
-        ]);
+        let (sc, sets) = restart_alone(&root, file, Some(ServerTransport::Http));
         let (mut restarted, mut renewed, mut served_after) = (0, 0, 0);
         for seed in 0..40 {
             let replay = format!(

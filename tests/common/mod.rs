@@ -294,6 +294,22 @@ fn dechunk(mut s: &str) -> String {
     out
 }
 
+/// The next frame a live transport delivers for request `id`, or `None` within `ms`.
+pub async fn reply_to(
+    t: &mut toolop::transport::LiveTransport,
+    id: u64,
+    ms: u64,
+) -> Option<toolop::transport::InFrame> {
+    use toolop::transport::Transport;
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(ms);
+    loop {
+        let frame = tokio::time::timeout_at(deadline, t.recv()).await.ok()??;
+        if frame.request_id == Some(id) {
+            return Some(frame);
+        }
+    }
+}
+
 /// A real multi-threaded tokio runtime, as production uses.
 pub fn rt() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()

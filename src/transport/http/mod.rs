@@ -43,7 +43,7 @@ use get::get_loop;
 #[cfg(test)]
 use reply::answers;
 use reply::read_reply;
-use session::{kept_reply, note_version, reinitialize};
+use session::{kept_reply, note_version, promote, reinitialize};
 
 use super::body::{self, error_text, BODY_LIMIT_BYTES_DEFAULT};
 use super::live::{Deliver, DriverParts, LiveTransport, TransportStats};
@@ -420,13 +420,9 @@ fn note_session(
         return;
     }
     if initialize && resp.status().is_success() {
-        s.id = header;
-        s.generation += 1;
-        s.lost = false;
-        s.ready = false;
-        TransportStats::bump(&shared.deliver.stats.sessions);
         drop(s);
-        shared.changed.notify_waiters();
+        // Ready once the runner's initialized notification goes out (`mark_ready`).
+        promote(shared, header, false);
         return;
     }
     if resp.status() == reqwest::StatusCode::NOT_FOUND

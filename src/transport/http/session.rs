@@ -64,9 +64,9 @@ async fn first_response(shared: &Shared, resp: reqwest::Response) -> Option<Vec<
     found
 }
 
-/// Requests name the session a re-initialization opened from now on (its initialized
-/// notification went out: `ready`).
-fn promote(shared: &Shared, id: Option<String>, ready: bool) {
+/// Requests name the session `id` from now on: one an `initialize` opened (`ready` once its
+/// initialized notification went out).
+pub(super) fn promote(shared: &Shared, id: Option<String>, ready: bool) {
     let mut s = shared.session.lock().expect("session lock");
     s.id = id;
     s.generation += 1;
