@@ -244,7 +244,7 @@ fn nothing_is_held_while_a_lost_session_is_replaced() {
         served_again(&mut t, 5).await;
 
         // The new session was named only after its initialized notification reached the
-        // server (a server may refuse a request before it: the Python SDK does).
+        // server (a server may refuse a request before it: older Python SDK servers did).
         let seen = script.lock().unwrap().seen.clone();
         let named_s2: Vec<&Seen> = seen
             .iter()
