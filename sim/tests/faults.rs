@@ -228,7 +228,7 @@ fn operators_cancel_requests_reach_executors_in_every_protocol() {
 /// to a person, with no second operation (the server offers no idempotency extension, so
 /// nothing can prove "never created"). Other faults are off so that nothing else explains a
 /// hand-off or a receipt.
-/// `file` with the server restart alone: every other fault off, the restart enabled in every
+/// `file` with the server restart alone: every other fault off, the fault enabled in every
 /// series at 0.2, no toolop extensions (their contract keeps tasks across a restart), over
 /// `transport` if given; and the `--set` flags that replay it so.
 fn restart_alone(
@@ -236,16 +236,26 @@ fn restart_alone(
     file: &str,
     transport: Option<ServerTransport>,
 ) -> (Scenario, Vec<String>) {
+    fault_alone(root, file, "server_restart", transport)
+}
+
+/// `file` with `fault` alone, as [`restart_alone`] does it for the restart.
+fn fault_alone(
+    root: &std::path::Path,
+    file: &str,
+    fault: &str,
+    transport: Option<ServerTransport>,
+) -> (Scenario, Vec<String>) {
     let mut sc = Scenario::load(&root.join(file)).unwrap();
     let others: Vec<String> = sc
         .faults
         .rates
         .keys()
-        .filter(|f| *f != "server_restart")
+        .filter(|f| *f != fault)
         .cloned()
         .collect();
-    sc.faults.rates.retain(|f, _| f == "server_restart");
-    sc.faults.rates.insert("server_restart".into(), 0.2);
+    sc.faults.rates.retain(|f, _| f == fault);
+    sc.faults.rates.insert(fault.into(), 0.2);
     sc.faults.swarm_enable_rate = 1.0;
     sc.server.toolop_extensions_rate = 0.0;
     let mut sets: Vec<String> = others
@@ -253,7 +263,7 @@ fn restart_alone(
         .map(|f| format!("--set faults.rates.{f}=0"))
         .collect();
     sets.extend([
-        "--set faults.rates.server_restart=0.2".to_string(),
+        format!("--set faults.rates.{fault}=0.2"),
         "--set faults.swarm_enable_rate=1".to_string(),
         "--set server.toolop_extensions_rate=0".to_string(),
     ]);
@@ -424,6 +434,67 @@ fn over_http_a_restart_answers_404_and_the_same_process_opens_a_new_session() {
         assert!(
             served_after >= 20,
             "{file}: {served_after} series served again on the new session"
+        );
+    }
+}
+
+/// Over HTTP sessions a dropped connection loses the POSTs in flight on it and nothing else: the
+/// process that met it runs on, and later requests on the connection are answered. Both MCP
+/// protocols, the drop alone (no crash, replica or rollback starts another process).
+#[test]
+fn over_http_a_dropped_connection_loses_its_posts_and_the_process_lives_on() {
+    use toolop_sim::trace::{Dir, FaultDetail, NetVerdict};
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    for file in ["scenarios/mcp_faults.toml", "scenarios/mcp_ext_faults.toml"] {
+        let (sc, sets) = fault_alone(&root, file, "connection_drop", Some(ServerTransport::Http));
+        let (mut dropped, mut answered_after) = (0, 0);
+        for seed in 0..40 {
+            let replay = format!(
+                "toolop-sim replay --scenario {file} {} --seed {seed}",
+                sets.join(" ")
+            );
+            let r = run_series(&sc, seed).unwrap();
+            let drop = r.trace.events.iter().find_map(|e| match &e.what {
+                What::Fault {
+                    detail: FaultDetail::Connection { incarnation, .. },
+                    ..
+                } => Some((e.t_ms, *incarnation)),
+                _ => None,
+            });
+            let Some((at, incarnation)) = drop else {
+                continue;
+            };
+            dropped += 1;
+            assert_eq!(incarnation, 1, "{replay}");
+            let after: Vec<_> = r
+                .trace
+                .events
+                .iter()
+                .filter(|e| e.t_ms > at)
+                .filter_map(|e| match &e.what {
+                    What::Net {
+                        dir,
+                        incarnation,
+                        verdict,
+                        ..
+                    } => Some((*dir, *incarnation, verdict)),
+                    _ => None,
+                })
+                .collect();
+            assert!(
+                after.iter().all(|a| a.1 == 1),
+                "the process that met the drop is the only one: {replay}"
+            );
+            answered_after += usize::from(
+                after
+                    .iter()
+                    .any(|a| a.0 == Dir::ToExecutor && *a.2 == NetVerdict::Deliver),
+            );
+        }
+        assert!(dropped >= 10, "{file}: {dropped} of 40 series dropped");
+        assert!(
+            answered_after >= 10,
+            "{file}: {answered_after} series answered after a drop"
         );
     }
 }

@@ -335,6 +335,23 @@ impl Net {
         self.inflight.retain(|_, i| i.conn != conn);
     }
 
+    /// Whether `lane` runs HTTP sessions (an MCP lane with `server.transport = "http"`).
+    fn http_session_lane(&self, lane: usize) -> bool {
+        self.ctx.http_sessions && self.ctx.lanes[lane] != Protocol::Aip151
+    }
+
+    /// A dropped TCP connection under HTTP: the POSTs on it fail (what was on its way to the
+    /// executor is lost, replies to its requests have nowhere to go), and the transport lives
+    /// on, opening another for the next POST.
+    fn cut_connection(&mut self, conn: u32) {
+        if let Some(c) = self.conns.get_mut(&conn) {
+            c.open.store(false, Ordering::Relaxed);
+            c.open = Arc::new(AtomicBool::new(true));
+            c.on_the_way = Arc::new(Mutex::new(BTreeSet::new()));
+        }
+        self.inflight.retain(|_, i| i.conn != conn);
+    }
+
     /// The frames on their way to an executor over any open connection of `lane`.
     pub fn on_the_way(&self, lane: usize) -> Vec<u64> {
         let mut out: Vec<u64> = self
@@ -516,7 +533,11 @@ impl Net {
             cut: on_the_way,
         };
         if self.fire(lane, FaultKind::ConnectionDrop, node.as_deref(), cut) {
-            self.disconnect(conn);
+            if self.http_session_lane(lane) {
+                self.cut_connection(conn);
+            } else {
+                self.disconnect(conn);
+            }
         }
         Ok(())
     }
