@@ -228,6 +228,32 @@ fn operators_cancel_requests_reach_executors_in_every_protocol() {
 /// to a person, with no second operation (the server offers no idempotency extension, so
 /// nothing can prove "never created"). Other faults are off so that nothing else explains a
 /// hand-off or a receipt.
+/// Seeds 0..40 of `sc` (`file` with `sets`), each series in which a fault `pick` recognises
+/// fired: its replay command, its result, and the time and detail of that fault's first firing.
+fn first_firings<T>(
+    file: &str,
+    sc: &Scenario,
+    sets: &[String],
+    pick: impl Fn(&toolop_sim::trace::FaultDetail) -> Option<T>,
+) -> Vec<(String, toolop_sim::series::SeriesResult, u64, T)> {
+    let mut out = vec![];
+    for seed in 0..40 {
+        let r = run_series(sc, seed).unwrap();
+        let first = r.trace.events.iter().find_map(|e| match &e.what {
+            What::Fault { detail, .. } => pick(detail).map(|t| (e.t_ms, t)),
+            _ => None,
+        });
+        if let Some((at, t)) = first {
+            let replay = format!(
+                "toolop-sim replay --scenario {file} {} --seed {seed}",
+                sets.join(" ")
+            );
+            out.push((replay, r, at, t));
+        }
+    }
+    out
+}
+
 /// `file` with the server restart alone: every other fault off, the fault enabled in every
 /// series at 0.2, no toolop extensions (their contract keeps tasks across a restart), over
 /// `transport` if given; and the `--set` flags that replay it so.
@@ -284,20 +310,10 @@ fn a_server_restart_loses_its_tasks_and_their_nodes_go_to_a_person() {
     for file in ["scenarios/mcp_faults.toml", "scenarios/mcp_ext_faults.toml"] {
         let (sc, sets) = restart_alone(&root, file, None);
         let (mut restarted, mut aborted) = (0, 0);
-        for seed in 0..40 {
-            let replay = format!(
-                "toolop-sim replay --scenario {file} {} --seed {seed}",
-                sets.join(" ")
-            );
-            let r = run_series(&sc, seed).unwrap();
-            let restart = r.trace.events.iter().find_map(|e| match &e.what {
-                What::Fault {
-                    detail: FaultDetail::Restart { tasks, .. },
-                    ..
-                } => Some((e.t_ms, tasks.clone())),
-                _ => None,
-            });
-            let Some((at, lost)) = restart else { continue };
+        for (replay, r, at, lost) in first_firings(file, &sc, &sets, |d| match d {
+            FaultDetail::Restart { tasks, .. } => Some(tasks.clone()),
+            _ => None,
+        }) {
             restarted += 1;
             let view = View::of(&r.trace).expect("a finished series has its truth");
             let truth = view.truth;
@@ -358,20 +374,10 @@ fn over_http_a_restart_answers_404_and_the_same_process_opens_a_new_session() {
     for file in ["scenarios/mcp_faults.toml", "scenarios/mcp_ext_faults.toml"] {
         let (sc, sets) = restart_alone(&root, file, Some(ServerTransport::Http));
         let (mut restarted, mut renewed, mut served_after) = (0, 0, 0);
-        for seed in 0..40 {
-            let replay = format!(
-                "toolop-sim replay --scenario {file} {} --seed {seed}",
-                sets.join(" ")
-            );
-            let r = run_series(&sc, seed).unwrap();
-            let restart = r.trace.events.iter().find_map(|e| match &e.what {
-                What::Fault {
-                    detail: FaultDetail::Restart { cut, .. },
-                    ..
-                } => Some((e.t_ms, cut.clone())),
-                _ => None,
-            });
-            let Some((at, cut)) = restart else { continue };
+        for (replay, r, at, cut) in first_firings(file, &sc, &sets, |d| match d {
+            FaultDetail::Restart { cut, .. } => Some(cut.clone()),
+            _ => None,
+        }) {
             restarted += 1;
             assert!(cut.is_empty(), "nothing is cut over HTTP: {replay}");
             // (time, direction, exchange, process, request id, what it showed) after the restart
@@ -448,22 +454,10 @@ fn over_http_a_dropped_connection_loses_its_posts_and_the_process_lives_on() {
     for file in ["scenarios/mcp_faults.toml", "scenarios/mcp_ext_faults.toml"] {
         let (sc, sets) = fault_alone(&root, file, "connection_drop", Some(ServerTransport::Http));
         let (mut dropped, mut answered_after) = (0, 0);
-        for seed in 0..40 {
-            let replay = format!(
-                "toolop-sim replay --scenario {file} {} --seed {seed}",
-                sets.join(" ")
-            );
-            let r = run_series(&sc, seed).unwrap();
-            let drop = r.trace.events.iter().find_map(|e| match &e.what {
-                What::Fault {
-                    detail: FaultDetail::Connection { incarnation, .. },
-                    ..
-                } => Some((e.t_ms, *incarnation)),
-                _ => None,
-            });
-            let Some((at, incarnation)) = drop else {
-                continue;
-            };
+        for (replay, r, at, incarnation) in first_firings(file, &sc, &sets, |d| match d {
+            FaultDetail::Connection { incarnation, .. } => Some(*incarnation),
+            _ => None,
+        }) {
             dropped += 1;
             assert_eq!(incarnation, 1, "{replay}");
             let after: Vec<_> = r

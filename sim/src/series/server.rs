@@ -32,7 +32,6 @@ use crate::fake::codec::{Ask, Decoded, ExchangeKind, Push, Request, Response, Ru
 use crate::fake::service::{CancelFaults, Out};
 use crate::fake::truth::TaskStatus;
 use crate::judge::checkers::view::reply_event;
-use crate::scenario::ServerTransport;
 use crate::series::faults::FaultKind;
 use crate::trace::{FaultDetail, Shows, Trace, What};
 
@@ -55,6 +54,8 @@ pub(super) async fn serve(
     let mut marked: Marked = BTreeMap::new();
     let mut finished: Vec<String> = Vec::new();
     let mut restart = Restart::default();
+    // Asked once: only a lane over HTTP sessions has a session gate in front of its handlers.
+    let http = world.net.lock().expect("net lock").http_session_lane(lane);
     loop {
         flip_after_cancel(&world, lane, &server, &mut marked, &mut finished);
         let now = world.now_ms();
@@ -69,9 +70,9 @@ pub(super) async fn serve(
                 let now = world.now_ms();
                 let early = server.lock().expect("server lock").advance(now);
                 send_out(&world, lane, &server, &mut marked, early);
-                if !session_gone(&world, lane, &mut marked, &delivery)
-                    && !restart.loses(&world, lane, &server, &mut marked, &delivery)
-                {
+                // The session gate first: a request it refuses never meets a restart.
+                let refused = http && session_gone(&world, lane, &mut marked, &delivery);
+                if !refused && !restart.loses(&world, lane, &server, &mut marked, &delivery) {
                     serve_one(&world, lane, &server, &mut marked, delivery);
                 }
             }
@@ -126,7 +127,7 @@ impl Restart {
             marked.remove(task);
         }
         let mut net = world.net.lock().expect("net lock");
-        let cut = if world.sc.server.transport == ServerTransport::Http {
+        let cut = if net.http_session_lane(lane) {
             // Over HTTP the executor's side holds no connection to the old process: it forgets
             // the sessions, and what it had sent on its way was sent whole.
             net.forget_sessions(lane);

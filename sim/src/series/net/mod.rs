@@ -317,7 +317,7 @@ impl Net {
                 sessions: BTreeSet::new(),
             },
         );
-        let http = n.ctx.http_sessions && n.ctx.lanes[lane] != Protocol::Aip151;
+        let http = n.http_session_lane(lane);
         SimTransport {
             net: net.clone(),
             conn,
@@ -336,7 +336,7 @@ impl Net {
     }
 
     /// Whether `lane` runs HTTP sessions (an MCP lane with `server.transport = "http"`).
-    fn http_session_lane(&self, lane: usize) -> bool {
+    pub fn http_session_lane(&self, lane: usize) -> bool {
         self.ctx.http_sessions && self.ctx.lanes[lane] != Protocol::Aip151
     }
 
@@ -388,14 +388,11 @@ impl Net {
     }
 
     /// Whether a frame naming `tag` on `conn` reaches the server's handlers, and the session it
-    /// opens if it is an `initialize` (only on lanes that run HTTP sessions).
+    /// opens if it is an `initialize`. Asked only on lanes that run HTTP sessions.
     pub fn session_known(&mut self, conn: u32, tag: Tag) -> bool {
         let Some(c) = self.conns.get_mut(&conn) else {
             return true;
         };
-        if !self.ctx.http_sessions || self.ctx.lanes[c.lane] == Protocol::Aip151 {
-            return true;
-        }
         if tag.opens_session {
             c.sessions.insert(tag.session);
         }

@@ -60,9 +60,10 @@ pub struct Session {
     /// The runner's own `initialize` requests on their way, with the session each opens.
     opening: Vec<(u64, u64)>,
     reinit: Option<Reinit>,
-    /// The newest request id the runner sent; a 404 answering one sent before the current
-    /// session began is the old session's, already dealt with.
+    /// The newest request id the runner sent.
     newest_sent: u64,
+    /// `newest_sent` when the current session began: a 404 answering a request up to it is the
+    /// old session's, already dealt with.
     session_began_after: u64,
     /// Replays sent so far (they number the replays' ids).
     replays: u64,
@@ -114,6 +115,22 @@ impl SimTransport {
             .send(self.conn, frame, tag)
     }
 
+    /// Send an `initialize`, which names no session and opens the next one; returns that one.
+    fn send_opening(&mut self, frame: OutFrame) -> (u64, Result<(), TransportError>) {
+        let s = self.session.as_mut().expect("an HTTP session");
+        s.opened += 1;
+        let tag = Tag {
+            session: s.opened,
+            opens_session: true,
+        };
+        let sent = self
+            .net
+            .lock()
+            .expect("net lock")
+            .send(self.conn, frame, tag);
+        (tag.session, sent)
+    }
+
     fn request_timeout_ms(&self) -> u64 {
         self.net.lock().expect("net lock").ctx.request_timeout_ms
     }
@@ -138,27 +155,19 @@ impl SimTransport {
         let mut body: Value =
             serde_json::from_slice(&init.body).map_err(|_| TransportError::Disconnected)?;
         body["id"] = Value::from(id);
-        s.reinit = Some(Reinit {
-            id,
-            attempt,
-            session: 0,
-            timeout: Box::pin(tokio::time::sleep(Duration::from_millis(timeout_ms))),
-        });
         let frame = OutFrame {
             request_id: Some(id),
             body: serde_json::to_vec(&body).expect("a JSON value serializes"),
             http: None,
         };
-        s.opened += 1;
-        s.reinit.as_mut().expect("set above").session = s.opened;
-        let opens = Tag {
-            session: s.opened,
-            opens_session: true,
-        };
-        self.net
-            .lock()
-            .expect("net lock")
-            .send(self.conn, frame, opens)
+        let (session, sent) = self.send_opening(frame);
+        self.session.as_mut().expect("an HTTP session").reinit = Some(Reinit {
+            id,
+            attempt,
+            session,
+            timeout: Box::pin(tokio::time::sleep(Duration::from_millis(timeout_ms))),
+        });
+        sent
     }
 
     /// A frame arrived: the answer to a replay is the transport's own; a 404 to a request sent
@@ -247,20 +256,14 @@ impl Transport for SimTransport {
             match method_of(&frame.body).as_deref() {
                 Some("initialize") => {
                     s.initialize = Some(frame.clone());
-                    s.opened += 1;
+                    let request_id = frame.request_id;
+                    let (session, sent) = self.send_opening(frame);
                     // Bounded: a runner sends a handful of these at most, all before it runs.
-                    if let Some(id) = frame.request_id {
-                        s.opening.push((id, s.opened));
+                    if let Some(id) = request_id {
+                        let s = self.session.as_mut().expect("an HTTP session");
+                        s.opening.push((id, session));
                     }
-                    let opens = Tag {
-                        session: s.opened,
-                        opens_session: true,
-                    };
-                    return self
-                        .net
-                        .lock()
-                        .expect("net lock")
-                        .send(self.conn, frame, opens);
+                    return sent;
                 }
                 Some("notifications/initialized") => s.initialized = Some(frame.clone()),
                 _ => {}
