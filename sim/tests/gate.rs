@@ -248,6 +248,36 @@ fn mcp_replicas_seed_918_leaves_the_submission_to_the_process_that_made_it() {
     );
 }
 
+/// `mcp_ext_faults` seed 10341 with every connection dropped at 0.3 over stdio (a stress far past
+/// the scenario's rate, which the seed list cannot carry): the fetch budget counted each fetch
+/// the runner lost with its connection, six of the eight sent into a connection already closed,
+/// and after 26 processes a completed task (n002) went to a person (`no_false_unknown`). A fetch
+/// cut by its connection closing is no attempt at the result now; n002's result is accepted.
+#[test]
+fn mcp_ext_faults_seed_10341_counts_no_fetch_its_connection_took() {
+    let (r, replay) = clean(series_with(
+        "mcp_ext_faults",
+        10341,
+        &[
+            "server.transport=\"stream\"",
+            "faults.rates.connection_drop=0.3",
+        ],
+    ));
+    let n002 = r.trace.events.iter().find_map(|e| match &e.what {
+        toolop_sim::trace::What::Store { node, fact } if node == "n002" => Some(fact),
+        _ => None,
+    });
+    assert!(
+        matches!(
+            n002,
+            Some(toolop_sim::trace::StoreFact::Receipt {
+                terminal: toolop::record::TerminalState::Completed
+            })
+        ),
+        "n002 did not end with a completed receipt; replay: {replay}"
+    );
+}
+
 /// Every seed of `sim/tests/data/regression-seeds.txt` (seeds that once failed a checker and are
 /// fixed now; the file says what each found) passes every checker.
 #[test]

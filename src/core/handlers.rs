@@ -3,7 +3,7 @@
 
 use super::transitions::is_allowed;
 use super::{
-    AcceptBasis, AcceptSpec, Command, CoreConfig, Ctx, Event, Outcome, Rejection, Step, Timer,
+    AcceptBasis, AcceptSpec, Command, CoreConfig, Ctx, Event, Loss, Outcome, Rejection, Step, Timer,
 };
 use crate::digest::value_digest;
 use crate::protocol::{
@@ -243,7 +243,9 @@ impl<'a> Machine<'a> {
                 self.reply_sent_ms = *sent_ms;
                 self.reply(*kind, *seq, reply)
             }
-            Event::Lost { kind, seq, .. } => self.lost(*kind, *seq),
+            Event::Lost {
+                kind, seq, loss, ..
+            } => self.lost(*kind, *seq, *loss),
             Event::InputRequested(req) => self.input_requested(req),
             Event::ApprovalReplied {
                 round,
@@ -1423,7 +1425,7 @@ impl<'a> Machine<'a> {
         }
     }
 
-    fn lost(&mut self, kind: RequestKind, seq: u64) -> R {
+    fn lost(&mut self, kind: RequestKind, seq: u64, loss: Loss) -> R {
         if kind == RequestKind::InputResponse {
             // An answer sent as a request of its own went unacknowledged: remember it, and say it
             // again if the server keeps asking. Newer requests do not make this loss stale.
@@ -1459,6 +1461,16 @@ impl<'a> Machine<'a> {
             }
             (RequestKind::Poll, S::Working | S::InputRequired | S::CancelRequested) => {
                 self.schedule_poll_after(None);
+                STAYED
+            }
+            // A fetch whose connection closed under it was no attempt at the result: the
+            // server's answer, whatever it was, died with the connection, as a reply dies with
+            // its reader in a crash (`mcp_ext_faults` seed 10341 at `connection_drop` 0.3 over
+            // stdio: eight fetches counted in 26 incarnations, six of them sent into a
+            // connection already closed, and a completed task went to a person). The process
+            // ends with its connection; a crash loop is bounded by the wait budget.
+            (RequestKind::Fetch, S::FetchingResult) if loss == Loss::ConnectionGone => {
+                self.schedule(self.cfg.retry_interval_ms, Timer::FetchDue);
                 STAYED
             }
             (RequestKind::Fetch, S::FetchingResult) => self.refetch(0),

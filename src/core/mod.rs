@@ -156,11 +156,13 @@ pub enum Event {
         sent_ms: Option<u64>,
         reply: Reply,
     },
-    /// Request `seq` got no reply in time, or the connection dropped under it.
+    /// Request `seq` got no reply in time, or the connection dropped under it (`loss` says
+    /// which).
     Lost {
         kind: RequestKind,
         seq: u64,
         epoch: u64,
+        loss: Loss,
     },
     InputRequested(InputRequest),
     ApprovalReplied {
@@ -176,6 +178,16 @@ pub enum Event {
     /// a live operation keeps being polled; after a confirmed cancel, a task shown ending after
     /// all raises an effect reconciliation, as a late status reply does.
     StatusPushed(TaskView),
+}
+
+/// Why a request got no reply.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Loss {
+    /// Its deadline passed: the server had the time to answer, and may yet have acted on it.
+    Deadline,
+    /// The connection closed for good under it (a stdio server gone): the process ends, and
+    /// whatever the server said died with the connection. Not a reading of the server.
+    ConnectionGone,
 }
 
 impl Event {

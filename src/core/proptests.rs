@@ -150,6 +150,7 @@ enum Ev {
     Lost {
         kind: RequestKind,
         seq_back: u64,
+        loss: Loss,
     },
 }
 
@@ -160,7 +161,8 @@ fn arb_ev() -> impl Strategy<Value = Ev> {
         4 => arb_timer().prop_map(|t| Ev::Plain(Event::Timer(t))),
         10 => (arb_kind(), 0u64..3, prop::bool::weighted(0.05), arb_reply())
             .prop_map(|(kind, seq_back, old_epoch, reply)| Ev::Reply { kind, seq_back, old_epoch, reply }),
-        2 => (arb_kind(), 0u64..2).prop_map(|(kind, seq_back)| Ev::Lost { kind, seq_back }),
+        2 => (arb_kind(), 0u64..2, prop_oneof![Just(Loss::Deadline), Just(Loss::ConnectionGone)])
+            .prop_map(|(kind, seq_back, loss)| Ev::Lost { kind, seq_back, loss }),
         12 => arb_reply().prop_map(|reply| Ev::ReplyToLast { reply }),
         2 => (0i64..3, prop::bool::weighted(0.9)).prop_map(|(id, ours)| Ev::Plain(Event::InputRequested(InputRequest {
             server_request_id: serde_json::json!(id),
@@ -219,7 +221,7 @@ proptest! {
                 Ev::Reply { kind, seq_back, old_epoch, reply } => Event::Reply {
                     kind, seq: sent.saturating_sub(seq_back), epoch: if old_epoch { 0 } else { rec.execution_epoch }, sent_ms: None, reply,
                 },
-                Ev::Lost { kind, seq_back } => Event::Lost { kind, seq: sent.saturating_sub(seq_back), epoch: rec.execution_epoch },
+                Ev::Lost { kind, seq_back, loss } => Event::Lost { kind, seq: sent.saturating_sub(seq_back), epoch: rec.execution_epoch, loss },
                 Ev::ReplyToLast { reply } => Event::Reply { kind: last_sent.unwrap_or(RequestKind::Poll), seq: sent, epoch: rec.execution_epoch, sent_ms: None, reply },
             };
             let ctx = Ctx { now_ms, jitter_permille: jitter, epoch: 1, process: 1, overtaken_sender_until_ms: None };
@@ -245,7 +247,7 @@ proptest! {
             // Liveness: a node that is not final must always have something that will wake it:
             // a pending timer, an outstanding request, or the approval gate / an input stream.
             let answers_newest = match &event {
-                Event::Reply { kind, seq, epoch, .. } | Event::Lost { kind, seq, epoch } => {
+                Event::Reply { kind, seq, epoch, .. } | Event::Lost { kind, seq, epoch, .. } => {
                     *seq == rec.poll_cursor.sent_seq && *seq > rec.poll_cursor.applied_seq && Some(*kind) == last_sent && *epoch == rec.execution_epoch
                 }
                 _ => false,

@@ -134,6 +134,18 @@ impl Sim {
             kind,
             seq,
             epoch: self.rec.execution_epoch,
+            loss: Loss::Deadline,
+        })
+    }
+
+    /// The newest request's connection closed for good under it.
+    fn cut(&mut self, kind: RequestKind) -> &mut Sim {
+        let seq = self.rec.poll_cursor.sent_seq;
+        self.ev(Event::Lost {
+            kind,
+            seq,
+            epoch: self.rec.execution_epoch,
+            loss: Loss::ConnectionGone,
         })
     }
 
@@ -1023,6 +1035,38 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
          lost:fetch => stay [at1000:fetch_due]
          timer:fetch_due => stay [send:fetch#6]
          reply:fetch:result => FETCHING_RESULT->ACCEPTED [accept:completed]",
+    ),
+    (
+        // mcp_ext_faults seed 10341 at connection_drop 0.3 over stdio: each process's fetch
+        // went with its connection, and the eighth process handed a completed task to a person.
+        "a fetch cut by its connection closing is not counted; one past its deadline is",
+        |s| {
+            s.cfg.max_fetch_attempts = 2;
+            s.working().timer(Timer::PollDue).reply(RequestKind::Poll, Reply::Status(view(P::Completed)));
+            for _ in 0..3 {
+                s.timer(Timer::FetchDue).cut(RequestKind::Fetch);
+                s.ev(Event::Resume);
+            }
+            s.timer(Timer::FetchDue).lost(RequestKind::Fetch);
+            s.timer(Timer::FetchDue).lost(RequestKind::Fetch);
+        },
+        "start => stay [send:submit#1]
+         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
+         timer:poll_due => stay [send:poll#2]
+         reply:poll:status => WORKING->TERMINAL_OBSERVED [at0:fetch_due]
+         timer:fetch_due => TERMINAL_OBSERVED->FETCHING_RESULT [send:fetch#3]
+         lost:fetch => stay [at1000:fetch_due]
+         resume => stay [at0:fetch_due]
+         timer:fetch_due => stay [send:fetch#4]
+         lost:fetch => stay [at1000:fetch_due]
+         resume => stay [at0:fetch_due]
+         timer:fetch_due => stay [send:fetch#5]
+         lost:fetch => stay [at1000:fetch_due]
+         resume => stay [at0:fetch_due]
+         timer:fetch_due => stay [send:fetch#6]
+         lost:fetch => stay [at1000:fetch_due]
+         timer:fetch_due => stay [send:fetch#7]
+         lost:fetch => FETCHING_RESULT->UNKNOWN [reconcile]",
     ),
     (
         "failed task: the original error is the result",

@@ -12,7 +12,7 @@ use std::pin::Pin;
 
 use super::dispatch::after_own_read;
 use super::{CrashPoint, Observation, RetryAfter, Runner};
-use crate::core::{self, Command, Ctx, Event, Outcome, Timer};
+use crate::core::{self, Command, Ctx, Event, Loss, Outcome, Timer};
 use crate::ledger::{LedgerError, Write};
 use crate::protocol::{Outbound, Reply};
 use crate::record::{LocalState, ToolOperation};
@@ -546,6 +546,7 @@ impl Runner {
                 kind: p.kind,
                 seq: p.seq,
                 epoch: p.epoch,
+                loss: Loss::Deadline,
             };
             !for_cancel || !idle(&core::step(rec, &lost, ctx, core))
         });

@@ -41,7 +41,7 @@ use tokio::sync::mpsc;
 
 use tokio::time::{Duration, Instant};
 
-use crate::core::{CoreConfig, Event, QpsLimiter, Timer};
+use crate::core::{CoreConfig, Event, Loss, QpsLimiter, Timer};
 use crate::ledger::{Ledger, OutboxEntry};
 use crate::protocol::{Adapter, ApprovalReply, Outbound, RequestKind};
 use crate::record::AdapterId;
@@ -686,7 +686,7 @@ impl Runner {
             .collect();
         for id in expired {
             if let Some(p) = self.pending.remove(&id) {
-                self.lose(p).await;
+                self.lose(p, Loss::Deadline).await;
             }
         }
         while let Some((at, node, timer)) = self.timers.first().cloned() {
@@ -939,13 +939,13 @@ impl Runner {
         }
         let all = std::mem::take(&mut self.pending);
         for (_, p) in all {
-            self.lose(p).await;
+            self.lose(p, Loss::ConnectionGone).await;
         }
     }
 
     /// A request that will get no reply (timed out, or its connection went): the core hears
     /// it was lost.
-    async fn lose(&mut self, p: Pending) {
+    async fn lose(&mut self, p: Pending, loss: Loss) {
         self.observe(Observation::Lost {
             node: p.node.clone(),
             kind: p.kind.name(),
@@ -955,6 +955,7 @@ impl Runner {
             kind: p.kind,
             seq: p.seq,
             epoch: p.epoch,
+            loss,
         };
         self.handle(&p.node, lost).await;
     }

@@ -225,7 +225,7 @@ pub const FIELDS: &[Field] = &[
     f("executor.core.task_ttl_ms", Unit::Ms, (1.0, WEEK), "The retention the executor asks for; the server may grant less. Left out: none asked.").optional().ex("1800000"),
     f("executor.core.max_submit_attempts", Unit::Count, (1.0, 1_000.0), "Submissions of one call node (same key) before it goes to reconciliation.").ex("3"),
     f("executor.core.max_lookup_attempts", Unit::Count, (1.0, 1_000.0), "Lookups by submission key before giving up.").ex("20"),
-    f("executor.core.max_fetch_attempts", Unit::Count, (1.0, 1_000.0), "Result fetches before giving up.").ex("8"),
+    f("executor.core.max_fetch_attempts", Unit::Count, (1.0, 1_000.0), "Result fetches that came back without a verified result, or got none by their deadline, before giving up (a fetch lost with its connection is not counted).").ex("8"),
     f("executor.core.max_cancel_attempts", Unit::Count, (1.0, 1_000.0), "Cancel sends before giving up.").ex("5"),
     f("executor.core.not_found_retries", Unit::Count, (0.0, 1_000.0), "Not-found answers tolerated in a row, before the reckoned expiry or after it (a lagging replica's 404 is no proof).").ex("2"),
     f("executor.core.key_lookup", Unit::Flag, ANY, "Whether the server answers lookups by submission key.").never("the executor learns it from the server's capabilities (toolop extensions)").ex("false"),
