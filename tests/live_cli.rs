@@ -317,6 +317,37 @@ fn python_session_scoped_tasks_survive_kill_9_on_the_kept_session() {
     kill_9_mid_poll_then_resume(Sdk::Python, &["--session-scoped"]);
 }
 
+/// `resume` after the server restarted while no process ran: the kept session is gone. The
+/// first request on it meets 404, the handshake waits for the transport's new session, and the
+/// task (lost with the server) goes to a person. Before session 44 the handshake failed at that
+/// 404, and every restart began again on the same kept session until `resume` gave up with the
+/// node still WORKING ("cannot negotiate ...: tools/list: HTTP 404"); the simulator found it
+/// once processes kept sessions (`mcp_ext_faults` seed 335).
+#[test]
+fn ts_resume_after_a_server_restart_leaves_the_forgotten_kept_session() {
+    let peer = Peer::start(Sdk::Ts, &[]);
+    let ledger = TempLedger::new("restart");
+    let mut child = spawn_call(&ledger, &peer, "r1", "slow_job", r#"{"ms":20000}"#);
+    wait_status(&ledger, "r1", "WORKING with a poll", |s| {
+        s["local_state"] == "WORKING" && s["polls"].as_u64() >= Some(1)
+    });
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    let peer = peer.restart();
+    let out = run(&ledger, &["resume"]);
+    let s = status(&ledger, "r1");
+    assert_eq!(s["local_state"], "UNKNOWN", "{s}; {}", text(&out));
+    assert!(
+        !text(&out).contains("cannot negotiate"),
+        "the handshake got through: {}",
+        text(&out)
+    );
+    assert!(
+        peer.stats()["sessions_created"].as_u64() >= Some(1),
+        "a new session on the restarted server"
+    );
+}
+
 #[test]
 fn input_required_is_answered_through_the_gate() {
     let ts = Peer::start(Sdk::Ts, &[]);

@@ -3,6 +3,13 @@
 //! Attempts wait `handshake_first_timeout_ms`, doubling up to the request timeout, and take an
 //! answer to any earlier attempt of the same request: a lost message costs a short wait, a slow
 //! server is not punished for being slow.
+//!
+//! An HTTP 404 answer (Streamable HTTP: the session is gone) is no answer either: the attempt
+//! waits out its timeout, reading on (the transport opens a new session meanwhile), and the next
+//! attempt goes on the new session. A process that starts on a kept session a restarted server
+//! forgot meets exactly that at its first request; failing the handshake there ended every
+//! process the same way, each starting again on the same kept session. Only when every attempt
+//! met 404 does the last one's answer fail the handshake.
 
 use tokio::time::Duration;
 
@@ -20,12 +27,15 @@ pub(super) async fn negotiate<T: Transport>(
 ) -> Result<ServerCapabilities, String> {
     let mut caps = None;
     let mut sent = vec![];
+    let mut refused = None;
     for attempt in 0..r.cfg.handshake_attempts.max(1) {
         let id = r.alloc_rpc_id();
         sent.push(id);
         let body = r.lanes[lane].adapter.encode_initialize(id);
-        if let Some(frame) =
-            exchange(r, lane, t, &sent, body, attempt_timeout_ms(r, attempt)).await?
+        let timeout_ms = attempt_timeout_ms(r, attempt);
+        if let Some(frame) = exchange(r, lane, t, &sent, body, timeout_ms, &mut refused)
+            .await?
+            .or_else(|| last_refused(r, attempt, &mut refused))
         {
             caps = Some(
                 r.lanes[lane]
@@ -50,14 +60,17 @@ pub(super) async fn negotiate<T: Transport>(
     for _ in 0..TOOL_PAGES_MAX {
         let mut page = None;
         let mut sent = vec![];
+        let mut refused = None;
         for attempt in 0..r.cfg.handshake_attempts.max(1) {
             let id = r.alloc_rpc_id();
             sent.push(id);
             let body = r.lanes[lane]
                 .adapter
                 .encode_list_tools(id, cursor.as_deref());
-            if let Some(frame) =
-                exchange(r, lane, t, &sent, body, attempt_timeout_ms(r, attempt)).await?
+            let timeout_ms = attempt_timeout_ms(r, attempt);
+            if let Some(frame) = exchange(r, lane, t, &sent, body, timeout_ms, &mut refused)
+                .await?
+                .or_else(|| last_refused(r, attempt, &mut refused))
             {
                 page = Some(
                     r.lanes[lane]
@@ -106,8 +119,19 @@ pub(super) fn attempt_timeout_ms(r: &Runner, attempt: u32) -> u64 {
         .min(r.cfg.request_timeout_ms.max(1))
 }
 
+/// The 404 an attempt met, as its answer, once it was the last attempt (it fails the handshake
+/// in the server's words).
+fn last_refused(r: &Runner, attempt: u32, refused: &mut Option<InFrame>) -> Option<InFrame> {
+    if attempt + 1 >= r.cfg.handshake_attempts.max(1) {
+        refused.take()
+    } else {
+        None
+    }
+}
+
 /// Send the newest attempt of one request (the last id of `ids`) and wait up to `timeout_ms`
-/// for a frame answering any attempt of it. `Ok(None)` on timeout.
+/// for a frame answering any attempt of it. `Ok(None)` on timeout. An HTTP 404 answer is kept
+/// in `refused` and waited past (see the module docs).
 async fn exchange<T: Transport>(
     r: &mut Runner,
     lane: usize,
@@ -115,6 +139,7 @@ async fn exchange<T: Transport>(
     ids: &[u64],
     body: Vec<u8>,
     timeout_ms: u64,
+    refused: &mut Option<InFrame>,
 ) -> Result<Option<InFrame>, String> {
     let id = *ids.last().expect("at least one attempt");
     admit(r).await;
@@ -133,6 +158,9 @@ async fn exchange<T: Transport>(
             frame = t.recv() => match frame {
                 None => return Err("disconnected during the handshake".into()),
                 Some(f) => match r.lanes[lane].adapter.classify(&f) {
+                    Inbound::Response { rpc_id } if ids.contains(&rpc_id) && f.http_status == 404 => {
+                        *refused = Some(f);
+                    }
                     Inbound::Response { rpc_id } if ids.contains(&rpc_id) => return Ok(Some(f)),
                     // A ping (or any request) during negotiation is answered now: the server may
                     // wait for it before it answers us.
