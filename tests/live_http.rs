@@ -334,10 +334,13 @@ fn a_silent_server_is_bounded_by_the_request_timeout() {
 fn a_kept_session_is_reused_and_replaced_when_the_server_forgot_it() {
     let peer = Peer::start(Sdk::Ts, &[]);
     rt().block_on(async {
-        let (mut t, handle) = toolop::transport::http::connect_keeping(HttpConfig {
-            url: peer.url(),
-            ..HttpConfig::default()
-        })
+        let (mut t, handle) = toolop::transport::http::connect_keeping(
+            HttpConfig {
+                url: peer.url(),
+                ..HttpConfig::default()
+            },
+            None,
+        )
         .unwrap();
         handshake(&mut t).await;
         let kept = handle.lock().unwrap().clone().expect("the session is kept");
@@ -349,7 +352,7 @@ fn a_kept_session_is_reused_and_replaced_when_the_server_forgot_it() {
             ..HttpConfig::default()
         };
         let (mut t, handle) =
-            toolop::transport::http::connect_keeping(resume(kept.clone())).unwrap();
+            toolop::transport::http::connect_keeping(resume(kept.clone()), None).unwrap();
         handshake(&mut t).await;
         assert_eq!(
             peer.stats()["sessions_created"],
@@ -360,7 +363,7 @@ fn a_kept_session_is_reused_and_replaced_when_the_server_forgot_it() {
         drop(t);
         peer.fault(json!({"drop_sessions": true}));
         let (mut t, handle) =
-            toolop::transport::http::connect_keeping(resume(kept.clone())).unwrap();
+            toolop::transport::http::connect_keeping(resume(kept.clone()), None).unwrap();
         handshake_expecting_404(&mut t).await;
         answered_on_a_new_session(&mut t, 9).await;
         assert_eq!(peer.stats()["sessions_created"], 2);
@@ -375,6 +378,81 @@ fn a_kept_session_is_reused_and_replaced_when_the_server_forgot_it() {
 /// A `tools/list` from request id `first` on, sent again as a runner would while the transport
 /// opens a new session: nothing is held meanwhile, so a request may still meet the forgotten
 /// session (404) until the new one stands; it must be answered 200 within a few tries.
+/// The session store processes share, in memory (the CLI's is its SQLite file).
+#[derive(Default)]
+struct SharedSessions(Mutex<Option<toolop::transport::http::KeptSession>>);
+
+impl toolop::transport::http::SessionStore for SharedSessions {
+    fn swap(
+        &self,
+        expected: Option<&str>,
+        new: &toolop::transport::http::KeptSession,
+    ) -> Option<toolop::transport::http::KeptSession> {
+        let mut kept = self.0.lock().unwrap();
+        match &*kept {
+            Some(k) if Some(k.session_id.as_str()) != expected => Some(k.clone()),
+            _ => Some(kept.insert(new.clone()).clone()),
+        }
+    }
+}
+
+/// Two processes on one kept session, which the server forgets (a restart): each meets the 404
+/// and opens a new session, and the one that keeps its session second adopts the first's, so a
+/// server that shows a task only to its session shows both the same tasks. Before session 44
+/// each went on its own (the simulator's `mcp_replicas` seed 2932: one process's tasks "not
+/// found" for the other, and a live task handed to a person).
+#[test]
+fn two_processes_that_lost_one_session_end_on_one() {
+    let peer = Peer::start(Sdk::Ts, &[]);
+    rt().block_on(async {
+        let store = Arc::new(SharedSessions::default());
+        let shared =
+            || -> Option<Arc<dyn toolop::transport::http::SessionStore>> { Some(store.clone()) };
+        let cfg = HttpConfig {
+            url: peer.url(),
+            ..HttpConfig::default()
+        };
+        let (mut a, handle_a) =
+            toolop::transport::http::connect_keeping(cfg.clone(), shared()).unwrap();
+        handshake(&mut a).await;
+        let kept = handle_a
+            .lock()
+            .unwrap()
+            .clone()
+            .expect("the session is kept");
+        assert_eq!(
+            store.0.lock().unwrap().as_ref(),
+            Some(&kept),
+            "kept in the store"
+        );
+        let resume = HttpConfig {
+            resume: Some(kept.clone()),
+            ..cfg
+        };
+        let (mut b, handle_b) = toolop::transport::http::connect_keeping(resume, shared()).unwrap();
+        handshake(&mut b).await;
+        assert_eq!(
+            peer.stats()["sessions_created"],
+            1,
+            "b continued a's session"
+        );
+        peer.fault(json!({"drop_sessions": true}));
+        answered_on_a_new_session(&mut a, 9).await;
+        answered_on_a_new_session(&mut b, 109).await;
+        let (now_a, now_b) = (
+            handle_a.lock().unwrap().clone().unwrap(),
+            handle_b.lock().unwrap().clone().unwrap(),
+        );
+        assert_ne!(now_a.session_id, kept.session_id, "a new session");
+        assert_eq!(now_a.session_id, now_b.session_id, "both on one session");
+        assert_eq!(
+            store.0.lock().unwrap().as_ref(),
+            Some(&now_a),
+            "the one kept"
+        );
+    });
+}
+
 async fn answered_on_a_new_session(t: &mut LiveTransport, first: u64) {
     let mut statuses = vec![];
     for id in first..first + 50 {

@@ -369,8 +369,9 @@ async fn drive(
     loop {
         let kept = store.kept_session(target)?;
         let mut last_kept = kept.clone();
+        let sessions = store.session_store(target)?;
         let (adapter, transport, session) = target
-            .connect(opts.request_timeout_ms, kept)
+            .connect(opts.request_timeout_ms, kept, Some(sessions))
             .map_err(unfinished)?;
         let (approvals_tx, approvals_rx) = mpsc::unbounded_channel();
         let (inputs_tx, inputs_rx) = mpsc::unbounded_channel();

@@ -19,7 +19,7 @@ use super::target::Target;
 use super::{Failure, EXIT_LEDGER};
 use crate::ledger::{Ledger, LedgerError, SqliteLedger};
 use crate::runner::SharedLedger;
-use crate::transport::http::KeptSession;
+use crate::transport::http::{KeptSession, SessionStore};
 
 /// The version of the CLI tables this build writes.
 const CLI_SCHEMA_VERSION: u64 = 1;
@@ -187,6 +187,21 @@ impl LedgerStore {
         })
     }
 
+    /// The kept session of `target` as processes share it (see [`SessionStore`]), on a
+    /// connection of its own: the transport swaps from its own tasks.
+    pub fn session_store(&self, target: &Target) -> Result<Arc<dyn SessionStore>, Failure> {
+        let conn = Connection::open(&self.path)
+            .and_then(|c| {
+                c.busy_timeout(std::time::Duration::from_secs(5))
+                    .map(|()| c)
+            })
+            .map_err(|e| self.failure(e.into()))?;
+        Ok(Arc::new(TargetSessions {
+            conn: Mutex::new(conn),
+            target_json: target_json(target),
+        }))
+    }
+
     /// Record (or replace) an operator's decision.
     pub fn resolve(&self, r: &Resolution) -> Result<(), Failure> {
         self.side(|c| {
@@ -220,6 +235,54 @@ impl LedgerStore {
 }
 
 /// The key a target is stored under: its JSON (serde writes the fields in one fixed order).
+/// One target's row of `cli_sessions`, swapped in a write transaction so two processes that
+/// open sessions at once end on one.
+struct TargetSessions {
+    conn: Mutex<Connection>,
+    target_json: String,
+}
+
+impl TargetSessions {
+    fn try_swap(&self, expected: Option<&str>, new: &KeptSession) -> rusqlite::Result<KeptSession> {
+        let mut conn = self.conn.lock().expect("session store lock");
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let current = tx
+            .query_row(
+                "SELECT session_id, initialize_reply FROM cli_sessions WHERE target_json = ?1",
+                [&self.target_json],
+                |r| {
+                    Ok(KeptSession {
+                        session_id: r.get(0)?,
+                        initialize_reply: r.get(1)?,
+                    })
+                },
+            )
+            .optional()?;
+        let held = match current {
+            Some(k) if Some(k.session_id.as_str()) != expected => k,
+            _ => {
+                tx.execute(
+                    "INSERT INTO cli_sessions (target_json, session_id, initialize_reply) VALUES (?1, ?2, ?3) \
+                     ON CONFLICT (target_json) DO UPDATE SET session_id = excluded.session_id, \
+                     initialize_reply = excluded.initialize_reply",
+                    params![self.target_json, new.session_id, new.initialize_reply],
+                )?;
+                new.clone()
+            }
+        };
+        tx.commit()?;
+        Ok(held)
+    }
+}
+
+impl SessionStore for TargetSessions {
+    fn swap(&self, expected: Option<&str>, new: &KeptSession) -> Option<KeptSession> {
+        self.try_swap(expected, new)
+            .map_err(|e| tracing::warn!("cannot keep the session: {e}"))
+            .ok()
+    }
+}
+
 fn target_json(target: &Target) -> String {
     serde_json::to_string(target).expect("targets serialise")
 }

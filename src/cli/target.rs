@@ -2,6 +2,7 @@
 //! configuration file. Persisted per call node, so `toolop resume` needs no flags.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -11,7 +12,7 @@ use crate::protocol::mcp_tasks_ext::McpTasksExtAdapter;
 use crate::protocol::Adapter;
 use crate::record::AdapterId;
 use crate::transport::aip_http::AipHttpConfig;
-use crate::transport::http::{HttpConfig, KeptSession, SessionHandle};
+use crate::transport::http::{HttpConfig, KeptSession, SessionHandle, SessionStore};
 use crate::transport::stdio::StdioConfig;
 use crate::transport::LiveTransport;
 
@@ -76,6 +77,7 @@ impl Target {
         &self,
         request_timeout_ms: u64,
         kept: Option<KeptSession>,
+        sessions: Option<Arc<dyn SessionStore>>,
     ) -> Result<Connection, String> {
         match self {
             Target::Mcp { url, protocol } => {
@@ -87,7 +89,7 @@ impl Target {
                     resume: kept,
                     ..HttpConfig::default()
                 };
-                let (transport, handle) = crate::transport::http::connect_keeping(cfg)?;
+                let (transport, handle) = crate::transport::http::connect_keeping(cfg, sessions)?;
                 Ok((adapter, transport, Some(handle)))
             }
             Target::Stdio { command, protocol } => {

@@ -111,3 +111,35 @@ fn cli_tables_from_a_newer_toolop_are_refused_as_a_ledger_failure() {
     assert_eq!(f.code, EXIT_LEDGER);
     assert!(f.message.contains("newer toolop"), "{}", f.message);
 }
+
+/// The session store processes share swaps: a new session replaces the kept one only if that
+/// is still the one the process expected; otherwise the process is told the one kept.
+#[test]
+fn a_kept_session_is_swapped_only_from_the_one_expected() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("toolop.db");
+    let (a, b) = (
+        LedgerStore::open(&path).unwrap(),
+        LedgerStore::open(&path).unwrap(),
+    );
+    let s = |id: &str| KeptSession {
+        session_id: id.into(),
+        initialize_reply: format!("{{\"id\":\"{id}\"}}"),
+    };
+    let (sa, sb) = (
+        a.session_store(&target(1)).unwrap(),
+        b.session_store(&target(1)).unwrap(),
+    );
+    // Nothing kept: the first process to open one keeps it; the second, expecting nothing too,
+    // is told the first's.
+    assert_eq!(sa.swap(None, &s("s1")), Some(s("s1")));
+    assert_eq!(sb.swap(None, &s("s2")), Some(s("s1")));
+    // Both lose s1: the first to swap from it keeps its own, the second adopts it.
+    assert_eq!(sb.swap(Some("s1"), &s("s3")), Some(s("s3")));
+    assert_eq!(sa.swap(Some("s1"), &s("s4")), Some(s("s3")));
+    assert_eq!(a.kept_session(&target(1)).unwrap(), Some(s("s3")));
+    // Per target.
+    let other = a.session_store(&target(2)).unwrap();
+    assert_eq!(other.swap(Some("s3"), &s("s5")), Some(s("s5")));
+    assert_eq!(b.kept_session(&target(1)).unwrap(), Some(s("s3")));
+}

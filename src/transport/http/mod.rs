@@ -103,6 +103,19 @@ pub struct KeptSession {
 /// The transport's current session, for the caller to persist.
 pub type SessionHandle = Arc<Mutex<Option<KeptSession>>>;
 
+/// Where the processes that reach one server keep their session (the CLI's store). A session a
+/// transport opens replaces the kept one only if that is still the one the transport started
+/// from or lost; if another process kept a new one first, the transport adopts it. Servers that
+/// show a task only to the session that created it (the TS and Python SDKs) then show every
+/// process the same tasks: two processes that each opened their own after a server restart
+/// hid their tasks from each other (the simulator's `mcp_replicas` seed 2932, session 44).
+pub trait SessionStore: Send + Sync {
+    /// Keep `new` if the store holds `expected` (by id; `None`: nothing kept). Returns the
+    /// session the store holds afterwards (`new`, or the one another process kept), or `None`
+    /// when the store cannot say (the transport then stays on `new`).
+    fn swap(&self, expected: Option<&str>, new: &KeptSession) -> Option<KeptSession>;
+}
+
 impl Default for HttpConfig {
     fn default() -> Self {
         HttpConfig {
@@ -144,6 +157,11 @@ struct Session {
     /// The runner's initialize request and initialized notification, replayed on re-init.
     init: Option<Value>,
     initialized: Option<Vec<u8>>,
+    /// The session this transport last took from or gave to the store (what a swap expects).
+    base: Option<String>,
+    /// The runner's `initialize` was answered on a session another process opened, whose
+    /// initialized notification went out then: the runner's is not sent.
+    adopted: bool,
 }
 
 struct Shared {
@@ -153,6 +171,7 @@ struct Shared {
     session: Mutex<Session>,
     changed: Notify,
     kept: SessionHandle,
+    store: Option<Arc<dyn SessionStore>>,
 }
 
 impl Shared {
@@ -168,18 +187,23 @@ impl Shared {
 /// Open a Streamable HTTP transport to `cfg.url`. Nothing is sent until the runner sends.
 /// Must be called inside a tokio runtime.
 pub fn connect(cfg: HttpConfig) -> Result<LiveTransport, String> {
-    connect_keeping(cfg).map(|(t, _)| t)
+    connect_keeping(cfg, None).map(|(t, _)| t)
 }
 
 /// As [`connect`], plus a handle on the session the transport holds (to keep it for a later
 /// process: see [`HttpConfig::resume`]).
-pub fn connect_keeping(cfg: HttpConfig) -> Result<(LiveTransport, SessionHandle), String> {
+/// `store`: where processes share the session (see [`SessionStore`]); without one the
+/// transport keeps its own.
+pub fn connect_keeping(
+    cfg: HttpConfig,
+    store: Option<Arc<dyn SessionStore>>,
+) -> Result<(LiveTransport, SessionHandle), String> {
     reqwest::Url::parse(&cfg.url).map_err(|e| format!("server URL \"{}\": {e}", cfg.url))?;
     let client = body::client(cfg.connect_timeout_ms)?;
     let kept: SessionHandle = Arc::new(Mutex::new(cfg.resume.clone()));
     let handle = kept.clone();
     Ok((
-        LiveTransport::start(move |parts| drive(cfg, client, kept, parts)),
+        LiveTransport::start(move |parts| drive(cfg, client, kept, store, parts)),
         handle,
     ))
 }
@@ -222,6 +246,7 @@ async fn drive(
     cfg: HttpConfig,
     client: reqwest::Client,
     kept: SessionHandle,
+    store: Option<Arc<dyn SessionStore>>,
     mut parts: DriverParts,
 ) {
     let get_stream = cfg.get_stream;
@@ -236,10 +261,12 @@ async fn drive(
         session: Mutex::default(),
         changed: Notify::new(),
         kept,
+        store,
     });
     if let Some(k) = &answer_locally {
         let mut s = shared.session.lock().expect("session lock");
         s.id = Some(k.session_id.clone());
+        s.base = Some(k.session_id.clone());
         s.generation = 1;
     }
     // Dropping the set (when the transport aborts this task) aborts every exchange in it.
@@ -277,9 +304,16 @@ async fn drive(
         }
         match envelope(&frame.body) {
             Envelope::Initialize(v) => {
-                let local = answer_locally.take().and_then(|k| kept_reply(&k, &v));
+                let kept = answer_locally.take();
+                let local = kept.as_ref().and_then(|k| kept_reply(k, &v));
                 if let Some(body) = &local {
                     note_version(&shared, body);
+                } else if kept.is_some() {
+                    // A kept reply that cannot answer: open a session as if none was kept (an
+                    // answer is not taken while a session stands).
+                    let mut s = shared.session.lock().expect("session lock");
+                    s.id = None;
+                    s.generation = 0;
                 }
                 shared.session.lock().expect("session lock").init = Some(v);
                 if let Some(body) = local {
@@ -313,9 +347,12 @@ async fn drive(
             }
             Envelope::Other { initialized } => {
                 if initialized {
-                    shared.session.lock().expect("session lock").initialized =
-                        Some(frame.body.clone());
-                    if std::mem::take(&mut swallow_initialized) {
+                    let adopted = {
+                        let mut s = shared.session.lock().expect("session lock");
+                        s.initialized = Some(frame.body.clone());
+                        std::mem::take(&mut s.adopted)
+                    };
+                    if std::mem::take(&mut swallow_initialized) || adopted {
                         mark_ready(&shared);
                         continue;
                     }
@@ -420,6 +457,13 @@ fn note_session(
         return;
     }
     if initialize && resp.status().is_success() {
+        if s.generation > 0 && !s.lost {
+            // A session stands already: this answers a retried `initialize` of the runner's
+            // handshake, which took the first answer. Switching now would hide every task
+            // created on the first session from a server that binds tasks to sessions (the
+            // simulator's `mcp_replicas` seed 1705, session 44).
+            return;
+        }
         drop(s);
         // Ready once the runner's initialized notification goes out (`mark_ready`).
         promote(shared, header, false);

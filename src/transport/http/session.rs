@@ -24,17 +24,39 @@ pub(super) fn note_version(shared: &Shared, reply: &[u8]) {
     }
 }
 
-/// Remember the session the initialize reply `reply` opened (and the revision it runs).
+/// The runner's `initialize` answered (`reply`) on the session the transport just opened: keep
+/// it, or adopt the one another process kept first (see [`super::SessionStore`]); before the
+/// runner reads the answer, so its next message names the session that stands.
 pub(super) fn keep(shared: &Shared, reply: &[u8]) {
     note_version(shared, reply);
     let id = shared.session.lock().expect("session lock").id.clone();
-    if let (Some(session_id), Ok(initialize_reply)) = (id, std::str::from_utf8(reply)) {
-        let kept = KeptSession {
-            session_id,
-            initialize_reply: initialize_reply.to_string(),
-        };
-        *shared.kept.lock().expect("kept lock") = Some(kept);
+    let Some(opened) = id else { return };
+    if let Some(held) = settle(shared, opened.clone(), reply) {
+        if held != opened {
+            promote(shared, Some(held), true);
+            shared.session.lock().expect("session lock").adopted = true;
+        }
     }
+}
+
+/// Offer the session `opened` (answered `reply` to an initialize) to the store; returns the
+/// session to name from now on (`opened`, or the one another process kept first), and keeps
+/// it in the handle the caller persists. `None` when the reply is no text.
+fn settle(shared: &Shared, opened: String, reply: &[u8]) -> Option<String> {
+    let new = KeptSession {
+        session_id: opened,
+        initialize_reply: std::str::from_utf8(reply).ok()?.to_string(),
+    };
+    let base = shared.session.lock().expect("session lock").base.clone();
+    let held = shared
+        .store
+        .as_ref()
+        .and_then(|store| store.swap(base.as_deref(), &new))
+        .unwrap_or(new);
+    let id = held.session_id.clone();
+    shared.session.lock().expect("session lock").base = Some(id.clone());
+    *shared.kept.lock().expect("kept lock") = Some(held);
+    Some(id)
 }
 
 /// The runner's initialize, answered from a kept session: its reply with the runner's id.
@@ -102,15 +124,22 @@ pub(super) async fn reinitialize(shared: &Arc<Shared>) {
             let reply = first_response(shared, resp).await;
             let opened = shared.session.lock().expect("session lock").opened.take();
             if let (true, Some(id)) = (ok, opened) {
-                let note = initialized.clone().unwrap_or_else(|| {
-                    br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#.to_vec()
-                });
-                let ready = post_on(shared, note, id.clone())
-                    .await
-                    .is_some_and(|r| r.status().is_success());
-                promote(shared, id, ready);
-                if let Some(reply) = reply {
-                    keep(shared, &reply);
+                // Another process that lost the same session may have kept a new one first:
+                // then that one stands, its initialized notification sent by its opener.
+                let held = match (&id, &reply) {
+                    (Some(opened), Some(reply)) => settle(shared, opened.clone(), reply),
+                    _ => None,
+                };
+                if let Some(other) = held.filter(|h| Some(h) != id.as_ref()) {
+                    promote(shared, Some(other), true);
+                } else {
+                    let note = initialized.clone().unwrap_or_else(|| {
+                        br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#.to_vec()
+                    });
+                    let ready = post_on(shared, note, id.clone())
+                        .await
+                        .is_some_and(|r| r.status().is_success());
+                    promote(shared, id, ready);
                 }
                 TransportStats::bump(&shared.deliver.stats.reinitializations);
                 return;
