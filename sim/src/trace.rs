@@ -214,8 +214,12 @@ pub enum Shows {
     NoResult,
     /// An inline run refused after it ran.
     InlineRefused,
+    /// `hidden`: the server held the task, bound to another HTTP session than the reader's
+    /// (what the executor reads is an unknown id's not-found all the same).
     NotFound {
         expired: bool,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        hidden: bool,
     },
     CancelAccepted,
     CancelRejected {

@@ -105,10 +105,17 @@ pub enum Mutation {
     /// failed"): a receipt for an outcome nobody saw, where the work may have completed (a
     /// task deleted at its ttl runs on) or been lost unfinished (a server restart).
     NotFoundIsFailure,
+    /// Open a new HTTP session in every process instead of continuing the one the store
+    /// keeps (`toolop resume`, or a second process on the same target): a server that shows a
+    /// task only to the session that created it (the TS and Python SDKs) answers every later
+    /// process "not found" for the earlier ones' tasks, and live tasks go to a person. Planted
+    /// in the simulator's copy of the CLI's session keeping (`series::net::session`), the
+    /// code that reads the kept session being the CLI's, not the runner's.
+    FreshSessionPerProcess,
 }
 
 impl Mutation {
-    pub const ALL: [Mutation; 34] = [
+    pub const ALL: [Mutation; 35] = [
         Mutation::FreshKeyOnSubmitTimeout,
         Mutation::ResubmitWithoutLookup,
         Mutation::FailOnCancelClick,
@@ -143,6 +150,7 @@ impl Mutation {
         Mutation::EffectReconciliationDropped,
         Mutation::DrainedAtRetirement,
         Mutation::NotFoundIsFailure,
+        Mutation::FreshSessionPerProcess,
     ];
 
     pub fn name(self) -> String {

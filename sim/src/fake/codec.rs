@@ -300,9 +300,12 @@ pub enum Response {
     },
     /// An inline run refused after running ([`RunAs::InlineThenRefuse`]).
     InlineRefused,
-    /// No such task (`expired`: it existed and was deleted).
+    /// No such task (`expired`: it existed and was deleted). `hidden`: the task lives on, but
+    /// bound to another HTTP session than the one asking (the TS and Python SDKs show a task
+    /// only to the session that created it); the words are those of an unknown id.
     NotFound {
         expired: bool,
+        hidden: bool,
     },
     /// A cancel accepted; only a later read says who won.
     CancelAccepted,
@@ -449,7 +452,10 @@ pub fn neutral_shows(response: &Response, caps: CodecCaps) -> Shows {
         Response::Outcome(_) => Shows::Outcome,
         Response::NoResult { .. } => Shows::NoResult,
         Response::InlineRefused => Shows::InlineRefused,
-        Response::NotFound { expired } => Shows::NotFound { expired: *expired },
+        Response::NotFound { expired, hidden } => Shows::NotFound {
+            expired: *expired,
+            hidden: *hidden,
+        },
         Response::CancelAccepted => Shows::CancelAccepted,
         Response::CancelRejected { status } => Shows::CancelRejected { status: *status },
         Response::Tasks(ts) => Shows::Tasks {

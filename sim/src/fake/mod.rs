@@ -57,6 +57,11 @@ impl FakeServer {
         self.codec.caps()
     }
 
+    /// Whether this server shows a task only to the session that created it.
+    pub fn tasks_bound_to_session(&self) -> bool {
+        self.codec.policy().tasks_bound_to_session
+    }
+
     /// Read a client frame (on the wire, before any fault): what it asks and whether a reply is
     /// due.
     pub fn decode(&mut self, frame: OutFrame) -> Decoded {

@@ -140,6 +140,11 @@ pub struct Policy {
     /// Every status change is also pushed to the client.
     pub notify_status: bool,
     pub after_answer: AfterAnswer,
+    /// Over Streamable HTTP, a task is shown only to the session that created it: a read,
+    /// result or cancel from another session answers "not found", a list leaves it out (the TS
+    /// and Python SDKs, spec/mcp-tasks.md sections 12 and 14, transcripts `11-cross-session`).
+    /// The server room applies it (`series::server`), where sessions are known.
+    pub tasks_bound_to_session: bool,
 }
 
 /// What a task's status does once its input request is answered.

@@ -397,6 +397,8 @@ pub async fn world_main_with(sc: Scenario, params: Params, mode: PlanMode) -> Se
         latency_ms: params.latency_ms,
         request_timeout_ms: sc.executor.request_timeout_ms,
         http_sessions: sc.server.transport == crate::scenario::ServerTransport::Http,
+        kept_sessions: sc.executor.core.mutation
+            != Some(toolop::core::mutation::Mutation::FreshSessionPerProcess),
     };
     let net: SharedNet = Arc::new(Mutex::new(Net::new(ctx, srv_txs)));
     let (inputs_tx, inputs_rx) = mpsc::unbounded_channel();

@@ -7,6 +7,11 @@
 //! - not-found after expiry, and a running task deleted at its ttl: noted when the service
 //!   answers a read of a task it deleted (they follow from a short server ttl).
 //!
+//! - over Streamable HTTP, a server that shows a task only to the session that created it (the
+//!   TS and Python SDKs): a read, result or cancel of a task it holds, from another session, is
+//!   answered "not found" in front of the service, and a list leaves such tasks out
+//!   ([`Bound`]). Not a fault: the executor must keep its session across processes.
+//!
 //! - a task-augmented submission meeting an instance redeployed without task support for its
 //!   tool (`tool_redeployed`): asked when the submission arrives, so a request the network lost
 //!   or a replica answered never counts; the codec decodes the call again under the same id.
@@ -56,6 +61,8 @@ pub(super) async fn serve(
     let mut restart = Restart::default();
     // Asked once: only a lane over HTTP sessions has a session gate in front of its handlers.
     let http = world.net.lock().expect("net lock").http_session_lane(lane);
+    let mut bound =
+        (http && server.lock().expect("server lock").tasks_bound_to_session()).then(Bound::default);
     loop {
         flip_after_cancel(&world, lane, &server, &mut marked, &mut finished);
         let now = world.now_ms();
@@ -72,8 +79,17 @@ pub(super) async fn serve(
                 send_out(&world, lane, &server, &mut marked, early);
                 // The session gate first: a request it refuses never meets a restart.
                 let refused = http && session_gone(&world, lane, &mut marked, &delivery);
-                if !refused && !restart.loses(&world, lane, &server, &mut marked, &delivery) {
-                    serve_one(&world, lane, &server, &mut marked, delivery);
+                if refused || restart.loses(&world, lane, &server, &mut marked, &delivery) {
+                    continue;
+                }
+                match &mut bound {
+                    Some(b) if b.hides(&server, &delivery) => {
+                        if let Some(call) = delivery.decoded.call {
+                            let hidden = Response::NotFound { expired: false, hidden: true };
+                            carry(&world, lane, &mut marked, call, hidden);
+                        }
+                    }
+                    b => serve_one(&world, lane, &server, &mut marked, delivery, b.as_mut()),
                 }
             }
             _ = sleep => {
@@ -157,7 +173,7 @@ fn session_gone(world: &World, lane: usize, marked: &mut Marked, d: &Delivery) -
         .net
         .lock()
         .expect("net lock")
-        .session_known(d.conn, d.tag);
+        .session_known(lane, d.tag);
     if known {
         return false;
     }
@@ -168,9 +184,60 @@ fn session_gone(world: &World, lane: usize, marked: &mut Marked, d: &Delivery) -
     true
 }
 
+/// Which HTTP session created each task, on a server that shows a task only to the session
+/// that created it (the TS and Python SDKs; transcripts `11-cross-session`: another session's
+/// `tasks/get`, `tasks/result` and `tasks/cancel` answer -32602 not found, its `tasks/list` is
+/// empty).
+#[derive(Default)]
+struct Bound {
+    owners: BTreeMap<String, u64>,
+}
+
+impl Bound {
+    /// Whether `d` reads, fetches or cancels a task the server holds for another session.
+    fn hides(&self, server: &SharedServer, d: &Delivery) -> bool {
+        let Ask::Service(
+            Request::Poll { task } | Request::Fetch { task } | Request::Cancel { task },
+        ) = &d.decoded.ask
+        else {
+            return false;
+        };
+        self.owners
+            .get(task)
+            .is_some_and(|&owner| owner != d.tag.session)
+            && server
+                .lock()
+                .expect("server lock")
+                .service()
+                .holds_task(task)
+    }
+
+    /// Take in a reply to a request of `session`: a submission's task is that session's, and a
+    /// list shows only that session's tasks.
+    fn note(&mut self, exchange: ExchangeKind, session: u64, response: &mut Response) {
+        match response {
+            Response::Task(v) if exchange == ExchangeKind::Submit => {
+                self.owners.entry(v.id.clone()).or_insert(session);
+            }
+            Response::Tasks(ts) => {
+                ts.retain(|t| self.owners.get(&t.id).is_none_or(|&owner| owner == session))
+            }
+            _ => {}
+        }
+    }
+}
+
 /// Serve one request, deciding the server-side faults that ride on it.
-fn serve_one(world: &World, lane: usize, server: &SharedServer, marked: &mut Marked, d: Delivery) {
+fn serve_one(
+    world: &World,
+    lane: usize,
+    server: &SharedServer,
+    marked: &mut Marked,
+    d: Delivery,
+    mut bound: Option<&mut Bound>,
+) {
     let now = world.now_ms();
+    let session = d.tag.session;
     let node = d.node.as_deref();
     let task = match &d.decoded.ask {
         Ask::Service(
@@ -223,8 +290,11 @@ fn serve_one(world: &World, lane: usize, server: &SharedServer, marked: &mut Mar
         .expect("server lock")
         .serve(now, decoded, faults, Some(d.frame));
     note_ttl_failures(world, lane, server);
-    for r in replies {
-        if let (Response::NotFound { expired: true }, Some(t)) = (&r.response, &task) {
+    for mut r in replies {
+        if let Some(b) = bound.as_deref_mut() {
+            b.note(exchange, session, &mut r.response);
+        }
+        if let (Response::NotFound { expired: true, .. }, Some(t)) = (&r.response, &task) {
             note_expiry(world, lane, server, exchange, t, node);
         }
         carry(world, lane, marked, r.call, r.response);

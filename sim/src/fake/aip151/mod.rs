@@ -616,6 +616,7 @@ impl Codec for AipCodec {
             cancel_withdraws_input: false,
             notify_status: false,
             after_answer: AfterAnswer::Working,
+            tasks_bound_to_session: false,
         }
     }
 
@@ -689,7 +690,10 @@ impl Codec for AipCodec {
                 match self.cfg.cancel_on_done {
                     CancelOnDone::Ok => Shows::CancelAccepted,
                     CancelOnDone::FailedPrecondition => Shows::CancelRejected { status: *status },
-                    CancelOnDone::NotFound => Shows::NotFound { expired: false },
+                    CancelOnDone::NotFound => Shows::NotFound {
+                        expired: false,
+                        hidden: false,
+                    },
                 }
             }
             (_, Response::Task(v)) => {

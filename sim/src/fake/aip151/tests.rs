@@ -1093,7 +1093,13 @@ fn what_a_reply_shows_is_what_its_wire_carries() {
                 status: TaskStatus::Completed,
             },
         ),
-        (CancelOnDone::NotFound, Shows::NotFound { expired: false }),
+        (
+            CancelOnDone::NotFound,
+            Shows::NotFound {
+                expired: false,
+                hidden: false,
+            },
+        ),
     ] {
         let codec = codec_with(profile);
         assert_eq!(codec.shows(ExchangeKind::Cancel, &done), expected);

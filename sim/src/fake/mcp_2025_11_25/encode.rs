@@ -194,7 +194,7 @@ impl jsonrpc::RpcCodec for McpCodec {
                         Direct::Result(body)
                     }
                     (_, Response::Task(v)) => Direct::Result(self.task_json(v, task)),
-                    (_, Response::NotFound { expired }) => Direct::Error(
+                    (_, Response::NotFound { expired, .. }) => Direct::Error(
                         INVALID_PARAMS,
                         texts::not_found(profile, *method, task, *expired),
                     ),
@@ -290,6 +290,10 @@ impl Codec for McpCodec {
             } else {
                 AfterAnswer::Working
             },
+            // Both SDKs bind; the spec leaves it open. A server offering toolop's extensions
+            // shows a task, and finds it by key, in every session of the client: its contract
+            // (a lookup that missed a task bound elsewhere would submit it again).
+            tasks_bound_to_session: p != Profile::SpecStrict && !self.cfg.toolop_extensions,
         }
     }
 

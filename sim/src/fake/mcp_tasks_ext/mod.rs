@@ -530,6 +530,7 @@ impl Codec for ExtCodec {
             cancel_withdraws_input: self.cfg.rmcp,
             notify_status: false,
             after_answer: AfterAnswer::Working,
+            tasks_bound_to_session: false,
         }
     }
 

@@ -49,7 +49,10 @@ impl TaskService {
                     self.delete_task(seq, now);
                     Response::Ack
                 }
-                Err(expired) => Response::NotFound { expired },
+                Err(expired) => Response::NotFound {
+                    expired,
+                    hidden: false,
+                },
             }),
             Request::Answer { task, items } => {
                 Some(self.answer(now, task.as_deref(), items, frame))
@@ -263,7 +266,12 @@ impl TaskService {
     fn poll(&mut self, now: u64, task: &str) -> Response {
         let seq = match self.live(task) {
             Ok(seq) => seq,
-            Err(expired) => return Response::NotFound { expired },
+            Err(expired) => {
+                return Response::NotFound {
+                    expired,
+                    hidden: false,
+                }
+            }
         };
         // A read that shows a pending input request delivers it.
         if self.cfg.policy.input == InputDelivery::Shown
@@ -277,7 +285,12 @@ impl TaskService {
     fn fetch(&mut self, now: u64, call: Option<CallId>, task: &str) -> Option<Response> {
         let seq = match self.live(task) {
             Ok(seq) => seq,
-            Err(expired) => return Some(Response::NotFound { expired }),
+            Err(expired) => {
+                return Some(Response::NotFound {
+                    expired,
+                    hidden: false,
+                })
+            }
         };
         if self.task(seq).status.is_terminal() {
             return Some(self.result_response(seq));
@@ -300,7 +313,12 @@ impl TaskService {
     ) -> Response {
         let seq = match self.live(task) {
             Ok(seq) => seq,
-            Err(expired) => return Response::NotFound { expired },
+            Err(expired) => {
+                return Response::NotFound {
+                    expired,
+                    hidden: false,
+                }
+            }
         };
         let status = self.task(seq).status;
         if status.is_terminal() {
@@ -363,7 +381,12 @@ impl TaskService {
         frame: Option<u64>,
     ) -> Response {
         let named_seq = match named.map(|t| self.live(t)) {
-            Some(Err(expired)) => return Response::NotFound { expired },
+            Some(Err(expired)) => {
+                return Response::NotFound {
+                    expired,
+                    hidden: false,
+                }
+            }
             Some(Ok(seq)) => Some(seq),
             None => None,
         };

@@ -53,6 +53,11 @@ impl TaskService {
         lost
     }
 
+    /// Whether the server holds the task `task_id` (created, not deleted, not lost).
+    pub fn holds_task(&self, task_id: &str) -> bool {
+        self.live(task_id).is_ok()
+    }
+
     /// Whether the server holds a task (one not deleted): a restart then loses something.
     pub fn holds_a_task(&self) -> bool {
         self.tasks.values().any(|t| t.live())

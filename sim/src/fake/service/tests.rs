@@ -33,6 +33,7 @@ fn policy() -> Policy {
         cancel_withdraws_input: false,
         notify_status: false,
         after_answer: AfterAnswer::Working,
+        tasks_bound_to_session: false,
     }
 }
 
@@ -296,7 +297,10 @@ fn answers_go_to_the_preferred_pending_round_else_the_last_delivered_and_stale_o
                 items: vec![]
             }
         ),
-        Response::NotFound { expired: false }
+        Response::NotFound {
+            expired: false,
+            hidden: false
+        }
     );
 }
 
@@ -323,7 +327,10 @@ fn retention_at_terminal_follows_the_policy() {
         );
         assert_eq!(
             ask(&mut s, 60_000, Request::Poll { task: a }),
-            Response::NotFound { expired: true }
+            Response::NotFound {
+                expired: true,
+                hidden: false
+            }
         );
     }
 }
@@ -573,7 +580,13 @@ fn a_restart_loses_every_task_and_aborts_running_work() {
     assert_eq!(s.truth().server_restarts_at_ms, vec![1_000]);
     for task in [&slow, &fast] {
         let r = ask(&mut s, 20_000, Request::Poll { task: task.clone() });
-        assert_eq!(r, Response::NotFound { expired: false });
+        assert_eq!(
+            r,
+            Response::NotFound {
+                expired: false,
+                hidden: false
+            }
+        );
     }
     assert_eq!(
         ask(&mut s, 20_000, Request::Lookup { key: "a".into() }),
@@ -594,5 +607,11 @@ fn a_restart_loses_every_task_and_aborts_running_work() {
     );
     assert_eq!(id_of(&r), again);
     let r = ask(&mut s, 20_000, Request::Poll { task: slow.clone() });
-    assert_eq!(r, Response::NotFound { expired: false });
+    assert_eq!(
+        r,
+        Response::NotFound {
+            expired: false,
+            hidden: false
+        }
+    );
 }

@@ -404,7 +404,10 @@ impl TaskService {
     pub(super) fn result_response(&self, seq: u64) -> Response {
         let task = self.task(seq);
         if task.deleted {
-            return Response::NotFound { expired: true };
+            return Response::NotFound {
+                expired: true,
+                hidden: false,
+            };
         }
         match (&task.outcome, task.status) {
             (_, TaskStatus::Cancelled) | (Some(Outcome::Stopped(Stop::Cancelled)), _) => {

@@ -24,6 +24,11 @@
 //!   showed nothing to anyone (`aip151_faults` seed 9177: a good read lost to the crash
 //!   between two lagging 404s, then one more).
 //!
+//! A "not found" that hid a task the server held for another HTTP session (servers that show a
+//! task only to the session that created it) excuses nothing: the task was not gone, and an
+//! executor that keeps its session across processes reads it (the planted
+//! `fresh_session_per_process`).
+//!
 //! Expiry is counted from the first reply that showed the operation in any shape (a lookup's
 //! list included: the executor counts from there; `mcp_faults` seed 6121), or from the first
 //! that showed it ended, if later (both SDK stores restart the deletion timer then, and so does
@@ -554,8 +559,14 @@ fn last_said_nothing_alive(
             r.exchange == ExchangeKind::Submit
                 || arr < r.t_ms.saturating_add(v.config.request_timeout_ms)
         };
-        !answers(arrived, r)
-            .any(|a| a.arrives_at_ms.is_some_and(|arr| arr <= at && in_time(arr)) && alive(a, task))
+        let hid_it = answers(arrived, r).any(|a| {
+            a.arrives_at_ms.is_some_and(|arr| arr <= at)
+                && matches!(a.shows, Some(Shows::NotFound { hidden: true, .. }))
+        });
+        !hid_it
+            && !answers(arrived, r).any(|a| {
+                a.arrives_at_ms.is_some_and(|arr| arr <= at && in_time(arr)) && alive(a, task)
+            })
     })
 }
 
@@ -603,7 +614,10 @@ mod tests {
 
     #[test]
     fn what_the_executor_could_not_tell_from_gone_is_excused() {
-        let not_found = Shows::NotFound { expired: false };
+        let not_found = Shows::NotFound {
+            expired: false,
+            hidden: false,
+        };
         // Three polls in a row answered by a lagging replica (the configured two retries, and
         // one more) before expiry.
         let mut b = Tb::new();
@@ -800,7 +814,10 @@ mod tests {
         b.at(2_500).net_out("n1", ExchangeKind::Poll).net_in(
             "n1",
             ExchangeKind::Poll,
-            Shows::NotFound { expired: false },
+            Shows::NotFound {
+                expired: false,
+                hidden: false,
+            },
         );
         let trace = b.build(SETTLED);
         assert_eq!(check(&trace), vec![]);
@@ -820,7 +837,10 @@ mod tests {
             b.at(2_500).net_out("n1", ExchangeKind::Poll).net_in(
                 "n1",
                 ExchangeKind::Poll,
-                Shows::NotFound { expired: false },
+                Shows::NotFound {
+                    expired: false,
+                    hidden: false,
+                },
             );
             b.build(SETTLED)
         };
@@ -882,7 +902,10 @@ mod tests {
             b.at(5_020).net_out("n1", ExchangeKind::Poll).net_in(
                 "n1",
                 ExchangeKind::Poll,
-                Shows::NotFound { expired: false },
+                Shows::NotFound {
+                    expired: false,
+                    hidden: false,
+                },
             );
             b.build(SETTLED)
         };
@@ -945,7 +968,10 @@ mod tests {
                 .net_in(
                     "n1",
                     ExchangeKind::Fetch,
-                    Shows::NotFound { expired: false },
+                    Shows::NotFound {
+                        expired: false,
+                        hidden: false,
+                    },
                 );
             b.build(SETTLED)
         };
@@ -989,7 +1015,10 @@ mod tests {
             b.at(5_020).net_out("n1", ExchangeKind::Fetch).net_in(
                 "n1",
                 ExchangeKind::Fetch,
-                Shows::NotFound { expired: false },
+                Shows::NotFound {
+                    expired: false,
+                    hidden: false,
+                },
             );
             // The hand-off, written by this process.
             b.at(5_030).push(build::ev(build::write("n1", 1, 1, 5)));
@@ -1023,7 +1052,10 @@ mod tests {
             b.at(3_100).net_out("n1", ExchangeKind::Poll).net_in(
                 "n1",
                 ExchangeKind::Poll,
-                Shows::NotFound { expired: false },
+                Shows::NotFound {
+                    expired: false,
+                    hidden: false,
+                },
             );
             if replica_wrote_it {
                 let mut w = build::write("n1", 1, 1000, 7);
@@ -1242,7 +1274,14 @@ mod tests {
         };
         b.at(t)
             .net(Dir::ToServer, "n1", ExchangeKind::Poll, replica, None, None)
-            .net_in("n1", ExchangeKind::Poll, Shows::NotFound { expired: false });
+            .net_in(
+                "n1",
+                ExchangeKind::Poll,
+                Shows::NotFound {
+                    expired: false,
+                    hidden: false,
+                },
+            );
     }
 
     fn judge_undecidable(trace: &Trace) -> u32 {

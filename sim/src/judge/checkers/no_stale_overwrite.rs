@@ -333,7 +333,10 @@ mod tests {
         b.at(t_ms).net_in(
             "n1",
             crate::fake::codec::ExchangeKind::Poll,
-            Shows::NotFound { expired: false },
+            Shows::NotFound {
+                expired: false,
+                hidden: false,
+            },
         );
         // Where `reordered` left off: poll 3's late answer arrived at 5,010 ms.
         b.at(5_010);

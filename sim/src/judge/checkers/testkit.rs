@@ -612,7 +612,10 @@ pub fn shows_of(node: &str, reply: &str) -> Shows {
         "cancel_rejected_terminal" => Shows::CancelRejected {
             status: TaskStatus::Completed,
         },
-        "not_found" => Shows::NotFound { expired: false },
+        "not_found" => Shows::NotFound {
+            expired: false,
+            hidden: false,
+        },
         _ => Shows::Ack,
     }
 }

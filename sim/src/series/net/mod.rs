@@ -25,8 +25,8 @@ use crate::trace::{Dir, FaultDetail, NetVerdict, SharedTrace, Shows, What};
 pub mod rules;
 mod session;
 
-use session::Session;
-pub use session::{SimTransport, REINIT_ID_BASE};
+pub use session::{Kept, SimTransport, REINIT_ID_BASE};
+use session::{LaneSessions, Session};
 
 pub use rules::Verdict;
 
@@ -51,6 +51,9 @@ pub struct NetCtx {
     /// forgets them instead of closing connections, and each executor transport re-initializes
     /// ([`SimTransport`]).
     pub http_sessions: bool,
+    /// Processes share a session through the executors' store (off only under the planted
+    /// `fresh_session_per_process`: each process opens its own and keeps none).
+    pub kept_sessions: bool,
 }
 
 /// A request on its way to a server.
@@ -84,9 +87,6 @@ struct Conn {
     lane: usize,
     epoch: u64,
     incarnation: u32,
-    /// The HTTP sessions of this connection the server knows: those an `initialize` opened since
-    /// the server last restarted (a server holds any number of sessions).
-    sessions: BTreeSet<u64>,
 }
 
 impl Conn {
@@ -158,6 +158,8 @@ pub struct Net {
     expressible: Vec<BTreeSet<FaultKind>>,
     /// The last frame number handed out.
     frames: u64,
+    /// Each lane's HTTP sessions (lanes that run them).
+    sessions: Vec<LaneSessions>,
 }
 
 pub type SharedNet = Arc<Mutex<Net>>;
@@ -169,6 +171,7 @@ impl Net {
             .iter()
             .map(|&p| catalogue::row(p).iter().map(|c| c.fault).collect())
             .collect();
+        let sessions = ctx.lanes.iter().map(|_| LaneSessions::default()).collect();
         Net {
             ctx,
             to_server,
@@ -179,6 +182,7 @@ impl Net {
             eligible: BTreeSet::new(),
             settled_seen: 0,
             expressible,
+            sessions,
             frames: 0,
         }
     }
@@ -314,15 +318,22 @@ impl Net {
                 lane,
                 epoch,
                 incarnation,
-                sessions: BTreeSet::new(),
             },
         );
-        let http = n.http_session_lane(lane);
+        // A new process starts on the session its store keeps for the lane, as `toolop resume`
+        // does: the runner's `initialize` is answered from it.
+        let kept = n.sessions[lane]
+            .kept
+            .clone()
+            .filter(|_| n.ctx.kept_sessions);
+        let session = n.http_session_lane(lane).then(|| Session::new(kept));
         SimTransport {
             net: net.clone(),
             conn,
+            lane,
             rx,
-            session: http.then(Session::default),
+            local: Default::default(),
+            session,
         }
     }
 
@@ -382,21 +393,40 @@ impl Net {
     /// The server of `lane` restarted over HTTP sessions: it knows none of them now. Nothing is
     /// cut: a reply on its way had left the old process whole.
     pub fn forget_sessions(&mut self, lane: usize) {
-        for c in self.conns.values_mut().filter(|c| c.lane == lane) {
-            c.sessions.clear();
-        }
+        self.sessions[lane].known.clear();
     }
 
-    /// Whether a frame naming `tag` on `conn` reaches the server's handlers, and the session it
+    /// Whether a frame naming `tag` on `lane` reaches the server's handlers, and the session it
     /// opens if it is an `initialize`. Asked only on lanes that run HTTP sessions.
-    pub fn session_known(&mut self, conn: u32, tag: Tag) -> bool {
-        let Some(c) = self.conns.get_mut(&conn) else {
-            return true;
-        };
+    pub fn session_known(&mut self, lane: usize, tag: Tag) -> bool {
+        let known = &mut self.sessions[lane].known;
         if tag.opens_session {
-            c.sessions.insert(tag.session);
+            known.insert(tag.session);
         }
-        c.sessions.contains(&tag.session)
+        known.contains(&tag.session)
+    }
+
+    /// A number for the session the next `initialize` on `lane` opens (sessions are the lane
+    /// server's, so processes can share one).
+    fn open_session(&mut self, lane: usize) -> u64 {
+        let s = &mut self.sessions[lane];
+        s.opened += 1;
+        s.opened
+    }
+
+    /// The executors' store keeps `new` as the lane's session if it still holds `expected` (the
+    /// session the transport started from or lost; `None`: none), as the CLI's store swaps its
+    /// kept-session row. Returns the session the store holds afterwards: `new`, or the one
+    /// another process kept first, which the transport then adopts.
+    fn swap_kept(&mut self, lane: usize, expected: Option<u64>, new: Kept) -> Kept {
+        if !self.ctx.kept_sessions {
+            return new;
+        }
+        let kept = &mut self.sessions[lane].kept;
+        match kept {
+            Some(k) if Some(k.session) != expected => k.clone(),
+            _ => kept.insert(new).clone(),
+        }
     }
 
     /// The newest open connection of a lane: where its server sends what it initiates.

@@ -172,7 +172,10 @@ impl Net {
                 retry_after_ms: None,
             };
             if self.fire(lane, FaultKind::NotFoundBeforeExpiry, node, detail) {
-                return Verdict::Reply(Response::NotFound { expired: false });
+                return Verdict::Reply(Response::NotFound {
+                    expired: false,
+                    hidden: false,
+                });
             }
         }
         if d.call.is_some()
@@ -446,7 +449,10 @@ mod tests {
         assert!(!info_of(ExchangeKind::Poll, &working, MCP).shows_input);
         // Refusals are errors.
         for r in [
-            Response::NotFound { expired: true },
+            Response::NotFound {
+                expired: true,
+                hidden: false,
+            },
             Response::CancelRejected {
                 status: TaskStatus::Completed,
             },

@@ -13,6 +13,16 @@
 //! - Nothing is held meanwhile: a frame goes out naming the session the transport has, and the
 //!   server answers 404 for a forgotten one (see [`Transport::send`] below).
 //! - Each frame names its session ([`Tag`]); an `initialize` names none and opens the next one.
+//! - A process starts on the session the executors' store keeps for the lane ([`Kept`]), as
+//!   `toolop resume` does: the runner's `initialize` is answered from it and its
+//!   `notifications/initialized` is not sent again (it went out in the process that opened the
+//!   session). A session a transport opens is kept only if the store still holds the one the
+//!   transport started from or lost; if another process kept a new one first, the transport
+//!   adopts that one instead (two processes that lost the same session to a restart end on
+//!   one: `mcp_replicas` seed 2932, where each opened its own and one's tasks were hidden from
+//!   the other). Servers that show a task only to the session that created it (the TS and
+//!   Python SDKs) so show every process the tasks of the others; a forgotten kept session meets
+//!   404 as above. The live code does the same (`toolop::transport::http::SessionStore`).
 //! - A replay unanswered within the request timeout, or refused, is sent again, up to
 //!   [`REINIT_ATTEMPTS_MAX`] times a round; after a spent round the session stays lost, and the
 //!   next 404 on it starts another round.
@@ -25,6 +35,7 @@
 //! it against a scripted server and each SDK. This copy shows what the executor's core and
 //! adapters do with a server that restarts under them while the process lives on.
 
+use std::collections::{BTreeSet, VecDeque};
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -45,9 +56,32 @@ pub const REINIT_ATTEMPTS_MAX: u32 = 5;
 /// Frames one receive takes in before it yields (the transport's own answers are swallowed).
 const RECV_TURNS_MAX: usize = 64;
 
+/// The HTTP sessions of one lane: those its server knows (opened since it last restarted; a
+/// server holds any number), how many were opened, and the one the executors' store keeps.
+#[derive(Default)]
+pub(super) struct LaneSessions {
+    pub(super) known: BTreeSet<u64>,
+    pub(super) opened: u64,
+    pub(super) kept: Option<Kept>,
+}
+
+/// A session kept across processes (the live `KeptSession`): its number and the reply to the
+/// `initialize` that opened it.
+#[derive(Clone, Debug)]
+pub struct Kept {
+    pub session: u64,
+    pub initialize_reply: Vec<u8>,
+}
+
 /// One HTTP session as the executor's transport keeps it.
 #[derive(Default)]
 pub struct Session {
+    /// The session the store kept when the process started: the runner's `initialize` is
+    /// answered from it.
+    answer_locally: Option<Kept>,
+    /// The runner's `notifications/initialized` after a locally answered `initialize` is not
+    /// sent: the session's went out in the process that opened it.
+    swallow_initialized: bool,
     /// The runner's `initialize`, replayed for every new session.
     initialize: Option<OutFrame>,
     /// The runner's `notifications/initialized`, sent again once a replay is answered.
@@ -55,8 +89,8 @@ pub struct Session {
     /// The session frames name now (the simulator's stand-in for an `Mcp-Session-Id`), learnt
     /// from the answer to the `initialize` that opened it, as a client learns the header.
     current: u64,
-    /// Sessions asked for so far: each `initialize` sent opens the next.
-    opened: u64,
+    /// The session this transport last took from or gave to the store (what a swap expects).
+    base: Option<u64>,
     /// The runner's own `initialize` requests on their way, with the session each opens.
     opening: Vec<(u64, u64)>,
     reinit: Option<Reinit>,
@@ -67,6 +101,29 @@ pub struct Session {
     session_began_after: u64,
     /// Replays sent so far (they number the replays' ids).
     replays: u64,
+}
+
+impl Session {
+    pub(super) fn new(kept: Option<Kept>) -> Session {
+        Session {
+            base: kept.as_ref().map(|k| k.session),
+            answer_locally: kept,
+            ..Session::default()
+        }
+    }
+}
+
+/// The reply to the runner's `initialize` (request `id`), answered from a kept session.
+fn kept_reply(kept: &Kept, id: Option<u64>) -> Option<InFrame> {
+    let mut reply: Value = serde_json::from_slice(&kept.initialize_reply).ok()?;
+    reply.get("result")?;
+    reply["id"] = Value::from(id?);
+    Some(InFrame {
+        request_id: id,
+        http_status: 200,
+        retry_after_ms: None,
+        body: serde_json::to_vec(&reply).ok()?,
+    })
 }
 
 struct Reinit {
@@ -96,7 +153,11 @@ fn method_of(body: &[u8]) -> Option<String> {
 pub struct SimTransport {
     pub(super) net: SharedNet,
     pub(super) conn: u32,
+    pub(super) lane: usize,
     pub(super) rx: mpsc::UnboundedReceiver<InFrame>,
+    /// Answers the transport gives itself (an `initialize` answered from a kept session),
+    /// taken before the network's.
+    pub(super) local: VecDeque<InFrame>,
     /// Set on MCP lanes over HTTP sessions.
     pub(super) session: Option<Session>,
 }
@@ -117,18 +178,32 @@ impl SimTransport {
 
     /// Send an `initialize`, which names no session and opens the next one; returns that one.
     fn send_opening(&mut self, frame: OutFrame) -> (u64, Result<(), TransportError>) {
-        let s = self.session.as_mut().expect("an HTTP session");
-        s.opened += 1;
+        let mut net = self.net.lock().expect("net lock");
         let tag = Tag {
-            session: s.opened,
+            session: net.open_session(self.lane),
             opens_session: true,
         };
-        let sent = self
+        let sent = net.send(self.conn, frame, tag);
+        (tag.session, sent)
+    }
+
+    /// A session opened: have the store keep it, and name from now on the one the store holds
+    /// (this one, or another process's kept first). Returns whether it was this one.
+    fn stand_on(&mut self, session: u64, initialize_reply: &[u8]) -> bool {
+        let base = self.session.as_ref().expect("an HTTP session").base;
+        let new = Kept {
+            session,
+            initialize_reply: initialize_reply.to_vec(),
+        };
+        let held = self
             .net
             .lock()
             .expect("net lock")
-            .send(self.conn, frame, tag);
-        (tag.session, sent)
+            .swap_kept(self.lane, base, new);
+        let s = self.session.as_mut().expect("an HTTP session");
+        s.current = held.session;
+        s.base = Some(held.session);
+        held.session == session
     }
 
     fn request_timeout_ms(&self) -> u64 {
@@ -182,8 +257,17 @@ impl SimTransport {
             .position(|&(id, _)| Some(id) == frame.request_id)
         {
             let (_, session) = s.opening.remove(i);
-            if frame.http_status == 200 {
-                s.current = session;
+            // The first answer stands, as the runner takes the first (its handshake retries
+            // `initialize` when an answer is slow): a later one switching sessions would hide
+            // every task created since from a server that binds tasks to sessions
+            // (`mcp_replicas` seed 1705: two answers 640 ms apart, the first process's polls
+            // answered "not found" for the tasks it had just created).
+            if frame.http_status == 200 && s.current == 0 && !self.stand_on(session, &frame.body) {
+                // Adopted: that session's initialized went out in the process that opened it.
+                self.session
+                    .as_mut()
+                    .expect("an HTTP session")
+                    .swallow_initialized = true;
             }
             return Ok(Some(frame));
         }
@@ -195,10 +279,13 @@ impl SimTransport {
                     return Ok(None);
                 }
                 s.reinit = None;
-                s.current = session;
                 s.session_began_after = s.newest_sent;
-                if let Some(n) = s.initialized.clone() {
-                    self.send_raw(n)?;
+                let initialized = s.initialized.clone();
+                // An adopted session had its initialized from the process that opened it.
+                if self.stand_on(session, &frame.body) {
+                    if let Some(n) = initialized {
+                        self.send_raw(n)?;
+                    }
                 }
                 Ok(None)
             }
@@ -216,6 +303,9 @@ impl SimTransport {
     fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Option<InFrame>> {
         // Bounded: each turn takes a frame from the network, or spends one of a replay's
         // attempts; past the bound the task is woken to go on.
+        if let Some(f) = self.local.pop_front() {
+            return Poll::Ready(Some(f));
+        }
         for _ in 0..RECV_TURNS_MAX {
             let timed_out = self
                 .session
@@ -256,6 +346,15 @@ impl Transport for SimTransport {
             match method_of(&frame.body).as_deref() {
                 Some("initialize") => {
                     s.initialize = Some(frame.clone());
+                    let kept = s.answer_locally.take();
+                    if let Some(reply) = kept.as_ref().and_then(|k| kept_reply(k, frame.request_id))
+                    {
+                        s.current = kept.map_or(0, |k| k.session);
+                        s.session_began_after = s.newest_sent;
+                        s.swallow_initialized = true;
+                        self.local.push_back(reply);
+                        return Ok(());
+                    }
                     let request_id = frame.request_id;
                     let (session, sent) = self.send_opening(frame);
                     // Bounded: a runner sends a handful of these at most, all before it runs.
@@ -265,7 +364,12 @@ impl Transport for SimTransport {
                     }
                     return sent;
                 }
-                Some("notifications/initialized") => s.initialized = Some(frame.clone()),
+                Some("notifications/initialized") => {
+                    s.initialized = Some(frame.clone());
+                    if std::mem::take(&mut s.swallow_initialized) {
+                        return Ok(());
+                    }
+                }
                 _ => {}
             }
         }
@@ -282,6 +386,9 @@ impl Transport for SimTransport {
     }
 
     fn received(&mut self) -> Option<InFrame> {
+        if let Some(f) = self.local.pop_front() {
+            return Some(f);
+        }
         loop {
             let frame = self.rx.try_recv().ok()?;
             if let Some(f) = self.take_in(frame).ok()? {
