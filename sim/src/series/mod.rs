@@ -153,6 +153,8 @@ pub(crate) struct World {
     pub primary_down: Mutex<bool>,
     /// The running replica's input channel (the `second_executor` fault), if one runs.
     pub replica_inputs: Mutex<Option<mpsc::UnboundedSender<Input>>>,
+    /// The series is ending: no new replica starts.
+    pub ending: std::sync::atomic::AtomicBool,
     /// What the caller has done so far, so it can retry after an executor restart.
     pub submitted: Mutex<Vec<CallNode>>,
     pub cancelled: Mutex<Vec<String>>,
@@ -414,6 +416,7 @@ pub async fn world_main_with(sc: Scenario, params: Params, mode: PlanMode) -> Se
         directory,
         inputs: Mutex::new(inputs_tx),
         primary_down: Mutex::new(false),
+        ending: std::sync::atomic::AtomicBool::new(false),
         replica_inputs: Mutex::new(None),
         submitted: Mutex::new(vec![]),
         cancelled: Mutex::new(vec![]),
@@ -427,7 +430,7 @@ pub async fn world_main_with(sc: Scenario, params: Params, mode: PlanMode) -> Se
     }
     let (approvals_tx, approvals_rx) = mpsc::unbounded_channel();
     tokio::spawn(approval::agent(world.clone(), approvals_rx));
-    tokio::spawn(replica::run(world.clone(), approvals_tx.clone()));
+    let replicas = tokio::spawn(replica::run(world.clone(), approvals_tx.clone()));
     let supervisor = tokio::spawn(executor::supervise(world.clone(), inputs_rx, approvals_tx));
     // The world, not the caller, enforces the simulated-time limit: whatever the caller is
     // waiting for (a submission far in the future, a settle that never comes), the series ends
@@ -437,8 +440,18 @@ pub async fn world_main_with(sc: Scenario, params: Params, mode: PlanMode) -> Se
         .await
         .unwrap_or_else(|_| "simulated time limit reached".into());
     world.send_input(Input::Shutdown);
+    // A replica still running is told to stop too, as the CLI stops each process once every
+    // call is settled; a process told to stop first writes down what it read, and one frozen
+    // in a commit finishes it (mcp_faults seed 8034732: a replica frozen 4 s in the commit of an
+    // effect reconciliation when the last node settled; the world ended it unwritten). One that
+    // will not stop in time is killed, as its own shutdown does.
+    let replica_running = replica::stop_at_end(&world);
     // The supervisor ends once its executor has seen the shutdown; bounded either way.
     let _ = tokio::time::timeout(Duration::from_secs(5), supervisor).await;
+    if replica_running {
+        replica::wait_stopped(&world).await;
+    }
+    drop(replicas);
     // Anything the store holds that no report led the world to yet.
     for n in &world.params.nodes {
         world.watch_store(&n.id);

@@ -29,6 +29,35 @@ const FIRST_INCARNATION: u32 = 1_000;
 /// Replicas a shutdown waits for before the world moves on.
 const SHUTDOWN_WAIT_MS: u64 = 5_000;
 
+/// How often the end of a series looks whether the replica it stopped is gone.
+const END_LOOK_EVERY_MS: u64 = 100;
+
+/// The series ends: no replica starts from now on, and a running one is told to stop (its
+/// life then ends as after its drawn lifetime: a clean stop, or killed past the wait). Returns
+/// whether one was running.
+pub(super) fn stop_at_end(world: &World) -> bool {
+    world
+        .ending
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    let inputs = world.replica_inputs.lock().expect("inputs lock");
+    if let Some(tx) = inputs.as_ref() {
+        let _ = tx.send(Input::Shutdown);
+    }
+    inputs.is_some()
+}
+
+/// Wait until the replica told to stop has recorded its stop, at most the longest pause it may
+/// be frozen in, its own shutdown wait and a margin.
+pub(super) async fn wait_stopped(world: &World) {
+    let wait_ms = world.sc.faults.process_pause_ms[1] + SHUTDOWN_WAIT_MS + 1_000;
+    for _ in 0..wait_ms / END_LOOK_EVERY_MS {
+        if world.replica_inputs.lock().expect("inputs lock").is_none() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(END_LOOK_EVERY_MS)).await;
+    }
+}
+
 pub(super) async fn run(world: Arc<World>, approvals: mpsc::UnboundedSender<ApprovalRequest>) {
     let asks_max = world.sc.faults.safety_window_ms / ASK_EVERY_MS + 1;
     let mut started = 0;
@@ -37,7 +66,9 @@ pub(super) async fn run(world: Arc<World>, approvals: mpsc::UnboundedSender<Appr
             return;
         }
         tokio::time::sleep(Duration::from_millis(ASK_EVERY_MS)).await;
-        if world.plan.lock().expect("plan lock").healed(world.now_ms()) {
+        if world.ending.load(std::sync::atomic::Ordering::SeqCst)
+            || world.plan.lock().expect("plan lock").healed(world.now_ms())
+        {
             return;
         }
         let in_flight = world.trace.lock().expect("trace lock").in_flight();
