@@ -128,24 +128,23 @@ impl Sim {
         })
     }
 
+    /// The newest request got no reply by its deadline.
     fn lost(&mut self, kind: RequestKind) -> &mut Sim {
-        let seq = self.rec.poll_cursor.sent_seq;
-        self.ev(Event::Lost {
-            kind,
-            seq,
-            epoch: self.rec.execution_epoch,
-            loss: Loss::Deadline,
-        })
+        self.lost_by(kind, Loss::Deadline)
     }
 
     /// The newest request's connection closed for good under it.
     fn cut(&mut self, kind: RequestKind) -> &mut Sim {
+        self.lost_by(kind, Loss::ConnectionGone)
+    }
+
+    fn lost_by(&mut self, kind: RequestKind, loss: Loss) -> &mut Sim {
         let seq = self.rec.poll_cursor.sent_seq;
         self.ev(Event::Lost {
             kind,
             seq,
             epoch: self.rec.execution_epoch,
-            loss: Loss::ConnectionGone,
+            loss,
         })
     }
 
