@@ -934,6 +934,77 @@ fn handshake_attempts_back_off_up_to_the_request_timeout() {
     });
 }
 
+/// A server that answers `tools/list` with HTTP 404 (Streamable HTTP: the session is gone) for
+/// its first `refusals` attempts, then a tool list; how the runner ended.
+async fn handshake_against_404s(refusals: usize) -> Exit {
+    let mut cfg = config();
+    cfg.handshake_attempts = 3;
+    cfg.handshake_first_timeout_ms = 20;
+    let runner = bare_runner(&memory(), cfg);
+    let (transport, mut out_rx, in_tx) = ChannelTransport::pair();
+    let (inputs, inputs_rx) = mpsc::unbounded_channel();
+    let handle = tokio::spawn(runner.run(transport, inputs_rx));
+    let body = |f: &crate::transport::OutFrame| serde_json::from_slice::<Value>(&f.body).unwrap();
+    let answer = |id: &Value, result: Value| {
+        InFrame::message(
+            serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": id, "result": result})).unwrap(),
+        )
+    };
+    let mut refused = 0;
+    // Bounded: an initialize, its notification, and at most three tools/list attempts.
+    for _ in 0..5 {
+        let next = tokio::time::timeout(Duration::from_secs(5), out_rx.recv()).await;
+        let Ok(Some(frame)) = next else { break };
+        let msg = body(&frame);
+        match msg["method"].as_str() {
+            Some("initialize") => {
+                let caps = json!({"protocolVersion": "2025-11-25", "capabilities": {"tasks": {"requests": {"tools": {"call": {}}}}}, "serverInfo": {"name": "s", "version": "1"}});
+                in_tx.send(answer(&msg["id"], caps)).unwrap();
+            }
+            Some("tools/list") if refused < refusals => {
+                refused += 1;
+                in_tx
+                    .send(InFrame {
+                        request_id: frame.request_id,
+                        http_status: 404,
+                        retry_after_ms: None,
+                        body: br#"{"jsonrpc":"2.0","id":null,"error":{"code":-32001,"message":"Session not found"}}"#.to_vec(),
+                    })
+                    .unwrap();
+            }
+            Some("tools/list") => {
+                in_tx
+                    .send(answer(&msg["id"], json!({"tools": []})))
+                    .unwrap();
+                break;
+            }
+            _ => {}
+        }
+    }
+    let _ = inputs.send(Input::Shutdown);
+    tokio::time::timeout(Duration::from_secs(5), handle)
+        .await
+        .expect("the runner ends")
+        .unwrap()
+}
+
+/// An HTTP 404 to a handshake request (the kept session a restarted server forgot) is waited
+/// past, and the next attempt is answered on the session the transport opened meanwhile: the
+/// process gets through (session 44: it failed at the 404, and every restart began again on
+/// the same kept session). Only when every attempt met 404 does the handshake fail, in the
+/// server's words.
+#[test]
+fn the_handshake_waits_past_a_404_and_fails_only_when_every_attempt_met_one() {
+    on_tokio(async {
+        assert_eq!(handshake_against_404s(1).await, Exit::Shutdown);
+        assert_eq!(handshake_against_404s(2).await, Exit::Shutdown);
+        match handshake_against_404s(3).await {
+            Exit::HandshakeFailed(why) => assert!(why.contains("404"), "{why}"),
+            other => panic!("every attempt met 404, yet the runner ended: {other}"),
+        }
+    });
+}
+
 #[test]
 fn a_stale_timer_does_not_take_up_a_node_another_timer_still_drives() {
     on_tokio(async {
