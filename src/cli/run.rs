@@ -30,7 +30,7 @@ use crate::record::ToolOperation;
 use crate::runner::{
     CallNode, Exit, Input, Observation, Observer, Runner, RunnerConfig, SharedLedger,
 };
-use crate::transport::http::{KeptSession, SessionHandle};
+use crate::transport::http::{KeptSession, SessionHandle, SessionStore};
 
 /// Runner restarts after a lost connection or failed handshake, per target and command.
 const RESTARTS_MAX: u32 = 5;
@@ -371,7 +371,7 @@ async fn drive(
         let mut last_kept = kept.clone();
         let sessions = store.session_store(target)?;
         let (adapter, transport, session) = target
-            .connect(opts.request_timeout_ms, kept, Some(sessions))
+            .connect(opts.request_timeout_ms, kept, Some(sessions.clone()))
             .map_err(unfinished)?;
         let (approvals_tx, approvals_rx) = mpsc::unbounded_channel();
         let (inputs_tx, inputs_rx) = mpsc::unbounded_channel();
@@ -423,7 +423,7 @@ async fn drive(
                 continue;
             };
             watch.progress.update(&records);
-            keep_session(store, target, session.as_ref(), &mut last_kept);
+            keep_session(&*sessions, session.as_ref(), &mut last_kept);
             submit.retain(|s| !records.iter().any(|r| r.call_node_id == s.id));
             if settled(&records, &nodes, &watch.notes) {
                 let _ = inputs_tx.send(Input::Shutdown);
@@ -433,7 +433,7 @@ async fn drive(
             }
         };
         gate_task.abort();
-        keep_session(store, target, session.as_ref(), &mut last_kept);
+        keep_session(&*sessions, session.as_ref(), &mut last_kept);
         if let Exit::LedgerFailed(error) = exit {
             return Err(store.failure(LedgerError::Storage(error)));
         }
@@ -476,10 +476,12 @@ async fn drive(
 }
 
 /// Persist the session the transport holds when it changed, so `resume` continues on it (a
-/// server that scopes tasks to sessions shows them to that session only).
+/// server that scopes tasks to sessions shows them to that session only). The transport keeps
+/// each session it opens through the same swap; this retries one its swap could not write, and
+/// never overwrites a newer session another process kept (an unconditional write here did,
+/// beside the swap).
 fn keep_session(
-    store: &LedgerStore,
-    target: &Target,
+    sessions: &dyn SessionStore,
     handle: Option<&SessionHandle>,
     last: &mut Option<KeptSession>,
 ) {
@@ -487,9 +489,9 @@ fn keep_session(
         return;
     };
     if last.as_ref() != Some(&current) {
-        match store.keep_session(target, &current) {
-            Ok(()) => *last = Some(current),
-            Err(e) => tracing::warn!("cannot keep the session: {}", e.message),
+        let expected = last.as_ref().map(|k| k.session_id.as_str());
+        if sessions.swap(expected, &current).is_some() {
+            *last = Some(current);
         }
     }
 }

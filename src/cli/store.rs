@@ -158,33 +158,13 @@ impl LedgerStore {
 
     /// The session `target` last had (its server may have forgotten it since).
     pub fn kept_session(&self, target: &Target) -> Result<Option<KeptSession>, Failure> {
-        let json = target_json(target);
-        self.side(|c| {
-            c.query_row(
-                "SELECT session_id, initialize_reply FROM cli_sessions WHERE target_json = ?1",
-                [json],
-                |r| {
-                    Ok(KeptSession {
-                        session_id: r.get(0)?,
-                        initialize_reply: r.get(1)?,
-                    })
-                },
-            )
-            .optional()
-        })
+        self.side(|c| read_kept(c, &target_json(target)))
     }
 
+    /// Keep `session` for `target` whatever is kept (processes share through
+    /// [`LedgerStore::session_store`]'s swap instead).
     pub fn keep_session(&self, target: &Target, session: &KeptSession) -> Result<(), Failure> {
-        let json = target_json(target);
-        self.side(|c| {
-            c.execute(
-                "INSERT INTO cli_sessions (target_json, session_id, initialize_reply) VALUES (?1, ?2, ?3) \
-                 ON CONFLICT (target_json) DO UPDATE SET session_id = excluded.session_id, \
-                 initialize_reply = excluded.initialize_reply",
-                params![json, session.session_id, session.initialize_reply],
-            )
-            .map(drop)
-        })
+        self.side(|c| write_kept(c, &target_json(target), session))
     }
 
     /// The kept session of `target` as processes share it (see [`SessionStore`]), on a
@@ -234,7 +214,6 @@ impl LedgerStore {
     }
 }
 
-/// The key a target is stored under: its JSON (serde writes the fields in one fixed order).
 /// One target's row of `cli_sessions`, swapped in a write transaction so two processes that
 /// open sessions at once end on one.
 struct TargetSessions {
@@ -246,27 +225,10 @@ impl TargetSessions {
     fn try_swap(&self, expected: Option<&str>, new: &KeptSession) -> rusqlite::Result<KeptSession> {
         let mut conn = self.conn.lock().expect("session store lock");
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let current = tx
-            .query_row(
-                "SELECT session_id, initialize_reply FROM cli_sessions WHERE target_json = ?1",
-                [&self.target_json],
-                |r| {
-                    Ok(KeptSession {
-                        session_id: r.get(0)?,
-                        initialize_reply: r.get(1)?,
-                    })
-                },
-            )
-            .optional()?;
-        let held = match current {
+        let held = match read_kept(&tx, &self.target_json)? {
             Some(k) if Some(k.session_id.as_str()) != expected => k,
             _ => {
-                tx.execute(
-                    "INSERT INTO cli_sessions (target_json, session_id, initialize_reply) VALUES (?1, ?2, ?3) \
-                     ON CONFLICT (target_json) DO UPDATE SET session_id = excluded.session_id, \
-                     initialize_reply = excluded.initialize_reply",
-                    params![self.target_json, new.session_id, new.initialize_reply],
-                )?;
+                write_kept(&tx, &self.target_json, new)?;
                 new.clone()
             }
         };
@@ -283,6 +245,32 @@ impl SessionStore for TargetSessions {
     }
 }
 
+/// The session kept for the target stored under `target_json`.
+fn read_kept(c: &Connection, target_json: &str) -> rusqlite::Result<Option<KeptSession>> {
+    c.query_row(
+        "SELECT session_id, initialize_reply FROM cli_sessions WHERE target_json = ?1",
+        [target_json],
+        |r| {
+            Ok(KeptSession {
+                session_id: r.get(0)?,
+                initialize_reply: r.get(1)?,
+            })
+        },
+    )
+    .optional()
+}
+
+fn write_kept(c: &Connection, target_json: &str, session: &KeptSession) -> rusqlite::Result<()> {
+    c.execute(
+        "INSERT INTO cli_sessions (target_json, session_id, initialize_reply) VALUES (?1, ?2, ?3) \
+         ON CONFLICT (target_json) DO UPDATE SET session_id = excluded.session_id, \
+         initialize_reply = excluded.initialize_reply",
+        params![target_json, session.session_id, session.initialize_reply],
+    )
+    .map(drop)
+}
+
+/// The key a target is stored under: its JSON (serde writes the fields in one fixed order).
 fn target_json(target: &Target) -> String {
     serde_json::to_string(target).expect("targets serialise")
 }
