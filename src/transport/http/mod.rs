@@ -159,9 +159,10 @@ struct Session {
     initialized: Option<Vec<u8>>,
     /// The session this transport last took from or gave to the store (what a swap expects).
     base: Option<String>,
-    /// The runner's `initialize` was answered on a session another process opened, whose
-    /// initialized notification went out then: the runner's is not sent.
-    adopted: bool,
+    /// The runner's `initialize` was answered on a session another process opened (a kept
+    /// one, or one adopted from the store), whose initialized notification went out then: the
+    /// runner's is not sent.
+    opened_elsewhere: bool,
 }
 
 struct Shared {
@@ -253,7 +254,6 @@ async fn drive(
     // A kept session is live until the server says otherwise; its initialized notification
     // went out in the process that opened it.
     let mut answer_locally = cfg.resume.clone().filter(|k| !k.session_id.is_empty());
-    let mut swallow_initialized = false;
     let shared = Arc::new(Shared {
         cfg,
         client,
@@ -315,9 +315,12 @@ async fn drive(
                     s.id = None;
                     s.generation = 0;
                 }
-                shared.session.lock().expect("session lock").init = Some(v);
+                {
+                    let mut s = shared.session.lock().expect("session lock");
+                    s.init = Some(v);
+                    s.opened_elsewhere |= local.is_some();
+                }
                 if let Some(body) = local {
-                    swallow_initialized = true;
                     let reply = InFrame {
                         request_id: frame.request_id,
                         http_status: 200,
@@ -347,12 +350,12 @@ async fn drive(
             }
             Envelope::Other { initialized } => {
                 if initialized {
-                    let adopted = {
+                    let opened_elsewhere = {
                         let mut s = shared.session.lock().expect("session lock");
                         s.initialized = Some(frame.body.clone());
-                        std::mem::take(&mut s.adopted)
+                        std::mem::take(&mut s.opened_elsewhere)
                     };
-                    if std::mem::take(&mut swallow_initialized) || adopted {
+                    if opened_elsewhere {
                         mark_ready(&shared);
                         continue;
                     }

@@ -34,7 +34,11 @@ pub(super) fn keep(shared: &Shared, reply: &[u8]) {
     if let Some(held) = settle(shared, opened.clone(), reply) {
         if held != opened {
             promote(shared, Some(held), true);
-            shared.session.lock().expect("session lock").adopted = true;
+            shared
+                .session
+                .lock()
+                .expect("session lock")
+                .opened_elsewhere = true;
         }
     }
 }
