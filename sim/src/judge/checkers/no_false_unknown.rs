@@ -559,14 +559,13 @@ fn last_said_nothing_alive(
             r.exchange == ExchangeKind::Submit
                 || arr < r.t_ms.saturating_add(v.config.request_timeout_ms)
         };
-        let hid_it = answers(arrived, r).any(|a| {
-            a.arrives_at_ms.is_some_and(|arr| arr <= at)
-                && matches!(a.shows, Some(Shows::NotFound { hidden: true, .. }))
-        });
-        !hid_it
-            && !answers(arrived, r).any(|a| {
-                a.arrives_at_ms.is_some_and(|arr| arr <= at && in_time(arr)) && alive(a, task)
-            })
+        // A not-found that hid a task held for another session says nothing of deletion: it
+        // counts as the task shown alive.
+        let hidden = |a: &Frame| matches!(a.shows, Some(Shows::NotFound { hidden: true, .. }));
+        !answers(arrived, r).any(|a| {
+            a.arrives_at_ms
+                .is_some_and(|arr| arr <= at && (hidden(a) || (in_time(arr) && alive(a, task))))
+        })
     })
 }
 
@@ -610,6 +609,31 @@ mod tests {
         b.unknown_path("n1", 0);
         b.truth.tasks.get_mut("t-n1").expect("task").deleted_at_ms = Some(4_000);
         assert_eq!(check(&b.build(SETTLED)), vec![]);
+    }
+
+    /// Three not-founds in a row from the server itself before expiry are what a deleted task
+    /// looks like, unless they hid a task the server held for another HTTP session: the task
+    /// was there, and an executor that kept its session would have read it.
+    #[test]
+    fn a_not_found_that_hid_a_task_of_another_session_excuses_nothing() {
+        let hand_off_after = |hidden: bool| {
+            let mut b = Tb::new();
+            b.unknown_path("n1", 0);
+            b.at(10).net_in("n1", ExchangeKind::Poll, working());
+            for t in [5_010, 5_015, 5_020] {
+                b.at(t).net_out("n1", ExchangeKind::Poll).net_in(
+                    "n1",
+                    ExchangeKind::Poll,
+                    Shows::NotFound {
+                        expired: false,
+                        hidden,
+                    },
+                );
+            }
+            check(&b.build(SETTLED))
+        };
+        assert_eq!(hand_off_after(false), vec![]);
+        assert_eq!(hand_off_after(true).len(), 1);
     }
 
     #[test]

@@ -321,11 +321,9 @@ impl Net {
             },
         );
         // A new process starts on the session its store keeps for the lane, as `toolop resume`
-        // does: the runner's `initialize` is answered from it.
-        let kept = n.sessions[lane]
-            .kept
-            .clone()
-            .filter(|_| n.ctx.kept_sessions);
+        // does: the runner's `initialize` is answered from it (none is kept under the planted
+        // `fresh_session_per_process`: see `swap_kept`).
+        let kept = n.sessions[lane].kept.clone();
         let session = n.http_session_lane(lane).then(|| Session::new(kept));
         SimTransport {
             net: net.clone(),
