@@ -4,6 +4,8 @@
 //! in the simulator's gate after its call was handed to a person (session 43, mcp_ext_faults
 //! seed 1543 over HTTP). The official SDK servers answer `initialize` too fast to show it, and
 //! their faults never touch `initialize` (tests/live_http.rs runs the same exchange against them).
+//! Also: the answer to a retried `initialize` that arrives after the first never replaces the
+//! session the first one opened (session 44).
 #![cfg(not(madsim))]
 
 mod common;
@@ -16,10 +18,13 @@ use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
 use toolop::transport::http::{connect, HttpConfig};
-use toolop::transport::{LiveTransport, OutFrame, Transport};
+use toolop::transport::{InFrame, LiveTransport, OutFrame, Transport, TransportStats};
 
 /// How long the scripted server takes to answer the second `initialize` (the transport's replay).
 const SLOW_INIT_MS: u64 = 1_500;
+/// How long the scripted server holds the body of its answer to the first `initialize` (its
+/// headers, session id included, go out at once) when `late_first_body` is set.
+const LATE_BODY_MS: u64 = 400;
 
 /// One request as the scripted server saw it.
 #[derive(Clone, Debug)]
@@ -38,6 +43,8 @@ struct Script {
     refuse_replays: u32,
     /// The replay's answer is slow (see [`SLOW_INIT_MS`]).
     slow_replay: bool,
+    /// The first `initialize` is answered late: headers at once, body after [`LATE_BODY_MS`].
+    late_first_body: bool,
     seen: Vec<Seen>,
 }
 
@@ -74,15 +81,15 @@ async fn read_request(r: &mut BufReader<TcpStream>) -> Option<(Vec<(String, Stri
 
 /// Answer one request as the script says: `initialize` opens the next session (the second one
 /// slowly), a request naming a forgotten session is 404, a notification 202, anything else an
-/// empty result.
-async fn answer(script: &Shared, headers: &[(String, String)], body: &[u8]) -> String {
+/// empty result. Also how long to hold the reply's body after its headers went out (ms).
+async fn answer(script: &Shared, headers: &[(String, String)], body: &[u8]) -> (String, u64) {
     let session = headers
         .iter()
         .find(|(k, _)| k == "mcp-session-id")
         .map(|(_, v)| v.clone());
     let msg: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
     let method = msg["method"].as_str().map(str::to_string);
-    let (opened, known, slow, refused) = {
+    let (opened, known, slow, late_body, refused) = {
         let mut s = script.lock().unwrap();
         s.seen.push(Seen {
             at: Instant::now(),
@@ -100,7 +107,7 @@ async fn answer(script: &Shared, headers: &[(String, String)], body: &[u8]) -> S
         } else if init {
             s.opened += 1;
         }
-        (s.opened, known, s.slow_replay, refused)
+        (s.opened, known, s.slow_replay, s.late_first_body, refused)
     };
     let json = |status: &str, extra: &str, v: Value| {
         let b = v.to_string();
@@ -109,7 +116,7 @@ async fn answer(script: &Shared, headers: &[(String, String)], body: &[u8]) -> S
             b.len()
         )
     };
-    match (method.as_deref(), msg.get("id")) {
+    let reply = match (method.as_deref(), msg.get("id")) {
         (Some("initialize"), Some(_)) if refused => {
             "HTTP/1.1 503 Service Unavailable\r\ncontent-length: 0\r\n\r\n".to_string()
         }
@@ -141,7 +148,14 @@ async fn answer(script: &Shared, headers: &[(String, String)], body: &[u8]) -> S
             "",
             json!({"jsonrpc": "2.0", "id": id, "result": {}}),
         ),
-    }
+    };
+    let init = method.as_deref() == Some("initialize") && !refused;
+    let hold = if init && opened == 1 && late_body {
+        LATE_BODY_MS
+    } else {
+        0
+    };
+    (reply, hold)
 }
 
 /// The scripted server on a free port of 127.0.0.1; its tasks end with the test's runtime.
@@ -156,8 +170,17 @@ async fn serve() -> (String, Shared) {
             tokio::spawn(async move {
                 let mut r = BufReader::new(stream);
                 while let Some((headers, body)) = read_request(&mut r).await {
-                    let reply = answer(&s, &headers, &body).await;
-                    if r.get_mut().write_all(reply.as_bytes()).await.is_err() {
+                    let (reply, hold_ms) = answer(&s, &headers, &body).await;
+                    // Headers first; the body after `hold_ms` (a server slow to finish its answer).
+                    let split = reply.find("\r\n\r\n").map_or(reply.len(), |i| i + 4);
+                    let (head, rest) = reply.split_at(split);
+                    if r.get_mut().write_all(head.as_bytes()).await.is_err() {
+                        return;
+                    }
+                    if hold_ms > 0 {
+                        tokio::time::sleep(Duration::from_millis(hold_ms)).await;
+                    }
+                    if r.get_mut().write_all(rest.as_bytes()).await.is_err() {
                         return;
                     }
                 }
@@ -294,5 +317,96 @@ fn a_server_that_refused_a_whole_round_of_replays_is_reached_in_the_next() {
         );
         let s = script.lock().unwrap();
         assert_eq!((s.refuse_replays, s.opened), (0, 2), "one new session");
+    });
+}
+
+/// Frames the transport delivers until each of `ids` has one, in the order they arrive (other
+/// frames are kept too, so the order shows). Panics after `ms`.
+async fn frames_until(t: &mut LiveTransport, ids: &[u64], ms: u64) -> Vec<InFrame> {
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(ms);
+    let mut frames: Vec<InFrame> = vec![];
+    while !ids
+        .iter()
+        .all(|id| frames.iter().any(|f| f.request_id == Some(*id)))
+    {
+        match tokio::time::timeout_at(deadline, t.recv()).await {
+            Ok(Some(f)) => frames.push(f),
+            _ => panic!("requests {ids:?} not all answered within {ms} ms"),
+        }
+    }
+    frames
+}
+
+/// The runner's handshake retries `initialize` when its attempt times out, and takes an answer
+/// to any attempt. The server here sends the headers of its answer to the first `initialize`
+/// (session `s1`) at once but holds the body, so the runner's attempt times out and it sends a
+/// second `initialize`; that one is answered at once, with session `s2`. Two `initialize`
+/// requests were outstanding, and `s1` stood first: every later request must name `s1`. Taking
+/// the later answer would move the runner to a session its first tasks may not be visible on
+/// (the TS and Python SDKs show a task only to the session that created it; the simulator's
+/// `mcp_replicas` seed 1705, session 44).
+#[test]
+fn a_later_answer_to_a_retried_initialize_never_replaces_the_session() {
+    rt().block_on(async {
+        let (url, script) = serve().await;
+        script.lock().unwrap().late_first_body = true;
+        let mut t = connect(HttpConfig {
+            url,
+            get_stream: false,
+            request_timeout_ms: 10_000,
+            ..HttpConfig::default()
+        })
+        .unwrap();
+        let stats = t.stats();
+
+        // The runner's first attempt: its answer's body is held, so nothing arrives in time.
+        t.send(request(1, "initialize")).unwrap();
+        assert!(
+            reply_to(&mut t, 1, 100).await.is_none(),
+            "the first initialize was answered before the runner's attempt timed out"
+        );
+        // The retry, under a new id (as `runner/handshake.rs` sends it). Its answer comes first.
+        t.send(request(2, "initialize")).unwrap();
+        let first = frames_until(&mut t, &[2], 5_000).await;
+        assert_eq!(first.len(), 1, "only the retry's answer so far");
+        assert_eq!(first[0].http_status, 200);
+
+        // The runner took that answer and goes on at once: its initialized notification and a
+        // request, while the first answer's body is still on its way.
+        t.send(OutFrame {
+            request_id: None,
+            body: br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#.to_vec(),
+            http: None,
+        })
+        .unwrap();
+        t.send(request(3, "ping")).unwrap();
+        let rest = frames_until(&mut t, &[1, 3], 5_000).await;
+        assert!(rest.iter().all(|f| f.http_status == 200));
+        // And once the first answer has arrived too.
+        t.send(request(4, "tasks/get")).unwrap();
+        assert_eq!(reply_to(&mut t, 4, 5_000).await.unwrap().http_status, 200);
+
+        let s = script.lock().unwrap();
+        assert_eq!(s.opened, 2, "the server opened s1, then s2 for the retry");
+        let named: Vec<(Option<&str>, Option<&str>)> = s
+            .seen
+            .iter()
+            .filter(|r| r.method.as_deref() != Some("initialize"))
+            .map(|r| (r.method.as_deref(), r.session.as_deref()))
+            .collect();
+        assert_eq!(
+            named,
+            vec![
+                (Some("notifications/initialized"), Some("s1")),
+                (Some("ping"), Some("s1")),
+                (Some("tasks/get"), Some("s1")),
+            ],
+            "every request after the handshake names the session that stood first"
+        );
+        assert_eq!(
+            TransportStats::get(&stats.sessions),
+            1,
+            "the transport took one session and never switched"
+        );
     });
 }

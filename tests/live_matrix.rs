@@ -4,8 +4,9 @@
 //! (adapter `mcp-tasks-ext`). Cases already proven for TS and Python in `live_cli.rs` (a task
 //! that completes, fails, `isError`, input through the gate, a cancel that wins, a task deleted at
 //! its ttl, kill -9 and resume) run here for rmcp; the cases missing there (a cancel that loses,
-//! a stale session after a server restart) run here for all three. The README's interop table
-//! maps each case to its test.
+//! a stale session after a server restart) run here for all three, and which session sees a task
+//! another session created (rmcp: every one; the TS SDK's own store: only its creator). The
+//! README's interop table maps each case to its test.
 //!
 //! Every outcome is checked against the server's own record (its task store's status, its
 //! creations per idempotency key), never only against what toolop says about itself.
@@ -16,8 +17,12 @@ mod common;
 use std::time::Duration;
 
 use common::{
-    acceptances, call, code, run, spawn_call, status, text, wait_status, Peer, Sdk, TempLedger,
+    acceptances, call, code, reply_to, rt, run, spawn_call, status, text, wait_status, Peer, Sdk,
+    TempLedger,
 };
+use serde_json::{json, Value};
+use toolop::transport::http::{connect_keeping, HttpConfig};
+use toolop::transport::{LiveTransport, OutFrame, Transport};
 
 /// The receipt's terminal state equals the server's own status for the node's task, and the
 /// server created exactly one task for the node's key (and ran nothing synchronously).
@@ -331,4 +336,157 @@ fn python_stale_session_after_a_restart_goes_to_reconciliation() {
 #[test]
 fn rmcp_stale_session_after_a_restart_goes_to_reconciliation() {
     stale_session_after_a_restart(Sdk::Rmcp, "slow_sum", r#"{"a":1,"b":1,"delay_ms":20000}"#);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Which session sees a task
+//
+// `toolop resume` goes on with the session it kept because the official TS and Python SDKs show
+// a task only to the session that created it, and the simulator's fakes model them that way. rmcp
+// binds nothing to sessions. These pin both behaviours on the real servers, so a new SDK
+// release that changes either shows up here rather than as tasks lost after a resume.
+
+/// One MCP session on `peer`, opened through toolop's own Streamable HTTP transport (the
+/// client the runner uses), and the `Mcp-Session-Id` the server gave it.
+async fn open_session(peer: &Peer, capabilities: Value) -> (LiveTransport, String) {
+    let (mut t, kept) = connect_keeping(
+        HttpConfig {
+            url: peer.url(),
+            get_stream: false,
+            request_timeout_ms: 10_000,
+            ..HttpConfig::default()
+        },
+        None,
+    )
+    .unwrap();
+    let params = json!({"protocolVersion": "2025-11-25", "capabilities": capabilities, "clientInfo": {"name": "t", "version": "0"}});
+    rpc(&mut t, 1, "initialize", params).await;
+    t.send(OutFrame {
+        request_id: None,
+        body: br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#.to_vec(),
+        http: None,
+    })
+    .unwrap();
+    // The transport keeps the session before it delivers the initialize answer.
+    let session = kept
+        .lock()
+        .unwrap()
+        .as_ref()
+        .map(|k| k.session_id.clone())
+        .expect("the server handed out a session id");
+    (t, session)
+}
+
+/// Send one request and return the JSON-RPC response to it (skipping any notification the
+/// server streams first on the same POST).
+async fn rpc(t: &mut LiveTransport, id: u64, method: &str, params: Value) -> Value {
+    t.send(OutFrame {
+        request_id: Some(id),
+        body: json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+            .to_string()
+            .into_bytes(),
+        http: None,
+    })
+    .unwrap();
+    loop {
+        let f = reply_to(t, id, 10_000)
+            .await
+            .unwrap_or_else(|| panic!("{method} went unanswered"));
+        let body = String::from_utf8_lossy(&f.body).to_string();
+        assert_eq!(f.http_status, 200, "{method}: {body}");
+        let v: Value = serde_json::from_str(&body).expect("a JSON-RPC message");
+        if v.get("method").is_none() {
+            return v;
+        }
+    }
+}
+
+/// What session B hears when it asks for a task session A created.
+enum SeenFromB {
+    /// The task, with its status.
+    Shown,
+    /// A JSON-RPC error: no such task for this session.
+    Hidden,
+}
+
+/// Sessions A and B on `peer`; A creates a long task with `call` (task-augmented); B asks for it
+/// with `tasks/get`, and for an id nobody created. `task_of` reads the task id from the
+/// creation answer (the two task dialects put it in different places).
+fn a_task_seen_from_another_session(
+    peer: &Peer,
+    capabilities: Value,
+    call: Value,
+    task_of: fn(&Value) -> Option<&str>,
+    expect: SeenFromB,
+) {
+    let sdk = peer.sdk;
+    rt().block_on(async {
+        let (mut a, session_a) = open_session(peer, capabilities.clone()).await;
+        let (mut b, session_b) = open_session(peer, capabilities).await;
+        assert_ne!(session_a, session_b, "{sdk:?}: two sessions");
+
+        let created = rpc(&mut a, 2, "tools/call", call).await;
+        let task = task_of(&created)
+            .unwrap_or_else(|| panic!("{sdk:?}: no task created: {created}"))
+            .to_string();
+        // A sees its own task: what B hears below is about B's session, not about the task.
+        let own = rpc(&mut a, 3, "tasks/get", json!({"taskId": task})).await;
+        assert_eq!(own["result"]["taskId"], task.as_str(), "{sdk:?}: {own}");
+
+        let from_b = rpc(&mut b, 2, "tasks/get", json!({"taskId": task})).await;
+        match expect {
+            SeenFromB::Shown => {
+                assert_eq!(
+                    from_b["result"]["taskId"],
+                    task.as_str(),
+                    "{sdk:?}: {from_b}"
+                );
+                let status = from_b["result"]["status"].as_str().unwrap_or_default();
+                assert!(
+                    ["working", "completed"].contains(&status),
+                    "{sdk:?}: the task from session B: {from_b}"
+                );
+            }
+            SeenFromB::Hidden => {
+                assert_eq!(
+                    from_b["error"]["code"], -32602,
+                    "{sdk:?}: session B was shown another session's task: {from_b}"
+                );
+            }
+        }
+        // An id nobody created is refused to B either way: "shown" above is not "B is
+        // answered whatever it asks".
+        let unknown = rpc(&mut b, 3, "tasks/get", json!({"taskId": "no-such-task"})).await;
+        assert_eq!(unknown["error"]["code"], -32602, "{sdk:?}: {unknown}");
+        assert!(unknown.get("result").is_none(), "{sdk:?}: {unknown}");
+    });
+}
+
+/// rmcp keeps one task store per process and binds nothing to sessions (its README, item 3).
+#[test]
+fn rmcp_shows_a_task_to_every_session() {
+    let peer = Peer::start(Sdk::Rmcp, &[]);
+    a_task_seen_from_another_session(
+        &peer,
+        json!({"extensions": {"io.modelcontextprotocol/tasks": {}}}),
+        // A task because the extension was declared at initialize; 5 s: still working when read.
+        json!({"name": "slow_sum", "arguments": {"a": 1, "b": 2, "delay_ms": 5000}}),
+        |v| v["result"]["taskId"].as_str(),
+        SeenFromB::Shown,
+    );
+}
+
+/// The TS SDK's own task store (`--session-scoped`: the peer's default shares one store across
+/// sessions, as a deployment with a shared store would) shows a task only to the session that
+/// created it (shared/spec/transcripts/ts-sdk-1.32.2/11-cross-session.jsonl).
+#[test]
+fn ts_hides_a_task_from_another_session() {
+    let peer = Peer::start(Sdk::Ts, &["--session-scoped"]);
+    a_task_seen_from_another_session(
+        &peer,
+        json!({}),
+        json!({"name": "slow_job", "arguments": {"ms": 5000}, "task": {"ttl": 60000}}),
+        |v| v["result"]["task"]["taskId"].as_str(),
+        SeenFromB::Hidden,
+    );
 }
