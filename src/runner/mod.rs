@@ -106,7 +106,12 @@ pub struct RunnerConfig {
     /// commit, so a live committer's record of the server's answer stands the watch down.
     pub cancel_take_up_ms: u64,
     /// How often this process writes its beat to the ledger (`Beat`): proof, to other
-    /// processes on the same ledger, that it is alive though its commits may hold it.
+    /// processes on the same ledger, that it is alive though its commits may hold it. 0: never.
+    /// Only for a process alone on its ledger: without beats another process takes a sent
+    /// submission up at its start and concludes a request timeout after the later of the send's
+    /// step and the take-up, so a sender whose commits or a pause hold it longer hands a live
+    /// task to a person (`mcp_ext_replicas_nobeat` seeds 10217, 19382, 25685; the CLI always
+    /// beats).
     pub beat_interval_ms: u64,
     /// How long after its newest beat a process counts as gone: a submission it sent is then
     /// another process's to take up. A few beats, so a slow write or two does not look like
