@@ -349,6 +349,13 @@ impl Net {
         self.ctx.http_sessions && self.ctx.lanes[lane] != Protocol::Aip151
     }
 
+    /// Whether `lane`'s requests are HTTP requests, each on a connection of its own standing: an
+    /// MCP lane over HTTP sessions, and every AIP-151 lane (the live `aip_http` transport is
+    /// plain HTTP/JSON; a request whose connection fails is dropped and the process lives on).
+    fn http_lane(&self, lane: usize) -> bool {
+        self.http_session_lane(lane) || self.ctx.lanes[lane] == Protocol::Aip151
+    }
+
     /// A dropped TCP connection under HTTP: the POSTs on it fail (what was on its way to the
     /// executor is lost, replies to its requests have nowhere to go), and the transport lives
     /// on, opening another for the next POST.
@@ -558,7 +565,7 @@ impl Net {
             cut: on_the_way,
         };
         if self.fire(lane, FaultKind::ConnectionDrop, node.as_deref(), cut) {
-            if self.http_session_lane(lane) {
+            if self.http_lane(lane) {
                 self.cut_connection(conn);
             } else {
                 self.disconnect(conn);
