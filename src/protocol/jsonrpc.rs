@@ -584,20 +584,21 @@ pub(super) fn http_status_reply(memo: &ParseMemo, frame: &InFrame) -> Option<Rep
     }
 }
 
+/// The result of an `initialize` or `tools/list` answer. Its errors do not name the method: the
+/// runner's handshake, which sent it, names it once ("tools/list: HTTP 404", not twice).
 pub(super) fn negotiation_result(
     memo: &ParseMemo,
     frame: &InFrame,
-    what: &str,
 ) -> Result<Map<String, Value>, ProtocolError> {
     if frame.http_status != 200 {
-        return Err(ProtocolError(format!("{what}: HTTP {}", frame.http_status)));
+        return Err(ProtocolError(format!("HTTP {}", frame.http_status)));
     }
     match parse_reply(memo, &frame.body) {
         Ok(RpcReply::Result(result)) => Ok(result),
         Ok(RpcReply::Error { code, message }) => {
-            Err(ProtocolError(format!("{what} refused: {code}: {message}")))
+            Err(ProtocolError(format!("refused: {code}: {message}")))
         }
-        Err(reason) => Err(ProtocolError(format!("{what}: {reason}"))),
+        Err(reason) => Err(ProtocolError(reason)),
     }
 }
 
@@ -669,13 +670,13 @@ mod tests {
         let hello = br#"{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"2025-11-25"}}"#;
         let frame = InFrame::message(hello.to_vec());
         memo.look(hello, |_| ());
-        let answer = negotiation_result(&memo, &frame, "initialize").expect("a result");
+        let answer = negotiation_result(&memo, &frame).expect("a result");
         assert_eq!(answer["protocolVersion"], json!("2025-11-25"));
         assert_eq!(fresh(), 1);
-        let refusal = negotiation_result(&memo, &InFrame::message(refused.to_vec()), "tools/list");
+        let refusal = negotiation_result(&memo, &InFrame::message(refused.to_vec()));
         assert_eq!(
             refusal.map_err(|e| e.0),
-            Err("tools/list refused: -32600: gone".to_string())
+            Err("refused: -32600: gone".to_string())
         );
         assert_eq!(fresh(), 2);
     }

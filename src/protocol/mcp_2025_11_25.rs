@@ -491,7 +491,7 @@ impl Adapter for Mcp20251125Adapter {
     }
 
     fn decode_initialize(&self, frame: &InFrame) -> Result<ServerCapabilities, ProtocolError> {
-        let result = negotiation_result(&self.memo, frame, "initialize")?;
+        let result = negotiation_result(&self.memo, frame)?;
         // A server that does not speak our version answers with another one (§2): not ours.
         match result.get("protocolVersion").and_then(Value::as_str) {
             Some(PROTOCOL_VERSION) => {}
@@ -502,7 +502,7 @@ impl Adapter for Mcp20251125Adapter {
             }
             None => {
                 return Err(ProtocolError(
-                    "initialize result without a string protocolVersion".into(),
+                    "result without a string protocolVersion".into(),
                 ))
             }
         }
@@ -510,7 +510,7 @@ impl Adapter for Mcp20251125Adapter {
             Some(c @ Value::Object(_)) => c,
             _ => {
                 return Err(ProtocolError(
-                    "initialize result without a capabilities object".into(),
+                    "result without a capabilities object".into(),
                 ))
             }
         };
@@ -529,11 +529,11 @@ impl Adapter for Mcp20251125Adapter {
         &self,
         frame: &InFrame,
     ) -> Result<(Vec<ToolInfo>, Option<String>), ProtocolError> {
-        let result = negotiation_result(&self.memo, frame, "tools/list")?;
+        let result = negotiation_result(&self.memo, frame)?;
         let tools = result
             .get("tools")
             .and_then(Value::as_array)
-            .ok_or_else(|| ProtocolError("tools/list result without a tools array".into()))?;
+            .ok_or_else(|| ProtocolError("result without a tools array".into()))?;
         let tools = tools
             .iter()
             .enumerate()

@@ -649,12 +649,12 @@ impl Adapter for McpTasksExtAdapter {
     }
 
     fn decode_initialize(&self, frame: &InFrame) -> Result<ServerCapabilities, ProtocolError> {
-        let result = negotiation_result(&self.memo, frame, "initialize")?;
+        let result = negotiation_result(&self.memo, frame)?;
         let caps = match result.get("capabilities") {
             Some(c @ Value::Object(_)) => c,
             _ => {
                 return Err(ProtocolError(
-                    "initialize result without a capabilities object".into(),
+                    "result without a capabilities object".into(),
                 ))
             }
         };
@@ -681,7 +681,7 @@ impl Adapter for McpTasksExtAdapter {
             }
             None => {
                 return Err(ProtocolError(
-                    "initialize result without a string protocolVersion".into(),
+                    "result without a string protocolVersion".into(),
                 ))
             }
         };
@@ -702,11 +702,11 @@ impl Adapter for McpTasksExtAdapter {
         &self,
         frame: &InFrame,
     ) -> Result<(Vec<ToolInfo>, Option<String>), ProtocolError> {
-        let result = negotiation_result(&self.memo, frame, "tools/list")?;
+        let result = negotiation_result(&self.memo, frame)?;
         let tools = result
             .get("tools")
             .and_then(Value::as_array)
-            .ok_or_else(|| ProtocolError("tools/list result without a tools array".into()))?;
+            .ok_or_else(|| ProtocolError("result without a tools array".into()))?;
         let tools = tools
             .iter()
             .enumerate()
