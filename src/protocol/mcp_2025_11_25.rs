@@ -508,11 +508,7 @@ impl Adapter for Mcp20251125Adapter {
         }
         let caps = match result.get("capabilities") {
             Some(c @ Value::Object(_)) => c,
-            _ => {
-                return Err(ProtocolError(
-                    "result without a capabilities object".into(),
-                ))
-            }
+            _ => return Err(ProtocolError("result without a capabilities object".into())),
         };
         Ok(ServerCapabilities {
             protocol_version: PROTOCOL_VERSION.to_string(),

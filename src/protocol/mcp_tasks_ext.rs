@@ -652,11 +652,7 @@ impl Adapter for McpTasksExtAdapter {
         let result = negotiation_result(&self.memo, frame)?;
         let caps = match result.get("capabilities") {
             Some(c @ Value::Object(_)) => c,
-            _ => {
-                return Err(ProtocolError(
-                    "result without a capabilities object".into(),
-                ))
-            }
+            _ => return Err(ProtocolError("result without a capabilities object".into())),
         };
         let tasks = has_path(caps, &["extensions", EXTENSION_ID]);
         let version: &'static str = match result.get("protocolVersion").and_then(Value::as_str) {
