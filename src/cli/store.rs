@@ -161,12 +161,6 @@ impl LedgerStore {
         self.side(|c| read_kept(c, &target_json(target)))
     }
 
-    /// Keep `session` for `target` whatever is kept (processes share through
-    /// [`LedgerStore::session_store`]'s swap instead).
-    pub fn keep_session(&self, target: &Target, session: &KeptSession) -> Result<(), Failure> {
-        self.side(|c| write_kept(c, &target_json(target), session))
-    }
-
     /// The kept session of `target` as processes share it (see [`SessionStore`]), on a
     /// connection of its own: the transport swaps from its own tasks.
     pub fn session_store(&self, target: &Target) -> Result<Arc<dyn SessionStore>, Failure> {
