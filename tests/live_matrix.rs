@@ -490,3 +490,19 @@ fn ts_hides_a_task_from_another_session() {
         SeenFromB::Hidden,
     );
 }
+
+/// The Python SDK's own task store (`--session-scoped`, as for TS above) shows a task only to the
+/// session that created it: its task ids carry the creating session's scope
+/// (shared/spec/transcripts, 11-cross-session). The simulator's `python-sdk` profile binds tasks
+/// to their session for this.
+#[test]
+fn python_hides_a_task_from_another_session() {
+    let peer = Peer::start(Sdk::Python, &["--session-scoped"]);
+    a_task_seen_from_another_session(
+        &peer,
+        json!({}),
+        json!({"name": "slow_job", "arguments": {"ms": 5000}, "task": {"ttl": 60000}}),
+        |v| v["result"]["task"]["taskId"].as_str(),
+        SeenFromB::Hidden,
+    );
+}
