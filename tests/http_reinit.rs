@@ -236,18 +236,24 @@ async fn served_again(t: &mut LiveTransport, first: u64) -> Vec<u16> {
     panic!("never served on a new session: {statuses:?}");
 }
 
+/// The transport to the scripted server at `url`, as `cfg` says otherwise: no GET stream (the
+/// script serves none), a request timeout well past every test's waits.
+fn open(cfg: HttpConfig, url: String) -> LiveTransport {
+    connect(HttpConfig {
+        url,
+        get_stream: false,
+        request_timeout_ms: 10_000,
+        ..cfg
+    })
+    .unwrap()
+}
+
 #[test]
 fn nothing_is_held_while_a_lost_session_is_replaced() {
     rt().block_on(async {
         let (url, script) = serve().await;
         script.lock().unwrap().slow_replay = true;
-        let mut t = connect(HttpConfig {
-            url,
-            get_stream: false,
-            request_timeout_ms: 10_000,
-            ..HttpConfig::default()
-        })
-        .unwrap();
+        let mut t = open(HttpConfig::default(), url);
         handshake_then_restart(&mut t, &script).await;
 
         // The transport replays `initialize` now, and the server takes 1.5 s to answer it. The
@@ -301,14 +307,13 @@ fn a_server_that_refused_a_whole_round_of_replays_is_reached_in_the_next() {
         let (url, script) = serve().await;
         // Two attempts a round (100 and 200 ms apart); three refusals span into the second round.
         script.lock().unwrap().refuse_replays = 3;
-        let mut t = connect(HttpConfig {
+        let mut t = open(
+            HttpConfig {
+                reinit_attempts_max: 2,
+                ..HttpConfig::default()
+            },
             url,
-            get_stream: false,
-            request_timeout_ms: 10_000,
-            reinit_attempts_max: 2,
-            ..HttpConfig::default()
-        })
-        .unwrap();
+        );
         handshake_then_restart(&mut t, &script).await;
         let before = served_again(&mut t, 4).await;
         assert!(
@@ -350,13 +355,7 @@ fn a_later_answer_to_a_retried_initialize_never_replaces_the_session() {
     rt().block_on(async {
         let (url, script) = serve().await;
         script.lock().unwrap().late_first_body = true;
-        let mut t = connect(HttpConfig {
-            url,
-            get_stream: false,
-            request_timeout_ms: 10_000,
-            ..HttpConfig::default()
-        })
-        .unwrap();
+        let mut t = open(HttpConfig::default(), url);
         let stats = t.stats();
 
         // The runner's first attempt: its answer's body is held, so nothing arrives in time.
