@@ -200,17 +200,21 @@ fn request(id: u64, method: &str) -> OutFrame {
     }
 }
 
+/// The runner's `notifications/initialized`.
+fn initialized() -> OutFrame {
+    OutFrame {
+        request_id: None,
+        body: br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#.to_vec(),
+        http: None,
+    }
+}
+
 /// The runner's handshake (session `s1`), then the server restarts and forgets it: request 3
 /// meets the 404 that starts a new session.
 async fn handshake_then_restart(t: &mut LiveTransport, script: &Shared) {
     t.send(request(1, "initialize")).unwrap();
     assert_eq!(reply_to(t, 1, 5_000).await.unwrap().http_status, 200);
-    t.send(OutFrame {
-        request_id: None,
-        body: br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#.to_vec(),
-        http: None,
-    })
-    .unwrap();
+    t.send(initialized()).unwrap();
     t.send(request(2, "ping")).unwrap();
     assert_eq!(reply_to(t, 2, 5_000).await.unwrap().http_status, 200);
     {
@@ -372,12 +376,7 @@ fn a_later_answer_to_a_retried_initialize_never_replaces_the_session() {
 
         // The runner took that answer and goes on at once: its initialized notification and a
         // request, while the first answer's body is still on its way.
-        t.send(OutFrame {
-            request_id: None,
-            body: br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#.to_vec(),
-            http: None,
-        })
-        .unwrap();
+        t.send(initialized()).unwrap();
         t.send(request(3, "ping")).unwrap();
         let rest = frames_until(&mut t, &[1, 3], 5_000).await;
         assert!(rest.iter().all(|f| f.http_status == 200));
