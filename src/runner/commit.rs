@@ -151,6 +151,17 @@ impl Runner {
         }
     }
 
+    /// The plant `blind_cancel_write` is on and `event` is a cancel click: its write, if it
+    /// loses its compare-and-swap, is written again blindly. Plant-only (`.cargo/mutants.toml`).
+    #[cfg(feature = "mutations")]
+    fn blind_cancel_write(&self, event: &str) -> bool {
+        event == "cancel_clicked"
+            && self
+                .cfg
+                .core
+                .mutated(crate::core::mutation::Mutation::BlindCancelWrite)
+    }
+
     /// One event for one call node: step, commit, then act. Nothing is sent unless the write
     /// that explains it is in the ledger.
     pub(super) async fn handle(&mut self, node: &str, event: Event) -> Handled {
@@ -290,10 +301,10 @@ impl Runner {
                     _ => {}
                 }
             }
-            let needs_write = changed
-                || write.accept.is_some()
-                || write.reconcile.is_some()
-                || write.effect.is_some();
+            // An acceptance or a hand-off always moves the record (to a final state); an effect
+            // reconciliation is raised on a final record that stays as it is.
+            debug_assert!(changed || (write.accept.is_none() && write.reconcile.is_none()));
+            let needs_write = changed || write.effect.is_some();
             let version = if needs_write {
                 if let Some(delay) = self.commit_delay.before_commit(node, &name) {
                     delay.await;
@@ -301,12 +312,7 @@ impl Runner {
                 // Planted: a cancel write that lost its compare-and-swap is written again at the
                 // version the ledger reported, on the record it read before (a lost update).
                 #[cfg(feature = "mutations")]
-                let blind = (name == "cancel_clicked"
-                    && self
-                        .cfg
-                        .core
-                        .mutated(crate::core::mutation::Mutation::BlindCancelWrite))
-                .then(|| write.clone());
+                let blind = self.blind_cancel_write(&name).then(|| write.clone());
                 let committed = self.ledger.lock().expect("ledger lock").commit(write);
                 #[cfg(feature = "mutations")]
                 let committed = match (committed, blind) {
