@@ -1052,6 +1052,35 @@ fn a_stale_timer_does_not_take_up_a_node_another_timer_still_drives() {
     });
 }
 
+/// A cancel another process committed is taken up only while the cancel budget has attempts
+/// left: at the budget the record's own process has sent its last, and one more from here would
+/// be a cancel beyond `max_cancel_attempts` (cargo-mutants' `<` to `<=` in `cancel_of_another`
+/// survived the gate, session 45). Nor is one taken up that is pending (in flight) or that this
+/// process already sent.
+#[test]
+fn a_cancel_of_another_process_is_taken_up_only_within_the_budget() {
+    on_tokio(async {
+        let ledger = memory();
+        let server = Server::new(None, false);
+        working_n1(&ledger, &server).await.stop().await;
+        let rec = cancel_committed_elsewhere(&ledger, "n1");
+        let mut r = bare_runner(&ledger, config());
+        let budget = r.lanes[0].core.max_cancel_attempts;
+        assert!(budget > 1, "the default budget allows a take-up");
+        let with = |attempts: u32, pending: bool| ToolOperation {
+            cancel_attempts: attempts,
+            cancel_pending: pending,
+            ..rec.clone()
+        };
+        assert!(r.cancel_of_another("n1", &with(budget - 1, false), 0));
+        assert!(!r.cancel_of_another("n1", &with(budget, false), 0));
+        assert!(!r.cancel_of_another("n1", &with(0, true), 0));
+        r.cancel_sent_generation
+            .insert("n1".to_string(), rec.cancel_generation);
+        assert!(!r.cancel_of_another("n1", &with(0, false), 0));
+    });
+}
+
 /// The short watch on a cancel another process committed is let go when it falls due if a
 /// timer of this process would step the node then (here the cancel re-query): taking the node
 /// up as well would send a second cancel beside the one that timer sends.
