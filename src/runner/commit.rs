@@ -492,7 +492,7 @@ impl Runner {
     /// the other's SUBMITTING record (its submission may be in flight): mcp_sqlite seed 73974,
     /// a restarted primary's submit timer found the attempts spent on the replica's record and
     /// handed the node to a person 56 ms after the replica got 'submitted'.
-    fn submission_left_to_other(
+    pub(super) fn submission_left_to_other(
         &self,
         node: &str,
         rec: &ToolOperation,

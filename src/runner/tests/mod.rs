@@ -1052,6 +1052,69 @@ fn a_stale_timer_does_not_take_up_a_node_another_timer_still_drives() {
     });
 }
 
+/// A timer's step over a record another process wrote since this one saw it is left to that
+/// process when it would submit, or would hand the node to a person while the record is still
+/// SUBMITTING (the other's submission may be in flight: mcp_sqlite seed 73974). A hand-off from
+/// any other state is this process's to make, and so is a step that does neither.
+/// (cargo-mutants' `==` to `!=` and `&&` to `||` in `concludes_on_submitting` survived the
+/// gate and the regression seeds, session 45.)
+#[test]
+fn a_timer_leaves_to_the_other_process_only_a_submission_or_a_hand_off_from_submitting() {
+    on_tokio(async {
+        let ledger = memory();
+        let mut r = bare_runner(&ledger, config());
+        r.seen_version.insert("n1".to_string(), 1);
+        let rec = |state: LocalState| ToolOperation {
+            local_state: state,
+            version: 2,
+            ..ToolOperation::new(
+                "n1",
+                "report",
+                "",
+                json!({}),
+                AdapterId::Mcp20251125,
+                "k",
+                1,
+                0,
+                60_000,
+            )
+        };
+        let step = |record: &ToolOperation, commands: Vec<Command>| crate::core::Step {
+            record: record.clone(),
+            commands,
+            outcome: crate::core::Outcome::Stayed,
+        };
+        let reconcile = || Command::Reconcile {
+            reason: "spent".into(),
+        };
+        let timer = Event::Timer(Timer::SubmitDue);
+        let submitting = rec(LocalState::Submitting);
+        let unknown = rec(LocalState::SubmissionUnknown);
+        assert!(r.submission_left_to_other(
+            "n1",
+            &submitting,
+            &timer,
+            &step(&submitting, vec![reconcile()])
+        ));
+        assert!(
+            !r.submission_left_to_other("n1", &unknown, &timer, &step(&unknown, vec![reconcile()])),
+            "a hand-off from SUBMISSION_UNKNOWN is this process's"
+        );
+        assert!(
+            !r.submission_left_to_other("n1", &submitting, &timer, &step(&submitting, vec![])),
+            "a step that neither submits nor hands off is this process's"
+        );
+        // Not moved elsewhere: this process's own to decide.
+        r.seen_version.insert("n1".to_string(), 2);
+        assert!(!r.submission_left_to_other(
+            "n1",
+            &submitting,
+            &timer,
+            &step(&submitting, vec![reconcile()])
+        ));
+    });
+}
+
 /// A cancel another process committed is taken up only while the cancel budget has attempts
 /// left: at the budget the record's own process has sent its last, and one more from here would
 /// be a cancel beyond `max_cancel_attempts` (cargo-mutants' `<` to `<=` in `cancel_of_another`
