@@ -1115,6 +1115,57 @@ fn a_timer_leaves_to_the_other_process_only_a_submission_or_a_hand_off_from_subm
     });
 }
 
+/// What covers a node (`drives_otherwise`): a request of its own in flight, and no other node's.
+/// For a cancel another process committed, only a request whose timeout would still step the
+/// record: one the record has moved past (an older `sent_seq`) is answered as stale whatever
+/// comes back, and must not hold the cancel (mcp_replicas seed 592590). cargo-mutants' `==` to
+/// `!=` on the node and three mutants of the `for_cancel` rule survived the gate (session 45).
+#[test]
+fn a_request_in_flight_covers_its_own_node_and_for_a_cancel_only_if_current() {
+    on_tokio(async {
+        let ledger = memory();
+        let server = Server::new(None, false);
+        working_n1(&ledger, &server).await.stop().await;
+        let rec = cancel_committed_elsewhere(&ledger, "n1");
+        let current = rec.poll_cursor.sent_seq;
+        assert!(current > 0, "the record has sent a request");
+        let mut r = bare_runner(&ledger, config());
+        let ctx = ctx_now(&r);
+        let in_flight = |node: &str, seq: u64| Pending {
+            lane: 0,
+            node: node.into(),
+            kind: RequestKind::Poll,
+            seq,
+            epoch: rec.execution_epoch,
+            sent_ms: 0,
+            deadline_ms: 10_000,
+        };
+        assert!(
+            !r.drives_otherwise("n1", &rec, &ctx, 0, false),
+            "nothing yet"
+        );
+        r.pending.insert(1, in_flight("n2", current));
+        assert!(
+            !r.drives_otherwise("n1", &rec, &ctx, 0, false),
+            "another node's request covers nothing here"
+        );
+        r.pending.insert(2, in_flight("n1", current - 1));
+        assert!(
+            r.drives_otherwise("n1", &rec, &ctx, 0, false),
+            "its own request covers it, however old"
+        );
+        assert!(
+            !r.drives_otherwise("n1", &rec, &ctx, 0, true),
+            "for a cancel, a request the record moved past covers nothing"
+        );
+        r.pending.insert(3, in_flight("n1", current));
+        assert!(
+            r.drives_otherwise("n1", &rec, &ctx, 0, true),
+            "for a cancel, the current request covers it"
+        );
+    });
+}
+
 /// A cancel another process committed is taken up only while the cancel budget has attempts
 /// left: at the budget the record's own process has sent its last, and one more from here would
 /// be a cancel beyond `max_cancel_attempts` (cargo-mutants' `<` to `<=` in `cancel_of_another`
