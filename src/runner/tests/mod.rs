@@ -893,13 +893,16 @@ fn ctx_now(r: &Runner) -> crate::core::Ctx {
     }
 }
 
-/// Another process on epoch 1 commits a cancel of `node` it has not sent yet; the record after.
-fn cancel_committed_elsewhere(ledger: &SharedLedger, node: &str) -> ToolOperation {
-    write_as(ledger, node, 1, |r| {
+/// n1 runs to WORKING on a fresh server and stops; then another process on epoch 1 commits a
+/// cancel of it that it has not sent yet. The record after.
+async fn cancel_committed_elsewhere(ledger: &SharedLedger) -> ToolOperation {
+    let server = Server::new(None, false);
+    working_n1(ledger, &server).await.stop().await;
+    write_as(ledger, "n1", 1, |r| {
         r.local_state = LocalState::CancelRequested;
         r.cancel_generation = 1;
     });
-    let rec = ledger.lock().unwrap().by_call_node(node).unwrap();
+    let rec = ledger.lock().unwrap().by_call_node("n1").unwrap();
     rec.expect("the record")
 }
 
@@ -1124,9 +1127,7 @@ fn a_timer_leaves_to_the_other_process_only_a_submission_or_a_hand_off_from_subm
 fn a_request_in_flight_covers_its_own_node_and_for_a_cancel_only_if_current() {
     on_tokio(async {
         let ledger = memory();
-        let server = Server::new(None, false);
-        working_n1(&ledger, &server).await.stop().await;
-        let rec = cancel_committed_elsewhere(&ledger, "n1");
+        let rec = cancel_committed_elsewhere(&ledger).await;
         let current = rec.poll_cursor.sent_seq;
         assert!(current > 0, "the record has sent a request");
         let mut r = bare_runner(&ledger, config());
@@ -1175,9 +1176,7 @@ fn a_request_in_flight_covers_its_own_node_and_for_a_cancel_only_if_current() {
 fn a_cancel_of_another_process_is_taken_up_only_within_the_budget() {
     on_tokio(async {
         let ledger = memory();
-        let server = Server::new(None, false);
-        working_n1(&ledger, &server).await.stop().await;
-        let rec = cancel_committed_elsewhere(&ledger, "n1");
+        let rec = cancel_committed_elsewhere(&ledger).await;
         let mut r = bare_runner(&ledger, config());
         let budget = r.lanes[0].core.max_cancel_attempts;
         assert!(budget > 1, "the default budget allows a take-up");
@@ -1202,10 +1201,8 @@ fn a_cancel_of_another_process_is_taken_up_only_within_the_budget() {
 fn a_cancel_watch_that_falls_due_while_a_timer_drives_the_node_takes_nothing_up() {
     on_tokio(async {
         let ledger = memory();
-        let server = Server::new(None, false);
-        working_n1(&ledger, &server).await.stop().await;
         // Another process on the same epoch committed a cancel it has not sent yet.
-        let rec = cancel_committed_elsewhere(&ledger, "n1");
+        let rec = cancel_committed_elsewhere(&ledger).await;
         for driven in [true, false] {
             let mut cfg = config();
             cfg.cancel_take_up_ms = 0;
@@ -1265,9 +1262,7 @@ fn a_stall_watch_keeps_the_sooner_time_and_a_cancel_watch_runs_the_take_up() {
         r.arm("n1", 3_000, 4, false);
         assert_eq!(watch(&r), (3_000, 3, true), "the same time keeps the watch");
 
-        let server = Server::new(None, false);
-        working_n1(&ledger, &server).await.stop().await;
-        let rec = cancel_committed_elsewhere(&ledger, "n1");
+        let rec = cancel_committed_elsewhere(&ledger).await;
         let mut cfg = config();
         cfg.cancel_take_up_ms = 500;
         let mut r = bare_runner(&ledger, cfg);
