@@ -893,6 +893,22 @@ fn ctx_now(r: &Runner) -> crate::core::Ctx {
     }
 }
 
+/// A new record of n1 (epoch 1, MCP 2025-11-25), for the runner's rules judged on a record
+/// alone.
+fn n1_record() -> ToolOperation {
+    ToolOperation::new(
+        "n1",
+        "report",
+        "",
+        json!({}),
+        AdapterId::Mcp20251125,
+        "k",
+        1,
+        0,
+        60_000,
+    )
+}
+
 /// n1 runs to WORKING on a fresh server and stops; then another process on epoch 1 commits a
 /// cancel of it that it has not sent yet. The record after.
 async fn cancel_committed_elsewhere(ledger: &SharedLedger) -> ToolOperation {
@@ -1070,17 +1086,7 @@ fn a_timer_leaves_to_the_other_process_only_a_submission_or_a_hand_off_from_subm
         let rec = |state: LocalState| ToolOperation {
             local_state: state,
             version: 2,
-            ..ToolOperation::new(
-                "n1",
-                "report",
-                "",
-                json!({}),
-                AdapterId::Mcp20251125,
-                "k",
-                1,
-                0,
-                60_000,
-            )
+            ..n1_record()
         };
         let step = |record: &ToolOperation, commands: Vec<Command>| crate::core::Step {
             record: record.clone(),
@@ -1988,17 +1994,7 @@ fn a_read_waits_the_servers_interval_after_this_processs_own_read() {
     on_tokio(async {
         let ledger = memory();
         let mut r = bare_runner(&ledger, config());
-        let mut rec = ToolOperation::new(
-            "n1",
-            "report",
-            "",
-            json!({}),
-            AdapterId::Mcp20251125,
-            "k",
-            1,
-            0,
-            60_000,
-        );
+        let mut rec = n1_record();
         rec.poll_cursor.server_interval_ms = Some(1_000);
         assert_eq!(r.own_read_floor_ms("n1", 0, &rec), None, "nothing sent yet");
         r.last_sent.insert("n1".into(), (RequestKind::Poll, 5_000));
