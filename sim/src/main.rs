@@ -34,8 +34,8 @@ struct Cli {
     cmd: Cmd,
 }
 
-/// `--series`: at least one, at most ten million.
-/// A mutation by the name `mutants` prints, or the list of names.
+/// `--mutation` (replay, mutants): a mutation by the name `mutants` prints; an unknown name is
+/// refused with the list of names.
 fn mutation_parser(name: &str) -> Result<Mutation, String> {
     Mutation::from_name(name).ok_or_else(|| {
         let known: Vec<String> = Mutation::ALL.iter().map(|m| m.name()).collect();
@@ -43,6 +43,7 @@ fn mutation_parser(name: &str) -> Result<Mutation, String> {
     })
 }
 
+/// `--series`: at least one, at most ten million.
 pub(crate) fn series_parser() -> clap::builder::RangedU64ValueParser {
     clap::value_parser!(u64).range(1..=10_000_000)
 }
@@ -89,8 +90,8 @@ enum Cmd {
         #[arg(long)]
         node: Option<String>,
         /// Plant a mutation (an anti-pattern from `toolop-sim mutants`) in the executor.
-        #[arg(long)]
-        mutation: Option<String>,
+        #[arg(long, value_parser = mutation_parser)]
+        mutation: Option<Mutation>,
         /// Print one JSON object (verdict, violations, trace hash) instead of the timeline.
         #[arg(long)]
         json: bool,
@@ -231,7 +232,7 @@ fn main() -> ExitCode {
                     node,
                     json,
                 },
-                mutation.as_deref(),
+                mutation,
             ),
             Err(code) => code,
         },

@@ -86,24 +86,8 @@ pub fn replay_cmd(
     schedule_file: Option<PathBuf>,
     reports: &Path,
     view: &View,
-    mutation: Option<&str>,
+    mutation: Option<toolop::core::mutation::Mutation>,
 ) -> ExitCode {
-    let mutation = match mutation
-        .map(|m| toolop::core::mutation::Mutation::from_name(m).ok_or(m))
-        .transpose()
-    {
-        Ok(m) => m,
-        Err(name) => {
-            let known: Vec<String> = toolop::core::mutation::Mutation::ALL
-                .iter()
-                .map(|m| m.name())
-                .collect();
-            return usage_error(format!(
-                "--mutation {name}: no such mutation; known: {}",
-                known.join(", ")
-            ));
-        }
-    };
     let schedule = match schedule_file.as_deref().map(Schedule::load).transpose() {
         Ok(s) => s,
         Err(e) => return usage_error(e),
