@@ -301,10 +301,13 @@ impl Runner {
                     _ => {}
                 }
             }
-            // An acceptance or a hand-off always moves the record (to a final state); an effect
-            // reconciliation is raised on a final record that stays as it is.
-            debug_assert!(changed || (write.accept.is_none() && write.reconcile.is_none()));
-            let needs_write = changed || write.effect.is_some();
+            // A record that changed, or anything the write records beside it. An acceptance or a
+            // hand-off always moves the record too (so `||` to `&&` between them is an equivalent
+            // mutant), but a write must not depend on that: it would lose a receipt silently.
+            let needs_write = changed
+                || write.accept.is_some()
+                || write.reconcile.is_some()
+                || write.effect.is_some();
             let version = if needs_write {
                 if let Some(delay) = self.commit_delay.before_commit(node, &name) {
                     delay.await;
