@@ -856,6 +856,13 @@ impl<'a> Machine<'a> {
         }
         match (state, status) {
             (S::CancelRequested, _) if self.rec.cancel_pending => {
+                if mutated!(self, CancelUntilConfirmed) {
+                    // Planted: say it again, uncounted; its ack schedules the next read.
+                    self.send(Outbound::Cancel {
+                        operation_id: self.op_id(),
+                    });
+                    return STAYED;
+                }
                 // Best-effort cancel already taken: only a terminal read says who won.
                 self.schedule(self.cfg.cancel_requery_interval_ms, Timer::CancelRequery);
                 STAYED

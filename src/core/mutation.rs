@@ -112,10 +112,16 @@ pub enum Mutation {
     /// in the simulator's copy of the CLI's session keeping (`series::net::session`), the
     /// code that reads the kept session being the CLI's, not the runner's.
     FreshSessionPerProcess,
+    /// Send the cancel again at every read while a best-effort cancel the server took is
+    /// pending, uncounted, instead of only reading (the `while not cancelled: cancel()` loop):
+    /// a server that acknowledges cancels and finishes the work anyway (AIP-151's best-effort
+    /// cancel, rmcp's `ignores_cancel` tool) gets a cancel every requery for as long as the work
+    /// runs, far past `max_cancel_attempts`.
+    CancelUntilConfirmed,
 }
 
 impl Mutation {
-    pub const ALL: [Mutation; 35] = [
+    pub const ALL: [Mutation; 36] = [
         Mutation::FreshKeyOnSubmitTimeout,
         Mutation::ResubmitWithoutLookup,
         Mutation::FailOnCancelClick,
@@ -151,6 +157,7 @@ impl Mutation {
         Mutation::DrainedAtRetirement,
         Mutation::NotFoundIsFailure,
         Mutation::FreshSessionPerProcess,
+        Mutation::CancelUntilConfirmed,
     ];
 
     pub fn name(self) -> String {

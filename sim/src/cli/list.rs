@@ -151,6 +151,10 @@ pub const CHECKER_LINES: &[(&str, &str)] = &[
         "effect_reconciliation_raised",
         "a task shown ending after its confirmed cancel, read by the accepting process, reaches a person",
     ),
+    (
+        "cancel_within_budget",
+        "once a cancel is asked for, no more cancels reach the server than max_cancel_attempts allows",
+    ),
 ];
 
 /// One line per gate (the rows of every gate table).

@@ -21,6 +21,8 @@ use crate::trace::Trace;
 pub mod at_most_one_receipt;
 /// The executor cancels on the server only when the caller asked (a detach is no cancel).
 pub mod cancel_only_when_asked;
+/// Once a cancel is asked for, the executor's cancels stay within `max_cancel_attempts`.
+pub mod cancel_within_budget;
 /// A cancel the caller clicked reaches the network once the operation is known to run.
 pub mod clicked_cancel_is_acted_on;
 /// 2. Completed never advances downstream without a fetched, verified result.
@@ -104,7 +106,7 @@ pub struct Violation {
 type Checker = fn(&view::View) -> Vec<Violation>;
 
 /// Every checker, in report order: (name, check).
-pub const CHECKERS: [(&str, Checker); 32] = [
+pub const CHECKERS: [(&str, Checker); 33] = [
     (at_most_one_receipt::NAME, at_most_one_receipt::violations),
     (
         completed_needs_verified_result::NAME,
@@ -197,6 +199,7 @@ pub const CHECKERS: [(&str, Checker); 32] = [
         effect_reconciliation_raised::NAME,
         effect_reconciliation_raised::violations,
     ),
+    (cancel_within_budget::NAME, cancel_within_budget::violations),
 ];
 
 /// Run every checker over a trace, in `CHECKERS` order.
@@ -328,7 +331,8 @@ mod tests {
                 "runnable_call_not_refused",
                 "nothing_written_after_crash",
                 "sync_reply_awaited",
-                "effect_reconciliation_raised"
+                "effect_reconciliation_raised",
+                "cancel_within_budget"
             ]
         );
     }
