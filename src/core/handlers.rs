@@ -414,11 +414,12 @@ impl<'a> Machine<'a> {
             // as an attempt: attempts are counted when a read shows the operation still running
             // after one, and a crash between the commit and the send sends nothing
             // (mcp_faults seed 39769: five restarts spent the attempts, and no cancel had ever
-            // reached the server). A crash loop is bounded by the wait budget.
-            S::CancelRequested
-                if !self.rec.cancel_pending
-                    && self.rec.cancel_attempts < self.cfg.max_cancel_attempts =>
-            {
+            // reached the server). Said again with the attempts spent too: the last one is
+            // counted as it is committed, and may have died with its process (aip151_faults
+            // seed 18528: four cancels refused 503, the fifth committed and the process crashed
+            // before sending it; the replica that took the node up read it running and handed it
+            // to a person with four cancels sent). A crash loop is bounded by the wait budget.
+            S::CancelRequested if !self.rec.cancel_pending => {
                 self.send(Outbound::Cancel {
                     operation_id: self.op_id(),
                 });

@@ -1385,6 +1385,23 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
          reply:poll:status => CANCEL_REQUESTED->UNKNOWN [reconcile]",
     ),
     (
+        // aip151_faults seed 18528 (session 46): the last attempt is counted as it is
+        // committed; a crash before its send left a replica to hand the node over with one
+        // cancel fewer than the budget sent.
+        "restart with the cancel budget spent says the last cancel again, uncounted",
+        |s| {
+            s.cfg.max_cancel_attempts = 1;
+            s.working().ev(Event::CancelClicked).ev(Event::Resume);
+            s.timer(Timer::CancelRequery).reply(RequestKind::Poll, Reply::Status(view(P::Working)));
+        },
+        "start => stay [send:submit#1]
+         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
+         cancel_clicked => WORKING->CANCEL_REQUESTED [send:cancel#2]
+         resume => stay [send:cancel#3]
+         timer:cancel_requery => stay [send:poll#4]
+         reply:poll:status => CANCEL_REQUESTED->UNKNOWN [reconcile]",
+    ),
+    (
         "restart after a best-effort cancel was taken only reads the state again",
         |s| {
             s.working().ev(Event::CancelClicked).reply(RequestKind::Cancel, Reply::CancelPending);

@@ -278,7 +278,7 @@ impl Runner {
             // The record as written, kept only for the cancel take-up watch (rare: two
             // processes on one epoch), which judges the timers it holds against it.
             let others_cancel = self
-                .cancel_of_another(node, &step.record, lane)
+                .cancel_of_another(node, &step.record)
                 .then(|| step.record.clone());
             let changed = step.record != rec;
             let is_final = step.record.local_state.is_final();
@@ -476,11 +476,11 @@ impl Runner {
     /// reply showed the task working and the cancel waited 2.5 s for the restart). The stall
     /// watch then takes the node up after `cancel_take_up_ms` of quiet instead of a request
     /// timeout: a live committer records the server's answer to its cancel well within that,
-    /// and the watch stands down.
-    pub(super) fn cancel_of_another(&self, node: &str, rec: &ToolOperation, lane: usize) -> bool {
+    /// and the watch stands down. Whatever the attempts the record counts: the last attempt
+    /// too may have died with its committer (aip151_faults seed 18528, session 46).
+    pub(super) fn cancel_of_another(&self, node: &str, rec: &ToolOperation) -> bool {
         rec.local_state == LocalState::CancelRequested
             && !rec.cancel_pending
-            && rec.cancel_attempts < self.lanes[lane].core.max_cancel_attempts
             && self.cancel_sent_generation.get(node) != Some(&rec.cancel_generation)
     }
 

@@ -160,9 +160,8 @@ impl Runner {
                 continue;
             }
             let still_cancel_of_another = watch.urgent
-                && self
-                    .lane_of(rec.adapter)
-                    .is_some_and(|lane| self.cancel_of_another(&node, &rec, lane));
+                && self.lane_of(rec.adapter).is_some()
+                && self.cancel_of_another(&node, &rec);
             let again = if rec.version != watch.version && still_cancel_of_another {
                 // The committer wrote again and the record still asks for its cancel, unanswered
                 // (its request lost, say): keep the short watch. A committer that died right
