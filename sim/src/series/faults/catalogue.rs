@@ -110,10 +110,18 @@ pub enum FaultKind {
     /// (`ARCHITECTURE.md`), and a key index lost would make "not found by key" a false proof
     /// of "never created". AIP-151 operations are durable resources: not expressed.
     ServerRestart,
+    /// A cancel is answered 503 with a short Retry-After (1-5 s) by what stands in front of the
+    /// server (a gateway shedding load, an overloaded server): AIP-194 names UNAVAILABLE the
+    /// retryable code, CancelOperation included. The operation runs on; each refused cancel
+    /// costs the executor an attempt once a read shows it still running, so a run of them
+    /// spends `max_cancel_attempts` and hands the node to a person, the one way to that end
+    /// the other faults reach only by a long run of losses (session 46).
+    #[serde(rename = "cancel_503")]
+    Cancel503,
 }
 
 impl FaultKind {
-    pub const ALL: [FaultKind; 30] = [
+    pub const ALL: [FaultKind; 31] = [
         FaultKind::LostResponseAfterCreation,
         FaultKind::LostRequest,
         FaultKind::PollsOutOfOrder,
@@ -144,6 +152,7 @@ impl FaultKind {
         FaultKind::TtlFailsRunningTask,
         FaultKind::CancelIgnored,
         FaultKind::ServerRestart,
+        FaultKind::Cancel503,
     ];
 
     pub fn name(self) -> String {
@@ -217,6 +226,7 @@ impl FaultKind {
             F::ServerRestart => {
                 "the server restarts: every task and result is lost, running work aborted; every connection drops, or over HTTP every session is forgotten (404)"
             }
+            F::Cancel503 => "a cancel is answered 503 with a short Retry-After; the work runs on",
         }
     }
 
@@ -239,7 +249,10 @@ impl FaultKind {
     /// parameters: a fault added to a scenario's rates then leaves the series that do not
     /// enable it exactly as they were (their trace hashes too).
     pub fn drawn_last(self) -> bool {
-        matches!(self, FaultKind::CancelIgnored | FaultKind::ServerRestart)
+        matches!(
+            self,
+            FaultKind::CancelIgnored | FaultKind::ServerRestart | FaultKind::Cancel503
+        )
     }
 
     /// The server profile a fault needs, for faults only one real server shows: a scenario
@@ -311,6 +324,7 @@ const MCP_2025_11_25: &[Cell] = &[
     c(F::ProcessPause, LEDGER_STATES),
     c(F::ToolRedeployed, &[Submitting]),
     c(F::ServerRestart, &[Working]),
+    c(F::Cancel503, &[CancelRequested]),
 ];
 
 /// The tasks extension: input requests ride on status reads (a replay is a read showing one
@@ -347,6 +361,7 @@ const MCP_TASKS_EXT: &[Cell] = &[
     c(F::LedgerCommitLostReply, LEDGER_STATES),
     c(F::ProcessPause, LEDGER_STATES),
     c(F::ServerRestart, &[Working]),
+    c(F::Cancel503, &[CancelRequested]),
 ];
 
 /// AIP-151: no input requests (no replay of them, no approvals), and the body carries no
@@ -361,6 +376,7 @@ const AIP_151: &[Cell] = &[
     c(F::CompletionCancelRace, &[CancelRequested]),
     c(F::CancelAckLost, &[CancelRequested]),
     c(F::CancelIgnored, &[CancelRequested]),
+    c(F::Cancel503, &[CancelRequested]),
     c(F::ResultLost, &[Working, FetchingResult]),
     c(F::ResultTruncated, &[Working, FetchingResult]),
     c(F::OldEpochMessage, &[Working]),

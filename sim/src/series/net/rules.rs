@@ -178,6 +178,23 @@ impl Net {
                 });
             }
         }
+        if d.call.is_some() && exchange == ExchangeKind::Cancel {
+            let mut retry_after_ms = 0;
+            let fired = self.fire_with(lane, FaultKind::Cancel503, node, |me| {
+                retry_after_ms = me.draw(1_000, 5_000);
+                FaultDetail::Replica {
+                    exchange,
+                    status: Throttle::Unavailable.http_status(),
+                    retry_after_ms: Some(retry_after_ms),
+                }
+            });
+            if fired {
+                return Verdict::Reply(Response::Throttled {
+                    throttle: Throttle::Unavailable,
+                    retry_after_ms,
+                });
+            }
+        }
         if d.call.is_some()
             && self.fire(
                 lane,
