@@ -162,7 +162,7 @@ pub const GATE_LINES: &[(&str, &str)] = &[
     ("terminal_state_divergence", "series whose accepted terminal state differs from the server's: must be 0"),
     ("second_operations", "duplicate server operations from one call node: must be 0"),
     ("poll_rate_per_second", "the busiest one-second window of requests, against max_qps"),
-    ("cancel_confirmation_p99_ms", "p99 time from a cancel request to its confirmation, executor downtime left out"),
+    ("cancel_confirmation_p99_ms", "p99 time from a cancel request to its confirmation, executor downtime and waits a 429/503 asked for left out"),
     ("unknown_reconciliation_max_ms", "longest time an operation stayed UNKNOWN before it was reconciled"),
     ("outbox_traceable_pct", "share of downstream advances traceable to a receipt, against gates.outbox_traceable_min_pct"),
     ("receipts_per_call_node", "terminal receipts per call node: at most 1"),

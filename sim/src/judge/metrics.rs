@@ -165,6 +165,7 @@ pub fn measure_and_check(trace: &Trace) -> (SeriesMetrics, Vec<Violation>) {
     }
     let down = executor_down_spans(trace);
     let ignored = ignored_cancel_spans(trace);
+    let throttled = throttled_spans(trace);
     // From the click, or from the operator's request (the executor's look at the ledger is
     // part of what the operator waits for).
     for (node, clicked_ms) in cancel_asked_times(trace) {
@@ -175,6 +176,7 @@ pub fn measure_and_check(trace: &Trace) -> (SeriesMetrics, Vec<Violation>) {
             let held: Vec<(u64, u64)> = down
                 .iter()
                 .chain(ignored.get(node.as_str()).into_iter().flatten())
+                .chain(throttled.get(node.as_str()).into_iter().flatten())
                 .copied()
                 .collect();
             let held_ms = covered_ms(&held, clicked_ms, known);
@@ -232,6 +234,25 @@ fn ignored_cancel_spans(trace: &Trace) -> BTreeMap<&str, Vec<(u64, u64)>> {
             out.entry(t.call_node.as_str())
                 .or_default()
                 .push((from, to.max(from)));
+        }
+    }
+    out
+}
+
+/// Per call node, the spans a 429 or 503 told an executor to wait: from the refusal's arrival
+/// for its Retry-After, which `retry_after_honoured` forbids repeating the request within. A
+/// refused cancel, or a refused read of a cancelling node, is the server's delay, not the
+/// executor's (session 46: `cancel_503` refusing runs of cancels for 1-5 s each counted them
+/// against the executor); whatever the executor waits beyond it still counts.
+fn throttled_spans(trace: &Trace) -> BTreeMap<&str, Vec<(u64, u64)>> {
+    let mut out: BTreeMap<&str, Vec<(u64, u64)>> = BTreeMap::new();
+    for a in arrivals(trace) {
+        if let (Some(node), Some(Shows::Throttled { retry_after_ms, .. }), Some(at)) =
+            (a.node, a.shows, a.arrives_at_ms)
+        {
+            out.entry(node)
+                .or_default()
+                .push((at, at.saturating_add(*retry_after_ms)));
         }
     }
     out
@@ -494,5 +515,33 @@ mod tests {
         down_from_3110_to_3130(&mut b);
         // Held or down from 3,105 to 3,130: 25 ms out of 40.
         assert_eq!(measure(&b.build(SETTLED)).cancel_confirmation_ms, vec![15]);
+    }
+
+    /// Cancel confirmation leaves out the Retry-After a 429 or 503 to the node's request told
+    /// the executor to wait, from the refusal's arrival; another node's refusal is not this
+    /// one's.
+    #[test]
+    fn cancel_confirmation_leaves_out_the_wait_a_refusal_asked_for() {
+        for (node, want) in [("n1", 28), ("n2", 40)] {
+            let mut b = Tb::new();
+            b.cancel_path("n1", 100);
+            // Clicked at 3,100, known at 3,140; a 503 arrived at 3,110 asking for 12 ms.
+            b.at(3_110).net(
+                crate::trace::Dir::ToExecutor,
+                node,
+                ExchangeKind::Cancel,
+                crate::trace::NetVerdict::Deliver,
+                Some(0),
+                Some(Shows::Throttled {
+                    status: 503,
+                    retry_after_ms: 12,
+                }),
+            );
+            assert_eq!(
+                measure(&b.build(SETTLED)).cancel_confirmation_ms,
+                vec![want],
+                "{node}"
+            );
+        }
     }
 }
