@@ -868,15 +868,14 @@ impl<'a> Machine<'a> {
                 self.schedule(self.cfg.cancel_requery_interval_ms, Timer::CancelRequery);
                 STAYED
             }
+            (S::CancelRequested, _) if mutated!(self, CancelBudgetOffByOne, when self.rec.cancel_attempts == self.cfg.max_cancel_attempts) => {
+                self.cancel_again()
+            }
             (S::CancelRequested, _) => {
                 if self.rec.cancel_attempts >= self.cfg.max_cancel_attempts {
                     return self.hand_over("cancel attempts spent and the operation still runs");
                 }
-                self.rec.cancel_attempts += 1;
-                self.send(Outbound::Cancel {
-                    operation_id: self.op_id(),
-                });
-                STAYED
+                self.cancel_again()
             }
             (S::Working, P::InputRequired) => {
                 self.go(S::InputRequired)?;
@@ -1737,6 +1736,15 @@ impl<'a> Machine<'a> {
         let last = self.rec.last_answer.clone()?;
         let still_asked = reqs.any(|r| r.server_request_id == last.server_request_id);
         (still_asked && last.lost && self.may_resend(&last)).then(|| self.resend_last_answer(last))
+    }
+
+    /// A read showed the operation still running after our cancel: one attempt more.
+    fn cancel_again(&mut self) -> R {
+        self.rec.cancel_attempts += 1;
+        self.send(Outbound::Cancel {
+            operation_id: self.op_id(),
+        });
+        STAYED
     }
 
     fn request_cancel(&mut self) -> R {

@@ -118,10 +118,14 @@ pub enum Mutation {
     /// cancel, rmcp's `ignores_cancel` tool) gets a cancel every requery for as long as the work
     /// runs, far past `max_cancel_attempts`.
     CancelUntilConfirmed,
+    /// Send one cancel more than `max_cancel_attempts` allows: the check that the attempts are
+    /// spent reads `>` where it means `>=`. A server whose gateway keeps refusing cancels gets
+    /// one more before the node goes to a person.
+    CancelBudgetOffByOne,
 }
 
 impl Mutation {
-    pub const ALL: [Mutation; 36] = [
+    pub const ALL: [Mutation; 37] = [
         Mutation::FreshKeyOnSubmitTimeout,
         Mutation::ResubmitWithoutLookup,
         Mutation::FailOnCancelClick,
@@ -158,6 +162,7 @@ impl Mutation {
         Mutation::NotFoundIsFailure,
         Mutation::FreshSessionPerProcess,
         Mutation::CancelUntilConfirmed,
+        Mutation::CancelBudgetOffByOne,
     ];
 
     pub fn name(self) -> String {
