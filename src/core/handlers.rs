@@ -609,6 +609,16 @@ impl<'a> Machine<'a> {
                 self.alive_when_sent();
                 return STAYED;
             }
+            if self.stale_cancel_taken(kind, reply) {
+                // The server took a cancel of ours, and a taken cancel stays taken whatever was
+                // read since: only a terminal read says who won now, and no more cancels are
+                // owed (mcp_ext_replicas seed 6722 with cancel_503: a replica's cancel was
+                // acknowledged while the primary's newer read showed the task working; the ack
+                // came back "stale", the primary's next cancels were refused 503 and the budget
+                // handed a task that held our cancel to a person). Nothing else of it is applied.
+                self.rec.cancel_pending = true;
+                return STAYED;
+            }
             return rejected(Rejection::StaleAnswer {
                 seq,
                 applied_seq: applied,
@@ -700,6 +710,16 @@ impl<'a> Machine<'a> {
     /// a read drew (mcp_ext_replicas seeds 46975 and 48611: a replica's cancel_pending, and its
     /// poll's input requests, came back "stale" while the primary counted a lagging replica's
     /// 404s, and the third handed a live task to a person).
+    /// Whether a stale reply is the server's acknowledgement of a cancel still wanted: while the
+    /// node stays CANCEL_REQUESTED its cancel generation cannot change (a click there is a
+    /// no-op), so the ack is of the cancel the record asks for.
+    fn stale_cancel_taken(&self, kind: RequestKind, reply: &Reply) -> bool {
+        kind == RequestKind::Cancel
+            && matches!(reply, Reply::CancelPending)
+            && self.rec.local_state == S::CancelRequested
+            && !self.rec.cancel_pending
+    }
+
     fn stale_view_shows_ours(&self, kind: RequestKind, seq: u64, reply: &Reply) -> bool {
         let ours = self.rec.operation_id.as_deref();
         let shown = match (kind, reply) {

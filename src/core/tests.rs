@@ -1402,6 +1402,30 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
          reply:poll:status => CANCEL_REQUESTED->UNKNOWN [reconcile]",
     ),
     (
+        // mcp_ext_replicas seed 6722 with cancel_503 (session 46): a replica's cancel was
+        // acknowledged after the primary's newer read showed the task working; the ack was
+        // dropped as stale, and refused cancels then spent the budget on a task that held ours.
+        "a stale ack of our cancel still says the server took it: reads only, and no hand-off on the budget",
+        |s| {
+            s.cfg.max_cancel_attempts = 2;
+            s.working().ev(Event::CancelClicked).lost(RequestKind::Cancel);
+            s.timer(Timer::CancelRequery).reply(RequestKind::Poll, Reply::Status(view(P::Working)));
+            s.ev(Event::Reply { sent_ms: None, kind: RequestKind::Cancel, seq: 2, epoch: 1, reply: Reply::CancelPending });
+            s.reply(RequestKind::Cancel, Reply::Unavailable { retry_after_ms: Some(1_000) });
+            s.timer(Timer::CancelRequery).reply(RequestKind::Poll, Reply::Status(view(P::Working)));
+        },
+        "start => stay [send:submit#1]
+         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
+         cancel_clicked => WORKING->CANCEL_REQUESTED [send:cancel#2]
+         lost:cancel => stay [at2000:cancel_requery]
+         timer:cancel_requery => stay [send:poll#3]
+         reply:poll:status => stay [send:cancel#4]
+         reply:cancel:cancel_pending => stay
+         reply:cancel:unavailable => stay [at2000:cancel_requery]
+         timer:cancel_requery => stay [send:poll#5]
+         reply:poll:status => stay [at2000:cancel_requery]",
+    ),
+    (
         "restart after a best-effort cancel was taken only reads the state again",
         |s| {
             s.working().ev(Event::CancelClicked).reply(RequestKind::Cancel, Reply::CancelPending);
