@@ -9,13 +9,16 @@
 //! connection) and never from the executor's own count: each process that takes the node up
 //! may say the cancel once more, uncounted, because the process before it may have died between
 //! committing the cancel and sending it (`mcp_faults` seed 39769: five restarts, and no cancel
-//! had reached the server). A process takes the node up when it writes the node's record in
-//! the world's ledger, or sends it a cancel, after another process did. Each ask (the caller's
-//! click, its repetition to a restarted process, an operator's request) starts the count again:
-//! the judge never counts across asks, so an ask the executor found nothing to do for only
-//! makes it laxer, never wrong.
+//! had reached the server). A take-up is read from the world's ledger: a run of landed writes
+//! of the node by one process, after another's (the executor writes the node before each send,
+//! so a send belongs to its process's latest write before it: `mcp_ext_replicas` seed 5147770,
+//! a process's cancel left after a replica's write that its own commit preceded, and its later
+//! take-up from that replica's lost read was its second). Each ask (the caller's click, its
+//! repetition to a restarted process, an operator's request) starts the count again: the judge
+//! never counts across asks, so an ask the executor found nothing to do for only makes it
+//! laxer, never wrong.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::view::{judge, ExecId, View};
 use super::Violation;
@@ -28,32 +31,51 @@ pub fn check(trace: &Trace) -> Vec<Violation> {
     judge(trace, violations)
 }
 
-/// One call node's cancels since its latest ask.
+/// One call node: who held it (runs of landed writes), and its cancels since the latest ask.
 #[derive(Default)]
-struct Count {
-    asked_at_ms: u64,
-    /// The process that drove the node last (wrote it or cancelled it).
-    holder: Option<ExecId>,
-    /// Whether the holder has said its one uncounted cancel since it took the node up.
-    free_spent: bool,
-    /// Cancels beyond each holder's first since the ask.
+struct Node {
+    last_writer: Option<ExecId>,
+    runs: u64,
+    /// Each process's latest run: the one its sends belong to.
+    run_of: BTreeMap<ExecId, u64>,
+    ask: Option<Ask>,
+}
+
+#[derive(Default)]
+struct Ask {
+    at_ms: u64,
+    /// The runs whose one uncounted cancel was said since the ask.
+    free_used: BTreeSet<u64>,
+    /// Cancels beyond each run's first since the ask.
     counted: u32,
     sent: u32,
     reported: bool,
 }
 
-impl Count {
-    fn take_up(&mut self, by: ExecId) {
-        if self.holder != Some(by) {
-            self.holder = Some(by);
-            self.free_spent = false;
+impl Node {
+    fn wrote(&mut self, by: ExecId) {
+        if self.last_writer != Some(by) {
+            self.last_writer = Some(by);
+            self.runs += 1;
         }
+        self.run_of.insert(by, self.runs);
+    }
+
+    /// The run a cancel of `by` belongs to: its latest write's, or (a process that never wrote
+    /// the node, which the executor never does) one of its own.
+    fn run_of_sender(&mut self, by: ExecId) -> u64 {
+        if let Some(r) = self.run_of.get(&by) {
+            return *r;
+        }
+        self.runs += 1;
+        self.run_of.insert(by, self.runs);
+        self.runs
     }
 }
 
 pub fn violations(v: &View) -> Vec<Violation> {
-    let budget = v.config.max_cancel_attempts;
-    let mut counts: BTreeMap<&str, Count> = BTreeMap::new();
+    let budget = v.config.max_cancel_attempts.max(1);
+    let mut nodes: BTreeMap<&str, Node> = BTreeMap::new();
     let mut out = vec![];
     // Trace order: a write is recorded as it commits, before the send it came before, and the
     // caller's ask before its input reaches the executor.
@@ -63,18 +85,16 @@ pub fn violations(v: &View) -> Vec<Violation> {
                 action: CallerAction::Cancel | CallerAction::Recancel | CallerAction::CancelRequest,
                 node,
             } => {
-                counts.insert(
-                    node,
-                    Count {
-                        asked_at_ms: e.t_ms,
-                        ..Count::default()
-                    },
-                );
+                nodes.entry(node).or_default().ask = Some(Ask {
+                    at_ms: e.t_ms,
+                    ..Ask::default()
+                });
             }
             What::Ledger { write } if write.outcome.landed().is_some() => {
-                if let Some(c) = counts.get_mut(write.node.as_str()) {
-                    c.take_up((write.epoch, write.incarnation));
-                }
+                nodes
+                    .entry(write.node.as_str())
+                    .or_default()
+                    .wrote((write.epoch, write.incarnation));
             }
             What::Net {
                 dir: Dir::ToServer,
@@ -84,29 +104,27 @@ pub fn violations(v: &View) -> Vec<Violation> {
                 incarnation,
                 ..
             } => {
-                let Some(c) = counts.get_mut(node.as_str()) else {
-                    continue; // cancel_only_when_asked judges a cancel nobody asked for
-                };
-                c.take_up((*epoch, *incarnation));
-                c.sent += 1;
-                if !c.free_spent {
-                    c.free_spent = true;
-                } else {
-                    c.counted += 1;
+                let n = nodes.entry(node).or_default();
+                let run = n.run_of_sender((*epoch, *incarnation));
+                // A cancel nobody asked for is `cancel_only_when_asked`'s.
+                let Some(ask) = n.ask.as_mut() else { continue };
+                ask.sent += 1;
+                if !ask.free_used.insert(run) {
+                    ask.counted += 1;
                 }
                 // The first cancel is the executor's first attempt: `budget - 1` more may follow.
-                if c.counted >= budget.max(1) && !c.reported {
-                    c.reported = true;
+                if ask.counted >= budget && !ask.reported {
+                    ask.reported = true;
                     out.push(Violation {
                         checker: NAME,
                         node: Some(node.clone()),
                         detail: format!(
-                            "epoch {epoch} incarnation {incarnation} sent the call's {} cancel since the ask at {} ms (at {} ms): {} beyond the first each process that took the node up may send, where max_cancel_attempts {budget} allows {}",
-                            ordinal(c.sent),
-                            c.asked_at_ms,
+                            "epoch {epoch} incarnation {incarnation} sent the call's {} cancel since the ask at {} ms (at {} ms): {} beyond the first of each process's turn at the node, where max_cancel_attempts {budget} allows {}",
+                            ordinal(ask.sent),
+                            ask.at_ms,
                             e.t_ms,
-                            c.counted,
-                            budget.max(1) - 1
+                            ask.counted,
+                            budget - 1
                         ),
                     });
                 }
@@ -137,16 +155,24 @@ mod tests {
     use crate::trace::CallerAction;
 
     /// A cancelled node (the testkit allows 3 cancel attempts) whose first cancel left at 3 s,
-    /// with `more` cancels after it from `(epoch, incarnation)` pairs, one a second.
+    /// with `more` cancels after it from `(epoch, incarnation)` pairs, one a second; each
+    /// cancel follows its process's landed write of the node, as the executor's do.
     fn cancels(more: &[(u64, u32)]) -> Tb {
         let mut b = Tb::new();
         b.cancel_path("n1", 0);
-        for (i, &(epoch, incarnation)) in more.iter().enumerate() {
-            b.exec(epoch, incarnation)
-                .at(4_000 + 1_000 * i as u64)
-                .net_out("n1", ExchangeKind::Cancel);
+        b.at(2_999).push(build::ev(build::write("n1", 1, 1, 2)));
+        for (i, &by) in more.iter().enumerate() {
+            write_and_cancel(&mut b, by, 4_000 + 1_000 * i as u64);
         }
         b
+    }
+
+    fn write_and_cancel(b: &mut Tb, (epoch, incarnation): (u64, u32), t_ms: u64) {
+        b.at(t_ms)
+            .push(build::ev(build::write("n1", epoch, incarnation, 3)));
+        b.exec(epoch, incarnation)
+            .at(t_ms)
+            .net_out("n1", ExchangeKind::Cancel);
     }
 
     #[test]
@@ -179,15 +205,27 @@ mod tests {
         let v = check(&cancels(&[(1, 1), (1, 2), (1, 2), (1, 2)]).build(SETTLED));
         assert_eq!(v.len(), 1, "{v:?}");
         assert!(v[0].detail.contains("epoch 1 incarnation 2"), "{v:?}");
-        // A process that writes the node after another took it up, and sends its cancel again,
-        // took it back: that cancel is uncounted too. Without the other's write it counts.
-        for (other_writes, violations) in [(true, 0), (false, 1)] {
+    }
+
+    /// mcp_ext_replicas seed 5147770: a process's cancel left just after a replica's write,
+    /// though its own write came first; it belongs to that write's turn. The process's next
+    /// write, after the replica's, is a take-up of its own, and may say the cancel once more.
+    /// Without the replica's write it is the same turn, and the cancel counts.
+    #[test]
+    fn a_cancel_belongs_to_its_process_s_latest_write() {
+        for (replica_writes, violations) in [(true, 0), (false, 1)] {
             let mut b = cancels(&[(1, 1), (1, 1)]);
-            if other_writes {
-                b.at(6_500).push(build::ev(build::write("n1", 1, 2, 3)));
+            b.at(6_000).push(build::ev(build::write("n1", 1, 2, 3)));
+            if replica_writes {
+                b.at(6_010).push(build::ev(build::write("n1", 1, 1000, 4)));
             }
-            b.exec(1, 1).at(7_000).net_out("n1", ExchangeKind::Cancel);
-            assert_eq!(check(&b.build(SETTLED)).len(), violations, "{other_writes}");
+            b.exec(1, 2).at(6_050).net_out("n1", ExchangeKind::Cancel);
+            write_and_cancel(&mut b, (1, 2), 16_000);
+            assert_eq!(
+                check(&b.build(SETTLED)).len(),
+                violations,
+                "{replica_writes}"
+            );
         }
     }
 
@@ -196,7 +234,7 @@ mod tests {
         let mut b = cancels(&[(1, 1), (1, 1)]);
         b.at(8_000).caller(CallerAction::Recancel, "n1");
         for t in [9_000, 10_000, 11_000] {
-            b.at(t).net_out("n1", ExchangeKind::Cancel);
+            write_and_cancel(&mut b, (1, 1), t);
         }
         assert_eq!(check(&b.build(SETTLED)), vec![]);
         // A cancel nobody asked for is `cancel_only_when_asked`'s, not counted here.
