@@ -893,7 +893,7 @@ impl<'a> Machine<'a> {
             }
             (S::CancelRequested, _) => {
                 if self.rec.cancel_attempts >= self.cfg.max_cancel_attempts {
-                    return self.hand_over("cancel attempts spent and the operation still runs");
+                    return self.cancels_spent();
                 }
                 self.cancel_again()
             }
@@ -1201,6 +1201,21 @@ impl<'a> Machine<'a> {
             return STAYED;
         }
         self.hand_over(why)
+    }
+
+    /// The cancel attempts are spent and a read shows the operation still running: hand over,
+    /// unless another process's request (its cancel, perhaps) was overtaken unanswered within a
+    /// request lease. The server may have taken that cancel, and the extension and AIP-151 may
+    /// show the work running after it (mcp_ext_replicas seed 5061856 with cancel_503: a
+    /// process's last attempt was acknowledged and sat 2.5 s in a slow commit while a replica's
+    /// read showed the task working, and the replica handed it to a person). Look again when
+    /// the lease runs out: that process's ack, stale by then, still marks the cancel taken.
+    fn cancels_spent(&mut self) -> R {
+        if let Some(wait_ms) = self.overtaken_lease_wait_ms(None) {
+            self.schedule(wait_ms, Timer::CancelRequery);
+            return STAYED;
+        }
+        self.hand_over("cancel attempts spent and the operation still runs")
     }
 
     /// Input requests inlined in a status read (the tasks extension): the read itself plays

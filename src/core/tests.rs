@@ -1426,6 +1426,57 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
          reply:poll:status => stay [at2000:cancel_requery]",
     ),
     (
+        // mcp_ext_replicas seed 5061856 with cancel_503 (session 46): process 2's last cancel
+        // (#3) was taken and its ack sat in a slow commit while this process's read (#4)
+        // showed the task working with the attempts spent. The hand-off waits a request lease
+        // after the overtaking (10 s); the ack, stale by then, marks the cancel taken.
+        "spent cancels wait for another process's overtaken request a request lease before the hand-off",
+        |s| {
+            s.cfg.max_cancel_attempts = 1;
+            s.working().ev(Event::CancelClicked);
+            s.reply(RequestKind::Cancel, Reply::Unavailable { retry_after_ms: Some(1_000) });
+            s.process = 2;
+            s.ev(Event::Resume);
+            s.process = 1;
+            s.at(100).timer(Timer::CancelRequery).reply(RequestKind::Poll, Reply::Status(view(P::Working)));
+            s.ev(Event::Reply { sent_ms: None, kind: RequestKind::Cancel, seq: 3, epoch: 1, reply: Reply::CancelPending });
+            s.at(10_100).timer(Timer::CancelRequery).reply(RequestKind::Poll, Reply::Status(view(P::Working)));
+        },
+        "start => stay [send:submit#1]
+         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
+         cancel_clicked => WORKING->CANCEL_REQUESTED [send:cancel#2]
+         reply:cancel:unavailable => stay [at2000:cancel_requery]
+         resume => stay [send:cancel#3]
+         timer:cancel_requery => stay [send:poll#4]
+         reply:poll:status => stay [at10100:cancel_requery]
+         reply:cancel:cancel_pending => stay
+         timer:cancel_requery => stay [send:poll#5]
+         reply:poll:status => stay [at12100:cancel_requery]",
+    ),
+    (
+        // The same without the ack: past the lease the spent budget hands the node over.
+        "spent cancels hand over once the overtaken request's lease ran out unanswered",
+        |s| {
+            s.cfg.max_cancel_attempts = 1;
+            s.working().ev(Event::CancelClicked);
+            s.reply(RequestKind::Cancel, Reply::Unavailable { retry_after_ms: Some(1_000) });
+            s.process = 2;
+            s.ev(Event::Resume);
+            s.process = 1;
+            s.at(100).timer(Timer::CancelRequery).reply(RequestKind::Poll, Reply::Status(view(P::Working)));
+            s.at(10_100).timer(Timer::CancelRequery).reply(RequestKind::Poll, Reply::Status(view(P::Working)));
+        },
+        "start => stay [send:submit#1]
+         reply:submit:submitted => SUBMITTING->WORKING [at1000:poll_due]
+         cancel_clicked => WORKING->CANCEL_REQUESTED [send:cancel#2]
+         reply:cancel:unavailable => stay [at2000:cancel_requery]
+         resume => stay [send:cancel#3]
+         timer:cancel_requery => stay [send:poll#4]
+         reply:poll:status => stay [at10100:cancel_requery]
+         timer:cancel_requery => stay [send:poll#5]
+         reply:poll:status => CANCEL_REQUESTED->UNKNOWN [reconcile]",
+    ),
+    (
         "restart after a best-effort cancel was taken only reads the state again",
         |s| {
             s.working().ev(Event::CancelClicked).reply(RequestKind::Cancel, Reply::CancelPending);
