@@ -698,6 +698,16 @@ impl<'a> Machine<'a> {
         }
     }
 
+    /// Whether a stale reply is the server's acknowledgement of a cancel still wanted: while the
+    /// node stays CANCEL_REQUESTED its cancel generation cannot change (a click there is a
+    /// no-op), so the ack is of the cancel the record asks for.
+    fn stale_cancel_taken(&self, kind: RequestKind, reply: &Reply) -> bool {
+        kind == RequestKind::Cancel
+            && matches!(reply, Reply::CancelPending)
+            && self.rec.local_state == S::CancelRequested
+            && !self.rec.cancel_pending
+    }
+
     /// Whether a stale reply is a view of our own operation answering a request sent after the
     /// first not-found of the streak being counted: a status, or a result the server tied to
     /// our operation (a replica's fetch answered with the result while another process counted
@@ -710,16 +720,6 @@ impl<'a> Machine<'a> {
     /// a read drew (mcp_ext_replicas seeds 46975 and 48611: a replica's cancel_pending, and its
     /// poll's input requests, came back "stale" while the primary counted a lagging replica's
     /// 404s, and the third handed a live task to a person).
-    /// Whether a stale reply is the server's acknowledgement of a cancel still wanted: while the
-    /// node stays CANCEL_REQUESTED its cancel generation cannot change (a click there is a
-    /// no-op), so the ack is of the cancel the record asks for.
-    fn stale_cancel_taken(&self, kind: RequestKind, reply: &Reply) -> bool {
-        kind == RequestKind::Cancel
-            && matches!(reply, Reply::CancelPending)
-            && self.rec.local_state == S::CancelRequested
-            && !self.rec.cancel_pending
-    }
-
     fn stale_view_shows_ours(&self, kind: RequestKind, seq: u64, reply: &Reply) -> bool {
         let ours = self.rec.operation_id.as_deref();
         let shown = match (kind, reply) {

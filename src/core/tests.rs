@@ -1410,6 +1410,9 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
             s.cfg.max_cancel_attempts = 2;
             s.working().ev(Event::CancelClicked).lost(RequestKind::Cancel);
             s.timer(Timer::CancelRequery).reply(RequestKind::Poll, Reply::Status(view(P::Working)));
+            // Only an ack: a stale read, or a stale refusal of a cancel, marks nothing.
+            s.ev(Event::Reply { sent_ms: None, kind: RequestKind::Poll, seq: 3, epoch: 1, reply: Reply::Status(view(P::Working)) });
+            s.ev(Event::Reply { sent_ms: None, kind: RequestKind::Cancel, seq: 2, epoch: 1, reply: Reply::CancelRejectedTerminal { message: "terminal".into() } });
             s.ev(Event::Reply { sent_ms: None, kind: RequestKind::Cancel, seq: 2, epoch: 1, reply: Reply::CancelPending });
             s.reply(RequestKind::Cancel, Reply::Unavailable { retry_after_ms: Some(1_000) });
             s.timer(Timer::CancelRequery).reply(RequestKind::Poll, Reply::Status(view(P::Working)));
@@ -1420,6 +1423,8 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
          lost:cancel => stay [at2000:cancel_requery]
          timer:cancel_requery => stay [send:poll#3]
          reply:poll:status => stay [send:cancel#4]
+         reply:poll:status => rejected:stale_answer
+         reply:cancel:cancel_rejected_terminal => rejected:stale_answer
          reply:cancel:cancel_pending => stay
          reply:cancel:unavailable => stay [at2000:cancel_requery]
          timer:cancel_requery => stay [send:poll#5]
