@@ -419,12 +419,7 @@ impl<'a> Machine<'a> {
             // seed 18528: four cancels refused 503, the fifth committed and the process crashed
             // before sending it; the replica that took the node up read it running and handed it
             // to a person with four cancels sent). A crash loop is bounded by the wait budget.
-            S::CancelRequested if !self.rec.cancel_pending => {
-                self.send(Outbound::Cancel {
-                    operation_id: self.op_id(),
-                });
-                STAYED
-            }
+            S::CancelRequested if !self.rec.cancel_pending => self.send_cancel(),
             S::CancelRequested => {
                 self.schedule(0, Timer::CancelRequery);
                 STAYED
@@ -489,7 +484,7 @@ impl<'a> Machine<'a> {
             }
             (Timer::FetchDue, S::TerminalObserved | S::FetchingResult) => {
                 if self.rec.fetch_attempts >= self.cfg.max_fetch_attempts {
-                    return self.fetches_spent("result fetch attempts spent");
+                    return self.budget_spent(Timer::FetchDue, "result fetch attempts spent");
                 }
                 if self.rec.local_state == S::TerminalObserved {
                     self.go(S::FetchingResult)?;
@@ -879,10 +874,7 @@ impl<'a> Machine<'a> {
             (S::CancelRequested, _) if self.rec.cancel_pending => {
                 if mutated!(self, CancelUntilConfirmed) {
                     // Planted: say it again, uncounted; its ack schedules the next read.
-                    self.send(Outbound::Cancel {
-                        operation_id: self.op_id(),
-                    });
-                    return STAYED;
+                    return self.send_cancel();
                 }
                 // Best-effort cancel already taken: only a terminal read says who won.
                 self.schedule(self.cfg.cancel_requery_interval_ms, Timer::CancelRequery);
@@ -893,7 +885,10 @@ impl<'a> Machine<'a> {
             }
             (S::CancelRequested, _) => {
                 if self.rec.cancel_attempts >= self.cfg.max_cancel_attempts {
-                    return self.cancels_spent();
+                    return self.budget_spent(
+                        Timer::CancelRequery,
+                        "cancel attempts spent and the operation still runs",
+                    );
                 }
                 self.cancel_again()
             }
@@ -1189,33 +1184,23 @@ impl<'a> Machine<'a> {
         (self.now() < end_ms).then(|| (end_ms - self.now()).max(self.cfg.retry_interval_ms))
     }
 
-    /// The fetches allowed are spent: hand over, unless another process's fetch (or read) was
-    /// overtaken unanswered within a request lease. It may hold the verified result
-    /// (mcp_ext_replicas seed 492064: a replica's fetch drew the result and its process sat 11 s
-    /// in slow commits before reading it, while this process's last fetch came back cut and
-    /// spent the attempts): look again when the lease runs out; the record is final by then if
-    /// that process accepted.
-    fn fetches_spent(&mut self, why: &str) -> R {
+    /// A budget is spent (the fetches, or the cancel attempts while a read shows the operation
+    /// still running): hand over, unless another process's request was overtaken unanswered
+    /// within a request lease; then look again (`look_again`) when the lease runs out. That
+    /// request may hold what this process lacks: the verified result (mcp_ext_replicas seed
+    /// 492064: a replica's fetch drew it and its process sat 11 s in slow commits before
+    /// reading it, while this process's last fetch came back cut and spent the attempts; the
+    /// record is final by the next look if that process accepted), or the server's ack of a
+    /// cancel, which the extension and AIP-151 may follow with reads showing the work running
+    /// (mcp_ext_replicas seed 5061856 with cancel_503: a process's last attempt was acknowledged
+    /// and sat 2.5 s in a slow commit while a replica read the task working; that ack, stale by
+    /// the next look, still marks the cancel taken).
+    fn budget_spent(&mut self, look_again: Timer, why: &str) -> R {
         if let Some(wait_ms) = self.overtaken_lease_wait_ms(None) {
-            self.schedule(wait_ms, Timer::FetchDue);
+            self.schedule(wait_ms, look_again);
             return STAYED;
         }
         self.hand_over(why)
-    }
-
-    /// The cancel attempts are spent and a read shows the operation still running: hand over,
-    /// unless another process's request (its cancel, perhaps) was overtaken unanswered within a
-    /// request lease. The server may have taken that cancel, and the extension and AIP-151 may
-    /// show the work running after it (mcp_ext_replicas seed 5061856 with cancel_503: a
-    /// process's last attempt was acknowledged and sat 2.5 s in a slow commit while a replica's
-    /// read showed the task working, and the replica handed it to a person). Look again when
-    /// the lease runs out: that process's ack, stale by then, still marks the cancel taken.
-    fn cancels_spent(&mut self) -> R {
-        if let Some(wait_ms) = self.overtaken_lease_wait_ms(None) {
-            self.schedule(wait_ms, Timer::CancelRequery);
-            return STAYED;
-        }
-        self.hand_over("cancel attempts spent and the operation still runs")
     }
 
     /// Input requests inlined in a status read (the tasks extension): the read itself plays
@@ -1401,7 +1386,10 @@ impl<'a> Machine<'a> {
     fn refetch(&mut self, at_least_ms: u64) -> R {
         self.rec.fetch_attempts += 1;
         if self.rec.fetch_attempts >= self.cfg.max_fetch_attempts {
-            return self.fetches_spent("no verified result after the allowed fetches");
+            return self.budget_spent(
+                Timer::FetchDue,
+                "no verified result after the allowed fetches",
+            );
         }
         self.schedule(self.cfg.retry_interval_ms.max(at_least_ms), Timer::FetchDue);
         STAYED
@@ -1776,6 +1764,10 @@ impl<'a> Machine<'a> {
     /// A read showed the operation still running after our cancel: one attempt more.
     fn cancel_again(&mut self) -> R {
         self.rec.cancel_attempts += 1;
+        self.send_cancel()
+    }
+
+    fn send_cancel(&mut self) -> R {
         self.send(Outbound::Cancel {
             operation_id: self.op_id(),
         });
@@ -1789,10 +1781,7 @@ impl<'a> Machine<'a> {
         self.rec.pending_input = None;
         self.rec.input_stream_open = false;
         self.go(S::CancelRequested)?;
-        self.send(Outbound::Cancel {
-            operation_id: self.op_id(),
-        });
-        STAYED
+        self.send_cancel()
     }
 
     fn cancel_clicked(&mut self) -> R {

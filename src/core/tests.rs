@@ -157,6 +157,26 @@ impl Sim {
         self.ev(Event::Start)
             .reply(RequestKind::Submit, Reply::Submitted(view(P::Working)))
     }
+
+    /// One cancel attempt allowed, refused 503; process 2 takes the node up and says the
+    /// cancel again (#3); this process's read (#4, at 100 ms) overtakes it unanswered and
+    /// shows the task working with the attempts spent.
+    fn last_cancel_overtaken_by_a_read(&mut self) -> &mut Sim {
+        self.cfg.max_cancel_attempts = 1;
+        self.working().ev(Event::CancelClicked);
+        self.reply(
+            RequestKind::Cancel,
+            Reply::Unavailable {
+                retry_after_ms: Some(1_000),
+            },
+        );
+        self.process = 2;
+        self.ev(Event::Resume);
+        self.process = 1;
+        self.at(100)
+            .timer(Timer::CancelRequery)
+            .reply(RequestKind::Poll, Reply::Status(view(P::Working)))
+    }
 }
 
 fn render(s: &Step) -> String {
@@ -1437,13 +1457,7 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
         // after the overtaking (10 s); the ack, stale by then, marks the cancel taken.
         "spent cancels wait for another process's overtaken request a request lease before the hand-off",
         |s| {
-            s.cfg.max_cancel_attempts = 1;
-            s.working().ev(Event::CancelClicked);
-            s.reply(RequestKind::Cancel, Reply::Unavailable { retry_after_ms: Some(1_000) });
-            s.process = 2;
-            s.ev(Event::Resume);
-            s.process = 1;
-            s.at(100).timer(Timer::CancelRequery).reply(RequestKind::Poll, Reply::Status(view(P::Working)));
+            s.last_cancel_overtaken_by_a_read();
             s.ev(Event::Reply { sent_ms: None, kind: RequestKind::Cancel, seq: 3, epoch: 1, reply: Reply::CancelPending });
             s.at(10_100).timer(Timer::CancelRequery).reply(RequestKind::Poll, Reply::Status(view(P::Working)));
         },
@@ -1462,13 +1476,7 @@ const SCENARIOS: &[(&str, Script, &str)] = &[
         // The same without the ack: past the lease the spent budget hands the node over.
         "spent cancels hand over once the overtaken request's lease ran out unanswered",
         |s| {
-            s.cfg.max_cancel_attempts = 1;
-            s.working().ev(Event::CancelClicked);
-            s.reply(RequestKind::Cancel, Reply::Unavailable { retry_after_ms: Some(1_000) });
-            s.process = 2;
-            s.ev(Event::Resume);
-            s.process = 1;
-            s.at(100).timer(Timer::CancelRequery).reply(RequestKind::Poll, Reply::Status(view(P::Working)));
+            s.last_cancel_overtaken_by_a_read();
             s.at(10_100).timer(Timer::CancelRequery).reply(RequestKind::Poll, Reply::Status(view(P::Working)));
         },
         "start => stay [send:submit#1]
