@@ -6,10 +6,9 @@
 
 use std::collections::BTreeSet;
 
-use super::view::{judge, View};
+use super::view::{cancel_ask, cancel_sent, judge, View};
 use super::Violation;
-use crate::fake::codec::ExchangeKind;
-use crate::trace::{CallerAction, Dir, Trace, What};
+use crate::trace::{CallerAction, Trace, What};
 
 pub const NAME: &str = "cancel_only_when_asked";
 
@@ -24,39 +23,28 @@ pub fn violations(v: &View) -> Vec<Violation> {
     let mut detached: BTreeSet<&str> = BTreeSet::new();
     // Trace order, not time: the caller's event is written before its input reaches the executor.
     for e in &v.trace.events {
-        match &e.what {
-            What::Caller {
-                action: CallerAction::Cancel | CallerAction::Recancel | CallerAction::CancelRequest,
-                node,
-            } => {
-                asked.insert(node);
+        if let Some(node) = cancel_ask(&e.what) {
+            asked.insert(node);
+        } else if let What::Caller {
+            action: CallerAction::Detach,
+            node,
+        } = &e.what
+        {
+            detached.insert(node);
+        } else if let Some((node, (epoch, incarnation))) = cancel_sent(&e.what) {
+            if asked.contains(node) || !reported.insert(node) {
+                continue;
             }
-            What::Caller {
-                action: CallerAction::Detach,
-                node,
-            } => {
-                detached.insert(node);
-            }
-            What::Net {
-                dir: Dir::ToServer,
-                exchange: ExchangeKind::Cancel,
-                node: Some(node),
-                epoch,
-                incarnation,
-                ..
-            } if !asked.contains(node.as_str()) && reported.insert(node) => {
-                let after = if detached.contains(node.as_str()) {
-                    " (the caller only detached)"
-                } else {
-                    ""
-                };
-                out.push(Violation {
-                    checker: NAME,
-                    node: Some(node.clone()),
-                    detail: format!("executor epoch {epoch} incarnation {incarnation} put a cancel on the network at {} ms that the caller never asked for{after}", e.t_ms),
-                });
-            }
-            _ => {}
+            let after = if detached.contains(node) {
+                " (the caller only detached)"
+            } else {
+                ""
+            };
+            out.push(Violation {
+                checker: NAME,
+                node: Some(node.to_string()),
+                detail: format!("executor epoch {epoch} incarnation {incarnation} put a cancel on the network at {} ms that the caller never asked for{after}", e.t_ms),
+            });
         }
     }
     out

@@ -20,10 +20,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::view::{judge, ExecId, View};
+use super::view::{cancel_ask, cancel_sent, judge, ExecId, View};
 use super::Violation;
-use crate::fake::codec::ExchangeKind;
-use crate::trace::{CallerAction, Dir, Trace, What};
+use crate::trace::{Trace, What};
 
 pub const NAME: &str = "cancel_within_budget";
 
@@ -80,46 +79,37 @@ pub fn violations(v: &View) -> Vec<Violation> {
     // Trace order: a write is recorded as it commits, before the send it came before, and the
     // caller's ask before its input reaches the executor.
     for e in &v.trace.events {
-        match &e.what {
-            What::Caller {
-                action: CallerAction::Cancel | CallerAction::Recancel | CallerAction::CancelRequest,
-                node,
-            } => {
-                nodes.entry(node).or_default().ask = Some(Ask {
-                    at_ms: e.t_ms,
-                    ..Ask::default()
-                });
-            }
-            What::Ledger { write } if write.outcome.landed().is_some() => {
+        if let Some(node) = cancel_ask(&e.what) {
+            nodes.entry(node).or_default().ask = Some(Ask {
+                at_ms: e.t_ms,
+                ..Ask::default()
+            });
+        } else if let What::Ledger { write } = &e.what {
+            if write.outcome.landed().is_some() {
                 nodes
                     .entry(write.node.as_str())
                     .or_default()
                     .wrote((write.epoch, write.incarnation));
             }
-            What::Net {
-                dir: Dir::ToServer,
-                exchange: ExchangeKind::Cancel,
-                node: Some(node),
-                epoch,
-                incarnation,
-                ..
-            } => {
-                let n = nodes.entry(node).or_default();
-                let run = n.run_of_sender((*epoch, *incarnation));
-                // A cancel nobody asked for is `cancel_only_when_asked`'s.
-                let Some(ask) = n.ask.as_mut() else { continue };
-                ask.sent += 1;
-                if !ask.free_used.insert(run) {
-                    ask.counted += 1;
-                }
-                // The first cancel is the executor's first attempt: `budget - 1` more may follow.
-                if ask.counted >= budget && !ask.reported {
-                    ask.reported = true;
-                    out.push(Violation {
+        } else if let Some((node, sender)) = cancel_sent(&e.what) {
+            let n = nodes.entry(node).or_default();
+            let run = n.run_of_sender(sender);
+            // A cancel nobody asked for is `cancel_only_when_asked`'s.
+            let Some(ask) = n.ask.as_mut() else { continue };
+            ask.sent += 1;
+            if !ask.free_used.insert(run) {
+                ask.counted += 1;
+            }
+            // The first cancel is the executor's first attempt: `budget - 1` more may follow.
+            if ask.counted >= budget && !ask.reported {
+                ask.reported = true;
+                out.push(Violation {
                         checker: NAME,
-                        node: Some(node.clone()),
+                        node: Some(node.to_string()),
                         detail: format!(
-                            "epoch {epoch} incarnation {incarnation} sent the call's {} cancel since the ask at {} ms (at {} ms): {} beyond the first of each process's turn at the node, where max_cancel_attempts {budget} allows {}",
+                            "epoch {} incarnation {} sent the call's {} cancel since the ask at {} ms (at {} ms): {} beyond the first of each process's turn at the node, where max_cancel_attempts {budget} allows {}",
+                            sender.0,
+                            sender.1,
                             ordinal(ask.sent),
                             ask.at_ms,
                             e.t_ms,
@@ -127,9 +117,7 @@ pub fn violations(v: &View) -> Vec<Violation> {
                             budget - 1
                         ),
                     });
-                }
             }
-            _ => {}
         }
     }
     out
@@ -150,6 +138,7 @@ fn ordinal(n: u32) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fake::codec::ExchangeKind;
     use crate::judge::checkers::ledger_writes::build;
     use crate::judge::checkers::testkit::{assert_clean, Tb, SETTLED};
     use crate::trace::CallerAction;

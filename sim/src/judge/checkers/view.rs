@@ -421,6 +421,34 @@ pub fn cancel_asked_times(trace: &Trace) -> BTreeMap<String, u64> {
     asked
 }
 
+/// The call node a caller's event asks to cancel: a click, its repetition to a process that
+/// started, or an operator's request in the ledger.
+pub fn cancel_ask(what: &What) -> Option<&str> {
+    match what {
+        What::Caller {
+            action: CallerAction::Cancel | CallerAction::Recancel | CallerAction::CancelRequest,
+            node,
+        } => Some(node),
+        _ => None,
+    }
+}
+
+/// A cancel an executor process put on the network, for a node the world attributes it to:
+/// the node and the process.
+pub fn cancel_sent(what: &What) -> Option<(&str, ExecId)> {
+    match what {
+        What::Net {
+            dir: Dir::ToServer,
+            exchange: ExchangeKind::Cancel,
+            node: Some(node),
+            epoch,
+            incarnation,
+            ..
+        } => Some((node, (*epoch, *incarnation))),
+        _ => None,
+    }
+}
+
 /// First time the caller did `action` per node.
 pub fn caller_times(trace: &Trace, action: CallerAction) -> BTreeMap<String, u64> {
     let mut out = BTreeMap::new();

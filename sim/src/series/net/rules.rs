@@ -150,20 +150,8 @@ impl Net {
                 (FaultKind::Poll429, Throttle::RateLimited),
                 (FaultKind::Poll503, Throttle::Unavailable),
             ] {
-                let mut retry_after_ms = 0;
-                let fired = self.fire_with(lane, fault, node, |me| {
-                    retry_after_ms = me.draw(1_000, 30_000);
-                    FaultDetail::Replica {
-                        exchange,
-                        status: throttle.http_status(),
-                        retry_after_ms: Some(retry_after_ms),
-                    }
-                });
-                if fired {
-                    return Verdict::Reply(Response::Throttled {
-                        throttle,
-                        retry_after_ms,
-                    });
+                if let Some(v) = self.throttle(lane, fault, throttle, exchange, node, 30_000) {
+                    return v;
                 }
             }
             let detail = FaultDetail::Replica {
@@ -179,20 +167,9 @@ impl Net {
             }
         }
         if d.call.is_some() && exchange == ExchangeKind::Cancel {
-            let mut retry_after_ms = 0;
-            let fired = self.fire_with(lane, FaultKind::Cancel503, node, |me| {
-                retry_after_ms = me.draw(1_000, 5_000);
-                FaultDetail::Replica {
-                    exchange,
-                    status: Throttle::Unavailable.http_status(),
-                    retry_after_ms: Some(retry_after_ms),
-                }
-            });
-            if fired {
-                return Verdict::Reply(Response::Throttled {
-                    throttle: Throttle::Unavailable,
-                    retry_after_ms,
-                });
+            let (fault, throttle) = (FaultKind::Cancel503, Throttle::Unavailable);
+            if let Some(v) = self.throttle(lane, fault, throttle, exchange, node, 5_000) {
+                return v;
             }
         }
         if d.call.is_some()
@@ -206,6 +183,32 @@ impl Net {
             return Verdict::Drop;
         }
         Verdict::Pass
+    }
+
+    /// Whether `fault` fires on this request: if so, the answer of something in front of the
+    /// server (`throttle`), with a Retry-After drawn from 1 s to `max_retry_after_ms`.
+    fn throttle(
+        &mut self,
+        lane: usize,
+        fault: FaultKind,
+        throttle: Throttle,
+        exchange: ExchangeKind,
+        node: Option<&str>,
+        max_retry_after_ms: u64,
+    ) -> Option<Verdict> {
+        let mut retry_after_ms = 0;
+        let fired = self.fire_with(lane, fault, node, |me| {
+            retry_after_ms = me.draw(1_000, max_retry_after_ms);
+            FaultDetail::Replica {
+                exchange,
+                status: throttle.http_status(),
+                retry_after_ms: Some(retry_after_ms),
+            }
+        });
+        fired.then_some(Verdict::Reply(Response::Throttled {
+            throttle,
+            retry_after_ms,
+        }))
     }
 
     /// The reply leg.
