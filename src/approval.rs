@@ -13,8 +13,14 @@
 //!    `date-time` and every keyword of the subset.
 //!
 //! Declining and cancelling carry no content and always pass. Pure functions: the runner calls
-//! them when the gate's answer arrives; the core never sees an answer that failed.
+//! them when the gate's answer arrives; the core never sees an answer that failed. (The compiled
+//! validators are kept, by schema, in a small process-wide cache: compiling one cost more than
+//! every other step of an answer's check together.)
 
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use jsonschema::Validator;
 use serde_json::{Map, Value};
 
 use crate::protocol::{type_name, ApprovalReply};
@@ -37,11 +43,7 @@ pub fn check_answer(requested_schema: &Value, reply: &ApprovalReply) -> Result<(
             type_name(content)
         ));
     }
-    let validator = jsonschema::options()
-        .with_draft(jsonschema::Draft::Draft202012)
-        .should_validate_formats(true)
-        .build(&Value::Object(schema))
-        .map_err(|e| format!("the requested schema does not compile: {e}"))?;
+    let validator = compiled(schema)?;
     let errors: Vec<String> = validator
         .iter_errors(content)
         .take(ERRORS_SHOWN_MAX)
@@ -62,6 +64,34 @@ pub fn check_answer(requested_schema: &Value, reply: &ApprovalReply) -> Result<(
             errors.join("; ")
         ))
     }
+}
+
+/// Compiled schemas kept at most: a server asks with a schema per tool and question, so a
+/// process meets a handful; past the limit the cache starts again rather than grow.
+const VALIDATORS_KEPT_MAX: usize = 64;
+
+/// The validator of `schema`, compiled once per process. Keyed by the schema's JSON text:
+/// `Map` is ordered, so equal schemas have one text.
+fn compiled(schema: Map<String, Value>) -> Result<Arc<Validator>, String> {
+    static KEPT: Mutex<BTreeMap<String, Arc<Validator>>> = Mutex::new(BTreeMap::new());
+    let schema = Value::Object(schema);
+    let key = schema.to_string();
+    // A poisoned lock only means another thread panicked mid-insert; the map is still whole.
+    let mut kept = KEPT.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(v) = kept.get(&key) {
+        return Ok(Arc::clone(v));
+    }
+    let validator = jsonschema::options()
+        .with_draft(jsonschema::Draft::Draft202012)
+        .should_validate_formats(true)
+        .build(&schema)
+        .map(Arc::new)
+        .map_err(|e| format!("the requested schema does not compile: {e}"))?;
+    if kept.len() >= VALIDATORS_KEPT_MAX {
+        kept.clear();
+    }
+    kept.insert(key, Arc::clone(&validator));
+    Ok(validator)
 }
 
 /// The requested schema, checked to be of the restricted elicitation form, without `$schema`
@@ -128,6 +158,27 @@ mod tests {
     /// rmcp) and the ones the spec's subset allows.
     fn ok_schema() -> Value {
         json!({"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]})
+    }
+
+    /// A schema compiles once per process; another schema gets its own validator, and a
+    /// kept validator still judges (the cache must never answer for another schema).
+    #[test]
+    fn a_schema_compiles_once_and_only_for_itself() {
+        let only = |s: Value| restricted_schema(&s).unwrap();
+        let narrow =
+            json!({"type": "object", "properties": {"k": {"type": "integer", "maximum": 3}}});
+        let wide =
+            json!({"type": "object", "properties": {"k": {"type": "integer", "maximum": 30}}});
+        let first = compiled(only(narrow.clone())).unwrap();
+        assert!(Arc::ptr_eq(
+            &first,
+            &compiled(only(narrow.clone())).unwrap()
+        ));
+        assert!(!Arc::ptr_eq(&first, &compiled(only(wide.clone())).unwrap()));
+        for _ in 0..2 {
+            assert!(check_answer(&narrow, &accept(json!({"k": 9}))).is_err());
+            assert_eq!(check_answer(&wide, &accept(json!({"k": 9}))), Ok(()));
+        }
     }
 
     #[test]
