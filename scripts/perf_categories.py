@@ -14,7 +14,7 @@ import sys
 
 # (part, pattern): the first part whose pattern is in a sample's stack takes the sample.
 PARTS = [
-    ("trace hash (canonical JSON + SHA-256)", "toolop_sim::trace::Trace::hash"),
+    ("trace hash (binary form + SHA-256)", "toolop_sim::trace::Trace::hash"),
     ("judge (checkers and metrics)", "toolop_sim::campaign::sweep::row_of"),
     ("SQLite ledger", "sqlite"),
     ("in-memory ledger", "toolop::ledger::memory"),

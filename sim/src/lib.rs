@@ -22,3 +22,4 @@ pub mod scenario;
 pub mod series;
 /// The trace: typed events, canonical bytes, hash. The only input to judges.
 pub mod trace;
+pub mod trace_hash;

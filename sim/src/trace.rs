@@ -1,6 +1,7 @@
 //! The trace: the only input to judges and reports. An ordered list of typed events with a
-//! canonical byte form (one JSON object per line, fields in declaration order, map keys sorted)
-//! and a SHA-256 hash over those bytes.
+//! canonical byte form (one JSON object per line, fields in declaration order, map keys sorted),
+//! written when a trace is kept, and a hash: SHA-256 over the same events in a compact binary
+//! form ([`crate::trace_hash`]), the identity a sweep records for every series.
 //!
 //! The trace also keeps, as it is written, the last local state it shows for each call node:
 //! the world attributes a fault to the executor state it met by reading the trace, never the
@@ -607,31 +608,30 @@ impl Trace {
     /// Canonical bytes: one JSON line per event.
     pub fn canonical_bytes(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(self.events.len() * 256);
-        self.each_canonical_line(|line| out.extend_from_slice(line));
+        for e in &self.events {
+            // A TraceEvent holds only plain data; serialising it into a Vec cannot fail.
+            serde_json::to_writer(&mut out, e).expect("trace event serialises");
+            out.push(b'\n');
+        }
         out
     }
 
-    /// SHA-256 of the canonical bytes, fed line by line: a series' trace is 100 to 600 KB of
-    /// JSON, and building it whole only to hash it cost a growing buffer, its copies and fresh
-    /// pages.
+    /// SHA-256 of the events in the binary form of [`crate::trace_hash`], fed event by event
+    /// through one reused buffer. Every series of a sweep is hashed and few are ever written,
+    /// so the hash does not go through the JSON text: it holds the same data (the same events
+    /// tell apart the same), in 60% of the bytes and at a fifth of the cost to write.
     pub fn hash(&self) -> String {
         let mut hasher = Sha256::new();
-        self.each_canonical_line(|line| hasher.update(line));
-        toolop::digest::hex(&hasher.finalize())
-    }
-
-    /// Hands each event's canonical line (its JSON and a newline) to `f`, in order, through one
-    /// reused buffer. (A `BufWriter` in front of the hasher cost more: serde_json writes in many
-    /// small pieces, and a `Vec` takes those cheapest.)
-    fn each_canonical_line(&self, mut f: impl FnMut(&[u8])) {
-        let mut line = Vec::with_capacity(4 * 1024);
+        let mut item = Vec::with_capacity(4 * 1024);
         for e in &self.events {
-            line.clear();
-            // A TraceEvent holds only plain data; serialising it into a Vec cannot fail.
-            serde_json::to_writer(&mut line, e).expect("trace event serialises");
-            line.push(b'\n');
-            f(&line);
+            item.clear();
+            // The time and the event apart: `TraceEvent` flattens them into one map (for the
+            // JSON form), which would name every field of every event.
+            crate::trace_hash::encode(&e.t_ms, &mut item);
+            crate::trace_hash::encode(&e.what, &mut item);
+            hasher.update(&item);
         }
+        toolop::digest::hex(&hasher.finalize())
     }
 }
 
@@ -642,7 +642,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn hash_is_over_canonical_bytes_and_changes_with_any_event() {
+    fn hash_changes_with_any_event_and_canonical_bytes_are_json_lines() {
         let mut a = Trace::new(10);
         a.push(
             1,
@@ -660,8 +660,20 @@ mod tests {
             },
         );
         assert_ne!(a.hash(), b.hash());
-        // The streamed hash is the hash of the bytes a trace file holds.
-        assert_eq!(b.hash(), toolop::digest::sha256_hex(&b.canonical_bytes()));
+        // A field's value alone, a time or a name, changes it too.
+        for (t_ms, node) in [(2, "n1"), (1, "n2")] {
+            let mut c = Trace::new(10);
+            c.push(
+                t_ms,
+                What::Caller {
+                    action: CallerAction::Submit,
+                    node: node.into(),
+                },
+            );
+            assert_ne!(a.hash(), c.hash());
+        }
+        // The hash is not over the JSON text, which a sweep never writes.
+        assert_ne!(b.hash(), toolop::digest::sha256_hex(&b.canonical_bytes()));
         let line = String::from_utf8(a.canonical_bytes()).unwrap();
         assert_eq!(
             line,

@@ -72,9 +72,10 @@ pub fn compute(scenarios: &[Loaded], seeds: u64, jobs: usize) -> Vec<HashLine> {
 /// `<scenario file> <seed> <hash>` per line.
 pub fn render(lines: &[HashLine], seeds: u64) -> String {
     let mut out = format!(
-        "# Trace hashes (SHA-256 of the canonical trace) of seeds 0..={} of every\n\
-         # scenario. Checked by sim/tests/trace_hashes.rs. Regenerate with `{REGENERATE}`, and\n\
-         # commit a change only with the reason the traces changed in the commit message.\n",
+        "# Trace hashes (SHA-256 of the trace's binary form, sim/src/trace_hash.rs) of seeds\n\
+         # 0..={} of every scenario. Checked by sim/tests/trace_hashes.rs. Regenerate with\n\
+         # `{REGENERATE}`, and commit a change only with the reason the traces changed in the\n\
+         # commit message.\n",
         seeds.saturating_sub(1)
     );
     for l in lines {
