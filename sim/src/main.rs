@@ -147,6 +147,10 @@ enum Cmd {
         /// After changing a checker or a scenario, one plant's first catch in minutes.
         #[arg(long, num_args = 1.., value_parser = mutation_parser)]
         mutation: Vec<Mutation>,
+        /// Series of the sweep that judges a plant that is slow, not wrong (no checker can
+        /// catch it; a latency gate must), and of the unmutated sweep it is compared with.
+        #[arg(long, default_value_t = toolop_sim::campaign::mutants::GATE_SERIES, value_parser = series_parser())]
+        gate_series: u64,
     },
     /// Evaluate a grid of executor poll settings on the same seeds; recommend one for a latency
     /// target. Exit 0 a recommendation, 1 none meets the target, 2 bad input.
@@ -274,9 +278,10 @@ fn main() -> ExitCode {
             series,
             jobs,
             mutation,
+            gate_series,
         } => mutants_cmd(
             &scenario.iter().map(PathBuf::from).collect::<Vec<_>>(),
-            series,
+            (series, gate_series),
             jobs,
             if mutation.is_empty() {
                 Mutation::ALL.to_vec()
@@ -294,13 +299,20 @@ fn main() -> ExitCode {
     }
 }
 
-fn mutants_cmd(paths: &[PathBuf], series: u64, jobs: usize, plants: Vec<Mutation>) -> ExitCode {
+/// `series`: the budget of a plant a checker must catch, and the sweep of one the gate judges.
+fn mutants_cmd(
+    paths: &[PathBuf],
+    (series, gate_series): (u64, u64),
+    jobs: usize,
+    plants: Vec<Mutation>,
+) -> ExitCode {
+    use toolop_sim::campaign::mutants;
     let scenarios = match cli::load_all(paths, &[]) {
         Ok(s) => s,
         Err(code) => return code,
     };
     println!(
-        "mutants: {} mutations, up to {series} series each over {}",
+        "mutants: {} mutations, up to {series} series each ({gate_series} for one the gate judges) over {}",
         plants.len(),
         paths
             .iter()
@@ -308,12 +320,46 @@ fn mutants_cmd(paths: &[PathBuf], series: u64, jobs: usize, plants: Vec<Mutation
             .collect::<Vec<_>>()
             .join(", ")
     );
-    let base = toolop_sim::campaign::mutants::baseline(&scenarios, series, jobs);
+    let base = mutants::baseline(&scenarios, series, jobs);
+    let by_gate = plants.iter().any(|m| m.judged_by_gate());
+    let unmutated_gates = if by_gate {
+        mutants::failing_gates(&scenarios, None, gate_series, jobs)
+    } else {
+        Default::default()
+    };
     let results: Vec<_> = plants
         .iter()
-        .map(|&m| toolop_sim::campaign::mutants::hunt(&scenarios, m, series, jobs))
+        .map(|&m| {
+            if m.judged_by_gate() {
+                mutants::hunt_by_gate(&scenarios, m, gate_series, jobs, &unmutated_gates)
+            } else {
+                mutants::hunt(&scenarios, m, series, jobs)
+            }
+        })
         .collect();
-    print!("{}", toolop_sim::campaign::mutants::table(&results, &base));
+    print!("{}", mutants::table(&results, &base));
+    if by_gate {
+        println!(
+            "unmutated executor's sweep of {gate_series} series: {}",
+            if unmutated_gates.is_empty() {
+                "every gate passes".to_string()
+            } else {
+                format!(
+                    "fails {} (not counted as catches)",
+                    unmutated_gates
+                        .keys()
+                        .cloned()
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            }
+        );
+    }
+    for r in &results {
+        for (gate, measured) in &r.gates_failed {
+            println!("  {}: {gate}: {measured}", r.mutation.name());
+        }
+    }
     for r in results.iter().filter(|r| r.caught()) {
         if let Some((_, seed, file)) = &r.first_failure {
             println!(

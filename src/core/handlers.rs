@@ -149,6 +149,17 @@ impl<'a> Machine<'a> {
             .next_delay_ms(c.polls, c.server_interval_ms, self.ctx.jitter_permille)
     }
 
+    /// How long a node waiting to learn who won its cancel waits before reading the status
+    /// again: the cancel's own short interval, not the poll schedule, whose backoff has grown
+    /// while the work ran (up to its cap) and would hold the answer a person is waiting for.
+    fn cancel_requery_ms(&self) -> u64 {
+        if mutated!(self, CancelRequeryOnPollSchedule) {
+            // Planted: the status is read on the poll schedule whatever the state.
+            return self.poll_delay();
+        }
+        self.cfg.cancel_requery_interval_ms
+    }
+
     fn op_id(&self) -> String {
         // Only called in states entered with an id; an empty id would be refused by the server.
         self.rec.operation_id.clone().unwrap_or_default()
@@ -566,11 +577,7 @@ impl<'a> Machine<'a> {
         let delay = self.poll_delay().max(at_least_ms.unwrap_or(0));
         if self.rec.local_state == S::CancelRequested {
             self.schedule(
-                delay.min(
-                    self.cfg
-                        .cancel_requery_interval_ms
-                        .max(at_least_ms.unwrap_or(0)),
-                ),
+                delay.min(self.cancel_requery_ms().max(at_least_ms.unwrap_or(0))),
                 Timer::CancelRequery,
             );
         } else {
@@ -847,7 +854,7 @@ impl<'a> Machine<'a> {
             if state == S::CancelRequested && status == P::Cancelled {
                 if mutated!(self, AcceptLateCompletionAfterCancel) {
                     // Planted: the ack is "provisional"; keep asking until something else wins.
-                    self.schedule(self.cfg.cancel_requery_interval_ms, Timer::CancelRequery);
+                    self.schedule(self.cancel_requery_ms(), Timer::CancelRequery);
                     return STAYED;
                 }
                 // The server's own word that our cancel took effect.
@@ -877,7 +884,7 @@ impl<'a> Machine<'a> {
                     return self.send_cancel();
                 }
                 // Best-effort cancel already taken: only a terminal read says who won.
-                self.schedule(self.cfg.cancel_requery_interval_ms, Timer::CancelRequery);
+                self.schedule(self.cancel_requery_ms(), Timer::CancelRequery);
                 STAYED
             }
             (S::CancelRequested, _) if mutated!(self, CancelBudgetOffByOne, when self.rec.cancel_attempts == self.cfg.max_cancel_attempts) => {
@@ -1404,7 +1411,7 @@ impl<'a> Machine<'a> {
                 Ok(()) => self.on_status(v.status, latest),
                 Err(refusal) => {
                     if latest {
-                        self.schedule(self.cfg.cancel_requery_interval_ms, Timer::CancelRequery);
+                        self.schedule(self.cancel_requery_ms(), Timer::CancelRequery);
                     }
                     Ok(refusal)
                 }
@@ -1422,7 +1429,7 @@ impl<'a> Machine<'a> {
                 // creation's ttl handed the cancelled task to a person at once).
                 self.ended_unseen();
                 self.rec.cancel_pending = true;
-                self.schedule(self.cfg.cancel_requery_interval_ms, Timer::CancelRequery);
+                self.schedule(self.cancel_requery_ms(), Timer::CancelRequery);
                 STAYED
             }
             Reply::CancelRejectedTerminal { .. } if mutated!(self, CancelRejectionAsCancelled) => {
@@ -1441,15 +1448,13 @@ impl<'a> Machine<'a> {
             Reply::NotFound { .. } => self.not_found("operation not found while cancelling"),
             Reply::RateLimited { retry_after_ms } | Reply::Unavailable { retry_after_ms } => {
                 self.schedule(
-                    retry_after_ms
-                        .unwrap_or(0)
-                        .max(self.cfg.cancel_requery_interval_ms),
+                    retry_after_ms.unwrap_or(0).max(self.cancel_requery_ms()),
                     Timer::CancelRequery,
                 );
                 STAYED
             }
             _ => {
-                self.schedule(self.cfg.cancel_requery_interval_ms, Timer::CancelRequery);
+                self.schedule(self.cancel_requery_ms(), Timer::CancelRequery);
                 STAYED
             }
         }
@@ -1511,7 +1516,7 @@ impl<'a> Machine<'a> {
             }
             // A lost cancel ack is resolved by reading the state.
             (RequestKind::Cancel, S::CancelRequested) => {
-                self.schedule(self.cfg.cancel_requery_interval_ms, Timer::CancelRequery);
+                self.schedule(self.cancel_requery_ms(), Timer::CancelRequery);
                 STAYED
             }
             _ => rejected(Rejection::NotApplicable),

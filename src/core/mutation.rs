@@ -122,10 +122,16 @@ pub enum Mutation {
     /// spent reads `>` where it means `>=`. A server whose gateway keeps refusing cancels gets
     /// one more before the node goes to a person.
     CancelBudgetOffByOne,
+    /// Read the status of a cancelling node on the poll schedule, not at the cancel's requery
+    /// interval: the poll backoff grew while the work ran (to its 20 s cap), so each read after
+    /// a cancel waits as long as a read of the running work would, and the person who clicked
+    /// cancel waits several of them. No safety property breaks; the cancel-confirmation gate
+    /// is the judge (a latency plant, judged by the gate over a sweep, not by a checker).
+    CancelRequeryOnPollSchedule,
 }
 
 impl Mutation {
-    pub const ALL: [Mutation; 37] = [
+    pub const ALL: [Mutation; 38] = [
         Mutation::FreshKeyOnSubmitTimeout,
         Mutation::ResubmitWithoutLookup,
         Mutation::FailOnCancelClick,
@@ -163,7 +169,15 @@ impl Mutation {
         Mutation::FreshSessionPerProcess,
         Mutation::CancelUntilConfirmed,
         Mutation::CancelBudgetOffByOne,
+        Mutation::CancelRequeryOnPollSchedule,
     ];
+
+    /// A plant no checker can catch, because it breaks no property of a single series: it is
+    /// slow, not wrong. The gate judges it over a whole sweep (`toolop-sim mutants`), on the
+    /// latency gates the unmutated executor passes on the same seeds.
+    pub fn judged_by_gate(self) -> bool {
+        matches!(self, Mutation::CancelRequeryOnPollSchedule)
+    }
 
     pub fn name(self) -> String {
         serde_json::to_value(self)

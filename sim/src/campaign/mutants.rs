@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use toolop::core::mutation::Mutation;
 
 use crate::campaign::sweep::{self, Hooks, Loaded, Plan};
-use crate::judge::gates::SeriesRow;
+use crate::judge::gates::{self, SeriesRow};
 
 /// The scenario set mutants run against: the default gate set plus the load scenario that
 /// makes a missing QPS limiter visible, the SQLite ledger scenario and the replica scenarios.
@@ -32,6 +32,10 @@ pub const DEFAULT_SET: [&str; 9] = [
     "scenarios/mcp_retire.toml",
 ];
 
+/// Series a plant judged by the gate runs: the number the release gate runs, where the
+/// unmutated executor's cancel gates all decide PASS (at 1,000 two are INSUFFICIENT).
+pub const GATE_SERIES: u64 = 10_000;
+
 /// Replay budget for shrinking each mutation's first failure.
 const SHRINK_REPLAYS: u32 = 150;
 
@@ -48,11 +52,55 @@ pub struct MutantResult {
     pub shrunk_fault_events: Option<u64>,
     /// Series run before deciding.
     pub series_run: u64,
+    /// A plant judged by the gate: the gates (`protocol gate`) its sweep failed that the
+    /// unmutated executor's sweep of the same seeds did not, with what each measured.
+    pub gates_failed: Vec<(String, String)>,
 }
 
 impl MutantResult {
     pub fn caught(&self) -> bool {
-        self.first_failure.is_some()
+        self.first_failure.is_some() || !self.gates_failed.is_empty()
+    }
+}
+
+/// The gates (`protocol gate`) a sweep of `series` series from seed 0 fails, with `m` planted
+/// (`None`: the unmutated executor), and what each measured.
+pub fn failing_gates(
+    scenarios: &[Loaded],
+    m: Option<Mutation>,
+    series: u64,
+    jobs: usize,
+) -> BTreeMap<String, String> {
+    let (rows, _) = sweep::run(&plant(scenarios, m), 0, series, jobs, &|| {});
+    gates::evaluate(scenarios, rows, "mutants", 0, 0)
+        .gates
+        .into_iter()
+        .filter(|g| !g.pass)
+        .map(|g| (format!("{} {}", g.protocol, g.gate), g.measured))
+        .collect()
+}
+
+/// A plant that is slow, not wrong ([`Mutation::judged_by_gate`]): caught when its sweep fails
+/// a gate that `unmutated` (the unmutated executor's failing gates, same seeds) does not.
+pub fn hunt_by_gate(
+    scenarios: &[Loaded],
+    m: Mutation,
+    series: u64,
+    jobs: usize,
+    unmutated: &BTreeMap<String, String>,
+) -> MutantResult {
+    let failed = failing_gates(scenarios, Some(m), series, jobs);
+    MutantResult {
+        mutation: m,
+        first_failure: None,
+        caught_by: vec![],
+        fault_events: 0,
+        shrunk_fault_events: None,
+        series_run: series,
+        gates_failed: failed
+            .into_iter()
+            .filter(|(gate, _)| !unmutated.contains_key(gate))
+            .collect(),
     }
 }
 
@@ -117,6 +165,7 @@ pub fn hunt(scenarios: &[Loaded], m: Mutation, budget: u64, jobs: usize) -> Muta
                 fault_events,
                 shrunk_fault_events,
                 series_run: done + n,
+                gates_failed: vec![],
             };
         }
         done += n;
@@ -128,6 +177,7 @@ pub fn hunt(scenarios: &[Loaded], m: Mutation, budget: u64, jobs: usize) -> Muta
         fault_events: 0,
         shrunk_fault_events: None,
         series_run: done,
+        gates_failed: vec![],
     }
 }
 
@@ -152,9 +202,14 @@ pub fn table(results: &[MutantResult], baseline: &BTreeMap<String, u64>) -> Stri
     for r in results {
         let (seed, series) = match &r.first_failure {
             Some((i, seed, _)) => (seed.to_string(), i.to_string()),
+            // A sweep the gate judged: all of it, whatever the verdict.
+            None if r.mutation.judged_by_gate() => ("-".into(), r.series_run.to_string()),
             None => ("-".into(), format!(">{}", r.series_run)),
         };
-        let by = if r.caught_by.is_empty() {
+        let by = if !r.gates_failed.is_empty() {
+            let gates: Vec<&str> = r.gates_failed.iter().map(|(g, _)| g.as_str()).collect();
+            format!("gate: {}", gates.join(","))
+        } else if r.caught_by.is_empty() {
             "-".to_string()
         } else {
             r.caught_by.join(",")
