@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use toolop::ledger::{rusqlite, SqliteLedger};
+use toolop::ledger::{rusqlite, ConsumeError, SqliteLedger};
 
 pub const CONSUMER_ID: &str = "crash-consumer";
 /// `consume` (until killed) or `drain` (until nothing is ready): run as the consumer.
@@ -89,8 +89,13 @@ pub fn run(ledger: &Path, drain: bool) -> Result<(), String> {
                 // Hold the transaction a moment: the driver's kills land inside it too.
                 std::thread::sleep(Duration::from_millis(2));
                 Ok::<(), rusqlite::Error>(())
-            })
-            .map_err(|e| e.to_string())?;
+            });
+        let n = match n {
+            // Executors held the lock past the busy timeout (an overlapping second executor on
+            // a loaded machine): a consumer loop tries again, as a real one would.
+            Err(ConsumeError::Busy(_)) => 0,
+            other => other.map_err(|e| e.to_string())?,
+        };
         if n == 0 {
             if drain {
                 return Ok(());

@@ -13,6 +13,12 @@ pub enum ConsumeError<E> {
     Ledger(LedgerError),
     /// The consumer's own error; its entry's transaction was rolled back.
     Consumer(E),
+    /// Other writers (executors, other consumers) held the ledger's write lock for the whole
+    /// busy timeout: the entry stays ready and nothing of it was written. Not a failure of the
+    /// ledger: a consumer loop waits a moment and calls again. (Kept apart from `Ledger` so a
+    /// consumer need not read an error's text to tell; the kill -9 proof's consumer stopped on
+    /// one under an overlapping second executor, CI session 47.)
+    Busy(String),
 }
 
 impl<E> From<LedgerError> for ConsumeError<E> {
@@ -23,7 +29,11 @@ impl<E> From<LedgerError> for ConsumeError<E> {
 
 impl<E> From<rusqlite::Error> for ConsumeError<E> {
     fn from(e: rusqlite::Error) -> Self {
-        ConsumeError::Ledger(e.into())
+        if super::is_busy(&e) {
+            ConsumeError::Busy(format!("SQLite: {e}"))
+        } else {
+            ConsumeError::Ledger(e.into())
+        }
     }
 }
 
@@ -32,6 +42,10 @@ impl<E: std::fmt::Display> std::fmt::Display for ConsumeError<E> {
         match self {
             ConsumeError::Ledger(e) => write!(f, "{e}"),
             ConsumeError::Consumer(e) => write!(f, "the consumer failed: {e}"),
+            ConsumeError::Busy(why) => write!(
+                f,
+                "the ledger stayed locked by other writers past the busy timeout ({why}): nothing was consumed, try again"
+            ),
         }
     }
 }

@@ -208,7 +208,6 @@ impl SqliteLedger {
 }
 
 /// Another connection holds the lock this one needs.
-#[cfg(not(madsim))]
 fn is_busy(e: &rusqlite::Error) -> bool {
     matches!(
         e.sqlite_error_code(),

@@ -543,6 +543,48 @@ fn a_file_that_cannot_be_opened_is_named_in_the_error() {
     );
 }
 
+/// Another writer holding the write lock past the busy timeout: `consume_with` says so as
+/// `Busy` (a consumer loop calls again), not as a failed ledger, and has written nothing; once
+/// the lock goes, the same call consumes the entry once.
+#[cfg(not(madsim))]
+#[test]
+fn a_ledger_locked_past_the_busy_timeout_is_busy_and_loses_nothing() {
+    use super::SqliteOptions;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("toolop.db");
+    let short = SqliteOptions {
+        busy_timeout_ms: 50,
+        ..SqliteOptions::default()
+    };
+    let mut l = SqliteLedger::open_with(&path, short).unwrap();
+    let r = fetching(&mut l, "a");
+    l.commit(accept_write(&r, Some("d1"))).unwrap();
+    let other = Connection::open(&path).unwrap();
+    other.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let mut called = 0;
+    let res = l.consume_with("billing", 10, 7, |_, _| {
+        called += 1;
+        Ok::<(), String>(())
+    });
+    match &res {
+        Err(e @ ConsumeError::Busy(_)) => assert!(
+            e.to_string().contains("try again"),
+            "the error says what to do: {e}"
+        ),
+        other => panic!("expected Busy, got {other:?}"),
+    }
+    assert_eq!(called, 0, "nothing was handed to the consumer");
+    other.execute_batch("ROLLBACK").unwrap();
+    assert_eq!(
+        l.outbox_ready(0, 10).unwrap().len(),
+        1,
+        "the entry stays ready"
+    );
+    let n = l.consume_with("billing", 10, 8, |_, _| Ok::<(), String>(()));
+    assert_eq!(n.unwrap(), 1);
+    assert!(l.outbox_ready(0, 10).unwrap().is_empty());
+}
+
 /// Opens `path` on another thread with `busy_timeout_ms`; the receiver gets the opened
 /// ledger's schema version or the error.
 #[cfg(not(madsim))]
