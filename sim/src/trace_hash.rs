@@ -110,6 +110,13 @@ impl Enc<'_> {
         self.out.push(tag);
     }
 
+    /// A variant with content: its kind, its name, how many elements follow.
+    fn variant(&mut self, tag: u8, name: &str, len: usize) {
+        self.out.push(tag);
+        self.text(name);
+        self.len(len);
+    }
+
     fn reborrow(&mut self) -> Enc<'_> {
         Enc { out: self.out }
     }
@@ -253,9 +260,7 @@ impl<'a> ser::Serializer for Enc<'a> {
         variant: &'static str,
         len: usize,
     ) -> Result<Self, Error> {
-        self.out.push(tag::TUPLE_VARIANT);
-        self.text(variant);
-        self.len(len);
+        self.variant(tag::TUPLE_VARIANT, variant, len);
         Ok(self)
     }
     fn serialize_map(mut self, len: Option<usize>) -> Result<Self, Error> {
@@ -273,9 +278,7 @@ impl<'a> ser::Serializer for Enc<'a> {
         variant: &'static str,
         len: usize,
     ) -> Result<Self, Error> {
-        self.out.push(tag::STRUCT_VARIANT);
-        self.text(variant);
-        self.len(len);
+        self.variant(tag::STRUCT_VARIANT, variant, len);
         Ok(self)
     }
 }
@@ -287,49 +290,28 @@ fn end(e: Enc<'_>) -> Done {
     Ok(())
 }
 
-impl ser::SerializeSeq for Enc<'_> {
-    type Ok = ();
-    type Error = Error;
-    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Done {
-        value.serialize(self.reborrow())
-    }
-    fn end(self) -> Done {
-        end(self)
-    }
+/// The compounds whose elements are bare values (sequences, tuples): each as it comes.
+macro_rules! elements {
+    ($($trait:ident::$method:ident),*) => {$(
+        impl ser::$trait for Enc<'_> {
+            type Ok = ();
+            type Error = Error;
+            fn $method<T: Serialize + ?Sized>(&mut self, value: &T) -> Done {
+                value.serialize(self.reborrow())
+            }
+            fn end(self) -> Done {
+                end(self)
+            }
+        }
+    )*};
 }
 
-impl ser::SerializeTuple for Enc<'_> {
-    type Ok = ();
-    type Error = Error;
-    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Done {
-        value.serialize(self.reborrow())
-    }
-    fn end(self) -> Done {
-        end(self)
-    }
-}
-
-impl ser::SerializeTupleStruct for Enc<'_> {
-    type Ok = ();
-    type Error = Error;
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Done {
-        value.serialize(self.reborrow())
-    }
-    fn end(self) -> Done {
-        end(self)
-    }
-}
-
-impl ser::SerializeTupleVariant for Enc<'_> {
-    type Ok = ();
-    type Error = Error;
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Done {
-        value.serialize(self.reborrow())
-    }
-    fn end(self) -> Done {
-        end(self)
-    }
-}
+elements!(
+    SerializeSeq::serialize_element,
+    SerializeTuple::serialize_element,
+    SerializeTupleStruct::serialize_field,
+    SerializeTupleVariant::serialize_field
+);
 
 impl ser::SerializeMap for Enc<'_> {
     type Ok = ();
@@ -345,38 +327,34 @@ impl ser::SerializeMap for Enc<'_> {
     }
 }
 
-impl ser::SerializeStruct for Enc<'_> {
-    type Ok = ();
-    type Error = Error;
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, _: &'static str, value: &T) -> Done {
-        self.field(tag::FIELD);
-        value.serialize(self.reborrow())
-    }
-    fn skip_field(&mut self, _: &'static str) -> Done {
-        // Said, so that a field skipped here and another skipped there never read the same.
-        self.field(tag::SKIPPED);
-        Ok(())
-    }
-    fn end(self) -> Done {
-        end(self)
-    }
+/// The compounds of named fields (structs, struct variants): each field by its place.
+macro_rules! fields {
+    ($($trait:ident),*) => {$(
+        impl ser::$trait for Enc<'_> {
+            type Ok = ();
+            type Error = Error;
+            fn serialize_field<T: Serialize + ?Sized>(
+                &mut self,
+                _: &'static str,
+                value: &T,
+            ) -> Done {
+                self.field(tag::FIELD);
+                value.serialize(self.reborrow())
+            }
+            fn skip_field(&mut self, _: &'static str) -> Done {
+                // Said, so that a field skipped here and another skipped there never read the
+                // same.
+                self.field(tag::SKIPPED);
+                Ok(())
+            }
+            fn end(self) -> Done {
+                end(self)
+            }
+        }
+    )*};
 }
 
-impl ser::SerializeStructVariant for Enc<'_> {
-    type Ok = ();
-    type Error = Error;
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, _: &'static str, value: &T) -> Done {
-        self.field(tag::FIELD);
-        value.serialize(self.reborrow())
-    }
-    fn skip_field(&mut self, _: &'static str) -> Done {
-        self.field(tag::SKIPPED);
-        Ok(())
-    }
-    fn end(self) -> Done {
-        end(self)
-    }
-}
+fields!(SerializeStruct, SerializeStructVariant);
 
 #[cfg(test)]
 mod tests {

@@ -61,6 +61,19 @@ impl MutantResult {
     pub fn caught(&self) -> bool {
         self.first_failure.is_some() || !self.gates_failed.is_empty()
     }
+
+    /// `m` after `series_run` series in which no checker fired.
+    fn unfound(m: Mutation, series_run: u64) -> MutantResult {
+        MutantResult {
+            mutation: m,
+            first_failure: None,
+            caught_by: vec![],
+            fault_events: 0,
+            shrunk_fault_events: None,
+            series_run,
+            gates_failed: vec![],
+        }
+    }
 }
 
 /// The gates (`protocol gate`) a sweep of `series` series from seed 0 fails, with `m` planted
@@ -91,16 +104,11 @@ pub fn hunt_by_gate(
 ) -> MutantResult {
     let failed = failing_gates(scenarios, Some(m), series, jobs);
     MutantResult {
-        mutation: m,
-        first_failure: None,
-        caught_by: vec![],
-        fault_events: 0,
-        shrunk_fault_events: None,
-        series_run: series,
         gates_failed: failed
             .into_iter()
             .filter(|(gate, _)| !unmutated.contains_key(gate))
             .collect(),
+        ..MutantResult::unfound(m, series)
     }
 }
 
@@ -170,15 +178,7 @@ pub fn hunt(scenarios: &[Loaded], m: Mutation, budget: u64, jobs: usize) -> Muta
         }
         done += n;
     }
-    MutantResult {
-        mutation: m,
-        first_failure: None,
-        caught_by: vec![],
-        fault_events: 0,
-        shrunk_fault_events: None,
-        series_run: done,
-        gates_failed: vec![],
-    }
+    MutantResult::unfound(m, done)
 }
 
 /// Violations per checker of the unmutated executor over the same budget (must all be zero).
