@@ -93,7 +93,11 @@ pub fn run(ledger: &Path, drain: bool) -> Result<(), String> {
         let n = match n {
             // Executors held the lock past the busy timeout (an overlapping second executor on
             // a loaded machine): a consumer loop tries again, as a real one would.
-            Err(ConsumeError::Busy(_)) => 0,
+            Err(ConsumeError::Busy(why)) => {
+                // Said in the driver's log, so a run shows how often it happens.
+                eprintln!("crash_kill9 consumer: busy, trying again: {why}");
+                0
+            }
             other => other.map_err(|e| e.to_string())?,
         };
         if n == 0 {
