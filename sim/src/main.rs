@@ -321,24 +321,10 @@ fn mutants_cmd(
             .join(", ")
     );
     let base = mutants::baseline(&scenarios, series, jobs);
-    let by_gate = plants.iter().any(|m| m.judged_by_gate());
-    let unmutated_gates = if by_gate {
-        mutants::failing_gates(&scenarios, None, gate_series, jobs)
-    } else {
-        Default::default()
-    };
-    let results: Vec<_> = plants
-        .iter()
-        .map(|&m| {
-            if m.judged_by_gate() {
-                mutants::hunt_by_gate(&scenarios, m, gate_series, jobs, &unmutated_gates)
-            } else {
-                mutants::hunt(&scenarios, m, series, jobs)
-            }
-        })
-        .collect();
+    let (results, unmutated_gates) =
+        mutants::hunt_all(&scenarios, &plants, (series, gate_series), jobs);
     print!("{}", mutants::table(&results, &base));
-    if by_gate {
+    if let Some(unmutated_gates) = &unmutated_gates {
         println!(
             "unmutated executor's sweep of {gate_series} series: {}",
             if unmutated_gates.is_empty() {

@@ -1,8 +1,9 @@
 //! Every planted anti-pattern is caught within the series budget, and the unmutated executor
 //! trips no checker on the same seeds, within the budget `toolop-sim mutants` uses (2,000 series;
 //! TOOLOP_MUTANT_SERIES overrides it); a plant that is slow, not wrong, fails a gate over 10,000
-//! series that the unmutated executor passes on the same seeds. The reduced 600 it once ran let a plant the gate catches
-//! only at series 696 (effect_reconciliation_on_any_late_end) look like a survivor.
+//! series that the unmutated executor passes on the same seeds. The reduced 600 it once ran let
+//! a plant the gate catches only at series 696 (effect_reconciliation_on_any_late_end) look like
+//! a survivor.
 #![cfg(madsim)]
 
 use std::path::PathBuf;
@@ -34,17 +35,7 @@ fn every_mutation_is_caught_and_the_unmutated_executor_is_clean() {
     );
     // A plant that is slow, not wrong, is judged by the gate over the release gate's number of
     // series, against the unmutated executor's sweep of the same seeds.
-    let unmutated_gates = mutants::failing_gates(&set, None, mutants::GATE_SERIES, 2);
-    let results: Vec<_> = Mutation::ALL
-        .iter()
-        .map(|&m| {
-            if m.judged_by_gate() {
-                mutants::hunt_by_gate(&set, m, mutants::GATE_SERIES, 2, &unmutated_gates)
-            } else {
-                mutants::hunt(&set, m, budget, 2)
-            }
-        })
-        .collect();
+    let (results, _) = mutants::hunt_all(&set, &Mutation::ALL, (budget, mutants::GATE_SERIES), 2);
     let table = mutants::table(&results, &base);
     println!("{table}");
     let survivors: Vec<String> = results

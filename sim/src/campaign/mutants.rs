@@ -78,7 +78,7 @@ impl MutantResult {
 
 /// The gates (`protocol gate`) a sweep of `series` series from seed 0 fails, with `m` planted
 /// (`None`: the unmutated executor), and what each measured.
-pub fn failing_gates(
+fn failing_gates(
     scenarios: &[Loaded],
     m: Option<Mutation>,
     series: u64,
@@ -93,9 +93,35 @@ pub fn failing_gates(
         .collect()
 }
 
+/// Every plant of `plants`, each judged as it must be: by the checkers within `series` series,
+/// or, a plant that is slow, not wrong ([`Mutation::judged_by_gate`]), by the gate over a sweep
+/// of `gate_series` series. Also the gates the unmutated executor's sweep of those seeds fails,
+/// and what each measured (`None`: no plant needed that sweep, so it was not run).
+pub fn hunt_all(
+    scenarios: &[Loaded],
+    plants: &[Mutation],
+    (series, gate_series): (u64, u64),
+    jobs: usize,
+) -> (Vec<MutantResult>, Option<BTreeMap<String, String>>) {
+    let unmutated = plants
+        .iter()
+        .any(|m| m.judged_by_gate())
+        .then(|| failing_gates(scenarios, None, gate_series, jobs));
+    let results = plants
+        .iter()
+        .map(|&m| match &unmutated {
+            Some(unmutated) if m.judged_by_gate() => {
+                hunt_by_gate(scenarios, m, gate_series, jobs, unmutated)
+            }
+            _ => hunt(scenarios, m, series, jobs),
+        })
+        .collect();
+    (results, unmutated)
+}
+
 /// A plant that is slow, not wrong ([`Mutation::judged_by_gate`]): caught when its sweep fails
 /// a gate that `unmutated` (the unmutated executor's failing gates, same seeds) does not.
-pub fn hunt_by_gate(
+fn hunt_by_gate(
     scenarios: &[Loaded],
     m: Mutation,
     series: u64,
