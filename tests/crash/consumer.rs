@@ -92,11 +92,13 @@ pub fn run(ledger: &Path, drain: bool) -> Result<(), String> {
             });
         let n = match n {
             // Executors held the lock past the busy timeout (an overlapping second executor on
-            // a loaded machine): a consumer loop tries again, as a real one would.
+            // a loaded machine): a consumer loop tries again, as a real one would. Not read as
+            // "nothing ready", which would end a drain with entries still ready.
             Err(ConsumeError::Busy(why)) => {
                 // Said in the driver's log, so a run shows how often it happens.
                 eprintln!("crash_kill9 consumer: busy, trying again: {why}");
-                0
+                std::thread::sleep(Duration::from_millis(10));
+                continue;
             }
             other => other.map_err(|e| e.to_string())?,
         };
