@@ -43,9 +43,11 @@ fn every_mutation_is_caught_and_the_unmutated_executor_is_clean() {
         .filter(|r| !r.caught())
         .map(|r| r.mutation.name())
         .collect();
+    let names = survivors.join(" ");
     assert!(
         survivors.is_empty(),
-        "mutations survived {budget} series: {survivors:?}\n{table}"
+        "mutations survived ({budget} series for a checker, {} for the gate): {names}; reproduce: toolop-sim mutants --mutation {names}\n{table}",
+        mutants::GATE_SERIES,
     );
 }
 
