@@ -28,12 +28,12 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::no_action_from_old_epoch::drain_allowance_ms;
 use super::view::{
-    arrivals, caller_times, judge, newest_epoch_at, newest_epochs, sends, store_facts,
-    RequestTimes, View,
+    arrivals, caller_times, down_times, held_commits, judge, newest_epoch_at, newest_epochs, sends,
+    store_facts, RequestTimes, View,
 };
 use super::Violation;
 use crate::fake::codec::ExchangeKind;
-use crate::trace::{CallerAction, FaultDetail, Shows, Trace, What, WorldAction};
+use crate::trace::{CallerAction, Shows, Trace, What, WorldAction};
 use toolop::record::LocalState;
 
 pub const NAME: &str = "clicked_cancel_is_acted_on";
@@ -69,60 +69,11 @@ pub fn violations(v: &View) -> Vec<Violation> {
             cancels.entry(node).or_default().push(s.t_ms);
         }
     }
-    // When each incarnation went down (a replica's stop included).
-    let mut down: BTreeMap<u32, u64> = BTreeMap::new();
-    for e in &v.trace.events {
-        if let What::World {
-            action:
-                WorldAction::ExecutorDown { incarnation, .. }
-                | WorldAction::ReplicaStop { incarnation, .. },
-        } = &e.what
-        {
-            down.entry(*incarnation).or_insert(e.t_ms);
-        }
-    }
-    // Ledger writes: (time, how long the world held the commit, process, node). A process steps
-    // one event at a time, so a commit the world holds delays every send after it, the cancel
+    let down = down_times(v.trace);
+    // A commit the world holds delays every send of its process after it, the cancel
     // included; and a click that reached another process (a replica's twin) shows in the
     // ledger only once that process's commit of it lands.
-    // A slow commit whose process died inside it never lands, so no write shows it: its fault
-    // says when it began, how long the world held it and whom (mcp_ext_replicas seed 24957:
-    // the replica that was shown the task sat in a 3.7 s commit of the node and was killed
-    // before it landed; seed 166721: the same, in a commit of another node).
-    let mut writes: Vec<HeldCommit> = vec![];
-    for e in &v.trace.events {
-        match &e.what {
-            What::Ledger { write } => writes.push(HeldCommit {
-                landed_ms: e.t_ms,
-                delay_ms: write.delay_ms,
-                exec: (write.epoch, write.incarnation),
-                node: write.node.as_str(),
-            }),
-            What::Fault {
-                detail:
-                    FaultDetail::CommitDelay {
-                        delay_ms,
-                        epoch,
-                        incarnation,
-                    }
-                    | FaultDetail::Pause {
-                        delay_ms,
-                        epoch,
-                        incarnation,
-                    },
-                node: Some(node),
-                ..
-            } => writes.push(HeldCommit {
-                landed_ms: e.t_ms.saturating_add(*delay_ms),
-                delay_ms: *delay_ms,
-                exec: (*epoch, *incarnation),
-                node: node.as_str(),
-            }),
-            _ => {}
-        }
-    }
-    // By landing, so one pass extends the bound through every commit that chains on.
-    writes.sort_by_key(|w| w.landed_ms);
+    let writes = held_commits(v.trace);
     // A reply past its request's timeout answers a request the executor had given up on.
     let times = RequestTimes::of(v);
     let holds = ClickHolders::of(v.trace, &clicks, &requested);
@@ -227,15 +178,6 @@ pub fn violations(v: &View) -> Vec<Violation> {
     out
 }
 
-/// A commit the world held: when it landed (or would have), for how long, by which process, of
-/// which node.
-struct HeldCommit<'a> {
-    landed_ms: u64,
-    delay_ms: u64,
-    exec: (u64, u32),
-    node: &'a str,
-}
-
 /// Which processes can know of a click. The world's load balancer hands a click to the primary
 /// while it is up, and to the live replicas only while it is down; the caller repeats an
 /// unrecorded click to every process that starts. A replica that got neither learns of the
@@ -326,6 +268,7 @@ mod tests {
     use crate::fake::truth::TaskStatus;
     use crate::judge::checkers::testkit::{assert_clean, Tb, SETTLED};
     use crate::series::faults::FaultKind;
+    use crate::trace::FaultDetail;
     use toolop::record::LocalState::*;
     use toolop::record::TerminalState;
 

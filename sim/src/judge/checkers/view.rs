@@ -390,6 +390,74 @@ pub fn executor_down_spans(trace: &Trace) -> Vec<(u64, u64)> {
     out
 }
 
+/// A commit the world held (`ledger_commit_ms`, a slow commit, a process pause): when it
+/// landed (or would have, for a process that died inside it), for how long, by which process,
+/// of which node. A process steps one event at a time, so a held commit delays every send of
+/// that process after it, whatever node the send is about.
+pub struct HeldCommit<'a> {
+    pub landed_ms: u64,
+    pub delay_ms: u64,
+    pub exec: ExecId,
+    pub node: &'a str,
+}
+
+/// Every commit the world held, by landing, so one pass extends a bound through every commit
+/// that chains on. A slow commit whose process died inside it never lands, so no write shows
+/// it: its fault says when it began, how long the world held it and whom (mcp_ext_replicas
+/// seed 24957: the replica that was shown the task sat in a 3.7 s commit of the node and was
+/// killed before it landed; seed 166721: the same, in a commit of another node).
+pub fn held_commits(trace: &Trace) -> Vec<HeldCommit<'_>> {
+    let mut out = vec![];
+    for e in &trace.events {
+        match &e.what {
+            What::Ledger { write } => out.push(HeldCommit {
+                landed_ms: e.t_ms,
+                delay_ms: write.delay_ms,
+                exec: (write.epoch, write.incarnation),
+                node: write.node.as_str(),
+            }),
+            What::Fault {
+                detail:
+                    FaultDetail::CommitDelay {
+                        delay_ms,
+                        epoch,
+                        incarnation,
+                    }
+                    | FaultDetail::Pause {
+                        delay_ms,
+                        epoch,
+                        incarnation,
+                    },
+                node: Some(node),
+                ..
+            } => out.push(HeldCommit {
+                landed_ms: e.t_ms.saturating_add(*delay_ms),
+                delay_ms: *delay_ms,
+                exec: (*epoch, *incarnation),
+                node: node.as_str(),
+            }),
+            _ => {}
+        }
+    }
+    out.sort_by_key(|w| w.landed_ms);
+    out
+}
+
+/// When each executor incarnation first went down (a replica's stop included).
+pub fn down_times(trace: &Trace) -> BTreeMap<u32, u64> {
+    use crate::trace::WorldAction as A;
+    let mut down = BTreeMap::new();
+    for e in &trace.events {
+        if let What::World {
+            action: A::ExecutorDown { incarnation, .. } | A::ReplicaStop { incarnation, .. },
+        } = &e.what
+        {
+            down.entry(*incarnation).or_insert(e.t_ms);
+        }
+    }
+    down
+}
+
 /// How much of `[from, to)` the spans cover; time that several spans cover counts once.
 pub fn covered_ms(spans: &[(u64, u64)], from: u64, to: u64) -> u64 {
     let mut clipped: Vec<(u64, u64)> = spans
