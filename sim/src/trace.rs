@@ -293,6 +293,19 @@ pub struct BeginConfig {
     /// Written only when there is one (session 38), so other traces keep their bytes.
     #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub slow_sync_bounds_ms: std::collections::BTreeMap<String, u64>,
+    /// How often the executor reads a node again while its cancel is out and undecided.
+    /// Written only when it is not the executor's default ([`BeginConfig::cancel_requery_ms`]
+    /// reads it), so every other trace keeps its bytes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cancel_requery_interval_ms: Option<u64>,
+}
+
+impl BeginConfig {
+    /// The executor's cancel requery interval for this series.
+    pub fn cancel_requery_ms(&self) -> u64 {
+        self.cancel_requery_interval_ms
+            .unwrap_or_else(|| toolop::core::CoreConfig::default().cancel_requery_interval_ms)
+    }
 }
 
 /// A call node as the caller will submit it.

@@ -1,7 +1,8 @@
 //! Every planted anti-pattern is caught within the series budget, and the unmutated executor
 //! trips no checker on the same seeds, within the budget `toolop-sim mutants` uses (2,000 series;
-//! TOOLOP_MUTANT_SERIES overrides it); a plant that is slow, not wrong, fails a gate over 10,000
-//! series that the unmutated executor passes on the same seeds. The reduced 600 it once ran let
+//! TOOLOP_MUTANT_SERIES overrides it); a plant that is slow, not wrong, and that no checker can
+//! see would have to fail a gate over 10,000 series that the unmutated executor passes on the
+//! same seeds (none is, since session 48). The reduced 600 it once ran let
 //! a plant the gate catches only at series 696 (effect_reconciliation_on_any_late_end) look like
 //! a survivor.
 #![cfg(madsim)]
@@ -33,7 +34,7 @@ fn every_mutation_is_caught_and_the_unmutated_executor_is_clean() {
         base.values().all(|&n| n == 0),
         "the unmutated executor trips checkers: {base:?}"
     );
-    // A plant that is slow, not wrong, is judged by the gate over the release gate's number of
+    // A plant no checker can see is judged by the gate over the release gate's number of
     // series, against the unmutated executor's sweep of the same seeds.
     let (results, _) = mutants::hunt_all(&set, &Mutation::ALL, (budget, mutants::GATE_SERIES), 2);
     let table = mutants::table(&results, &base);

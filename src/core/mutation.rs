@@ -125,8 +125,9 @@ pub enum Mutation {
     /// Read the status of a cancelling node on the poll schedule, not at the cancel's requery
     /// interval: the poll backoff grew while the work ran (to its 20 s cap), so each read after
     /// a cancel waits as long as a read of the running work would, and the person who clicked
-    /// cancel waits several of them. No safety property breaks; the cancel-confirmation gate
-    /// is the judge (a latency plant, judged by the gate over a sweep, not by a checker).
+    /// cancel waits several of them. No safety property breaks: `cancel_requeried_on_time`
+    /// judges the reads' pace (the cancel-confirmation gate saw it only over a sweep, and only
+    /// in AIP-151).
     CancelRequeryOnPollSchedule,
 }
 
@@ -174,10 +175,14 @@ impl Mutation {
 
     /// A plant no checker can catch, because it breaks no property of a single series: it is
     /// slow, not wrong. The gate judges it over a whole sweep (`toolop-sim mutants`), on the
-    /// latency gates the unmutated executor passes on the same seeds.
+    /// latency gates the unmutated executor passes on the same seeds. None is, now:
+    /// `cancel_requery_on_poll_schedule` was until `cancel_requeried_on_time` judged the
+    /// requery's pace per series (the gate had caught it in AIP-151 alone, by 0.37 points).
     pub fn judged_by_gate(self) -> bool {
-        matches!(self, Mutation::CancelRequeryOnPollSchedule)
+        Mutation::JUDGED_BY_GATE.contains(&self)
     }
+
+    const JUDGED_BY_GATE: [Mutation; 0] = [];
 
     pub fn name(self) -> String {
         serde_json::to_value(self)

@@ -376,6 +376,10 @@ pub async fn world_main_with(sc: Scenario, params: Params, mode: PlanMode) -> Se
                     .then_some(sc.executor.cancel_request_check_ms),
                 sync_tools: sync_tools(&sc, &params),
                 slow_sync_bounds_ms: slow_sync_bounds_ms(&sc, &params),
+                cancel_requery_interval_ms: Some(sc.executor.core.cancel_requery_interval_ms)
+                    .filter(|&ms| {
+                        ms != toolop::core::CoreConfig::default().cancel_requery_interval_ms
+                    }),
             }),
         },
     );

@@ -21,6 +21,7 @@ use crate::trace::Trace;
 pub mod at_most_one_receipt;
 /// The executor cancels on the server only when the caller asked (a detach is no cancel).
 pub mod cancel_only_when_asked;
+pub mod cancel_requeried_on_time;
 /// Once a cancel is asked for, the executor's cancels stay within `max_cancel_attempts`.
 pub mod cancel_within_budget;
 /// A cancel the caller clicked reaches the network once the operation is known to run.
@@ -106,7 +107,7 @@ pub struct Violation {
 type Checker = fn(&view::View) -> Vec<Violation>;
 
 /// Every checker, in report order: (name, check).
-pub const CHECKERS: [(&str, Checker); 33] = [
+pub const CHECKERS: [(&str, Checker); 34] = [
     (at_most_one_receipt::NAME, at_most_one_receipt::violations),
     (
         completed_needs_verified_result::NAME,
@@ -195,6 +196,10 @@ pub const CHECKERS: [(&str, Checker); 33] = [
         nothing_written_after_crash::violations,
     ),
     (sync_reply_awaited::NAME, sync_reply_awaited::violations),
+    (
+        cancel_requeried_on_time::NAME,
+        cancel_requeried_on_time::violations,
+    ),
     (
         effect_reconciliation_raised::NAME,
         effect_reconciliation_raised::violations,

@@ -59,6 +59,7 @@ impl Tb {
                 cancel_request_check_ms: None,
                 sync_tools: vec![],
                 slow_sync_bounds_ms: Default::default(),
+                cancel_requery_interval_ms: None,
             },
             events: vec![],
             t: 0,
