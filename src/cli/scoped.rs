@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 
 use crate::ledger::{
     Beat, CancelRequest, EffectItem, Ledger, LedgerError, OutboxEntry, Receipt, ReconcileItem,
-    Write,
+    RecordHead, Write,
 };
 use crate::record::{LocalState, ToolOperation};
 use crate::runner::SharedLedger;
@@ -83,6 +83,9 @@ impl Ledger for Scoped {
     }
     fn local_state(&self, id: &str) -> Result<Option<LocalState>, LedgerError> {
         self.with(|l| l.local_state(id))
+    }
+    fn record_head(&self, id: &str) -> Result<Option<RecordHead>, LedgerError> {
+        self.with(|l| l.record_head(id))
     }
     fn settled_count(&self) -> Result<(usize, usize), LedgerError> {
         let recs = self.records()?;

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use super::{
     checks, Beat, CancelRequest, EffectItem, Ledger, LedgerError, OutboxEntry, OutboxStatus,
-    Receipt, ReconcileItem, Write, INITIAL_EPOCH,
+    Receipt, ReconcileItem, RecordHead, Write, INITIAL_EPOCH,
 };
 use crate::record::{LocalState, ToolOperation};
 
@@ -190,6 +190,10 @@ impl Ledger for MemoryLedger {
 
     fn local_state(&self, call_node_id: &str) -> Result<Option<LocalState>, LedgerError> {
         Ok(self.records.get(call_node_id).map(|r| r.local_state))
+    }
+
+    fn record_head(&self, call_node_id: &str) -> Result<Option<RecordHead>, LedgerError> {
+        Ok(self.records.get(call_node_id).map(RecordHead::of))
     }
 
     fn settled_count(&self) -> Result<(usize, usize), LedgerError> {

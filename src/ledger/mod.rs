@@ -151,6 +151,26 @@ pub struct LedgerSnapshot {
     pub cancel_requests: Vec<CancelRequest>,
 }
 
+/// What a writer needs to know of a stored record beside its own write: the version, local
+/// state and result digest the ledger holds. Read with [`Ledger::record_head`], which copies
+/// only these, not the whole record (the simulator reads them under its lock at every commit).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecordHead {
+    pub version: u64,
+    pub local_state: LocalState,
+    pub result_digest: Option<String>,
+}
+
+impl RecordHead {
+    pub fn of(rec: &ToolOperation) -> RecordHead {
+        RecordHead {
+            version: rec.version,
+            local_state: rec.local_state,
+            result_digest: rec.result_digest.clone(),
+        }
+    }
+}
+
 /// The ledger. Reads return `Result` too: on SQLite a read can fail (I/O, corruption), and a
 /// failed read must never look like "no such record".
 pub trait Ledger {
@@ -189,6 +209,14 @@ pub trait Ledger {
     fn outbox_entry(&self, call_node_id: &str) -> Result<Option<OutboxEntry>, LedgerError>;
     /// The local state of one call node, without copying its record.
     fn local_state(&self, call_node_id: &str) -> Result<Option<LocalState>, LedgerError>;
+    /// The head of one call node's record: what `by_call_node` would answer (errors included),
+    /// cut down to [`RecordHead`]. Ledgers override it to skip copying the whole record.
+    fn record_head(&self, call_node_id: &str) -> Result<Option<RecordHead>, LedgerError> {
+        Ok(self
+            .by_call_node(call_node_id)?
+            .as_ref()
+            .map(RecordHead::of))
+    }
     /// (records, records in a final state).
     fn settled_count(&self) -> Result<(usize, usize), LedgerError>;
     /// Records the executor still has work on, ordered by call node id.

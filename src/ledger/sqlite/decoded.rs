@@ -10,7 +10,7 @@ use std::cell::RefCell;
 use std::collections::BTreeMap;
 
 use super::rows;
-use crate::ledger::LedgerError;
+use crate::ledger::{LedgerError, RecordHead};
 use crate::record::ToolOperation;
 
 /// At most this many records are remembered; past it the memory starts over (a clear, not an
@@ -45,6 +45,24 @@ impl Decoded {
         Ok(rec)
     }
 
+    /// The head of the record a row looked up by call node holds: what [`Decoded::record`]
+    /// would return, cut down, without copying a remembered record whole.
+    pub(super) fn head(
+        &self,
+        node: &str,
+        json: &str,
+        version: u64,
+    ) -> Result<RecordHead, LedgerError> {
+        if let Some((text, rec)) = self.by_node.borrow().get(node) {
+            // The same hit rule as `record`'s, so the answer is the one it would give.
+            if text == json && rec.version == version {
+                return Ok(RecordHead::of(rec));
+            }
+        }
+        self.record(Some(node), json, version)
+            .map(|rec| RecordHead::of(&rec))
+    }
+
     /// `rec` is now stored as `json` (a committed write).
     pub(super) fn remember(&self, json: &str, rec: &ToolOperation) {
         let mut by_node = self.by_node.borrow_mut();
@@ -76,9 +94,25 @@ pub(super) fn row(
     node: Option<&str>,
     decoded: &Decoded,
 ) -> rusqlite::Result<Result<ToolOperation, LedgerError>> {
+    let (json, version) = json_and_version(r)?;
+    Ok(decoded.record(node, json, version))
+}
+
+/// Reads the head of a record row looked up by call node `node`, as [`row`] reads the record.
+pub(super) fn head_row(
+    r: &rusqlite::Row<'_>,
+    node: &str,
+    decoded: &Decoded,
+) -> rusqlite::Result<Result<RecordHead, LedgerError>> {
+    let (json, version) = json_and_version(r)?;
+    Ok(decoded.head(node, json, version))
+}
+
+/// A record row's JSON text, borrowed from the row, and its version column.
+fn json_and_version<'r>(r: &'r rusqlite::Row<'_>) -> rusqlite::Result<(&'r str, u64)> {
     let version: u64 = r.get(1)?;
     let json = r.get_ref(0)?.as_str().map_err(|e| {
         rusqlite::Error::FromSqlConversionFailure(0, rusqlite::types::Type::Text, Box::new(e))
     })?;
-    Ok(decoded.record(node, json, version))
+    Ok((json, version))
 }

@@ -24,7 +24,7 @@ pub use schema::SCHEMA_VERSION;
 
 use super::{
     Beat, CancelRequest, EffectItem, Ledger, LedgerError, OutboxEntry, Receipt, ReconcileItem,
-    Write,
+    RecordHead, Write,
 };
 use crate::record::{LocalState, ToolOperation};
 
@@ -82,6 +82,8 @@ impl std::fmt::Debug for SqliteLedger {
 }
 
 const RECORD: &str = "SELECT record_json, version FROM records";
+/// `RECORD` by call node, spelt out: the per-event reads use it, and need no `format!` each time.
+const RECORD_BY_NODE: &str = "SELECT record_json, version FROM records WHERE call_node_id = ?1";
 
 impl SqliteLedger {
     /// Open (or create) the ledger file with the default options, migrating an older schema.
@@ -237,11 +239,7 @@ impl Ledger for SqliteLedger {
     }
 
     fn by_call_node(&self, call_node_id: &str) -> Result<Option<ToolOperation>, LedgerError> {
-        self.one_record(
-            &format!("{RECORD} WHERE call_node_id = ?1"),
-            call_node_id,
-            Some(call_node_id),
-        )
+        self.one_record(RECORD_BY_NODE, call_node_id, Some(call_node_id))
     }
 
     fn by_operation_id(&self, operation_id: &str) -> Result<Option<ToolOperation>, LedgerError> {
@@ -305,6 +303,20 @@ impl Ledger for SqliteLedger {
             .query_row([call_node_id], |r| r.get(0))
             .optional()?;
         row.map(|s| rows::parse_name("records.local_state", &s))
+            .transpose()
+    }
+
+    // The schema has typed columns for the version and the local state but not for the result
+    // digest, so the row's JSON is read as `by_call_node` reads it, through the decoded records:
+    // while the row holds the text a remembered record came from, only the head is copied
+    // (no parse, no clone of the whole record), and the answer is the one `by_call_node` gives.
+    fn record_head(&self, call_node_id: &str) -> Result<Option<RecordHead>, LedgerError> {
+        self.conn
+            .prepare_cached(RECORD_BY_NODE)?
+            .query_row([call_node_id], |r| {
+                decoded::head_row(r, call_node_id, &self.decoded)
+            })
+            .optional()?
             .transpose()
     }
 

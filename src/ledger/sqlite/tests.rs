@@ -6,7 +6,7 @@ use rusqlite::{params, Connection, ErrorCode};
 
 use super::{schema, ConsumeError, SqliteLedger, SCHEMA_VERSION};
 use crate::ledger::tests::fixtures::{accept_write, fetching, ids, rec, write};
-use crate::ledger::{Ledger, LedgerError, OutboxStatus, INITIAL_EPOCH};
+use crate::ledger::{Ledger, LedgerError, OutboxStatus, RecordHead, INITIAL_EPOCH};
 use crate::record::LocalState;
 
 fn refused_by_the_database(res: rusqlite::Result<usize>, what: &str) {
@@ -794,6 +794,48 @@ fn a_remembered_record_is_returned_only_while_the_row_holds_the_very_text_it_cam
         .unwrap();
     let err = l.by_call_node("a").unwrap_err();
     assert!(err.to_string().contains("its row says"), "{err}");
+}
+
+#[test]
+fn a_record_head_follows_the_row_as_by_call_node_does() {
+    let mut l = SqliteLedger::open_in_memory().unwrap();
+    let r = fetching(&mut l, "a");
+    let head = |l: &SqliteLedger| l.record_head("a");
+    let via_record = |l: &SqliteLedger| l.by_call_node("a").map(|r| r.as_ref().map(RecordHead::of));
+    assert_eq!(
+        head(&l).unwrap(),
+        via_record(&l).unwrap(),
+        "a remembered record"
+    );
+    // A hand edit keeps the version and changes the text: the head is read from the row.
+    let mut edited = r.clone();
+    edited.result_digest = Some("edited".into());
+    l.conn
+        .execute(
+            "UPDATE records SET record_json = ?1 WHERE call_node_id = 'a'",
+            [serde_json::to_string(&edited).unwrap()],
+        )
+        .unwrap();
+    assert_eq!(
+        head(&l).unwrap().unwrap().result_digest.as_deref(),
+        Some("edited")
+    );
+    // A version column that disagrees with the text fails the head as it fails the record.
+    l.conn
+        .execute(
+            "UPDATE records SET version = version + 7 WHERE call_node_id = 'a'",
+            [],
+        )
+        .unwrap();
+    assert_eq!(head(&l).unwrap_err(), via_record(&l).unwrap_err());
+    // So does a row that does not decode, remembered or not.
+    l.conn
+        .execute(
+            "UPDATE records SET record_json = '{' WHERE call_node_id = 'a'",
+            [],
+        )
+        .unwrap();
+    assert_eq!(head(&l).unwrap_err(), via_record(&l).unwrap_err());
 }
 
 #[test]

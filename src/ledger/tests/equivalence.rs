@@ -8,7 +8,7 @@ use proptest::prelude::*;
 
 use super::fixtures::rec;
 use crate::core::{AcceptBasis, AcceptSpec};
-use crate::ledger::{Ledger, LedgerError, MemoryLedger, SqliteLedger, Write};
+use crate::ledger::{Ledger, LedgerError, MemoryLedger, RecordHead, SqliteLedger, Write};
 use crate::record::{LocalState, TerminalState, ToolOperation};
 
 /// Nodes n0..n2 exist from the start; n3 only if an insert makes it.
@@ -293,6 +293,15 @@ proptest! {
             for o in 0..3 {
                 let op_id = format!("op{o}");
                 prop_assert_eq!(mem.by_operation_id(&op_id).unwrap(), sql.by_operation_id(&op_id).unwrap());
+            }
+            for node in 0..NODES {
+                // Each ledger's head of a record is the head of its `by_call_node`, and the two agree.
+                let head = mem.record_head(&id(node)).unwrap();
+                let via_record = mem.by_call_node(&id(node)).unwrap().as_ref().map(RecordHead::of);
+                prop_assert_eq!(&head, &via_record);
+                let sql_via_record = sql.by_call_node(&id(node)).unwrap().as_ref().map(RecordHead::of);
+                prop_assert_eq!(&sql.record_head(&id(node)).unwrap(), &sql_via_record);
+                prop_assert_eq!(&head, &sql_via_record);
             }
             prop_assert_eq!(mem.in_flight().unwrap(), sql.in_flight().unwrap());
             prop_assert_eq!(mem.outbox_ready(1, 2).unwrap(), sql.outbox_ready(1, 2).unwrap());

@@ -54,6 +54,7 @@ both_ledgers!(
     lookups_by_call_node_operation_id_and_key,
     reconciliation_queue_and_effect_records,
     in_flight_listing_settled_count_and_local_state,
+    record_head_answers_as_by_call_node_would,
     every_terminal_state_carries_its_payload_explicitly,
     a_shadow_operation_is_receipted_but_never_reaches_the_outbox,
     outbox_consumer_pages_by_seq_and_acknowledges_idempotently,

@@ -6,7 +6,8 @@ use super::fixtures::{
 };
 use crate::core::AcceptBasis;
 use crate::ledger::{
-    Beat, CancelRequest, Ledger, LedgerError, LedgerSnapshot, OutboxStatus, Write, INITIAL_EPOCH,
+    Beat, CancelRequest, Ledger, LedgerError, LedgerSnapshot, OutboxStatus, RecordHead, Write,
+    INITIAL_EPOCH,
 };
 use crate::record::{LocalState, TerminalState, ToolOperation};
 
@@ -498,6 +499,30 @@ pub fn in_flight_listing_settled_count_and_local_state<L: Ledger>(new: fn() -> L
     assert_eq!(l.local_state("a").unwrap(), Some(LocalState::Accepted));
     assert_eq!(l.local_state("c").unwrap(), Some(LocalState::Submitting));
     assert_eq!(l.local_state("zz").unwrap(), None);
+}
+
+/// `record_head` answers what `by_call_node` would, cut down: as inserted, as moved, with a
+/// result digest recorded, and for a node the ledger does not hold.
+pub fn record_head_answers_as_by_call_node_would<L: Ledger>(new: fn() -> L) {
+    let mut l = new();
+    let head_via_record =
+        |l: &L, id: &str| l.by_call_node(id).unwrap().as_ref().map(RecordHead::of);
+    l.insert(rec("c"), INITIAL_EPOCH).unwrap();
+    let a = fetching(&mut l, "a");
+    assert_eq!(l.record_head("a").unwrap(), head_via_record(&l, "a"));
+    l.commit(accept_write(&a, Some("d1"))).unwrap();
+    let head = l.record_head("a").unwrap();
+    assert_eq!(
+        head,
+        Some(RecordHead {
+            version: a.version + 1,
+            local_state: LocalState::Accepted,
+            result_digest: Some("d1".into()),
+        })
+    );
+    assert_eq!(head, head_via_record(&l, "a"));
+    assert_eq!(l.record_head("c").unwrap(), head_via_record(&l, "c"));
+    assert_eq!(l.record_head("zz").unwrap(), None);
 }
 
 pub fn every_terminal_state_carries_its_payload_explicitly<L: Ledger>(new: fn() -> L) {
