@@ -178,8 +178,11 @@ impl Runner {
             return Handled::NotApplied;
         }
         self.note_retry_after(node, &event);
+        // Stepped by reference, never copied (a reply can carry a whole result): a conflict
+        // steps the given event again, a take-up steps a resume instead.
         let given = event;
-        let mut event = given.clone();
+        let resume = Event::Resume;
+        let mut event = &given;
         let mut name = event.name();
         let attempts = self.cfg.commit_conflict_retries.saturating_add(1);
         for attempt in 1..=attempts {
@@ -188,7 +191,7 @@ impl Runner {
             // 8164: a take-up decided on one version, re-stepped as a resume on a record whose
             // cancel the other process had meanwhile sent, polled at once).
             if attempt > 1 {
-                event = given.clone();
+                event = &given;
                 name = event.name();
             }
             let Some(rec) = self.read(node) else {
@@ -218,8 +221,8 @@ impl Runner {
             let jitter_permille = self.jitter.permille();
             let mut ctx = self.ctx(jitter_permille);
             ctx.overtaken_sender_until_ms = self.overtaken_sender_until_ms(&rec);
-            let mut step = core::step(&rec, &event, &ctx, &self.lanes[lane].core);
-            if self.adopt(node, &rec, &event, &step, &ctx, lane) {
+            let mut step = core::step(&rec, event, &ctx, &self.lanes[lane].core);
+            if self.adopt(node, &rec, event, &step, &ctx, lane) {
                 let resumed = core::step(&rec, &Event::Resume, &ctx, &self.lanes[lane].core);
                 let wait_until = self
                     .retry_after
@@ -227,7 +230,7 @@ impl Runner {
                     .map(|r| r.until_ms)
                     .max(self.own_read_not_before(node, &rec, &resumed, &ctx, lane))
                     .filter(|u| *u > ctx.now_ms);
-                if let (Some(at_ms), Event::Timer(timer)) = (wait_until, &event) {
+                if let (Some(at_ms), Event::Timer(timer)) = (wait_until, event) {
                     // A Retry-After this process was given still runs, or the resume would read
                     // the status sooner after this process's own last read than the polling
                     // policy allows: look again then.
@@ -247,11 +250,11 @@ impl Runner {
                 // it again once that process is gone (mcp_sqlite seed 233: a replica that moved
                 // a node to CANCEL_REQUESTED died; the primary's poll timer for WORKING was
                 // dropped and the cancel waited 70 s for another replica).
-                event = Event::Resume;
+                event = &resume;
                 name = event.name();
                 step = resumed;
             }
-            if self.submission_left_to_other(node, &rec, &event, &step) {
+            if self.submission_left_to_other(node, &rec, event, &step) {
                 self.observe(Observation::SubmissionLeftToOther {
                     node: node.to_string(),
                     event: name.clone(),
@@ -283,7 +286,7 @@ impl Runner {
             let changed = step.record != rec;
             let is_final = step.record.local_state.is_final();
             let read_floor_ms = self.own_read_floor_ms(node, lane, &step.record);
-            let hold_fetch = self.fetch_after_own_read(node, lane, &event);
+            let hold_fetch = self.fetch_after_own_read(node, lane, event);
             let mut write = Write {
                 expected_version: rec.version,
                 writer_epoch: self.writer_epoch(),
