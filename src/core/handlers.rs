@@ -38,8 +38,9 @@ macro_rules! mutated {
 
 pub(super) struct Machine<'a> {
     rec: ToolOperation,
-    /// The record as read, for the acceptance transaction to re-check.
-    basis: AcceptBasis,
+    /// The record as read: an acceptance's basis (`AcceptBasis::of`) is taken from it, and only
+    /// then, not at every step (it copies four strings).
+    read: &'a ToolOperation,
     path: Vec<S>,
     cmds: Vec<Command>,
     ctx: &'a Ctx,
@@ -55,10 +56,10 @@ fn rejected(r: Rejection) -> R {
 }
 
 impl<'a> Machine<'a> {
-    pub(super) fn new(rec: &ToolOperation, ctx: &'a Ctx, cfg: &'a CoreConfig) -> Machine<'a> {
+    pub(super) fn new(rec: &'a ToolOperation, ctx: &'a Ctx, cfg: &'a CoreConfig) -> Machine<'a> {
         Machine {
             rec: rec.clone(),
-            basis: AcceptBasis::of(rec),
+            read: rec,
             path: vec![rec.local_state],
             cmds: vec![],
             ctx,
@@ -104,7 +105,7 @@ impl<'a> Machine<'a> {
     fn force_accept(&mut self, to: S, terminal: TerminalState, digest: Option<String>) -> R {
         self.force(to);
         self.rec.result_digest = digest.clone();
-        let basis = self.basis.clone();
+        let basis = AcceptBasis::of(self.read);
         self.cmds.push(Command::Accept(AcceptSpec {
             terminal,
             result_digest: digest,
@@ -198,7 +199,7 @@ impl<'a> Machine<'a> {
         } else {
             payload
         };
-        let basis = self.basis.clone();
+        let basis = AcceptBasis::of(self.read);
         self.cmds.push(Command::Accept(AcceptSpec {
             terminal,
             result_digest: digest,
