@@ -155,6 +155,10 @@ pub const CHECKER_LINES: &[(&str, &str)] = &[
         "cancel_within_budget",
         "once a cancel is asked for, no more cancels reach the server than max_cancel_attempts allows",
     ),
+    (
+        "cancel_requeried_on_time",
+        "a node whose cancel is out and undecided is read again within the cancel requery interval",
+    ),
 ];
 
 /// One line per gate (the rows of every gate table).

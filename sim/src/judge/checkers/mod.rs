@@ -197,14 +197,14 @@ pub const CHECKERS: [(&str, Checker); 34] = [
     ),
     (sync_reply_awaited::NAME, sync_reply_awaited::violations),
     (
-        cancel_requeried_on_time::NAME,
-        cancel_requeried_on_time::violations,
-    ),
-    (
         effect_reconciliation_raised::NAME,
         effect_reconciliation_raised::violations,
     ),
     (cancel_within_budget::NAME, cancel_within_budget::violations),
+    (
+        cancel_requeried_on_time::NAME,
+        cancel_requeried_on_time::violations,
+    ),
 ];
 
 /// Run every checker over a trace, in `CHECKERS` order.
@@ -337,7 +337,8 @@ mod tests {
                 "nothing_written_after_crash",
                 "sync_reply_awaited",
                 "effect_reconciliation_raised",
-                "cancel_within_budget"
+                "cancel_within_budget",
+                "cancel_requeried_on_time"
             ]
         );
     }
