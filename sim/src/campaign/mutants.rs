@@ -311,4 +311,34 @@ mod tests {
             assert_eq!(moved > 0, done > 0, "chunk from {done}");
         }
     }
+
+    /// The gate's judgement of a plant, which no plant needs since session 48 (the last one is a
+    /// checker's now), kept working: a plant whose sweep fails a gate that the unmutated
+    /// executor's sweep of the same seeds passes is caught, and the gate is named; a gate the
+    /// unmutated sweep fails as well catches nothing. `no_qps_limiter` on `mcp_load` breaks the
+    /// QPS gate within a short sweep.
+    #[test]
+    fn the_gate_catches_a_plant_only_by_a_gate_the_unmutated_sweep_passes() {
+        let file =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios/mcp_load.toml");
+        let set = vec![Loaded::plain(
+            file.clone(),
+            Scenario::load(&file).expect("mcp_load loads"),
+        )];
+        let qps = |gates: &[(String, String)]| {
+            gates
+                .iter()
+                .any(|(g, _)| g.ends_with(" poll_rate_per_second"))
+        };
+        let unmutated = failing_gates(&set, None, 20, 1);
+        let unmutated_list: Vec<(String, String)> = unmutated.clone().into_iter().collect();
+        assert!(!qps(&unmutated_list), "{unmutated:?}");
+        let r = hunt_by_gate(&set, Mutation::NoQpsLimiter, 20, 1, &unmutated);
+        assert!(r.caught() && qps(&r.gates_failed), "{:?}", r.gates_failed);
+        let every: BTreeMap<String, String> = unmutated
+            .into_iter()
+            .chain(r.gates_failed.iter().cloned())
+            .collect();
+        assert!(!hunt_by_gate(&set, Mutation::NoQpsLimiter, 20, 1, &every).caught());
+    }
 }
