@@ -20,8 +20,9 @@
 //! ran extends the bound to the same allowance after the commit landed: the process steps one
 //! event at a time and arms its timer only once it committed what the reply taught it. A reply
 //! that reached its process after its request's timeout, or answers a request the process has
-//! since followed with another about the node, drives nothing (a newer answer does), and a
-//! status notification is advisory.
+//! since followed with another about the node (any process's, in the order they left), drives
+//! nothing (a newer answer does), nor does one after the process was shown the task ended (the
+//! cancel is decided; it fetches the outcome), and a status notification is advisory.
 
 use std::collections::BTreeMap;
 
@@ -69,20 +70,22 @@ fn wait_after(shows: &Shows, interval_ms: u64) -> Option<(u64, String)> {
     }
 }
 
-/// A request a process sent about a node: when it left, its id, its kind.
-type Sent = (u64, Option<u64>, ExchangeKind);
+/// A request a process sent about a node: when it left, its id, its kind, its frame.
+type Sent = (u64, Option<u64>, ExchangeKind, u64);
 
 pub fn violations(v: &View) -> Vec<Violation> {
     let interval_ms = v.config.cancel_requery_ms();
     let queue_ms = act_bound_ms(v.call_nodes, v.max_qps);
     let mut own: BTreeMap<(ExecId, &str), Vec<Sent>> = BTreeMap::new();
-    let mut any: BTreeMap<&str, Vec<u64>> = BTreeMap::new();
+    // Every process's requests about each node: when each left, and its frame (the order they
+    // left in, within a millisecond too).
+    let mut any: BTreeMap<&str, Vec<(u64, u64)>> = BTreeMap::new();
     for s in sends(v.trace) {
         let Some(node) = s.node else { continue };
         own.entry((s.exec, node))
             .or_default()
-            .push((s.t_ms, s.request_id, s.exchange));
-        any.entry(node).or_default().push(s.t_ms);
+            .push((s.t_ms, s.request_id, s.exchange, s.frame));
+        any.entry(node).or_default().push((s.t_ms, s.frame));
     }
     // When each process took each node over: its first request about the node after another
     // process's, in the order they left.
@@ -123,6 +126,19 @@ pub fn violations(v: &View) -> Vec<Violation> {
     };
     let all_arrivals = arrivals(v.trace);
     let times = RequestTimes::of(v);
+    // When each process was first shown each node's task ended: from then the cancel is decided
+    // for it, and what it does next is fetch the outcome (mcp_faults seed 23861: a read showed
+    // the task ended, and a cancel and a fetch left together; the cancel's 503 asked nothing).
+    let mut ended: BTreeMap<(ExecId, &str), u64> = BTreeMap::new();
+    for a in &all_arrivals {
+        if let (Some(node), Some(Shows::Task { status, .. })) = (a.node, a.shows) {
+            if status.is_terminal() && a.intact() && !times.past_timeout(a) {
+                ended
+                    .entry((a.exec, node))
+                    .or_insert(a.arrives_at_ms.unwrap_or(a.t_ms));
+            }
+        }
+    }
     let writes = held_commits(v.trace);
     let down = down_times(v.trace);
     let epochs = newest_epochs(v.trace);
@@ -144,6 +160,9 @@ pub fn violations(v: &View) -> Vec<Violation> {
         {
             continue;
         }
+        if ended.get(&(a.exec, node)).is_some_and(|&e| e <= at) {
+            continue;
+        }
         let Some((wait_ms, what)) = wait_after(shows, interval_ms) else {
             continue;
         };
@@ -161,14 +180,14 @@ pub fn violations(v: &View) -> Vec<Violation> {
         let Some(pos) = mine.iter().rposition(|s| s.1 == Some(id) && s.0 <= at) else {
             continue;
         };
-        let (sent_ms, _, kind) = mine[pos];
+        let (sent_ms, _, kind, frame) = mine[pos];
         // A request about the node that left after this one, from any process, overtook it: the
         // newer answer drives what happens next (mcp_ext_replicas seed 89: a replica's cancel
         // overtook the primary's, whose ack then came back stale; the replica, which was to read
         // again, shut down, and the primary took over only on its stall watch).
         let overtaken = any
             .get(node)
-            .is_some_and(|sends| sends.iter().any(|&t| t > sent_ms && t <= at));
+            .is_some_and(|sends| sends.iter().any(|&(t, f)| f > frame && t <= at));
         if sent_ms < cancelled_ms || overtaken {
             continue;
         }
@@ -207,7 +226,7 @@ pub fn violations(v: &View) -> Vec<Violation> {
             || end_ms <= until;
         let next = any
             .get(node)
-            .and_then(|sends| sends.iter().copied().find(|&t| t >= at));
+            .and_then(|sends| sends.iter().map(|&(t, _)| t).find(|&t| t >= at));
         if gone || next.is_some_and(|t| t <= until) {
             continue;
         }
@@ -436,5 +455,34 @@ mod tests {
         b.receipt("n1", Some("t-n1"), TerminalState::Cancelled, None);
         b.task("t-n1", "n1", Some(TaskStatus::Cancelled), None, Some(8_020));
         assert_eq!(check(&b.build(SETTLED)), vec![]);
+    }
+
+    #[test]
+    fn once_the_task_showed_ended_the_cancel_is_decided() {
+        // A read shows the task completed; a cancel still leaves and is refused 503 at once;
+        // the process fetches 15 s later (a lost result's timeout, say): nothing to requery.
+        let ended = |status| {
+            let mut b = cancelled_at_3s();
+            b.at(5_000).sent("n1", "poll");
+            b.at(5_010)
+                .net_in("n1", ExchangeKind::Poll, task_shows("t-n1", status));
+            b.at(5_020).sent("n1", "cancel");
+            b.at(5_030).net_in(
+                "n1",
+                ExchangeKind::Cancel,
+                Shows::Throttled {
+                    status: 503,
+                    retry_after_ms: 0,
+                },
+            );
+            b.at(20_000).sent("n1", "fetch");
+            b.at(20_010)
+                .net_in("n1", ExchangeKind::Fetch, Shows::Outcome)
+                .accepted("n1", TerminalState::Completed, None);
+            check(&b.build(SETTLED))
+        };
+        assert_eq!(ended(TaskStatus::Completed), vec![]);
+        // Shown still running instead, the 503 asked for a read within the bound.
+        assert_eq!(ended(TaskStatus::Working).len(), 1);
     }
 }
