@@ -182,18 +182,15 @@ impl Runner {
         // steps the given event again, a take-up steps a resume instead.
         let given = event;
         let resume = Event::Resume;
-        let mut event = &given;
-        let mut name = event.name();
+        let mut name = given.name();
         let attempts = self.cfg.commit_conflict_retries.saturating_add(1);
         for attempt in 1..=attempts {
-            // A conflict re-reads the record and steps the event it was given again: whether
-            // to take the node up is decided afresh on the newer record (mcp_ext_faults seed
-            // 8164: a take-up decided on one version, re-stepped as a resume on a record whose
-            // cancel the other process had meanwhile sent, polled at once).
-            if attempt > 1 {
-                event = &given;
-                name = event.name();
-            }
+            // Each attempt (a conflict re-reads the record) steps the event it was given:
+            // whether to take the node up is decided afresh on the newer record (mcp_ext_faults
+            // seed 8164: a take-up decided on one version, re-stepped as a resume on a record
+            // whose cancel the other process had meanwhile sent, polled at once).
+            let mut event = &given;
+            name = event.name();
             let Some(rec) = self.read(node) else {
                 if self.failed.is_none() {
                     self.observe(Observation::Unrouted {
