@@ -235,7 +235,7 @@ pub fn violations(v: &View) -> Vec<Violation> {
             checker: NAME,
             node: Some(node.to_string()),
             detail: format!(
-                "executor epoch {} incarnation {} sent a cancel at {cancelled_ms} ms; the reply to its {} of {sent_ms} ms reached it at {at} ms showing {what}, and {} (due by {until} ms: {wait_ms} ms for the cancel requery interval of {interval_ms} ms, the server's interval or its Retry-After, and {queue_ms} ms for the QPS queue)",
+                "executor epoch {} incarnation {} sent a cancel at {cancelled_ms} ms; the reply to its {} of {sent_ms} ms reached it at {at} ms showing {what}, and {} (due by {until} ms: {wait_ms} ms for the cancel requery interval of {interval_ms} ms, the server's interval or its Retry-After, and {queue_ms} ms for the QPS queue, after the reply or after the last hold of the process that ran into that time, or a request lease after its take-up of the node)",
                 a.exec.0,
                 a.exec.1,
                 kind.name(),
@@ -253,6 +253,7 @@ pub fn violations(v: &View) -> Vec<Violation> {
 mod tests {
     use super::*;
     use crate::fake::truth::TaskStatus;
+    use crate::judge::checkers::ledger_writes::build::{ev, write};
     use crate::judge::checkers::testkit::{assert_clean, task_shows, Tb, SETTLED};
     use crate::series::faults::FaultKind;
     use crate::trace::{CallerAction, FaultDetail, What, WorldAction};
@@ -484,5 +485,34 @@ mod tests {
         assert_eq!(ended(TaskStatus::Completed), vec![]);
         // Shown still running instead, the 503 asked for a read within the bound.
         assert_eq!(ended(TaskStatus::Working).len(), 1);
+    }
+
+    /// Another process at the node, and the lease after a take-up.
+    #[test]
+    fn another_process_at_the_node_or_a_take_up_lengthens_or_ends_the_duty() {
+        // A second process (epoch 1, incarnation 2) commits a write of the node at 4,000 (it
+        // took it up, or is about to send): who reads next is settled through the ledger.
+        let shared = |incarnation| {
+            let mut b = cancelled_at_3s();
+            b.at(4_000).push(ev(write("n1", 1, incarnation, 3)));
+            confirmed(&mut b, 8_040)
+        };
+        assert_eq!(check(&shared(2)), vec![]);
+        // The process's own write excuses nothing: the same wait is caught.
+        assert_eq!(check(&shared(1)).len(), 1);
+        // A take-up: incarnation 2 sends the node's first cancel after incarnation 1's submit;
+        // its wait may run a request lease (10 s) from then, plus the allowance.
+        let took = |last| {
+            let mut b = Tb::new();
+            b.at(0).submit("n1").sent("n1", "submit");
+            b.at(10).recv("n1", "submit", "submitted");
+            b.exec(1, 2).at(30_000).caller(CallerAction::Cancel, "n1");
+            b.sent("n1", "cancel");
+            b.at(30_040)
+                .net_in("n1", ExchangeKind::Cancel, Shows::CancelAccepted);
+            confirmed(&mut b, last)
+        };
+        assert_eq!(check(&took(42_000)), vec![]);
+        assert_eq!(check(&took(43_100)).len(), 1);
     }
 }
