@@ -182,7 +182,8 @@ impl Runner {
         // steps the given event again, a take-up steps a resume instead.
         let given = event;
         let resume = Event::Resume;
-        let mut name = given.name();
+        // Named by each attempt (a take-up renames it); the loop runs at least once.
+        let mut name = String::new();
         let attempts = self.cfg.commit_conflict_retries.saturating_add(1);
         for attempt in 1..=attempts {
             // Each attempt (a conflict re-reads the record) steps the event it was given:
