@@ -31,18 +31,10 @@ impl Decoded {
         json: &str,
         version: u64,
     ) -> Result<ToolOperation, LedgerError> {
-        if let Some(node) = node {
-            if let Some((text, rec)) = self.by_node.borrow().get(node) {
-                // The same text decodes to the same record, and that record passed the checks
-                // `rows::record` makes; the version column is checked again, as it would be.
-                if text == json && rec.version == version {
-                    return Ok(rec.clone());
-                }
-            }
+        if let Some(rec) = node.and_then(|n| self.remembered(n, json, version)) {
+            return Ok(rec.clone());
         }
-        let rec = rows::record(json, version)?;
-        self.remember(json, &rec);
-        Ok(rec)
+        self.decode(json, version)
     }
 
     /// The head of the record a row looked up by call node holds: what [`Decoded::record`]
@@ -53,14 +45,35 @@ impl Decoded {
         json: &str,
         version: u64,
     ) -> Result<RecordHead, LedgerError> {
-        if let Some((text, rec)) = self.by_node.borrow().get(node) {
-            // The same hit rule as `record`'s, so the answer is the one it would give.
-            if text == json && rec.version == version {
-                return Ok(RecordHead::of(rec));
-            }
+        if let Some(rec) = self.remembered(node, json, version) {
+            return Ok(RecordHead::of(&rec));
         }
-        self.record(Some(node), json, version)
-            .map(|rec| RecordHead::of(&rec))
+        self.decode(json, version).map(|rec| RecordHead::of(&rec))
+    }
+
+    /// The remembered record of `node`, if the row still holds the very text it came from: the
+    /// same text decodes to the same record, and that record passed the checks `rows::record`
+    /// makes; the version column is checked again, as it would be.
+    fn remembered(
+        &self,
+        node: &str,
+        json: &str,
+        version: u64,
+    ) -> Option<std::cell::Ref<'_, ToolOperation>> {
+        std::cell::Ref::filter_map(self.by_node.borrow(), |by_node| {
+            by_node
+                .get(node)
+                .filter(|(text, rec)| text == json && rec.version == version)
+                .map(|(_, rec)| rec)
+        })
+        .ok()
+    }
+
+    /// Decode a row's record and remember it.
+    fn decode(&self, json: &str, version: u64) -> Result<ToolOperation, LedgerError> {
+        let rec = rows::record(json, version)?;
+        self.remember(json, &rec);
+        Ok(rec)
     }
 
     /// `rec` is now stored as `json` (a committed write).

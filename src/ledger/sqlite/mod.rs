@@ -183,9 +183,19 @@ impl SqliteLedger {
         key: &str,
         node: Option<&str>,
     ) -> Result<Option<ToolOperation>, LedgerError> {
+        self.one_row(sql, key, |r| decoded::row(r, node, &self.decoded))
+    }
+
+    /// The one row `sql` finds by `key`, read by `read` (which may itself fail to decode it).
+    fn one_row<T>(
+        &self,
+        sql: &str,
+        key: &str,
+        read: impl FnOnce(&rusqlite::Row<'_>) -> rusqlite::Result<Result<T, LedgerError>>,
+    ) -> Result<Option<T>, LedgerError> {
         self.conn
             .prepare_cached(sql)?
-            .query_row([key], |r| decoded::row(r, node, &self.decoded))
+            .query_row([key], read)
             .optional()?
             .transpose()
     }
@@ -311,13 +321,9 @@ impl Ledger for SqliteLedger {
     // while the row holds the text a remembered record came from, only the head is copied
     // (no parse, no clone of the whole record), and the answer is the one `by_call_node` gives.
     fn record_head(&self, call_node_id: &str) -> Result<Option<RecordHead>, LedgerError> {
-        self.conn
-            .prepare_cached(RECORD_BY_NODE)?
-            .query_row([call_node_id], |r| {
-                decoded::head_row(r, call_node_id, &self.decoded)
-            })
-            .optional()?
-            .transpose()
+        self.one_row(RECORD_BY_NODE, call_node_id, |r| {
+            decoded::head_row(r, call_node_id, &self.decoded)
+        })
     }
 
     fn settled_count(&self) -> Result<(usize, usize), LedgerError> {
