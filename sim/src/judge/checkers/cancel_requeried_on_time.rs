@@ -80,29 +80,26 @@ pub fn violations(v: &View) -> Vec<Violation> {
     // Every process's requests about each node: when each left, and its frame (the order they
     // left in, within a millisecond too).
     let mut any: BTreeMap<&str, Vec<(u64, u64)>> = BTreeMap::new();
+    // When each process took each node over: its first request about the node after another
+    // process's, in the order they left.
+    let mut takeovers: BTreeMap<(ExecId, &str), Vec<u64>> = BTreeMap::new();
+    let mut last_sender: BTreeMap<&str, ExecId> = BTreeMap::new();
+    // What each process did to each node, requests and landed writes.
+    let mut touched: BTreeMap<&str, Vec<(u64, ExecId)>> = BTreeMap::new();
     for s in sends(v.trace) {
         let Some(node) = s.node else { continue };
         own.entry((s.exec, node))
             .or_default()
             .push((s.t_ms, s.request_id, s.exchange, s.frame));
         any.entry(node).or_default().push((s.t_ms, s.frame));
-    }
-    // When each process took each node over: its first request about the node after another
-    // process's, in the order they left.
-    let mut takeovers: BTreeMap<(ExecId, &str), Vec<u64>> = BTreeMap::new();
-    let mut last_sender: BTreeMap<&str, ExecId> = BTreeMap::new();
-    for s in sends(v.trace) {
-        let Some(node) = s.node else { continue };
         if last_sender
             .insert(node, s.exec)
             .is_some_and(|p| p != s.exec)
         {
             takeovers.entry((s.exec, node)).or_default().push(s.t_ms);
         }
+        touched.entry(node).or_default().push((s.t_ms, s.exec));
     }
-    let lease_ms = v.config.request_timeout_ms;
-    // What each process did to each node, requests and landed writes, in time order.
-    let mut touched: BTreeMap<&str, Vec<(u64, ExecId)>> = BTreeMap::new();
     for e in &v.trace.events {
         if let What::Ledger { write } = &e.what {
             if write.outcome.landed().is_some() {
@@ -113,11 +110,7 @@ pub fn violations(v: &View) -> Vec<Violation> {
             }
         }
     }
-    for s in sends(v.trace) {
-        if let Some(node) = s.node {
-            touched.entry(node).or_default().push((s.t_ms, s.exec));
-        }
-    }
+    let lease_ms = v.config.request_timeout_ms;
     let others_touched = |exec: ExecId, node: &str, from_ms: u64, to_ms: u64| {
         touched.get(node).is_some_and(|list| {
             list.iter()
